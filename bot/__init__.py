@@ -1,0 +1,1 @@
+"""The Kafka incident bot: Slack app, terminal interface and renderers."""

@@ -1,0 +1,26 @@
+"""Turn runbook entries into the Reply's Diagnosis items (shared by `why`, `runbook` and live checks)."""
+
+from __future__ import annotations
+
+from runbook_kb import KnowledgeBase
+from runbook_kb.schema import FailureMode
+
+from .reply import Diagnosis, SourceLine, Step
+
+
+def source_lines(kb: KnowledgeBase, entry: FailureMode) -> list[SourceLine]:
+    return [SourceLine(label=ref.label, symbol=ref.symbol, does=ref.does, url=kb.ref_link(ref)) for ref in entry.mechanism]
+
+
+def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_steps: int | None = 3) -> Diagnosis:
+    """One entry as a diagnosis; ``first_steps`` limits the triage shown (None = all)."""
+    return Diagnosis(
+        entry_id=entry.id,
+        title=entry.title,
+        cause=entry.cause,
+        mechanism=source_lines(kb, entry),
+        mitigation=[Step(text=s.action, command=s.command, config=s.config) for s in entry.mitigation],
+        do_not=[f"{d.action}: {d.why}" for d in entry.do_not],
+        first_steps=list(entry.triage if first_steps is None else entry.triage[:first_steps]),
+        why_ranked=reason,
+    )

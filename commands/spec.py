@@ -1,0 +1,81 @@
+"""How a subcommand declares itself: its words, parameters, help and whether it changes the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .reply import Reply
+
+ParamKind = Literal["text", "topic", "group", "int", "word"]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    help: str
+    kind: ParamKind = "word"
+    required: bool = True
+    rest: bool = False  # takes every remaining word (free text)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A --flag. ``takes_value`` options read the next word as their value."""
+
+    name: str  # without the dashes
+    help: str
+    takes_value: bool = True
+    kind: ParamKind = "word"
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    words: tuple[str, ...]  # ("why",) or ("throttle", "set")
+    summary: str
+    params: tuple[Param, ...] = ()
+    options: tuple[Option, ...] = ()
+    mutating: bool = False
+    examples: tuple[str, ...] = ()
+    details: str = ""
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.words)
+
+    def usage(self) -> str:
+        parts = [self.name]
+        for p in self.params:
+            token = f"<{p.name}>" + ("..." if p.rest else "")
+            parts.append(token if p.required else f"[{token}]")
+        for o in self.options:
+            parts.append(f"[--{o.name}{' <' + o.name + '>' if o.takes_value else ''}]")
+        return " ".join(parts)
+
+
+Runner = Callable[["CommandRequest", "Context"], Awaitable["Reply"]]
+
+
+@dataclass(frozen=True)
+class Command:
+    spec: CommandSpec
+    run: Runner
+
+
+@dataclass
+class CommandRequest:
+    command: Command
+    args: dict[str, object] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
+    raw: str = ""
+    json: bool = False
+    cluster: str | None = None
+    user: str | None = None  # Slack user id, or the local user on a terminal
+    channel: str | None = None
+
+    @property
+    def spec(self) -> CommandSpec:
+        return self.command.spec

@@ -1,0 +1,150 @@
+"""Load and validate the whole knowledge base.
+
+Validation happens at start-up and in a test: a malformed data file stops the bot with a
+message naming the file and the field, never a half-loaded KB.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from .schema import REFERENCE_FILES, FailureMode, SourceRef, Strict, parse_source_loc
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+class KBError(Exception):
+    """The knowledge base is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    meta: dict
+    source_paths: dict[str, str]
+    failure_modes: dict[str, FailureMode]
+    reference: dict[str, Strict] = field(default_factory=dict)
+    vocabulary: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def catalogue(self) -> list[str]:
+        """Failure-mode ids in the runbook's order."""
+        return list(self.meta["catalogue"])
+
+    def link(self, file: str, line: int | None = None) -> str:
+        """A link to the cited file at the commit the runbook was written against."""
+        url = f"{self.meta['source_repo']}/blob/{self.meta['source_commit']}/{self.source_paths[file]}"
+        return f"{url}#L{line}" if line else url
+
+    def ref_link(self, ref: SourceRef) -> str:
+        return self.link(ref.file, ref.lines[0])
+
+    def loc_link(self, loc: str) -> str:
+        file, line = parse_source_loc(loc)
+        return self.link(file, line)
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise KBError(f"{path.name}: not valid YAML: {exc}") from None
+
+
+def _validate(path: Path, model: type[Strict]) -> Strict:
+    raw = _read_yaml(path)
+    if not isinstance(raw, dict):
+        raise KBError(f"{path.name}: expected a mapping at the top level")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise KBError(f"{path.name}: field '{where}': {first['msg']}{more}") from None
+
+
+def _read_source_paths(path: Path) -> dict[str, str]:
+    with path.open(encoding="utf-8") as fh:
+        return {row["file"]: row["repo_path"] for row in csv.DictReader(fh, delimiter="\t")}
+
+
+def _check_sources(name: str, mode: FailureMode, paths: dict[str, str]) -> None:
+    for i, ref in enumerate(mode.mechanism):
+        if ref.file not in paths:
+            raise KBError(f"{name}: field 'mechanism.{i}.file': {ref.file!r} is not in kafka-source-paths.tsv")
+    for i, lever in enumerate(mode.levers):
+        if lever.source and parse_source_loc(lever.source)[0] not in paths:
+            raise KBError(f"{name}: field 'levers.{i}.source': {lever.source!r} names a file not in kafka-source-paths.tsv")
+
+
+def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
+    meta = _read_yaml(data_dir / "meta.yaml")
+    if not isinstance(meta, dict) or not {"source_repo", "source_commit"} <= meta.keys():
+        raise KBError("meta.yaml: fields 'source_repo' and 'source_commit' are required")
+    paths = _read_source_paths(data_dir / "kafka-source-paths.tsv")
+
+    modes: dict[str, FailureMode] = {}
+    file_of: dict[str, str] = {}
+    files = sorted((data_dir / "failure_modes").glob("*.yaml"))
+    if not files:
+        raise KBError(f"{data_dir / 'failure_modes'}: no failure-mode files found")
+    for path in files:
+        mode = _validate(path, FailureMode)
+        if mode.id in modes:
+            raise KBError(f"{path.name}: field 'id': {mode.id!r} is already used by another entry")
+        _check_sources(path.name, mode, paths)
+        modes[mode.id] = mode
+        file_of[mode.id] = path.name
+
+    for mode in modes.values():
+        for i, rel in enumerate(mode.related):
+            if rel not in modes:
+                raise KBError(f"{file_of[mode.id]}: field 'related.{i}': no entry with id {rel!r}")
+
+    reference: dict[str, Strict] = {}
+    for fname, model in REFERENCE_FILES.items():
+        path = data_dir / "reference" / fname
+        if not path.exists():
+            raise KBError(f"reference/{fname}: missing")
+        reference[fname.removesuffix(".yaml")] = _validate(path, model)
+    signals = reference.get("signals")
+    if signals is not None:
+        for i, alert in enumerate(signals.alerts):
+            for rid in alert.runbook:
+                if rid not in modes:
+                    raise KBError(f"signals.yaml: field 'alerts.{i}.runbook': no entry with id {rid!r}")
+    configs = reference.get("configs")
+    if configs is not None:
+        for i, cfg in enumerate(configs.configs):
+            if cfg.source and parse_source_loc(cfg.source)[0] not in paths:
+                raise KBError(f"configs.yaml: field 'configs.{i}.source': file not in kafka-source-paths.tsv")
+
+    catalogue = meta.get("catalogue") or []
+    if sorted(catalogue) != sorted(modes):
+        raise KBError(
+            "meta.yaml: field 'catalogue': must list every failure-mode id once; "
+            f"missing {sorted(set(modes) - set(catalogue))}, unknown {sorted(set(catalogue) - set(modes))}"
+        )
+    vocab = _read_yaml(data_dir / "vocabulary.yaml")
+    if not isinstance(vocab, dict) or not isinstance(vocab.get("terms"), dict):
+        raise KBError("vocabulary.yaml: field 'terms': expected a mapping of words to metric, error or entry id")
+
+    return KnowledgeBase(
+        meta=meta,
+        source_paths=paths,
+        failure_modes=modes,
+        reference=reference,
+        vocabulary={str(k): str(v) for k, v in vocab["terms"].items()},
+    )
+
+
+@lru_cache(maxsize=1)
+def default_kb() -> KnowledgeBase:
+    """The packaged knowledge base, loaded and validated once per process."""
+    return load_kb()

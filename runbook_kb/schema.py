@@ -1,0 +1,264 @@
+"""The runbook knowledge base's schema.
+
+Knowledge lives in YAML files under ``runbook_kb/data``; these pydantic models are the only
+place its shape is defined. Every model forbids unknown keys so a typo in a data file is an
+error, not silently ignored knowledge.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Family = Literal["replication", "storage", "control-plane", "saturation", "client"]
+LimitClass = Literal["HARD", "SOFT", "EMERGENT"]
+
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# "Partition.scala:1133" or "ReplicationConfigs.java:55" - one file, one line.
+_SOURCE_LOC = re.compile(r"^(?P<file>[A-Za-z0-9_]+\.(?:scala|java)):(?P<line>\d+)$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceRef(Strict):
+    """One place in the Kafka source that produces (part of) a behaviour."""
+
+    file: str = Field(description="File name as listed in kafka-source-paths.tsv, e.g. Partition.scala")
+    lines: list[int] = Field(min_length=1, description="Line number(s) at the knowledge base's source commit")
+    symbol: str = Field(min_length=1, description="Method, constant or class at those lines")
+    does: str = Field(min_length=10, description="What that code does, in our words")
+
+    @field_validator("lines")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(n <= 0 for n in v):
+            raise ValueError("line numbers must be positive")
+        return v
+
+    @property
+    def label(self) -> str:
+        return f"{self.file}:{', '.join(str(n) for n in self.lines)}"
+
+
+def parse_source_loc(text: str) -> tuple[str, int]:
+    m = _SOURCE_LOC.match(text)
+    if not m:
+        raise ValueError(f"expected 'File.scala:LINE' or 'File.java:LINE', got {text!r}")
+    return m["file"], int(m["line"])
+
+
+class SourceLoc(Strict):
+    """A single file:line pointer, used for config defaults and constants."""
+
+    loc: str
+
+    @field_validator("loc")
+    @classmethod
+    def _shape(cls, v: str) -> str:
+        parse_source_loc(v)
+        return v
+
+
+class Symptom(Strict):
+    metric: str = Field(min_length=2, description="Metric name, error or log line the operator sees")
+    mbean: str | None = Field(default=None, description="Full JMX MBean name where the metric has one")
+    condition: str = Field(min_length=2, description="When it counts as the symptom, e.g. '> 0 and flat'")
+    signature: str | None = Field(default=None, description="What tells this failure apart from look-alikes")
+
+
+class Lever(Strict):
+    """Something an operator can change, and what kind of limit it is."""
+
+    name: str = Field(min_length=2)
+    limit_class: LimitClass
+    default: str | None = None
+    source: str | None = Field(default=None, description="File.java:LINE where the default or constant is defined")
+    effect: str = Field(min_length=10)
+
+    @field_validator("source")
+    @classmethod
+    def _loc(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_source_loc(v)
+        return v
+
+
+class Step(Strict):
+    action: str = Field(min_length=5)
+    command: str | None = Field(default=None, description="Exact command line, if the step has one")
+    config: dict[str, str] | None = Field(default=None, description="Exact config keys and values to set")
+
+
+class DoNot(Strict):
+    action: str = Field(min_length=5)
+    why: str = Field(min_length=10)
+
+
+class Empirical(Strict):
+    claim: str = Field(min_length=10)
+    source: str = Field(min_length=2, description="The named source of an empirical figure")
+
+
+class FailureMode(Strict):
+    id: str
+    title: str = Field(min_length=3)
+    aliases: list[str] = Field(min_length=1)
+    family: Family
+    cause: str = Field(min_length=20)
+    symptoms: list[Symptom] = Field(min_length=1)
+    errors: list[str] = Field(default_factory=list, description="Client errors / exceptions that point here")
+    configs: list[str] = Field(default_factory=list, description="Config keys involved")
+    mechanism: list[SourceRef] = Field(default_factory=list)
+    mechanism_notes: list[str] = Field(default_factory=list, description="Mechanism without a source line (architecture)")
+    levers: list[Lever] = Field(min_length=1)
+    triage: list[str] = Field(min_length=1, description="First diagnostic steps, in order")
+    mitigation: list[Step] = Field(min_length=1)
+    do_not: list[DoNot] = Field(default_factory=list)
+    empirical: list[Empirical] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lower-case words joined by '-'")
+        return v
+
+
+# ---- reference knowledge (seeds 001-004 and the runbook's tables) ---------------------------
+
+
+class PartitionCategory(Strict):
+    id: str
+    name: str
+    definition: str = Field(min_length=10)
+    metric: str
+    mbean: str | None = None
+    client_impact: str = Field(min_length=5)
+
+
+class ExampleStep(Strict):
+    event: str
+    isr: list[int]
+    categories: list[str] = Field(min_length=1)
+
+
+class WorkedExample(Strict):
+    title: str
+    replication_factor: int = Field(ge=1)
+    min_insync_replicas: int = Field(ge=1)
+    initial_isr: list[int]
+    steps: list[ExampleStep] = Field(min_length=1)
+    lesson: str
+
+
+class Fact(Strict):
+    """A single statement of reference knowledge with an optional named source."""
+
+    topic: str
+    text: str = Field(min_length=10)
+    source: str | None = None
+
+
+class PartitionCategories(Strict):
+    categories: list[PartitionCategory] = Field(min_length=4)
+    examples: list[WorkedExample] = Field(min_length=1)
+    facts: list[Fact] = Field(default_factory=list)
+
+
+class DurabilityRow(Strict):
+    acks: str
+    min_insync_replicas: str
+    replication_factor: str
+    tolerates: str
+    outcome: str
+
+
+class RfRecommendation(Strict):
+    use_case: str
+    replication_factor: int
+    min_insync_replicas: int
+    rationale: str
+
+
+class Durability(Strict):
+    matrix: list[DurabilityRow] = Field(min_length=1)
+    rf_recommendations: list[RfRecommendation] = Field(min_length=1)
+    facts: list[Fact] = Field(default_factory=list)
+
+
+class LatencyComponent(Strict):
+    metric: str
+    mbean: str | None = None
+    stage: str
+    high_means: str
+    look_at: list[str] = Field(default_factory=list)
+
+
+class Latency(Strict):
+    components: list[LatencyComponent] = Field(min_length=1)
+    facts: list[Fact] = Field(default_factory=list)
+
+
+class ConfigDefault(Strict):
+    key: str
+    default: str
+    scope: Literal["broker", "topic", "producer", "consumer", "controller", "client"]
+    source: str | None = None
+    meaning: str = Field(min_length=5)
+    guidance: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _loc(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_source_loc(v)
+        return v
+
+
+class Configs(Strict):
+    configs: list[ConfigDefault] = Field(min_length=1)
+
+
+class Metric(Strict):
+    name: str
+    mbean: str | None = None
+    kind: str | None = Field(default=None, description="gauge, meter, histogram, client metric ...")
+    meaning: str = Field(min_length=5)
+    healthy: str | None = None
+
+
+class Alert(Strict):
+    metric: str
+    condition: str
+    severity: Literal["critical", "warning", "info"]
+    meaning: str
+    runbook: list[str] = Field(default_factory=list, description="Failure-mode ids to open")
+
+
+class Signals(Strict):
+    metrics: list[Metric] = Field(min_length=1)
+    alerts: list[Alert] = Field(min_length=1)
+
+
+class Topics(Strict):
+    """Free reference topics (ISR membership, HW/LEO, elections...) as lists of facts."""
+
+    facts: list[Fact] = Field(min_length=1)
+
+
+# The reference files and the model each must satisfy.
+REFERENCE_FILES: dict[str, type[Strict]] = {
+    "partition_categories.yaml": PartitionCategories,
+    "durability.yaml": Durability,
+    "latency.yaml": Latency,
+    "configs.yaml": Configs,
+    "signals.yaml": Signals,
+    "replication.yaml": Topics,
+    "isr_membership.yaml": Topics,
+    "broker_internals.yaml": Topics,
+}

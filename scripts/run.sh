@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the bot on the embedded default: the interactive console.
+# Extra arguments go to `kbot`, e.g. `scripts/run.sh ask "why URP"`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ $# -eq 0 ]; then set -- console; fi
+exec .venv/bin/kbot "$@"

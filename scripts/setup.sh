@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepare a fresh machine: system packages (Java for Kafka and Spark, Maven for the Kafka jars),
+# the Python virtualenv with the project and its test extras. Idempotent and quick when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} from Debian packages" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: Python 3.11 or newer is needed; $($PY --version 2>&1) found. Set PYTHON=/path/to/python3.11." >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+
+# Reinstall only when the declared dependencies changed.
+stamp=.venv/.kbot-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python dependencies into .venv (first run downloads Spark, ~1-3 min)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test,bench]'
+  echo "$want" > "$stamp"
+fi
