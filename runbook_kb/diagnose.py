@@ -1,0 +1,141 @@
+"""Pure diagnosis: cluster evidence in, categories and ranked causes out. No I/O, no clock.
+
+The rules mirror the broker's own code, as the runbook cites it:
+- a partition is under-replicated when RF - |ISR| > 0 on its leader (Partition.scala:232);
+- under min ISR when |ISR| < the *effective* min ISR (Partition.scala:237), which is
+  min(min.insync.replicas, replica count) (Partition.scala:246) - so RF=1 with
+  min.insync.replicas=2 is silently a floor of 1;
+- at min ISR (KIP-427) when |ISR| equals that floor; offline when there is no leader.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
+Category = Literal["InSync", "UnderReplicated", "AtMinIsr", "UnderMinIsr", "Offline"]
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int | None  # None (or -1 from the wire) when the partition has no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    min_isr: int = 1  # the topic's configured min.insync.replicas
+    adding: tuple[int, ...] = ()  # replicas being added by a reassignment
+    removing: tuple[int, ...] = ()
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader is not None and self.leader >= 0
+
+    @property
+    def effective_min_isr(self) -> int:
+        return effective_min_isr(self.min_isr, len(self.replicas))
+
+
+def effective_min_isr(min_isr: int, replica_count: int) -> int:
+    """The floor the leader really enforces: never more than the replicas that exist."""
+    return min(min_isr, replica_count)
+
+
+def categories(p: PartitionState) -> list[Category]:
+    """KIP-427 categories as its worked examples state them: the worst first, AtMinIsr alongside."""
+    if not p.has_leader:
+        return ["Offline"]
+    isr = len(p.isr)
+    floor = p.effective_min_isr
+    if isr < floor:
+        return ["UnderMinIsr"]
+    out: list[Category] = []
+    if isr < len(p.replicas):
+        out.append("UnderReplicated")
+    if isr == floor:
+        out.append("AtMinIsr")
+    return out or ["InSync"]
+
+
+def is_under_replicated(p: PartitionState) -> bool:
+    """The gauge's own rule: counted on a leader whose ISR is smaller than its replica set."""
+    return p.has_leader and len(p.replicas) - len(p.isr) > 0
+
+
+@dataclass(frozen=True)
+class BrokerFacts:
+    registered: frozenset[int]  # brokers the cluster currently lists (alive, unfenced)
+    expected: frozenset[int]  # brokers that should be there (config, or every replica's broker)
+    failed_log_dirs: dict[int, tuple[str, ...]] = field(default_factory=dict)  # broker -> failed dirs
+
+
+URPCause = Literal["broker-loss", "log-dir-failure", "reassignment", "slow-follower"]
+
+
+@dataclass(frozen=True)
+class MissingReplica:
+    topic: str
+    partition: int
+    broker: int
+    cause: URPCause
+
+
+@dataclass(frozen=True)
+class URPFinding:
+    cause: URPCause
+    broker: int
+    partitions: tuple[tuple[str, int], ...]
+    detail: str
+
+
+def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> list[MissingReplica]:
+    """Every replica that is out of its ISR, with the runbook's triage order applied to it:
+    a reassignment first (expected, not a fault), then a broker that is gone, then a broker
+    whose log directory failed, else a live follower that is not keeping up."""
+    out: list[MissingReplica] = []
+    for p in partitions:
+        for b in p.replicas:
+            if b in p.isr:
+                continue
+            if b in p.adding:
+                cause: URPCause = "reassignment"
+            elif b not in brokers.registered:
+                cause = "broker-loss"
+            elif brokers.failed_log_dirs.get(b):
+                cause = "log-dir-failure"
+            else:
+                cause = "slow-follower"
+            out.append(MissingReplica(p.topic, p.partition, b, cause))
+    return out
+
+
+_DETAIL = {
+    "broker-loss": "broker {b} is not registered with the cluster",
+    "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
+    "reassignment": "broker {b} is being added by a reassignment in progress",
+    "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
+}
+# When several causes are present, the order in which to chase them (the runbook's triage order).
+_CAUSE_ORDER = {"broker-loss": 0, "log-dir-failure": 1, "slow-follower": 2, "reassignment": 3}
+
+
+def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:
+    """Missing replicas grouped by (cause, broker), most urgent cause first, then most partitions."""
+    grouped: dict[tuple[URPCause, int], list[tuple[str, int]]] = defaultdict(list)
+    for m in missing_replicas(partitions, brokers):
+        grouped[(m.cause, m.broker)].append((m.topic, m.partition))
+    findings = [
+        URPFinding(
+            cause=cause,
+            broker=b,
+            partitions=tuple(sorted(tps)),
+            detail=_DETAIL[cause].format(b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))),
+        )
+        for (cause, b), tps in grouped.items()
+    ]
+    return sorted(findings, key=lambda f: (_CAUSE_ORDER[f.cause], -len(f.partitions), f.broker))
+
+
+def missing_brokers(brokers: BrokerFacts) -> list[int]:
+    return sorted(brokers.expected - brokers.registered)
