@@ -1,0 +1,6 @@
+"""python -m localkafka up|down|status [--json] [--name N] [--port-base P]"""
+import sys
+
+from .cli import main
+
+sys.exit(main())

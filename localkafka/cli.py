@@ -1,0 +1,131 @@
+"""`kbot cluster up|down|status [--json]` (also `python -m localkafka ...`).
+
+Wiring into another argparse parser::
+
+    sub = parser.add_subparsers(dest="command")
+    localkafka.cli.register(sub)          # adds "cluster"; sets args.func = run
+    args = parser.parse_args(); sys.exit(args.func(args))
+
+Exit codes: 0 ok; 1 failure, reported as one ``error: ...`` line on stderr
+(never a traceback). ``status`` exits 1 when the cluster is not healthy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .cluster import DEFAULT_PORT_BASE, LocalCluster
+from .fetch import JarsError
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("cluster", help="local Kafka cluster (KRaft, 1 controller + 3 brokers)",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["up", "down", "status", "kill", "pause", "resume", "restart", "heal"],
+                   help="up | down | status; faults for demos: kill | pause | resume | restart BROKER; heal")
+    p.add_argument("broker", nargs="?", type=int, help="broker id for kill / pause / resume / restart (101-103)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--name", default="dev", help="cluster name (default: dev)")
+    p.add_argument("--base-dir", default=None,
+                   help="state dir (default: $KBOT_CACHE_DIR or ~/.cache/kbot, /clusters/<name>)")
+    p.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
+                   help=f"first port of the layout (default: {DEFAULT_PORT_BASE})")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
+    p.set_defaults(func=run)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, JarsError):
+        # Maven's first [ERROR] line is the one that names the artifact.
+        errs = [ln.strip() for ln in e.output.splitlines() if "[ERROR]" in ln]
+        head = str(e).splitlines()[0]
+        return f"{head}: {errs[0]}" if errs else head
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) < 600 else text[:600] + "..."
+
+
+def format_status(st: dict) -> str:
+    health = "healthy" if st["healthy"] else f"NOT healthy ({st['error']})"
+    lines = [
+        f"cluster {st['name']}  Kafka {st['kafka_version']}  id {st['cluster_id'] or '-'}  {health}",
+        f"  bootstrap servers:    {st['bootstrap_servers']}",
+        f"  controller bootstrap: {st['controller_bootstrap']}",
+        f"  base dir:             {st['base_dir']}",
+        f"  {'ROLE':<11}{'ID':<5}{'STATE':<9}{'PID':<9}{'PORT':<7}METRICS",
+    ]
+    for n in st["nodes"]:
+        lines.append(f"  {n['role']:<11}{n['id']:<5}{n['state']:<9}{str(n['pid'] or '-'):<9}"
+                     f"{n['ports']['listener']:<7}{n['metrics_url']}")
+    lines.append("  registered brokers:   "
+                 + (", ".join(map(str, st["registered_brokers"])) or "none"))
+    lines += [f"  warning: {w}" for w in st.get("warnings", [])]
+    return "\n".join(lines)
+
+
+FAULTS = {"kill": "kill_broker", "pause": "pause_broker", "resume": "resume_broker", "restart": "restart_broker"}
+
+
+def run(args) -> int:
+    try:
+        cluster = LocalCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
+        if args.action == "up":
+            t0 = time.monotonic()
+            cluster.up(timeout=args.timeout)
+            st = cluster.status()
+            st["up_seconds"] = round(time.monotonic() - t0, 1)
+        elif args.action == "down":
+            cluster.down()
+            st = cluster.status()
+        elif args.action in FAULTS:
+            if args.broker is None:
+                print(f"error: `cluster {args.action}` needs a broker id, e.g. 102", file=sys.stderr)
+                return 2
+            done = getattr(cluster.faults, FAULTS[args.action])(args.broker)
+            print(json.dumps(done) if args.json else f"{args.action}: broker {args.broker} ({done})")
+            return 0
+        elif args.action == "heal":
+            done = cluster.faults.heal()
+            print(json.dumps(done) if args.json else f"healed in {done['seconds']}s: {done['actions'] or 'nothing to do'}")
+            return 0
+        else:
+            st = cluster.status()
+        rc = 0
+        if args.action == "status" and not st["healthy"]:
+            rc = 1
+        if args.action == "down" and any(n["pid"] for n in st["nodes"]):
+            rc = 1
+        try:
+            if args.json:
+                print(json.dumps(st, indent=1))
+            elif args.action == "down":
+                alive = [n["id"] for n in st["nodes"] if n["pid"]]
+                print(f"cluster {args.name} stopped" if not alive else f"still running: {alive}")
+            else:
+                if "up_seconds" in st:
+                    print(f"up in {st['up_seconds']}s")
+                print(format_status(st))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `kbot cluster status | head`: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return rc
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 1
+    except Exception as e:  # the CLI promise: one line, no traceback
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m localkafka",
+                                description="local Kafka cluster: up | down | status")
+    add_arguments(p)
+    return run(p.parse_args(argv))

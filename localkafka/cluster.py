@@ -1,0 +1,420 @@
+"""A real local Apache Kafka (KRaft) cluster: 1 controller + 3 brokers.
+
+Every node is its own JVM, ``java -cp <libs>/* kafka.Kafka server.properties``,
+started detached (own session, pid file, stdout/stderr to ``stdout.log``,
+log4j2 files in ``<node>/logs``) and running the Prometheus JMX exporter as a
+``-javaagent`` on its own loopback port (rules: ``config/jmx_rules.yaml``; the
+controller runs one too because in KRaft the controller metrics such as
+ActiveControllerCount / OfflinePartitionsCount live only there).
+
+Port layout for ``port_base`` P (default 19090 for "dev"; tests use 29090)::
+
+    node                      listener   metrics (/metrics)
+    controller  id 1          P          P+10
+    broker      id 101        P+1        P+11
+    broker      id 102        P+2        P+12
+    broker      id 103        P+3        P+13
+
+Directory layout under ``base_dir`` (default ``<cache root>/clusters/<name>``,
+cache root = ``$KBOT_CACHE_DIR`` or ``~/.cache/kbot``)::
+
+    cluster.json              cluster id (generated once), versions, ports
+    node-<id>/server.properties, node.pid, data/, logs/{server,controller,state-change,stdout}.log
+
+Test settings (short session/lag timeouts etc.) are documented in
+``config/broker.properties`` and ``config/controller.properties``.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import logging
+import shutil
+import signal
+import string
+import subprocess
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import fetch, procs
+from .metrics import ACTIVE_CONTROLLERS, metric_value, scrape  # noqa: F401 (re-exported)
+
+CONFIG_DIR = Path(__file__).with_name("config")
+CONTROLLER_ID = 1
+BROKER_IDS = (101, 102, 103)
+METRICS_OFFSET = 10
+DEFAULT_PORT_BASE = 19090
+
+# Heaps sized for a 2-core / 24 GB box that also runs Spark. Serial GC: with a
+# small heap it needs no GC worker threads competing for the 2 cores.
+JVM_OPTS = {
+    "controller": ["-Xms64m", "-Xmx256m"],
+    "broker": ["-Xms128m", "-Xmx512m"],
+}
+COMMON_JVM_OPTS = [
+    "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+    "-Djava.net.preferIPv4Stack=true",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def port_layout_warning(port_base: int) -> str | None:
+    """Ports inside the kernel's ephemeral range are unsafe for a broker that
+    gets killed: a client reconnecting to the dead port can be handed that
+    same port as its *source* port (TCP self-connect), and the restarted
+    broker then fails with "Address already in use". Seen in practice."""
+    lo, hi = ephemeral_port_range()
+    first, last = port_base, port_base + METRICS_OFFSET + len(BROKER_IDS)
+    if first <= hi and last >= lo:
+        return (f"ports {first}-{last} overlap the ephemeral port range {lo}-{hi}; a killed broker "
+                f"may fail to restart with 'Address already in use' - use a port_base below {lo - 20}")
+    return None
+
+
+@dataclass(frozen=True)
+class Node:
+    role: str          # "controller" | "broker"
+    node_id: int
+    port: int
+    metrics_port: int
+    dir: Path
+
+    @property
+    def props_file(self) -> Path:
+        return self.dir / "server.properties"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dir / "node.pid"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def pid(self) -> int | None:
+        """Pid if the JVM exists (running or SIGSTOPped), else None."""
+        return procs.live_pid(self.pid_file, str(self.props_file))
+
+
+def new_cluster_id() -> str:
+    """Same format as Kafka's Uuid.randomUuid(): url-safe base64 of 16 random
+    bytes without padding; Kafka rejects ids starting with '-'."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def quiet_logger() -> logging.Logger:
+    """librdkafka logs every refused connection while nodes start; route that
+    to a logger that is silent unless the caller configures it."""
+    lg = logging.getLogger("localkafka.rdkafka")
+    lg.propagate = False
+    if not lg.handlers:
+        lg.addHandler(logging.NullHandler())
+    return lg
+
+
+def admin_client(bootstrap: str, **extra):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger(),
+                        "socket.connection.setup.timeout.ms": 3000,
+                        # In KRaft the "controller" in metadata is just some live broker;
+                        # librdkafka routes some admin calls to it and would keep a dead
+                        # one for metadata.max.age (5 min) without frequent refreshes.
+                        "topic.metadata.refresh.interval.ms": 1000,
+                        # A SIGSTOPped broker keeps its TCP connections "up" but never
+                        # answers; librdkafka picks a random up broker per metadata
+                        # call, so drop silent connections after 5 s (default 60 s).
+                        "socket.timeout.ms": 5000, **extra})
+
+
+class LocalCluster:
+    def __init__(self, name: str = "dev", base_dir: str | Path | None = None,
+                 port_base: int = DEFAULT_PORT_BASE):
+        self.name = name
+        self.base_dir = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser().resolve()
+        self.port_base = port_base
+        self.controller = Node("controller", CONTROLLER_ID, port_base,
+                               port_base + METRICS_OFFSET, self.base_dir / f"node-{CONTROLLER_ID}")
+        self.brokers = {
+            bid: Node("broker", bid, port_base + 1 + i, port_base + METRICS_OFFSET + 1 + i,
+                      self.base_dir / f"node-{bid}")
+            for i, bid in enumerate(BROKER_IDS)
+        }
+        self._faults = None
+        self._admin = None
+        self.port_warning = port_layout_warning(port_base)
+        if self.port_warning:
+            log.warning("cluster %s: %s", name, self.port_warning)
+
+    # ---- addresses -------------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        return [self.controller, *self.brokers.values()]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.brokers.values())
+
+    @property
+    def controller_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.controller.port}"
+
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        return {n.node_id: n.metrics_url for n in self.nodes}
+
+    @property
+    def faults(self):
+        from .faults import FaultInjector
+        if self._faults is None:
+            self._faults = FaultInjector(self)
+        return self._faults
+
+    def node(self, node_id: int) -> Node:
+        if node_id == CONTROLLER_ID:
+            return self.controller
+        try:
+            return self.brokers[node_id]
+        except KeyError:
+            raise ClusterError(f"no node {node_id} in cluster {self.name!r} (brokers: {list(self.brokers)})")
+
+    def admin(self, **extra):
+        """A confluent_kafka AdminClient for the brokers. Without ``extra`` the
+        same client is reused (it reconnects by itself when brokers die), so
+        polling loops don't create a librdkafka handle per poll."""
+        if extra:
+            return admin_client(self.bootstrap_servers, **extra)
+        if self._admin is None:
+            self._admin = admin_client(self.bootstrap_servers)
+        return self._admin
+
+    # ---- one-time setup --------------------------------------------------
+    def _meta(self) -> dict:
+        """cluster.json: created once; later runs must agree on ports."""
+        path = self.base_dir / "cluster.json"
+        want = {"name": self.name, "port_base": self.port_base,
+                "kafka_version": fetch.pom_versions().kafka}
+        if path.exists():
+            meta = json.loads(path.read_text())
+            if meta.get("port_base") != self.port_base:
+                raise ClusterError(
+                    f"{self.base_dir} was created with port_base {meta.get('port_base')}, "
+                    f"not {self.port_base}; use another base_dir or delete it")
+            return meta
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        meta = {**want, "cluster_id": new_cluster_id()}
+        path.write_text(json.dumps(meta, indent=1))
+        return meta
+
+    def _render(self, node: Node) -> None:
+        tmpl = string.Template((CONFIG_DIR / f"{node.role}.properties").read_text())
+        node.props_file.parent.mkdir(parents=True, exist_ok=True)
+        node.props_file.write_text(tmpl.substitute(
+            node_id=node.node_id, port=node.port, data_dir=node.dir / "data",
+            voters=f"{CONTROLLER_ID}@127.0.0.1:{self.controller.port}"))
+
+    def _java_cmd(self, libs: Path, node: Node, main: str, *args: str) -> list[str]:
+        return ["java", *COMMON_JVM_OPTS, *JVM_OPTS[node.role],
+                f"-Dkafka.logs.dir={node.log_dir}",
+                f"-Dlog4j2.configurationFile={CONFIG_DIR / 'log4j2.xml'}",
+                "-cp", f"{libs}/*", main, *args]
+
+    def _format(self, libs: Path, cluster_id: str, nodes: list[Node]) -> None:
+        """kafka-storage format (kafka.tools.StorageTool in 4.x) for nodes
+        whose data dir was never formatted; all in parallel."""
+        todo = [n for n in nodes if not (n.dir / "data" / "meta.properties").exists()]
+        if not todo:
+            return
+        def run(n: Node):
+            n.log_dir.mkdir(parents=True, exist_ok=True)
+            return n, subprocess.run(
+                self._java_cmd(libs, n, "kafka.tools.StorageTool", "format", "--ignore-formatted",
+                               "-t", cluster_id, "-c", str(n.props_file)),
+                capture_output=True, text=True, timeout=120)
+        with ThreadPoolExecutor(len(todo)) as pool:
+            for n, res in pool.map(run, todo):
+                if res.returncode != 0:
+                    raise ClusterError(f"storage format of node {n.node_id} failed: "
+                                       f"{(res.stdout + res.stderr).strip()[-2000:]}")
+
+    # ---- lifecycle -------------------------------------------------------
+    def start_node(self, node: Node, libs: Path | None = None) -> int:
+        """Start one node if it is not running; returns its pid."""
+        pid = node.pid()
+        if pid:
+            return pid
+        libs = libs or fetch.ensure_jars()
+        for port in (node.port, node.metrics_port):
+            # a just-stopped JVM may need a moment to release its sockets
+            deadline = time.monotonic() + 10
+            while procs.port_open(port) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if procs.port_open(port):
+                raise ClusterError(f"port {port} for node {node.node_id} is already in use "
+                                   f"by another process (check `ss -ltnp | grep {port}`)")
+        node.log_dir.mkdir(parents=True, exist_ok=True)
+        rules = CONFIG_DIR / "jmx_rules.yaml"
+        cmd = self._java_cmd(libs, node, "kafka.Kafka", str(node.props_file))
+        agent = f"-javaagent:{fetch.agent_jar()}=127.0.0.1:{node.metrics_port}:{rules}"
+        cmd.insert(1, agent)
+        return procs.spawn(cmd, node.log_dir / "stdout.log", node.pid_file)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """Serialise up()/down() of the same cluster dir across processes
+        (e.g. `kbot cluster up` while a test session starts it)."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.base_dir / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def up(self, timeout: float = 180.0) -> "LocalCluster":
+        """Start whatever is not running and wait until healthy. Idempotent:
+        a healthy running cluster is left alone; stale pid files are ignored."""
+        if self._all_running() and self._healthy(5):
+            return self
+        libs = fetch.ensure_jars()
+        with self._locked():
+            meta = self._meta()
+            for n in self.nodes:
+                self._render(n)
+            self._format(libs, meta["cluster_id"], [n for n in self.nodes if not n.pid()])
+            for n in self.nodes:
+                pid = n.pid()
+                if pid and procs.is_stopped(pid):
+                    procs.signal_pid(pid, signal.SIGCONT)  # `up` means running
+                self.start_node(n, libs)
+            self.wait_ready(timeout)
+        return self
+
+    def _all_running(self) -> bool:
+        pids = [n.pid() for n in self.nodes]
+        return all(pids) and not any(procs.is_stopped(p) for p in pids)
+
+    def wait_ready(self, timeout: float = 120.0, brokers: list[int] | None = None) -> None:
+        """Poll until the controller is active, the wanted brokers are
+        registered and unfenced, and every node's metrics endpoint answers."""
+        want = set(brokers or self.brokers)
+        deadline = time.monotonic() + timeout
+        last = "nothing checked yet"
+        while time.monotonic() < deadline:
+            dead = [n.node_id for n in self.nodes if not n.pid()]
+            if dead:
+                raise ClusterError(f"node(s) {dead} exited during startup; see "
+                                   + ", ".join(str(self.node(d).log_dir / 'server.log') for d in dead))
+            try:
+                registered = set(self.registered_brokers(timeout=3))
+                last = f"registered brokers {sorted(registered)}, want {sorted(want)}"
+                if want <= registered and self._metrics_up():
+                    return
+                if want <= registered:
+                    last = "brokers registered, waiting for metrics endpoints"
+            except Exception as e:  # KafkaException while nodes are still starting
+                last = str(e)
+            time.sleep(0.5)
+        raise ClusterError(f"cluster {self.name!r} not ready after {timeout:.0f}s: {last}")
+
+    def _metrics_up(self) -> bool:
+        ctl = scrape(self.controller.metrics_url)
+        if ctl is None or metric_value(ctl, ACTIVE_CONTROLLERS) != 1:
+            return False
+        return all(scrape(n.metrics_url) is not None for n in self.brokers.values())
+
+    def registered_brokers(self, timeout: float = 5.0) -> list[int]:
+        """Ids of registered, unfenced brokers (describe_cluster). If that
+        times out - librdkafka can route it to a just-killed broker - fall
+        back to the broker list of a plain Metadata request."""
+        admin = self.admin()
+        try:
+            desc = admin.describe_cluster(request_timeout=timeout).result()
+            return sorted(n.id for n in desc.nodes)
+        except Exception:
+            return sorted(admin.list_topics(timeout=timeout).brokers)
+
+    def _healthy(self, timeout: float) -> bool:
+        try:
+            return self.registered_brokers(timeout) == sorted(self.brokers) and self._metrics_up()
+        except Exception:
+            return False
+
+    def stop_node(self, node: Node, grace: float = 20.0) -> None:
+        pid = node.pid()
+        if pid:
+            procs.terminate([pid], grace)
+        node.pid_file.unlink(missing_ok=True)
+
+    def down(self, grace: float = 20.0) -> None:
+        """Stop everything: brokers first (their controlled shutdown needs
+        the controller), then the controller. SIGSTOPped nodes get SIGCONT;
+        anything still alive after ``grace`` seconds is SIGKILLed."""
+        if not self.base_dir.exists():
+            return
+        with self._locked():
+            pids = [p for p in (b.pid() for b in self.brokers.values()) if p]
+            procs.terminate(pids, grace)
+            self.stop_node(self.controller, grace)
+            for n in self.nodes:
+                n.pid_file.unlink(missing_ok=True)
+
+    def destroy(self) -> None:
+        """down() and delete all data (next up() formats a fresh cluster)."""
+        self.down()
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    # ---- status ------------------------------------------------------------
+    def status(self) -> dict:
+        nodes = []
+        for n in self.nodes:
+            pid = n.pid()
+            state = "dead" if not pid else ("paused" if procs.is_stopped(pid) else "running")
+            nodes.append({
+                "role": n.role, "id": n.node_id, "pid": pid, "alive": state == "running",
+                "state": state, "ports": {"listener": n.port, "metrics": n.metrics_port},
+                "metrics_url": n.metrics_url, "log": str(n.log_dir / "server.log"),
+            })
+        registered, error = [], None
+        if self.controller.pid():
+            try:
+                registered = self.registered_brokers(timeout=3)
+            except Exception as e:
+                error = str(e)
+        else:
+            error = "controller is not running"
+        meta_path = self.base_dir / "cluster.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        healthy = (all(n["alive"] for n in nodes) and registered == sorted(self.brokers))
+        if not healthy and error is None:
+            error = f"registered brokers {registered}, expected {sorted(self.brokers)}"
+        return {
+            "name": self.name, "base_dir": str(self.base_dir),
+            "cluster_id": meta.get("cluster_id"), "kafka_version": fetch.pom_versions().kafka,
+            "bootstrap_servers": self.bootstrap_servers,
+            "controller_bootstrap": self.controller_bootstrap,
+            "nodes": nodes, "registered_brokers": registered,
+            "healthy": healthy, "error": None if healthy else error,
+            "warnings": [self.port_warning] if self.port_warning else [],
+        }

@@ -1,0 +1,119 @@
+"""pytest support: one real test cluster per test session, healed after each test.
+
+Reuse from any conftest.py::
+
+    from localkafka.testing import kafka_cluster, kafka_autoheal  # noqa: F401
+
+``kafka_cluster`` (session scope) formats and starts a fresh cluster named
+"pytest" on port_base 29090 (env ``KBOT_TEST_PORT_BASE``) in
+``<cache root>/clusters/pytest`` (env ``KBOT_TEST_CLUSTER_DIR``), so it never
+clashes with a running "dev" cluster on 19090, and deletes it at the end.
+``KBOT_TEST_KEEP_CLUSTER=1`` keeps the cluster and its data between runs
+(faster iteration; it is then reused, not re-formatted).
+
+``kafka_autoheal`` (autouse) runs ``cluster.faults.heal()`` after every test
+that used ``kafka_cluster``, so a test that kills or pauses brokers leaves a
+healthy cluster behind.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from .cluster import LocalCluster
+from .fetch import cache_root
+
+TEST_NAME = "pytest"
+
+
+def _keep() -> bool:
+    return os.environ.get("KBOT_TEST_KEEP_CLUSTER", "") not in ("", "0", "false")
+
+
+class TestCluster(LocalCluster):
+    """The shared test cluster. One test setting on top of the dev cluster's: the controller does
+    not rebalance leaders on its own, so a test that moves leaders (restart, preferred election)
+    sees the result of its own action, not a race with the 10 s imbalance check."""
+
+    __test__ = False
+
+    def _render(self, node) -> None:
+        super()._render(node)
+        if node.role == "controller":
+            with node.props_file.open("a") as f:
+                f.write("\n# test setting: leaders stay where a restart left them\nauto.leader.rebalance.enable=false\n")
+
+
+def test_cluster() -> LocalCluster:
+    base = os.environ.get("KBOT_TEST_CLUSTER_DIR") or cache_root() / "clusters" / TEST_NAME
+    return TestCluster(name=TEST_NAME, base_dir=base,
+                       port_base=int(os.environ.get("KBOT_TEST_PORT_BASE", "29090")))
+
+
+test_cluster.__test__ = False  # not a test, despite the name
+
+
+def start_test_cluster(timeout: float = 180) -> LocalCluster:
+    """Fresh (or, with KBOT_TEST_KEEP_CLUSTER, reused) running test cluster."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed: the local Kafka cluster needs a JDK 17+")
+    cluster = test_cluster()
+    if not _keep():
+        cluster.destroy()  # leftovers of an interrupted run: stop them, wipe data
+    return cluster.up(timeout=timeout)
+
+
+def stop_test_cluster(cluster: LocalCluster) -> None:
+    cluster.faults.stop_background()
+    if not _keep():
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster():
+    cluster = start_test_cluster()
+    yield cluster
+    stop_test_cluster(cluster)
+
+
+@pytest.fixture(autouse=True)
+def kafka_autoheal(request):
+    yield
+    if "kafka_cluster" in request.fixturenames:
+        request.getfixturevalue("kafka_cluster").faults.heal()
+
+
+def produce_one(bootstrap: str, topic: str, partition: int, value: str) -> None:
+    """One acks=all record, flushed (tests write a marker behind a hung transaction this way)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p.produce(topic, value=value.encode(), partition=partition)
+    if p.flush(15) != 0:
+        raise AssertionError(f"could not produce to {topic}-{partition}")
+
+
+def read_committed(bootstrap: str, topic: str, partition: int, seconds: float = 30,
+                   want: str | None = None) -> list[str]:
+    """Values a read_committed consumer gets from the start of the partition within ``seconds``
+    (returning early once ``want`` arrived)."""
+    import time
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    values: list[str] = []
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and (want is None or want not in values):
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value().decode())
+    finally:
+        c.close()
+    return values

@@ -1,0 +1,71 @@
+"""No-cluster checks of localkafka's pure parts (fast, no marker)."""
+import re
+import string
+
+import yaml
+
+from localkafka import cluster, fetch, metrics
+
+SAMPLE = """# HELP x
+kafka_log_log_logendoffset{partition="0",topic="orders"} 12.0
+kafka_log_log_logendoffset{partition="1",topic="orders"} 30.0
+kafka_log_log_logendoffset{partition="0",topic="payments"} 5.0
+kafka_server_replicamanager_underreplicatedpartitions 2.0
+kafka_server_replicamanager_underreplicatedpartitions_other 9.0
+"""
+
+
+def test_metric_value_filters_by_labels():
+    assert metrics.metric_value(SAMPLE, metrics.LOG_END_OFFSET, topic="orders") == 42
+    assert metrics.metric_value(SAMPLE, metrics.LOG_END_OFFSET, topic="orders", partition=1) == 30
+    assert metrics.metric_value(SAMPLE, metrics.LOG_END_OFFSET, topic="nope") is None
+    assert metrics.metric_value(SAMPLE, metrics.UNDER_REPLICATED) == 2
+
+
+def test_port_layout_and_ephemeral_range_warning():
+    c = cluster.LocalCluster(name="unit", base_dir="/nonexistent/unit", port_base=29090)
+    assert c.bootstrap_servers == "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093"
+    assert c.controller_bootstrap == "127.0.0.1:29090"
+    assert c.metrics_urls == {1: "http://127.0.0.1:29100/metrics",
+                              101: "http://127.0.0.1:29101/metrics",
+                              102: "http://127.0.0.1:29102/metrics",
+                              103: "http://127.0.0.1:29103/metrics"}
+    assert c.port_warning is None
+    lo, _ = cluster.ephemeral_port_range()
+    assert cluster.port_layout_warning(lo + 100) is not None
+
+
+def test_cluster_id_format():
+    for _ in range(50):
+        cid = cluster.new_cluster_id()
+        assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cid)
+
+
+def test_templates_render_and_document_test_settings():
+    for role in ("controller", "broker"):
+        text = (cluster.CONFIG_DIR / f"{role}.properties").read_text()
+        assert "test settings" in text
+        out = string.Template(text).substitute(node_id=7, port=1, data_dir="/d", voters="1@h:1")
+        assert "node.id=7" in out
+    broker = (cluster.CONFIG_DIR / "broker.properties").read_text()
+    for setting in ("replica.lag.time.max.ms=5000", "transaction.state.log.min.isr=2",
+                    "offsets.topic.replication.factor=3", "broker.heartbeat.interval.ms=500"):
+        assert setting in broker
+    assert "broker.session.timeout.ms=4000" in (cluster.CONFIG_DIR / "controller.properties").read_text()
+
+
+def test_jmx_rules_yaml_is_valid_and_ordered():
+    rules = yaml.safe_load((cluster.CONFIG_DIR / "jmx_rules.yaml").read_text())
+    assert rules["lowercaseOutputName"] is True
+    pats = [r["pattern"] for r in rules["rules"]]
+    assert all(p.endswith(":") for p in pats), "attribute names must be anchored"
+    # beans with more tags must be matched before the generic ones
+    tags = [p.count("([^,=]+)=") for p in pats[1:]]
+    assert tags == sorted(tags, reverse=True)
+
+
+def test_pom_versions_single_kafka_version():
+    v = fetch.pom_versions()
+    assert v.kafka.startswith("4.") and v.jmx_exporter and v.log4j
+    pom = fetch.POM.read_text()
+    assert pom.count("${kafka.version}") >= 3 and "<version>4." not in pom
