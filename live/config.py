@@ -1,0 +1,370 @@
+"""Connection settings for named Kafka clusters.
+
+Two sources, merged by :func:`load_clusters`:
+
+* the environment, for the default cluster::
+
+    KBOT_BOOTSTRAP            host:port[,host:port...]   (defines the env cluster)
+    KBOT_CLUSTER_NAME         its name (default "default")
+    KBOT_SECURITY_PROTOCOL    PLAINTEXT | SSL | SASL_SSL | SASL_PLAINTEXT
+    KBOT_SASL_MECHANISM       SCRAM-SHA-256 | SCRAM-SHA-512 | PLAIN
+    KBOT_SASL_USERNAME / KBOT_SASL_PASSWORD
+    KBOT_SSL_CA               CA bundle (PEM) to verify the brokers
+    KBOT_SSL_CERT / KBOT_SSL_KEY / KBOT_SSL_KEY_PASSWORD   client certificate (mTLS)
+    KBOT_EXPECTED_BROKERS     optional comma list of broker ids, e.g. 1,2,3
+
+* a YAML file, ``$KBOT_CLUSTERS_FILE`` or ``$KBOT_HOME/clusters.yaml``
+  (``KBOT_HOME`` defaults to ``~/.kbot``)::
+
+    default: prod
+    clusters:
+      dev:
+        bootstrap: 127.0.0.1:19091
+      prod:
+        bootstrap: kafka-1:9093,kafka-2:9093
+        security_protocol: SASL_SSL
+        sasl_mechanism: SCRAM-SHA-512
+        sasl_username: kbot
+        sasl_password: ${KBOT_PROD_PASSWORD}     # ${VAR} is read from the environment
+        ssl_ca: /etc/kbot/ca.pem
+        expected_brokers: [1, 2, 3]
+
+Which cluster is the default (``get_cluster(None)``): ``$KBOT_CLUSTER`` if set,
+else the env cluster if ``KBOT_BOOTSTRAP`` is set, else the file's ``default:``,
+else the only configured cluster.
+
+Secrets (SASL password, SSL key password) are held as :class:`Secret`, a
+``str`` whose ``repr`` is ``'***'``, so neither ``repr(config)``,
+``str(config)`` nor a logged client-settings dict reveals them.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
+SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+MASK = "***"
+
+
+class ConfigError(ValueError):
+    """Invalid or missing cluster configuration."""
+
+
+class UnknownCluster(ConfigError, LookupError):
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, known
+        listed = ", ".join(known) if known else "none"
+        super().__init__(f"unknown Kafka cluster {name!r}; configured clusters: {listed}")
+
+
+class Secret(str):
+    """A str that never shows its value in repr() (and so not in a logged
+    dict/list/dataclass either). ``str(secret)`` and string operations still
+    give the real value, which is what the client libraries need."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(MASK)
+
+    def __reduce__(self):  # don't let pickling turn it back into a plain str silently
+        return (Secret, (str.__str__(self),))
+
+
+def _secret(value) -> Secret | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, Secret) else Secret(str(value))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    bootstrap: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret | None = field(default=None, repr=False)
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    ssl_key_password: Secret | None = field(default=None, repr=False)
+    expected_brokers: tuple[int, ...] = ()
+    client_id: str = "kbot"
+    source: str = "code"            # "env", "file:<path>" or "code" (for messages)
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
+        set_("sasl_password", _secret(self.sasl_password))
+        set_("ssl_key_password", _secret(self.ssl_key_password))
+        set_("expected_brokers", tuple(_broker_ids(self.expected_brokers, self.name)))
+        proto = (self.security_protocol or "PLAINTEXT").upper()
+        set_("security_protocol", proto)
+        if self.sasl_mechanism:
+            set_("sasl_mechanism", self.sasl_mechanism.upper())
+        self.validate()
+
+    # ---- validation ------------------------------------------------------
+    def validate(self) -> None:
+        where = f"cluster {self.name!r} ({self.source})"
+        if not self.bootstrap or not str(self.bootstrap).strip():
+            raise ConfigError(f"{where}: bootstrap servers are empty")
+        for hp in self.bootstrap_list:
+            host, sep, port = hp.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"{where}: bootstrap entry {hp!r} is not host:port")
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{where}: security_protocol {self.security_protocol!r} is not one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)}")
+        if self.uses_sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ConfigError(f"{where}: {self.security_protocol} needs sasl_mechanism, one of "
+                                  f"{', '.join(SASL_MECHANISMS)} (got {self.sasl_mechanism!r})")
+            if not self.sasl_username or not self.sasl_password:
+                raise ConfigError(f"{where}: {self.security_protocol} needs sasl_username and sasl_password")
+        elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
+            raise ConfigError(f"{where}: SASL settings given but security_protocol is "
+                              f"{self.security_protocol}; use SASL_SSL")
+        if bool(self.ssl_cert) != bool(self.ssl_key):
+            raise ConfigError(f"{where}: mTLS needs both ssl_cert and ssl_key")
+        if not self.uses_ssl and (self.ssl_ca or self.ssl_cert or self.ssl_key):
+            raise ConfigError(f"{where}: SSL files given but security_protocol is "
+                              f"{self.security_protocol}; use SSL or SASL_SSL")
+
+    # ---- derived -----------------------------------------------------------
+    @property
+    def bootstrap_list(self) -> list[str]:
+        return [s.strip() for s in str(self.bootstrap).split(",") if s.strip()]
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def mtls(self) -> bool:
+        return bool(self.ssl_cert and self.ssl_key)
+
+    def confluent_conf(self) -> dict:
+        """Settings for confluent-kafka / librdkafka (dotted names)."""
+        conf: dict = {
+            "bootstrap.servers": ",".join(self.bootstrap_list),
+            "security.protocol": self.security_protocol,
+            "client.id": self.client_id,
+        }
+        if self.uses_sasl:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.sasl_password
+        if self.uses_ssl:
+            if self.ssl_ca:
+                conf["ssl.ca.location"] = self.ssl_ca
+            if self.ssl_cert:
+                conf["ssl.certificate.location"] = self.ssl_cert
+                conf["ssl.key.location"] = self.ssl_key
+            if self.ssl_key_password:
+                conf["ssl.key.password"] = self.ssl_key_password
+        return conf
+
+    def kafka_python_conf(self) -> dict:
+        """Keyword arguments for kafka-python clients (underscore names)."""
+        conf: dict = {
+            "bootstrap_servers": self.bootstrap_list,
+            "security_protocol": self.security_protocol,
+            "client_id": self.client_id,
+        }
+        if self.uses_sasl:
+            conf["sasl_mechanism"] = self.sasl_mechanism
+            conf["sasl_plain_username"] = self.sasl_username
+            conf["sasl_plain_password"] = self.sasl_password
+        if self.uses_ssl:
+            if self.ssl_ca:
+                conf["ssl_cafile"] = self.ssl_ca
+            if self.ssl_cert:
+                conf["ssl_certfile"] = self.ssl_cert
+                conf["ssl_keyfile"] = self.ssl_key
+            if self.ssl_key_password:
+                conf["ssl_password"] = self.ssl_key_password
+        return conf
+
+    def safe_dict(self) -> dict:
+        """All settings with secrets masked, for display and logs."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Secret):
+                v = MASK
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.safe_dict().items() if v not in (None, (), []))
+        return f"ClusterConfig({inner})"
+
+    __str__ = __repr__
+
+
+# ---- loading -------------------------------------------------------------------
+
+_FILE_KEYS = {
+    "bootstrap", "bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username",
+    "sasl_password", "ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password", "expected_brokers",
+    "client_id",
+}
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _broker_ids(value, cluster: str) -> list[int]:
+    if value is None or value == "":
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return [int(str(i).strip()) for i in items if str(i).strip() != ""]
+    except ValueError:
+        raise ConfigError(f"cluster {cluster!r}: expected_brokers must be broker ids "
+                          f"(integers), got {value!r}") from None
+
+
+def _expand(value, env: Mapping[str, str], where: str):
+    """Replace ${VAR} in string values with the environment's value."""
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        var = m.group(1)
+        if var not in env:
+            raise ConfigError(f"{where} refers to ${{{var}}}, which is not set in the environment")
+        return env[var]
+    return _VAR.sub(sub, value)
+
+
+def clusters_file(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("KBOT_CLUSTERS_FILE"):
+        return Path(env["KBOT_CLUSTERS_FILE"]).expanduser()
+    home = Path(env.get("KBOT_HOME") or Path.home() / ".kbot").expanduser()
+    return home / "clusters.yaml"
+
+
+def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
+    bootstrap = env.get("KBOT_BOOTSTRAP", "").strip()
+    if not bootstrap:
+        return None
+    g = lambda k: (env.get(k) or "").strip() or None  # noqa: E731
+    return ClusterConfig(
+        name=g("KBOT_CLUSTER_NAME") or "default",
+        bootstrap=bootstrap,
+        security_protocol=g("KBOT_SECURITY_PROTOCOL") or "PLAINTEXT",
+        sasl_mechanism=g("KBOT_SASL_MECHANISM"),
+        sasl_username=g("KBOT_SASL_USERNAME"),
+        sasl_password=env.get("KBOT_SASL_PASSWORD") or None,   # not stripped: passwords are opaque
+        ssl_ca=g("KBOT_SSL_CA"),
+        ssl_cert=g("KBOT_SSL_CERT"),
+        ssl_key=g("KBOT_SSL_KEY"),
+        ssl_key_password=env.get("KBOT_SSL_KEY_PASSWORD") or None,
+        expected_brokers=_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env"),
+        source="env",
+    )
+
+
+def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterConfig], str | None]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'clusters:' and 'default:'")
+    unknown_top = set(doc) - {"clusters", "default"}
+    if unknown_top:
+        raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown_top)}; "
+                          f"expected 'clusters' and 'default'")
+    raw = doc.get("clusters") or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: 'clusters' must map cluster names to settings")
+    out: dict[str, ClusterConfig] = {}
+    for name, settings in raw.items():
+        name = str(name)
+        where = f"{path}: cluster {name!r}"
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where}: settings must be a mapping")
+        bad = set(settings) - _FILE_KEYS
+        if bad:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(bad)}; allowed: {sorted(_FILE_KEYS)}")
+        s = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items()}
+        bootstrap = s.pop("bootstrap", None) or s.pop("bootstrap_servers", None)
+        s.pop("bootstrap_servers", None)
+        if isinstance(bootstrap, list):
+            bootstrap = ",".join(map(str, bootstrap))
+        if not bootstrap:
+            raise ConfigError(f"{where}: 'bootstrap' is missing")
+        out[name] = ClusterConfig(name=name, bootstrap=str(bootstrap), source=f"file:{path}", **s)
+    default = doc.get("default")
+    if default is not None:
+        default = str(default)
+        if default not in out:
+            raise ConfigError(f"{path}: default cluster {default!r} is not among the configured "
+                              f"clusters: {', '.join(out) or 'none'}")
+    return out, default
+
+
+def load_config(env: Mapping[str, str] | None = None,
+                path: str | Path | None = None) -> tuple[dict[str, ClusterConfig], str | None]:
+    """All configured clusters and the name of the default one (None if no
+    rule picks one). ``env``/``path`` default to os.environ / :func:`clusters_file`."""
+    env = os.environ if env is None else env
+    explicit = path is not None or bool(env.get("KBOT_CLUSTERS_FILE"))
+    path = Path(path).expanduser() if path is not None else clusters_file(env)
+    clusters: dict[str, ClusterConfig] = {}
+    default = None
+    if path.is_file():
+        clusters, default = _from_file(path, env)
+    elif explicit:
+        raise ConfigError(f"clusters file {path} does not exist")
+    env_cluster = _from_env(env)
+    if env_cluster is not None:
+        clusters[env_cluster.name] = env_cluster   # env overrides a file cluster of the same name
+        default = env_cluster.name
+    chosen = (env.get("KBOT_CLUSTER") or "").strip()
+    if chosen:
+        if chosen not in clusters:
+            raise UnknownCluster(chosen, sorted(clusters))
+        default = chosen
+    if default is None and len(clusters) == 1:
+        default = next(iter(clusters))
+    return clusters, default
+
+
+def load_clusters(env: Mapping[str, str] | None = None,
+                  path: str | Path | None = None) -> dict[str, ClusterConfig]:
+    return load_config(env, path)[0]
+
+
+def get_cluster(name: str | None = None, env: Mapping[str, str] | None = None,
+                path: str | Path | None = None) -> ClusterConfig:
+    """The named cluster, or the default one for ``name=None``."""
+    clusters, default = load_config(env, path)
+    if name is None:
+        if default is None:
+            if not clusters:
+                raise ConfigError(
+                    "no Kafka cluster is configured: set KBOT_BOOTSTRAP=host:port or create "
+                    f"{clusters_file(env)} with a 'clusters:' section")
+            raise ConfigError("several Kafka clusters are configured but none is the default; "
+                              f"set 'default:' in the clusters file or KBOT_CLUSTER to one of: "
+                              f"{', '.join(sorted(clusters))}")
+        name = default
+    try:
+        return clusters[name]
+    except KeyError:
+        raise UnknownCluster(name, sorted(clusters)) from None
