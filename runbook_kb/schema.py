@@ -8,9 +8,9 @@ error, not silently ignored knowledge.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 Family = Literal["replication", "storage", "control-plane", "saturation", "client"]
 LimitClass = Literal["HARD", "SOFT", "EMERGENT"]
@@ -51,16 +51,14 @@ def parse_source_loc(text: str) -> tuple[str, int]:
     return m["file"], int(m["line"])
 
 
-class SourceLoc(Strict):
-    """A single file:line pointer, used for config defaults and constants."""
-
-    loc: str
-
-    @field_validator("loc")
-    @classmethod
-    def _shape(cls, v: str) -> str:
+def _check_loc(v: str | None) -> str | None:
+    if v is not None:
         parse_source_loc(v)
-        return v
+    return v
+
+
+# A single "File.java:LINE" pointer (config defaults, constants), or nothing.
+OptionalSourceLoc = Annotated[str | None, AfterValidator(_check_loc)]
 
 
 class Symptom(Strict):
@@ -76,15 +74,8 @@ class Lever(Strict):
     name: str = Field(min_length=2)
     limit_class: LimitClass
     default: str | None = None
-    source: str | None = Field(default=None, description="File.java:LINE where the default or constant is defined")
+    source: OptionalSourceLoc = Field(default=None, description="File.java:LINE where the default or constant is defined")
     effect: str = Field(min_length=10)
-
-    @field_validator("source")
-    @classmethod
-    def _loc(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_source_loc(v)
-        return v
 
 
 class Step(Strict):
@@ -208,16 +199,9 @@ class ConfigDefault(Strict):
     key: str
     default: str
     scope: Literal["broker", "topic", "producer", "consumer", "controller", "client"]
-    source: str | None = None
+    source: OptionalSourceLoc = None
     meaning: str = Field(min_length=5)
     guidance: str | None = None
-
-    @field_validator("source")
-    @classmethod
-    def _loc(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_source_loc(v)
-        return v
 
 
 class Configs(Strict):

@@ -1,0 +1,53 @@
+"""at-min-isr: every partition's KIP-427 category, the early warning before writes fail."""
+
+from __future__ import annotations
+
+from .context import Context
+from .diagnosis import diagnosis
+from .evidence import gateway, name_partitions, snapshot
+from .reply import Evidence, Reply, Section
+from .spec import Command, CommandRequest, CommandSpec, Param
+
+SPEC = CommandSpec(
+    words=("at-min-isr",),
+    summary="Partitions at, under and over their min ISR (KIP-427 categories), per topic.",
+    params=(Param("topic", "limit to one topic", kind="topic", required=False),),
+    examples=("at-min-isr", "at-min-isr orders"),
+)
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    gw = await gateway(ctx, request)
+    topic = request.args.get("topic")
+    snap = await snapshot(gw, topics=[topic] if topic else None, min_isr="all")
+    cats = snap.by_category()
+    evidence = [
+        Evidence(name, f"{len(cats[name]):,}" + (f": {name_partitions(cats[name])}" if cats[name] else ""),
+                 "live: metadata + topic configs", "bad" if cats[name] else "ok")
+        for name in ("AtMinIsr", "UnderMinIsr", "UnderReplicated", "Offline")
+    ]
+    lines = []
+    for p in sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition)):
+        floor = p.effective_min_isr
+        clamp = f" (configured {p.min_isr}, clamped to RF)" if p.min_isr > len(p.replicas) else ""
+        lines.append(f"{p.topic}-{p.partition}: ISR {list(p.isr)} of replicas {list(p.replicas)}, min ISR {floor}{clamp}")
+    at, under = len(cats["AtMinIsr"]), len(cats["UnderMinIsr"])
+    if under:
+        verdict, severity = f"{under:,} partition(s) under min ISR: acks=all writes fail there now.", "critical"
+    elif at:
+        verdict, severity = f"{at:,} partition(s) at min ISR: one more replica lost and acks=all writes stop.", "warning"
+    else:
+        verdict, severity = "No partition is at or under its min ISR.", "ok"
+    cat_ref = ctx.kb.reference["partition_categories"]
+    legend = [f"{c.name}: {c.definition}" for c in cat_ref.categories]
+    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")] if (at or under) else []
+    return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity=severity,
+                 verdict=verdict, evidence=evidence, diagnoses=diagnoses,
+                 sections=([Section("At or under min ISR", _capped(lines))] if lines else []) + [Section("Categories (KIP-427)", legend)])
+
+
+def _capped(lines: list[str], limit: int = 200) -> list[str]:
+    return lines[:limit] + ([f"… and {len(lines) - limit:,} more (name a topic to narrow)"] if len(lines) > limit else [])
+
+
+COMMAND = Command(SPEC, run)

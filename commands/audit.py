@@ -1,0 +1,83 @@
+"""audit: durability settings that fail silently, per topic, and the brokers' transaction cap."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from .context import Context
+from .diagnosis import diagnosis
+from .evidence import config_value, gateway
+from .reply import Evidence, Reply, Section
+from .spec import Command, CommandRequest, CommandSpec
+
+SPEC = CommandSpec(
+    words=("audit",),
+    summary="Audit every topic's durability settings (min ISR vs RF, RF < 3, unclean election) and the brokers' transaction cap.",
+    examples=("audit",),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # "critical" | "warning"
+    topic: str
+    text: str
+    entry: str  # runbook entry that explains it
+
+
+def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding]:
+    """Pure rules from the runbook's durability table; RF is the topic's largest replica set."""
+    out: list[Finding] = []
+    if min_isr > rf:
+        out.append(Finding("critical", name, f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
+                           f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}", "under-min-isr"))
+    if rf == 1:
+        out.append(Finding("critical", name, "RF=1: one broker or disk loss loses data and makes partitions offline", "offline-partitions"))
+    elif rf == 2:
+        if min_isr >= 2:
+            out.append(Finding("warning", name, "RF=2 with min.insync.replicas=2: any single broker loss stops acks=all writes", "under-min-isr"))
+        else:
+            out.append(Finding("warning", name, "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data", "under-min-isr"))
+    if rf >= 3 and min_isr == 1:
+        out.append(Finding("warning", name, f"min.insync.replicas=1 with RF={rf}: acks=all waits for the leader alone", "under-min-isr"))
+    if unclean:
+        out.append(Finding("critical", name, "unclean.leader.election.enable=true: an out-of-sync replica may become leader and drop acknowledged writes", "unclean-election"))
+    return out
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    gw = await gateway(ctx, request)
+    await ctx.progress("reading topic and broker configs")
+    topics = await gw.describe_topics(include_internal=True)
+    cluster = await gw.describe_cluster()
+    configs, broker_cfgs = await asyncio.gather(gw.topic_configs([t.name for t in topics]), gw.broker_configs(cluster.broker_ids))
+    findings: list[Finding] = []
+    for t in topics:
+        cfg = configs.get(t.name, {})
+        min_isr = int(config_value(cfg, "min.insync.replicas", "1"))
+        unclean = config_value(cfg, "unclean.leader.election.enable") == "true"
+        findings += audit_topic(t.name, t.replication_factor, min_isr, unclean)
+    caps = {b: config_value(c, "transaction.max.timeout.ms") for b, c in broker_cfgs.items()}
+    cap_values = sorted({v for v in caps.values() if v is not None})
+    evidence = [
+        Evidence("Topics audited", f"{len(topics):,}", "live: metadata + topic configs"),
+        Evidence("Critical findings", f"{sum(f.severity == 'critical' for f in findings):,}", "audit", "bad" if any(f.severity == "critical" for f in findings) else "ok"),
+        Evidence("Warnings", f"{sum(f.severity == 'warning' for f in findings):,}", "audit", "bad" if any(f.severity == "warning" for f in findings) else "ok"),
+        Evidence("transaction.max.timeout.ms per broker", ", ".join(f"{b}: {v}" for b, v in sorted(caps.items())) or "unknown",
+                 "live: broker configs", "neutral" if len(cap_values) <= 1 else "bad"),
+    ]
+    notes = []
+    if len(cap_values) > 1:
+        notes.append("Brokers disagree on transaction.max.timeout.ms: a producer's timeout may be accepted by one coordinator and refused by another.")
+    lines = [f"[{f.severity}] {f.topic}: {f.text} (see /kafka runbook {f.entry})" for f in findings]
+    entries = list(dict.fromkeys(f.entry for f in findings))
+    severity = "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
+    verdict = (f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)." if findings
+               else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR 2..RF, unclean election off).")
+    return Reply(title="Durability audit", severity=severity, verdict=verdict, evidence=evidence,
+                 diagnoses=[diagnosis(ctx.kb, ctx.kb.failure_modes[e], reason="audit finding", first_steps=1) for e in entries[:3]],
+                 sections=[Section("Findings", lines)] if lines else [], notes=notes)
+
+
+COMMAND = Command(SPEC, run)

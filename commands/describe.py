@@ -1,0 +1,45 @@
+"""describe <topic>: partitions, leaders, replicas, ISR and the configs that matter in an incident."""
+
+from __future__ import annotations
+
+from runbook_kb.diagnose import categories
+
+from .context import Context
+from .evidence import config_value, gateway, snapshot
+from .reply import Evidence, Reply, Section
+from .spec import Command, CommandRequest, CommandSpec, Param
+
+SPEC = CommandSpec(
+    words=("describe",),
+    summary="One topic: partitions with leader, replicas, ISR and category, plus its durability and retention configs.",
+    params=(Param("topic", "the topic name", kind="topic"),),
+    examples=("describe orders",),
+)
+
+INCIDENT_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms", "retention.bytes",
+                    "cleanup.policy", "segment.bytes", "max.message.bytes", "message.timestamp.type")
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    gw = await gateway(ctx, request)
+    topic = str(request.args["topic"])
+    snap = await snapshot(gw, topics=[topic], min_isr="all")
+    configs = (await gw.topic_configs([topic])).get(topic, {})
+    rows = []
+    bad = 0
+    for p in sorted(snap.states, key=lambda p: p.partition):
+        cats = categories(p)
+        bad += cats != ["InSync"]
+        leader = p.leader if p.has_leader else "none"
+        preferred = "" if not p.has_leader or p.leader == p.replicas[0] else f" (preferred {p.replicas[0]})"
+        rows.append(f"{p.partition}: leader {leader}{preferred}, replicas {list(p.replicas)}, ISR {list(p.isr)}  {'/'.join(cats)}")
+    rf = max((len(p.replicas) for p in snap.states), default=0)
+    cfg_lines = [f"{k} = {config_value(configs, k, '?')}" + (" (default)" if configs.get(k) and configs[k].is_default else "")
+                 for k in INCIDENT_CONFIGS if k in configs]
+    evidence = [Evidence("Partitions", f"{len(rows)} (RF {rf}); {bad} not fully in sync", "live: metadata", "bad" if bad else "ok")]
+    return Reply(title=f"Topic {topic}", severity="warning" if bad else "ok",
+                 verdict=f"{topic}: {len(rows)} partitions, RF {rf}, {bad} out of sync.",
+                 evidence=evidence, sections=[Section("Partitions", rows), Section("Configs", cfg_lines)])
+
+
+COMMAND = Command(SPEC, run)

@@ -1,0 +1,128 @@
+"""Live evidence shared by the live commands: which gateway to ask, and one consistent snapshot.
+
+A snapshot is a single metadata read of every partition plus the facts the diagnosis needs
+(registered brokers, min.insync.replicas per topic), turned into the pure
+``runbook_kb.diagnose`` inputs. Extra calls (log dirs, reassignments) are made only when the
+first read says they could change the answer, which keeps `why URP` fast on large clusters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from live.gateway import AdminGateway
+from live.model import ClusterInfo, TopicInfo
+from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
+
+from .context import Context
+from .errors import Unavailable
+from .spec import CommandRequest
+
+SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
+
+
+async def gateway(ctx: Context, request: CommandRequest) -> AdminGateway:
+    if ctx.live is None:
+        raise Unavailable(
+            "No Kafka cluster is configured. Set KBOT_BOOTSTRAP=host:port (or a clusters file), "
+            "or start the local one with `kbot cluster up`."
+        )
+    from live.config import ConfigError
+
+    try:
+        return await ctx.live.get(request.cluster)
+    except ConfigError as exc:
+        raise Unavailable(str(exc)) from None
+
+
+@dataclass
+class Snapshot:
+    cluster: ClusterInfo
+    topics: list[TopicInfo]
+    min_isr: dict[str, int]
+    states: list[PartitionState]
+    brokers: BrokerFacts
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.states)
+
+    def by_category(self) -> dict[str, list[PartitionState]]:
+        out: dict[str, list[PartitionState]] = {"UnderReplicated": [], "AtMinIsr": [], "UnderMinIsr": [], "Offline": []}
+        for p in self.states:
+            for c in categories(p):
+                if c in out:
+                    out[c].append(p)
+        return out
+
+
+def at_min_isr_by_design(parts: list[PartitionState]) -> list[PartitionState]:
+    """AtMinIsr partitions with every replica in sync: RF equals the min ISR (RF=1, or RF=2 with
+    min ISR 2). A configuration risk for `audit`, not a sign that anything failed."""
+    return [p for p in parts if len(p.isr) == len(p.replicas)]
+
+
+def _expected(cluster: ClusterInfo, topics: list[TopicInfo]) -> frozenset[int]:
+    """Brokers that should exist: the configured list, else every broker some replica lives on."""
+    if cluster.expected_brokers:
+        return frozenset(cluster.expected_brokers) | frozenset(cluster.broker_ids)
+    on_replicas = {b for t in topics for p in t.partitions for b in p.replicas}
+    return frozenset(on_replicas) | frozenset(cluster.broker_ids)
+
+
+async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr: str = "unhealthy",
+                   include_internal: bool = True) -> Snapshot:
+    """Read the cluster once. ``min_isr``: "all" reads min.insync.replicas for every topic (status,
+    audit), "unhealthy" only for topics with a partition out of sync (why URP), "none" skips it."""
+    import asyncio
+
+    cluster, described = await asyncio.gather(
+        gw.describe_cluster(), gw.describe_topics(topics, include_internal=include_internal)
+    )
+    if min_isr == "all":
+        wanted = [t.name for t in described]
+    elif min_isr == "unhealthy":
+        wanted = [t.name for t in described if any(len(p.isr) < len(p.replicas) or p.leader is None for p in t.partitions)]
+    else:
+        wanted = []
+    configs = await gw.topic_configs(wanted) if wanted else {}
+    floors: dict[str, int] = {}
+    for name, cfg in configs.items():
+        value = cfg.get("min.insync.replicas")
+        if value is not None and value.value is not None:
+            floors[name] = int(value.value)
+    states = [
+        PartitionState(
+            topic=p.topic,
+            partition=p.partition,
+            leader=p.leader,
+            replicas=tuple(p.replicas),
+            isr=tuple(p.isr),
+            min_isr=floors.get(t.name, 1),
+        )
+        for t in described
+        for p in t.partitions
+    ]
+    facts = BrokerFacts(registered=frozenset(cluster.broker_ids), expected=_expected(cluster, described))
+    return Snapshot(cluster=cluster, topics=described, min_isr=floors, states=states, brokers=facts)
+
+
+def name_partitions(parts, limit: int = SAMPLE) -> str:
+    """'orders-0, orders-3 … (+1,220 more)' from (topic, partition) pairs or PartitionStates.
+    The operator's own topics are named before internal ones (__consumer_offsets ...)."""
+    pairs = [(p.topic, p.partition) if isinstance(p, PartitionState) else p for p in parts]
+    pairs.sort(key=lambda tp: (tp[0].startswith("__"), tp[0], tp[1]))
+    shown = ", ".join(f"{t}-{n}" for t, n in pairs[:limit])
+    more = len(pairs) - limit
+    return f"{shown} (+{more:,} more)" if more > 0 else shown
+
+
+def broker_list(ids) -> str:
+    ids = sorted(ids)
+    return ", ".join(str(i) for i in ids) if ids else "none"
+
+
+def config_value(configs: dict, key: str, default: str | None = None) -> str | None:
+    """The value of ``key`` in one resource's describe_configs result, or ``default``."""
+    entry = configs.get(key)
+    return entry.value if entry is not None and entry.value is not None else default

@@ -1,0 +1,179 @@
+"""Live commands against the real local cluster: inject each fault, check the answer names the
+right cause, broker, partition and runbook entry. The autoheal fixture restores health after each."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from commands.context import Context
+from commands.dispatch import answer
+from live.pool import GatewayPool
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+async def ctx(kafka_cluster):
+    env = {"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers, "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+           "KBOT_ADMIN_TIMEOUT_S": "10"}
+    pool = GatewayPool(env=env)
+    yield Context(live=pool)
+    await pool.close()
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _isr_shrunk(cluster, topic: str, broker: int):
+    parts = cluster.faults.describe([topic])[topic]
+    return all(broker not in p["isr"] for p in parts)
+
+
+async def test_status_healthy(ctx, kafka_cluster):
+    result = await answer("status", ctx)
+    assert result.outcome == "answered"
+    assert result.reply.severity == "ok", result.reply.verdict
+    assert result.reply.verdict.startswith("Healthy: 3 brokers")
+
+
+async def test_why_urp_names_the_killed_broker_and_broker_loss(ctx, kafka_cluster):
+    topic = _name("urp")
+    kafka_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)
+    kafka_cluster.faults.kill_broker(102)
+    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 102), 60, "ISR to lose broker 102")
+    result = await answer("why URP", ctx)
+    reply = result.reply
+    assert result.outcome == "answered"
+    assert reply.diagnoses[0].entry_id == "broker-loss"
+    assert reply.diagnoses[0].why_ranked.startswith("live: broker 102 is not registered")
+    assert "Broker 102 is gone" in reply.verdict
+    brokers = next(e for e in reply.evidence if e.label == "Brokers registered")
+    assert brokers.value == "2 of 3 (missing: 102)"
+    urp = next(e for e in reply.evidence if e.label == "Under-replicated partitions")
+    assert int(urp.value.split(" of ")[0].replace(",", "")) >= 6  # the shared cluster holds other tests' topics too
+    gone = next(e for e in reply.evidence if e.label == "Broker 102")
+    assert gone.value.startswith("not registered")
+    assert any(m.label == "Partition.scala:232" for m in reply.diagnoses[0].mechanism)
+
+
+async def test_why_offline_names_partitions_and_broker(ctx, kafka_cluster):
+    topic = _name("offline")
+    info = kafka_cluster.faults.offline_partitions(topic, broker_id=103, partitions=2)
+    result = await answer("why offline", ctx)
+    reply = result.reply
+    assert reply.diagnoses[0].entry_id == "offline-partitions"
+    assert reply.severity == "critical"
+    assert "103" in reply.verdict
+    offline = next(e for e in reply.evidence if e.label == "Offline partitions")
+    assert all(f"{topic}-{p}" in offline.value for p in info["partitions"])
+
+
+async def test_not_enough_replicas_reaches_under_min_isr(ctx, kafka_cluster):
+    topic = _name("minisr")
+    # RF=2 on brokers 102/103 with min ISR 2: losing 103 leaves one in-sync replica.
+    kafka_cluster.faults.create_topic(topic, replica_assignment=[[102, 103]], config={"min.insync.replicas": "2"})
+    kafka_cluster.faults.kill_broker(103)
+    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 103), 60, "ISR to lose broker 103")
+    reply = (await answer("why NotEnoughReplicas", ctx)).reply
+    assert reply.diagnoses[0].entry_id == "under-min-isr"
+    under = next(e for e in reply.evidence if e.label == "Under min ISR")
+    assert f"{topic}-0" in under.value
+    assert reply.severity == "critical"
+
+
+async def test_at_min_isr_and_clamp(ctx, kafka_cluster):
+    topic = _name("atmin")
+    clamped = _name("clamped")
+    kafka_cluster.faults.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    # RF=1 with min ISR 2, placed away from the broker this test kills
+    kafka_cluster.faults.create_topic(clamped, replica_assignment=[[102]], config={"min.insync.replicas": "2"})
+    kafka_cluster.faults.kill_broker(101)
+    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 101), 60, "ISR to lose broker 101")
+    reply = (await answer(f"at-min-isr {topic}", ctx)).reply
+    at = next(e for e in reply.evidence if e.label == "AtMinIsr")
+    assert at.value.startswith("1:") and f"{topic}-0" in at.value
+    reply = (await answer(f"at-min-isr {clamped}", ctx)).reply
+    lines = next(s for s in reply.sections if s.heading == "At or under min ISR").lines
+    assert lines and "configured 2, clamped to RF" in lines[0]
+
+
+async def test_audit_flags_clamp_rf1_and_unclean(ctx, kafka_cluster):
+    clamped, unclean = _name("clamped"), _name("unclean")
+    kafka_cluster.faults.create_clamped_topic(clamped)
+    kafka_cluster.faults.create_unclean_topic(unclean)
+    reply = (await answer("audit", ctx)).reply
+    findings = next(s for s in reply.sections if s.heading == "Findings").lines
+    assert any(clamped in f and "min.insync.replicas=2 > RF=1" in f for f in findings)
+    assert any(clamped in f and "RF=1" in f for f in findings)
+    assert any(unclean in f and "unclean.leader.election.enable=true" in f for f in findings)
+    caps = next(e for e in reply.evidence if e.label == "transaction.max.timeout.ms per broker")
+    assert "101:" in caps.value
+    assert reply.severity == "critical"
+
+
+async def test_hanging_transaction_found_with_its_producer(ctx, kafka_cluster):
+    topic = _name("txn")
+    info = kafka_cluster.faults.hanging_transaction(topic, partition=0)
+    time.sleep(2)
+    reply = (await answer("hanging-txns --min-age-ms 1000", ctx)).reply
+    assert reply.severity == "critical"
+    assert any(info["transactional_id"] in e.label for e in reply.evidence)
+    holder = next(e for e in reply.evidence if e.label == f"{topic}-0")
+    assert f"open from offset {info['first_offset']:,}" in holder.value
+    assert any(a.mutating and a.command.startswith(f"abort-txn {topic} 0 --producer-id") for a in reply.actions)
+
+
+async def test_lag_of_a_group_that_fell_behind(ctx, kafka_cluster):
+    topic, group = _name("lagging"), _name("grp")
+    lagging = kafka_cluster.faults.lagging_consumer_group(group, topic)
+    try:
+        time.sleep(3)  # the background producer keeps writing; the group stays behind
+        reply = (await answer(f"lag {group}", ctx)).reply
+    finally:
+        lagging.stop()
+    total = next(e for e in reply.evidence if e.label == "Total lag")
+    assert not total.value.startswith("0 ")
+    assert reply.severity == "warning"
+
+
+async def test_describe_and_unknown_topic(ctx, kafka_cluster):
+    topic = _name("desc")
+    kafka_cluster.faults.create_topic(topic, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
+    reply = (await answer(f"describe {topic}", ctx)).reply
+    parts = next(s for s in reply.sections if s.heading == "Partitions").lines
+    assert len(parts) == 2 and "InSync" in parts[0]
+    configs = next(s for s in reply.sections if s.heading == "Configs").lines
+    assert "min.insync.replicas = 2" in configs
+    missing = await answer("describe no-such-topic-xyz", ctx)
+    assert missing.outcome == "bad_input"
+    assert "unknown topic no-such-topic-xyz" in missing.reply.verdict
+
+
+async def test_bad_names_are_refused_before_any_call(ctx):
+    for text in ("describe bad/topic", "describe " + "t" * 250, "lag 'g; DROP TABLE x'", "describe -rf"):
+        result = await answer(text, ctx)
+        assert result.outcome == "bad_input", text
+
+
+async def test_unreachable_cluster_answers_within_the_timeout():
+    pool = GatewayPool(env={"KBOT_BOOTSTRAP": "127.0.0.1:1", "KBOT_ADMIN_TIMEOUT_S": "2"})
+    started = time.monotonic()
+    result = await answer("status", Context(live=pool))
+    await pool.close()
+    assert time.monotonic() - started < 6
+    assert result.outcome == "unavailable"
+    assert "cannot reach the Kafka cluster" in result.reply.verdict
