@@ -1,0 +1,142 @@
+"""history <metric> [--since 1h] [--topic T] [--broker N] [--partition P]: one metric over time, per broker, from the metric lake.
+
+One line per minute (wider buckets for long windows), one value per broker. Gauges show the
+largest sample in the bucket; cumulative meters (names ending in PerSec) show the events counted
+in the bucket (counter restarts handled).
+Runbook words work as names too: `history URP` is UnderReplicatedPartitions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from rapidfuzz import process
+
+from runbook_kb.lookup import norm
+
+from . import lake_evidence as lake
+from .context import Context
+from .reply import Evidence, Reply, Section
+from .spec import Command, CommandRequest, CommandSpec, Option, Param
+
+MAX_LINES = 120
+MAX_BROKER_COLUMNS = 8
+PER_PARTITION = frozenset({"LogEndOffset", "LogStartOffset", "Size", "LastStableOffsetLag", "CommittedOffset", "ConsumerLag"})
+BUCKETS_S = (60, 120, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+
+SPEC = CommandSpec(
+    words=("history",),
+    summary="One metric over time from the metric lake: a value per minute and broker.",
+    params=(Param("metric", "UnderReplicatedPartitions (or URP), IsrShrinksPerSec, LogEndOffset, RequestHandlerAvgIdlePercent ...",
+                  kind="word"),),
+    options=(
+        lake.since_option("1h"),
+        Option("topic", "only samples of this topic", kind="topic"),
+        Option("broker", "only samples reported by this broker (node id)", kind="int"),
+        Option("partition", "only samples of this partition number", kind="int"),
+    ),
+    examples=("history URP", "history IsrShrinksPerSec --since 30m --broker 102", "history LogEndOffset --topic orders --partition 3"),
+)
+
+
+def known_metrics() -> list[str]:
+    from lake.mapping import LAKE_METRICS
+    from lake.schema import METRICS
+
+    return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
+
+
+def resolve_metric(ctx: Context, text: str) -> tuple[str, bool]:
+    """(metric name, known?): exact name (any case), then the runbook's vocabulary; else as typed."""
+    names = known_metrics()
+    by_lower = {n.lower(): n for n in names}
+    if text.lower() in by_lower:
+        return by_lower[text.lower()], True
+    target = ctx.kb.vocabulary.get(text) or next((v for k, v in ctx.kb.vocabulary.items() if norm(k) == norm(text)), None)
+    if target is not None and target.lower() in by_lower:
+        return by_lower[target.lower()], True
+    return text, False
+
+
+def bucket_for(since: dt.timedelta) -> int:
+    secs = since.total_seconds()
+    return next((b for b in BUCKETS_S if secs / b <= MAX_LINES), BUCKETS_S[-1])
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _fmt(value: float | None, counter: bool, bucket_s: int = 60) -> str:
+    if value is None:
+        return "-"
+    if counter:  # a meter's rate, shown as the events counted in the bucket
+        return f"+{value * bucket_s:,.0f}"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.3g}"
+
+
+def _who(broker: int) -> str:
+    return "cluster" if broker == -1 else f"b{broker}"
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    typed = str(request.args["metric"])
+    metric, known = resolve_metric(ctx, typed)
+    topic = request.options.get("topic")
+    broker = request.options.get("broker")
+    partition = request.options.get("partition")
+    window = lake.window_for(request, ctx, default=dt.timedelta(hours=1))
+    bucket_s = bucket_for(window.since)
+    facts = await lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
+    rows = facts["rows"]
+    scope = "".join([f" topic {topic}" if topic else "", f" partition {partition}" if partition is not None else "",
+                     f" broker {broker}" if broker is not None else ""])
+    title = f"History of {_clip(metric)}" + (f" ({scope.strip()})" if scope else "")
+    if not rows:
+        present = facts.get("present") or []
+        suggestions = [name for name, _s, _i in process.extract(metric, present or known_metrics(), limit=3, score_cutoff=60)]
+        if not known and metric not in present:
+            verdict = f"Unknown metric '{_clip(metric)}': the metric lake has no such metric in the last {lake.describe_since(window.since)}."
+        else:
+            verdict = f"No data for this window: no {_clip(metric)} samples{scope} in the last {lake.describe_since(window.since)}."
+        notes = [f"Metrics in this window: {', '.join(present[:20])}" + (" …" if len(present) > 20 else "")] if present else \
+            ["The lake has no samples at all in this window."]
+        return Reply(title=title, severity="info", verdict=verdict, window=window.label, notes=notes,
+                     evidence=[lake.no_data(window, "lake: metric_history", f"{_clip(metric)} samples{scope}")],
+                     followups=[f"/kafka history {s}" for s in suggestions])
+    counter = metric.endswith("PerSec")
+    brokers = sorted({r["broker"] for r in rows})
+    clusters = sorted({r["cluster"] for r in rows})
+    by_bucket: dict[int, dict[int, float]] = {}
+    for r in rows:
+        by_bucket.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
+    width = "minute" if bucket_s == 60 else lake.describe_since(dt.timedelta(seconds=bucket_s))
+    lines = []
+    for b in sorted(by_bucket)[-MAX_LINES:]:
+        t = dt.datetime.fromtimestamp(b, dt.timezone.utc)
+        values = by_bucket[b]
+        if len(brokers) <= MAX_BROKER_COLUMNS:
+            cells = "  ".join(f"{_who(k)} {_fmt(values.get(k), counter, bucket_s)}" for k in brokers)
+        else:
+            top = max(values.items(), key=lambda kv: kv[1])
+            cells = f"max {_fmt(top[1], counter, bucket_s)} on {_who(top[0])} ({len(values)} brokers)"
+        lines.append(f"{t:%H:%M}  {cells}")
+    last_bucket = max(by_bucket)
+    latest = by_bucket[last_bucket]
+    peak = max(rows, key=lambda r: r["value"])
+    unit = f"events per {width}" if counter else f"largest sample per {width}"
+    verdict = (f"{metric}{scope}: latest {', '.join(f'{_who(k)} {_fmt(v, counter, bucket_s)}' for k, v in sorted(latest.items())[:MAX_BROKER_COLUMNS])}; "
+               f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
+               f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC.")
+    evidence = [Evidence("Series", f"{len(by_bucket)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
+                         "lake: metric_history", "neutral")]
+    notes = []
+    if len(clusters) > 1:
+        notes.append(f"Samples from {len(clusters)} clusters ({', '.join(clusters)}) are combined; add --cluster to pick one.")
+    if metric in PER_PARTITION and (topic is None or partition is None):
+        notes.append("Per-partition series are combined per broker (largest value); add --topic/--partition for one series.")
+    return Reply(title=title, severity="info", verdict=verdict, evidence=evidence,
+                 sections=[Section(f"Per {width} (UTC)", lines)], notes=notes, window=window.label)
+
+
+COMMAND = Command(SPEC, run)

@@ -1,0 +1,111 @@
+"""hot-partitions [topic] [--since 30m]: partitions ranked by write rate over a window, from the metric lake.
+
+The rate of a partition is its LogEndOffset growth per second over the window; skew is that rate
+divided by the median rate of its topic's partitions, so a hot key shows as one partition far
+above its siblings. The leader is taken from the cluster's metadata when a cluster is configured,
+else inferred from the lake (the replica that was ahead).
+"""
+
+from __future__ import annotations
+
+from . import lake_evidence as lake
+from .context import Context
+from .diagnosis import diagnosis
+from .reply import Evidence, Reply, Section
+from .spec import Command, CommandRequest, CommandSpec, Option, Param
+
+DEFAULT_TOP = 10
+MAX_TOP = 50
+
+SPEC = CommandSpec(
+    words=("hot-partitions",),
+    summary="Partitions ranked by records/s over a window (metric lake), with skew vs their topic's median and the leader broker.",
+    params=(Param("topic", "only this topic", kind="topic", required=False),),
+    options=(lake.since_option("15m"), Option("top", f"how many partitions to list (default {DEFAULT_TOP}, at most {MAX_TOP})", kind="int")),
+    examples=("hot-partitions", "hot-partitions orders --since 30m"),
+    details="From LogEndOffset growth in the metric lake; the answer names the window it looked at.",
+)
+
+
+async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str], notes: list[str]) -> dict[tuple[str, int], int | None]:
+    """(topic, partition) -> leader from the cluster's metadata; {} without a cluster."""
+    if ctx.live is None or not topics:
+        return {}
+    from live.gateway import GatewayError
+
+    from .evidence import gateway
+
+    try:
+        gw = await gateway(ctx, request)
+        described = await gw.describe_topics(topics)
+    except (GatewayError, lake.Unavailable) as exc:
+        notes.append(f"Leaders are the lake's estimate: the cluster did not answer ({exc}).")
+        return {}
+    return {(p.topic, p.partition): p.leader for t in described for p in t.partitions}
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    topic = request.args.get("topic")
+    top = int(request.options.get("top") or DEFAULT_TOP)
+    top = max(1, min(MAX_TOP, top))
+    window = lake.window_for(request, ctx)
+    rows = await lake.hot(ctx, request, window, topic, top)
+    scope = f"topic {topic}" if topic else "all topics"
+    title = f"Hot partitions ({scope})"
+    if not rows:
+        return Reply(title=title, severity="info", window=window.label,
+                     verdict=f"No data for this window: the metric lake has no LogEndOffset samples for {scope} "
+                             f"in the last {lake.describe_since(window.since)}.",
+                     evidence=[lake.no_data(window, "lake: hot_partitions", "LogEndOffset samples")],
+                     followups=["/kafka hot-partitions --since 1h"])
+    notes: list[str] = []
+    leaders = await _live_leaders(ctx, request, sorted({r["topic"] for r in rows}), notes)
+    many = len({r["cluster"] for r in rows}) > 1
+    lines, evidence = [], []
+    for r in rows:
+        live_leader = leaders.get((r["topic"], r["partition"]))
+        leader = (f"leader {live_leader} (live)" if live_leader is not None
+                  else f"leader {r['leader_broker']} (estimated from the lake)")
+        skew = r["skew"]
+        skew_text = f"{skew:.1f}x topic median" if skew is not None else "no topic median"
+        rate = f"{r['records_per_sec']:,.1f} rec/s" if r["records_per_sec"] is not None else "rate unknown"
+        bytes_text = f", {r['bytes_per_sec'] / 1024:,.1f} KiB/s" if r.get("bytes_per_sec") else ""
+        where = f" [{r['cluster']}]" if many else ""
+        lines.append(f"#{r['rank']} {r['topic']}-{r['partition']}{where}: {rate}{bytes_text}, {skew_text}, {leader}")
+        if len(evidence) < 3:
+            evidence.append(Evidence(f"{r['topic']}-{r['partition']}", f"{rate}, {skew_text} ({r['topic_median_rate'] or 0:,.1f} rec/s), {leader}",
+                                     "lake: hot_partitions", "bad" if (skew or 0) >= lake.HOT_SKEW else "neutral"))
+    hottest = rows[0]
+    hot = (hottest["skew"] or 0) >= lake.HOT_SKEW
+    entry = ctx.kb.failure_modes.get("hot-partition")
+    diagnoses = []
+    if hot:
+        live_leader = leaders.get((hottest["topic"], hottest["partition"]))
+        leader = live_leader if live_leader is not None else hottest["leader_broker"]
+        verdict = (f"{hottest['topic']}-{hottest['partition']} is hot: {hottest['records_per_sec']:,.1f} records/s, "
+                   f"{hottest['skew']:.1f}x its topic's median, led by broker {leader}.")
+        if entry is not None:
+            diagnoses.append(diagnosis(ctx.kb, entry, reason=f"lake: {hottest['topic']}-{hottest['partition']} "
+                                                             f"at {hottest['skew']:.1f}x its topic's median"))
+    else:
+        verdict = (f"No hot partition in the last {lake.describe_since(window.since)}: the busiest, "
+                   f"{hottest['topic']}-{hottest['partition']}, writes {hottest['records_per_sec'] or 0:,.1f} records/s"
+                   + (f" ({hottest['skew']:.1f}x its topic's median)." if hottest["skew"] is not None else "."))
+    if entry is not None:
+        # the runbook's first warning (adding partitions does not split a hot key ...) leads the notes
+        notes = [f"Do not: {d.action}. {d.why}" for d in entry.do_not[:1]] + notes
+    follow = f"/kafka history LogEndOffset --topic {hottest['topic']} --partition {hottest['partition']}"
+    return Reply(
+        title=title,
+        severity="warning" if hot else "ok",
+        verdict=verdict,
+        evidence=evidence,
+        diagnoses=diagnoses,
+        sections=[Section(f"Top {len(rows)} by records/s", lines)],
+        notes=notes,
+        followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
+        window=window.label,
+    )
+
+
+COMMAND = Command(SPEC, run)

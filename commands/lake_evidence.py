@@ -1,0 +1,535 @@
+"""Evidence from the metric lake (``lake.service.LakeService`` in ``ctx.lake``) for the commands.
+
+Everything a command asks the lake goes through here:
+
+* the time window (``--since 30m``; default the last 15 minutes) and how an answer names it;
+* query functions that run in Spark's worker thread: they apply the pure ``spark_queries``
+  to the window and return plain rows (user values reach Spark only as literals);
+* turning those rows into :class:`Evidence` items whose source names the query
+  (``lake: urp_trend``), plus, where the lake's data points at a runbook entry, the
+  entry it points at.
+
+A missing lake (``ctx.lake is None``) or an unavailable one (Spark down, timeout) raises
+or reports :class:`Unavailable`; commands that also have live evidence keep it and add a note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from .context import Context
+from .errors import Unavailable
+from .reply import Evidence, Severity
+from .router import BadInput
+from .spec import CommandRequest, Option
+
+DEFAULT_SINCE = dt.timedelta(minutes=15)
+MIN_SINCE = dt.timedelta(minutes=1)
+MAX_SINCE = dt.timedelta(days=31)
+
+
+def since_option(default: str = "15m") -> Option:
+    return Option("since", f"how far back the metric lake looks: 30m, 1h, 2d (default {default})")
+
+
+SINCE_OPTION = since_option()
+
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800}
+_PART = re.compile(r"(\d+)\s*(s|sec|m|min|h|hr|d|w)", re.IGNORECASE)
+
+
+def parse_since(text: str) -> dt.timedelta:
+    """``"15m"``, ``"1h30m"``, ``"2d"``, ``"90s"`` -> timedelta (BadInput otherwise)."""
+    s = str(text).strip().lower().replace(" ", "")
+    if not s or not re.fullmatch(r"(?:\d+(?:s|sec|min|m|hr|h|d|w))+", s):
+        raise BadInput(f"--since takes a duration like 15m, 1h, 1h30m or 2d, not '{str(text)[:40]}'.")
+    seconds = sum(int(n) * _UNITS[u] for n, u in _PART.findall(s))
+    since = dt.timedelta(seconds=seconds)
+    if since < MIN_SINCE or since > MAX_SINCE:
+        raise BadInput(f"--since must be between 1m and {MAX_SINCE.days}d.")
+    return since
+
+
+def describe_since(since: dt.timedelta) -> str:
+    secs = int(since.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        n, secs = divmod(secs, size)
+        if n:
+            parts.append(f"{n} {unit}")
+    return " ".join(parts) or "0 s"
+
+
+@dataclass(frozen=True)
+class Window:
+    start: dt.datetime  # aware UTC
+    end: dt.datetime
+    since: dt.timedelta
+
+    @property
+    def label(self) -> str:
+        s, e = self.start, self.end
+        same_day = s.date() == e.date()
+        span = f"{s:%Y-%m-%d %H:%M} to {e:%H:%M} UTC" if same_day else f"{s:%Y-%m-%d %H:%M} to {e:%Y-%m-%d %H:%M} UTC"
+        return f"last {describe_since(self.since)}: {span}"
+
+
+def window_for(request: CommandRequest, ctx: Context, default: dt.timedelta = DEFAULT_SINCE) -> Window:
+    raw = request.options.get("since")
+    since = parse_since(str(raw)) if raw is not None else default
+    end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
+    return Window(end - since, end, since)
+
+
+def lake_cluster(request: CommandRequest, ctx: Context) -> str | None:
+    """The lake's cluster name for a request: --cluster, else the lake's default (None: any)."""
+    return request.cluster or getattr(ctx.lake, "cluster", None)
+
+
+async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args):
+    """``fn(view, *args)`` on the lake; Unavailable when there is none or it fails."""
+    lake = ctx.lake
+    if lake is None:
+        raise Unavailable("No metric lake is configured: run `kbot lake collect` and `kbot lake ingest` "
+                          "(or set KBOT_LAKE_URI) and start the bot with the lake enabled.")
+    if not hasattr(lake, "query"):
+        raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
+    return await lake.query(fn, *args, cluster=lake_cluster(request, ctx))
+
+
+def _rows(df) -> list[dict]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def _n(x: float | None, digits: int = 0) -> str:
+    if x is None:
+        return "?"
+    if digits == 0 and float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits or 1}f}"
+
+
+def _who(row: dict, many_clusters: bool) -> str:
+    return f"broker {row['broker']}" + (f" ({row['cluster']})" if many_clusters else "")
+
+
+def _many(rows: list[dict]) -> bool:
+    return len({r.get("cluster") for r in rows}) > 1
+
+
+@dataclass
+class LakeFindings:
+    window: Window
+    evidence: list[Evidence] = field(default_factory=list)
+    lead: list[tuple[str, str]] = field(default_factory=list)  # (runbook entry, what the lake showed)
+    verdict: str | None = None  # used when there is no live verdict
+    severity: Severity = "info"
+    notes: list[str] = field(default_factory=list)
+    has_data: bool = True
+    available: bool = True
+    details: list[str] = field(default_factory=list)  # per-item lines, for a Section
+
+
+def no_data(window: Window, source: str, what: str = "samples") -> Evidence:
+    return Evidence("Metric lake", f"no data for this window ({window.label}): no {what} in the lake", source, "neutral")
+
+
+# --------------------------------------------------------------------------- URP family
+
+
+def q_urp(view, start, end) -> dict:
+    from spark_queries._common import only_metrics
+    from spark_queries.isr import EXPANDS, SHRINKS, isr_churn
+    from spark_queries.urp import URP, urp_concentration, urp_trend
+
+    df = only_metrics(view.window(start, end), URP, SHRINKS, EXPANDS).cache()
+    try:
+        return {"trend": _rows(urp_trend(df)), "concentration": _rows(urp_concentration(df)),
+                "churn": _rows(isr_churn(df))}
+    finally:
+        df.unpersist()
+
+
+def urp_findings(facts: dict, window: Window, ctx: Context) -> LakeFindings:
+    """Evidence from q_urp's rows: the URP shape per broker, where it concentrates, ISR churn."""
+    out = LakeFindings(window)
+    trend, conc, churn = facts["trend"], facts["concentration"], facts["churn"]
+    if not trend and not churn:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: urp_trend", "UnderReplicatedPartitions samples"))
+        return out
+    many = _many(trend + churn)
+    shaped = sorted((r for r in trend if r["shape"] != "zero"), key=lambda r: (-(r["max"] or 0), r["broker"]))
+    for r in shaped:
+        if r["shape"] == "flat":
+            desc = (f"flat: level at {_n(r['modal_value'])} for {r['modal_share']:.0%} of its non-zero samples "
+                    f"({r['nonzero_samples']} of {r['samples']} samples > 0, last {_n(r['last'])})")
+        else:
+            desc = (f"fluctuating: between {_n(r['min'])} and {_n(r['max'])}, {r['changes']} changes in "
+                    f"{r['samples']} samples, last {_n(r['last'])}")
+        out.evidence.append(Evidence(f"URP trend, {_who(r, many)}", desc, "lake: urp_trend", "bad"))
+    if trend and not shaped:
+        samples = max(r["samples"] for r in trend)
+        out.evidence.append(Evidence("URP trend", f"0 on all {len(trend)} reporting broker(s) (up to {samples} samples each)",
+                                     "lake: urp_trend", "ok"))
+    top = [r for r in conc if r["rank"] == 1 and r["share"] is not None]
+    if shaped and len(top) == 1:
+        r = top[0]
+        out.evidence.append(Evidence(
+            "URP concentrates on", f"{_who(r, many)}: {r['share']:.0%} of the cluster's URP "
+            f"(mean {_n(r['mean_urp'], 1)}, max {_n(r['max_urp'])})", "lake: urp_concentration", "bad"))
+    elif shaped and top:
+        out.evidence.append(Evidence(
+            "URP spread evenly over", ", ".join(_who(r, many) for r in sorted(top, key=lambda r: r["broker"]))
+            + f" ({top[0]['share']:.0%} each)", "lake: urp_concentration", "bad"))
+    moving = sorted((r for r in churn if (r["shrinks"] or 0) > 0 or (r["expands"] or 0) > 0), key=lambda r: r["broker"])
+    for r in moving:
+        text = f"{_n(r['shrinks'])} ISR shrinks, {_n(r['expands'])} expands"
+        if r["shrinks_without_expands"]:
+            text += " (shrinks without expands)"
+        if r["resets"]:
+            text += f"; counters reset {r['resets']}x (the broker restarted)"
+        out.evidence.append(Evidence(f"ISR churn, {_who(r, many)}", text, "lake: isr_churn",
+                                     "bad" if r["shrinks_without_expands"] else "neutral"))
+    if churn and not moving:
+        out.evidence.append(Evidence("ISR churn", "no ISR shrinks or expands", "lake: isr_churn", "ok"))
+    if not shaped:
+        out.verdict = f"The metric lake shows no under-replicated partitions in the last {describe_since(window.since)}."
+        out.severity = "ok"
+        return out
+    shapes = {r["shape"] for r in shaped}
+    brokers = ", ".join(str(r["broker"]) for r in shaped)
+    # the broker carrying most of the URP decides the signature when both shapes appear
+    lead_shape = None
+    if top:
+        lead_shape = next((r["shape"] for r in shaped
+                           if (r["cluster"], r["broker"]) == (top[0]["cluster"], top[0]["broker"])), None)
+    shape = lead_shape or ("flat" if shapes == {"flat"} else "fluctuating")
+    entry = "broker-loss" if shape == "flat" else "slow-follower"
+    title = ctx.kb.failure_modes[entry].title if entry in ctx.kb.failure_modes else entry
+    out.lead.append((entry, f"lake: URP {shape} on broker(s) {brokers} over the last {describe_since(window.since)}"))
+    out.verdict = (f"The metric lake shows URP {shape} on broker(s) {brokers} over the "
+                   f"{describe_since(window.since)}: the pattern of '{title}'.")
+    out.severity = "warning"
+    return out
+
+
+async def urp(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    facts = await run_query(ctx, request, q_urp, window.start, window.end)
+    return urp_findings(facts, window, ctx)
+
+
+# --------------------------------------------------------------------------- other symptoms
+
+
+def q_under_min_isr(view, start, end) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    from spark_queries.availability import under_min_isr_timeline
+
+    t = under_min_isr_timeline(view.window(start, end))
+    return _rows(t.groupBy("cluster", "broker").agg(
+        F.max("under_min_isr").alias("max_under"), F.count_if(F.col("under_min_isr") > 0).alias("minutes_under"),
+        F.max("at_min_isr").alias("max_at"), F.count("*").alias("minutes")))
+
+
+async def under_min_isr(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    rows = await run_query(ctx, request, q_under_min_isr, window.start, window.end)
+    out = LakeFindings(window)
+    if not rows:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: under_min_isr_timeline", "UnderMinIsrPartitionCount samples"))
+        return out
+    many = _many(rows)
+    bad = [r for r in rows if (r["max_under"] or 0) > 0]
+    for r in sorted(bad, key=lambda r: r["broker"]):
+        out.evidence.append(Evidence(f"Under min ISR, {_who(r, many)}",
+                                     f"up to {_n(r['max_under'])} partition(s), in {r['minutes_under']} of {r['minutes']} minute(s)",
+                                     "lake: under_min_isr_timeline", "bad"))
+    if not bad:
+        at = max((r["max_at"] or 0) for r in rows)
+        out.evidence.append(Evidence("Under min ISR", "0 on every broker" + (f" (up to {_n(at)} at min ISR)" if at else ""),
+                                     "lake: under_min_isr_timeline", "ok"))
+    else:
+        out.lead.append(("under-min-isr", "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad)))
+    return out
+
+
+def q_offline(view, start, end) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    from spark_queries.availability import offline_timeline
+
+    t = offline_timeline(view.window(start, end))
+    return _rows(t.groupBy("cluster").agg(
+        F.max("offline_partitions").alias("max_offline"),
+        F.count_if(F.col("offline_partitions") > 0).alias("minutes_offline"),
+        F.min(F.when(F.col("offline_partitions") > 0, F.unix_seconds("bucket"))).alias("first_offline"),
+        F.count("*").alias("minutes")))
+
+
+async def offline(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    rows = await run_query(ctx, request, q_offline, window.start, window.end)
+    out = LakeFindings(window)
+    if not rows:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: offline_timeline", "OfflinePartitionsCount samples"))
+        return out
+    for r in rows:
+        if (r["max_offline"] or 0) > 0:
+            first = dt.datetime.fromtimestamp(r["first_offline"], dt.timezone.utc)
+            out.evidence.append(Evidence("Offline partitions over the window",
+                                         f"up to {_n(r['max_offline'])}, in {r['minutes_offline']} of {r['minutes']} minute(s), "
+                                         f"first at {first:%H:%M} UTC", "lake: offline_timeline", "bad"))
+        else:
+            out.evidence.append(Evidence("Offline partitions over the window", "0", "lake: offline_timeline", "ok"))
+    return out
+
+
+def q_hanging(view, start, end) -> dict:
+    from pyspark.sql import functions as F
+
+    from spark_queries.txn import late_transactions, last_stable_offset_lag
+
+    df = view.window(start, end)
+    growing = last_stable_offset_lag(df).filter(F.col("growing")).orderBy(F.col("last_lag").desc()).limit(5)
+    late = late_transactions(df).filter(F.col("late"))
+    return {"growing": _rows(growing), "late": _rows(late)}
+
+
+async def hanging(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    facts = await run_query(ctx, request, q_hanging, window.start, window.end)
+    out = LakeFindings(window)
+    for r in facts["growing"]:
+        out.evidence.append(Evidence(f"LastStableOffsetLag {r['topic']}-{r['partition']}",
+                                     f"growing: {_n(r['first_lag'])} -> {_n(r['last_lag'])} records "
+                                     f"({_n(r['growth_per_sec'], 1)}/s), leader broker {r['leader_broker']}",
+                                     "lake: last_stable_offset_lag", "bad"))
+    for r in facts["late"]:
+        out.evidence.append(Evidence(f"Late transactions, broker {r['broker']}",
+                                     f"up to {_n(r['max'])} partition(s) past transaction.max.timeout.ms",
+                                     "lake: late_transactions", "bad"))
+    if facts["growing"] or facts["late"]:
+        out.lead.append(("hanging-transaction", "lake: LastStableOffsetLag growing without coming down"))
+    else:
+        out.evidence.append(Evidence("LastStableOffsetLag", "no partition's LSO lag kept growing", "lake: last_stable_offset_lag", "ok"))
+    return out
+
+
+def q_saturation(view, start, end) -> dict:
+    from spark_queries.saturation import request_handler_idle, request_queue_time
+
+    df = view.window(start, end)
+    return {"idle": _rows(request_handler_idle(df)), "queue": _rows(request_queue_time(df, quantile="0.99"))}
+
+
+async def saturation(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    facts = await run_query(ctx, request, q_saturation, window.start, window.end)
+    out = LakeFindings(window)
+    if not facts["idle"]:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples"))
+        return out
+    many = _many(facts["idle"])
+    for r in sorted(facts["idle"], key=lambda r: r["avg_idle"]):
+        out.evidence.append(Evidence(f"Handler idle, {_who(r, many)}",
+                                     f"avg {r['avg_idle']:.0%}, min {r['min_idle']:.0%}, last {r['last_idle']:.0%}",
+                                     "lake: request_handler_idle", "bad" if r["saturated"] else "ok"))
+    worst = sorted(facts["queue"], key=lambda r: -(r["max_ms"] or 0))[:3]
+    for r in worst:
+        out.evidence.append(Evidence(f"Request queue time p99, {r['request']}",
+                                     f"max {_n(r['max_ms'], 1)} ms (broker {r['worst_broker']}), avg {_n(r['avg_ms'], 1)} ms",
+                                     "lake: request_queue_time", "neutral"))
+    sat = [r for r in facts["idle"] if r["saturated"]]
+    if sat:
+        out.lead.append(("handler-saturation", "lake: request handler idle below 30% on broker(s) "
+                         + ", ".join(str(r["broker"]) for r in sat)))
+    return out
+
+
+def q_controller(view, start, end) -> list[dict]:
+    from spark_queries.availability import controller_anomalies
+
+    return _rows(controller_anomalies(view.window(start, end)))
+
+
+async def controller(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    rows = await run_query(ctx, request, q_controller, window.start, window.end)
+    out = LakeFindings(window)
+    for r in rows:
+        out.evidence.append(Evidence("Active controller count != 1",
+                                     f"{r['buckets']} minute(s) from {_utc_hm(r['start'])} UTC "
+                                     f"(between {_n(r['min_active'])} and {_n(r['max_active'])} active)",
+                                     "lake: controller_anomalies", "bad"))
+    if not rows:
+        out.evidence.append(Evidence("Active controller", "exactly one in every minute with samples", "lake: controller_anomalies", "ok"))
+    return out
+
+
+def _utc_hm(value) -> str:
+    from lake.service import to_utc
+
+    return f"{to_utc(value):%H:%M}"
+
+
+# --------------------------------------------------------------------------- hot partitions
+
+
+def q_hot(view, start, end, topic: str | None, top: int) -> list[dict]:
+    from spark_queries.hot import hot_partitions
+
+    return _rows(hot_partitions(view.window(start, end), topic=topic, top=top))
+
+
+async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str | None = None,
+              top: int = 10) -> list[dict]:
+    return await run_query(ctx, request, q_hot, window.start, window.end, topic, top)
+
+
+HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
+
+
+async def hot_symptom(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
+    rows = await hot(ctx, request, window, None, 3)
+    out = LakeFindings(window)
+    if not rows:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: hot_partitions", "LogEndOffset samples"))
+        return out
+    for r in rows:
+        skew = r["skew"]
+        out.evidence.append(Evidence(f"Write rate {r['topic']}-{r['partition']}",
+                                     f"{_n(r['records_per_sec'], 1)} records/s"
+                                     + (f", {skew:.1f}x its topic's median" if skew is not None else "")
+                                     + f", leader broker {r['leader_broker']}",
+                                     "lake: hot_partitions", "bad" if (skew or 0) >= HOT_SKEW else "neutral"))
+    if (rows[0]["skew"] or 0) >= HOT_SKEW:
+        out.lead.append(("hot-partition", f"lake: {rows[0]['topic']}-{rows[0]['partition']} at {rows[0]['skew']:.1f}x its topic's median"))
+    return out
+
+
+# --------------------------------------------------------------------------- consumer lag
+
+
+def q_group_lag(view, start, end, group: str) -> dict:
+    from pyspark.sql import functions as F
+
+    from lake.schema import LABEL_GROUP
+    from spark_queries._common import label, only_metrics
+    from spark_queries.lag import COMMITTED, LAG, group_lag_status, partition_lag_status
+
+    df = only_metrics(view.window(start, end), COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
+    parts = partition_lag_status(df, now=end).cache()
+    try:
+        return {"partitions": _rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
+                "group": _rows(group_lag_status(parts))}
+    finally:
+        parts.unpersist()
+
+
+async def group_lag(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings:
+    facts = await run_query(ctx, request, q_group_lag, window.start, window.end, group)
+    out = LakeFindings(window)
+    if not facts["group"]:
+        out.has_data = False
+        out.evidence.append(no_data(window, "lake: partition_lag_status", f"commits of group {group}"))
+        return out
+    for g in facts["group"]:
+        status = g["status"]
+        text = (f"{status} (worst partition: {g['worst_status']}); {g['partitions_not_ok']} of {g['partitions']} "
+                f"partition(s) not OK")
+        out.evidence.append(Evidence("Window verdict (Burrow rules)", text, "lake: group_lag_status",
+                                     "ok" if status == "OK" else "bad"))
+        out.severity = "ok" if status == "OK" else ("warning" if status == "WARN" else "critical")
+    out.details = partition_lag_lines(facts["partitions"])
+    return out
+
+
+async def group_lag_or_note(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings | None:
+    """Like :func:`group_lag`, but None without a lake and a note when it is unavailable."""
+    if ctx.lake is None:
+        return None
+    try:
+        return await group_lag(ctx, request, group, window)
+    except Unavailable as exc:
+        return unavailable(window, exc)
+
+
+def partition_lag_lines(rows: list[dict]) -> list[str]:
+    return [f"{r['topic']}-{r['partition']}: {r['status']} (lag {_n(r['current_lag'])}, max {_n(r['max_lag'])}, "
+            f"{r['commits']} commit(s) seen)" for r in rows]
+
+
+# --------------------------------------------------------------------------- history
+
+
+def q_history(view, start, end, metric: str, topic: str | None, broker: int | None, partition: int | None,
+              bucket_s: int) -> dict:
+    from pyspark.sql import functions as F
+
+    from spark_queries.history import metric_history
+
+    df = view.window(start, end)
+    if topic is not None:
+        df = df.filter(F.col("topic") == F.lit(topic))
+    if broker is not None:
+        df = df.filter(F.col("broker") == F.lit(int(broker)))
+    if partition is not None:
+        df = df.filter(F.col("partition") == F.lit(int(partition)))
+    h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
+    rows = _rows(h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples")
+                 .orderBy("bucket", "broker"))
+    present: list[str] = []
+    if not rows:  # say what the window does hold, to suggest a name
+        present = [r["metric"] for r in view.window(start, end).select("metric").distinct().orderBy("metric").limit(60).collect()]
+    return {"rows": rows, "present": present}
+
+
+async def history(ctx: Context, request: CommandRequest, window: Window, metric: str, topic: str | None,
+                  broker: int | None, partition: int | None, bucket_s: int) -> dict:
+    return await run_query(ctx, request, q_history, window.start, window.end, metric, topic, broker, partition, bucket_s)
+
+
+# --------------------------------------------------------------------------- `why`: by runbook entry
+
+LakeCheck = Callable[[Context, CommandRequest, Window], Awaitable[LakeFindings]]
+
+#: Which lake evidence answers a symptom, by the runbook entry it resolves to first.
+LAKE_CHECKS: dict[str, LakeCheck] = {
+    "broker-loss": urp,
+    "slow-follower": urp,
+    "network-partition": urp,
+    "gc-pauses": urp,
+    "log-dir-failure": urp,
+    "under-min-isr": under_min_isr,
+    "offline-partitions": offline,
+    "unclean-election": offline,
+    "hanging-transaction": hanging,
+    "handler-saturation": saturation,
+    "hot-partition": hot_symptom,
+    "controller-quorum-loss": controller,
+}
+
+
+async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str) -> LakeFindings | None:
+    """The lake's evidence for a symptom, or None without a lake or a lake check for it.
+
+    Never raises Unavailable: an unavailable lake comes back as findings with a note,
+    so the live part of the answer stands.  A bad ``--since`` is still BadInput.
+    """
+    check = LAKE_CHECKS.get(entry_id)
+    window = window_for(request, ctx)  # validates --since even without a lake
+    if ctx.lake is None or check is None:
+        return None
+    try:
+        return await check(ctx, request, window)
+    except Unavailable as exc:
+        return unavailable(window, exc)
+
+
+def unavailable(window: Window, exc: Exception) -> LakeFindings:
+    return LakeFindings(window, notes=[f"Metric lake: {exc} This answer has no lake evidence."],
+                        has_data=False, available=False)

@@ -1,0 +1,2 @@
+"""The metric lake: schema (``lake.schema``), session builder (``lake.spark``)
+and a synthetic data generator (``lake.synthetic``)."""

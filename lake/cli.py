@@ -1,0 +1,227 @@
+"""`kbot lake collect | ingest | status`: fill the metric lake and see what it holds.
+
+    kbot lake collect --local dev                 scrape the local cluster's exporters (every 10 s)
+    kbot lake collect --targets 1=http://kafka-1:7071/metrics,2=...   any exporters you run
+    kbot lake collect --local dev --ingest-every 60   ... and ingest every minute in the same process
+    kbot lake ingest                              landing files -> Parquet lake (exactly once)
+    kbot lake status [--json]                     files in flight, batches, partitions in the lake
+
+Wiring into an argparse parser::
+
+    sub = parser.add_subparsers(dest="command")
+    lake.cli.register(sub)                # adds "lake"; sets args.func = run
+    args = parser.parse_args(); sys.exit(args.func(args))
+
+Environment: KBOT_LAKE_DIR (state dir, default ~/.kbot/lake), KBOT_LAKE_URI (Parquet table,
+default <dir>/samples; s3a://, abfss://, hdfs:// work), KBOT_METRICS_TARGETS, KBOT_LAKE_CLUSTER,
+KBOT_LAKE_GROUPS (consumer groups to sample), KBOT_SPARK_MASTER.
+Exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+GROUPS_ENV = "KBOT_LAKE_GROUPS"
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("lake", help="metric lake: collect broker metrics, ingest them, status",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="lake_action", metavar="ACTION", required=True)
+
+    def common(sp):
+        sp.add_argument("--lake-dir", help="state directory (default $KBOT_LAKE_DIR or ~/.kbot/lake)")
+        sp.add_argument("--table", help="Parquet table location (default $KBOT_LAKE_URI or <lake dir>/samples)")
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    c = sub.add_parser("collect", help="scrape Prometheus endpoints into landing files")
+    common(c)
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("--targets", help="node_id=url,... (default $KBOT_METRICS_TARGETS)")
+    src.add_argument("--local", metavar="NAME", help="the local cluster NAME (kbot cluster up)")
+    c.add_argument("--port-base", type=int, default=None, help="port base of the local cluster")
+    c.add_argument("--cluster", help="cluster name stored with the samples (default $KBOT_LAKE_CLUSTER, "
+                                     "else the configured cluster's name, else 'default')")
+    c.add_argument("--interval", type=float, default=10.0, help="seconds between scrapes (default 10)")
+    c.add_argument("--timeout", type=float, default=5.0, help="per-target scrape timeout (default 5)")
+    c.add_argument("--rounds", type=int, help="stop after this many rounds")
+    c.add_argument("--duration", type=float, help="stop after this many seconds")
+    c.add_argument("--groups", help=f"consumer groups to sample committed offsets of (default ${GROUPS_ENV}); "
+                                    "needs the cluster configured (KBOT_BOOTSTRAP or clusters file)")
+    c.add_argument("--ingest-every", type=float, metavar="S", help="also ingest every S seconds (starts Spark)")
+    c.add_argument("--master", default=None, help="Spark master for --ingest-every (default $KBOT_SPARK_MASTER or local[2])")
+    c.set_defaults(func=run)
+
+    i = sub.add_parser("ingest", help="landing files -> Parquet lake (idempotent)")
+    common(i)
+    i.add_argument("--master", default=None, help="Spark master (default $KBOT_SPARK_MASTER or local[2])")
+    i.add_argument("--max-files", type=int, default=500, help="landing files per batch (default 500)")
+    i.set_defaults(func=run)
+
+    s = sub.add_parser("status", help="what is in flight and what the lake holds")
+    common(s)
+    s.set_defaults(func=run)
+
+
+def _layout(args):
+    from .ingest import LakeLayout
+
+    return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
+
+
+def _cluster_name(args) -> str:
+    if getattr(args, "cluster", None):
+        return args.cluster
+    if os.environ.get("KBOT_LAKE_CLUSTER"):
+        return os.environ["KBOT_LAKE_CLUSTER"]
+    if getattr(args, "local", None):
+        return args.local
+    try:
+        from live.config import get_cluster
+
+        return get_cluster(None).name
+    except Exception:  # noqa: BLE001 - no cluster configured: a plain default name
+        return "default"
+
+
+def _targets(args):
+    from .collector import parse_targets, targets_from_env, targets_from_urls
+
+    if args.local:
+        from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
+
+        cluster = LocalCluster(name=args.local, port_base=args.port_base or DEFAULT_PORT_BASE)
+        return targets_from_urls(cluster.metrics_urls)
+    return parse_targets(args.targets) if args.targets else targets_from_env()
+
+
+def _session(master: str | None):
+    from .spark import build_session
+
+    spark = build_session(master or os.environ.get("KBOT_SPARK_MASTER") or "local[2]", app_name="kbot-lake-ingest")
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+    except Exception:  # noqa: BLE001 - Spark Connect
+        pass
+    return spark
+
+
+def _print(obj, as_json: bool, text: str) -> None:
+    # one JSON object per line: collect streams one per round
+    print(json.dumps(obj, default=str) if as_json else text, flush=True)
+
+
+async def _collect(args) -> int:
+    from .collector import Collector
+    from .ingest import Ingestor, IngestBusy
+
+    layout = _layout(args)
+    targets = _targets(args)
+    cluster = _cluster_name(args)
+    groups = [g.strip() for g in (args.groups or os.environ.get(GROUPS_ENV, "")).split(",") if g.strip()]
+    pool = gw = None
+    if groups:
+        from live.pool import GatewayPool
+
+        pool = GatewayPool()
+        gw = await pool.get(None)
+    collector = Collector(targets, layout.landing, cluster, interval_s=args.interval, timeout_s=args.timeout,
+                          groups=groups, lag_source=gw)
+    ingestor = None
+    if args.ingest_every:
+        ingestor = Ingestor(_session(args.master), layout)
+    last_ingest = time.monotonic()
+    if not args.json:
+        print(f"collecting {len(targets)} target(s) as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
+              + (f"; ingesting every {args.ingest_every:g}s into {layout.table}" if ingestor else ""), flush=True)
+
+    async def on_round(report) -> None:
+        nonlocal last_ingest
+        _print({"round": collector.rounds, "rows": report.rows, "failed": report.failed,
+                "file": str(report.file) if report.file else None}, args.json, report.summary())
+        if ingestor is not None and time.monotonic() - last_ingest >= args.ingest_every:
+            last_ingest = time.monotonic()
+            try:
+                rep = await asyncio.to_thread(ingestor.run)
+                _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
+            except IngestBusy as exc:
+                print(f"ingest skipped: {exc}", file=sys.stderr)
+
+    try:
+        await collector.run(rounds=args.rounds, duration_s=args.duration, on_round=on_round)
+    finally:
+        if pool is not None:
+            await pool.close()
+        if ingestor is not None:
+            rep = await asyncio.to_thread(ingestor.run)
+            _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
+    return 0
+
+
+def _ingest(args) -> int:
+    from .ingest import Ingestor
+
+    layout = _layout(args)
+    spark = _session(args.master)
+    try:
+        report = Ingestor(spark, layout, max_files=args.max_files).run()
+    finally:
+        spark.stop()
+    data = {"batches": len(report.batches), "files": report.files, "rows": report.rows,
+            "quarantined": report.quarantined, "seconds": round(report.seconds, 2), "table": layout.table}
+    _print(data, args.json, f"ingested {report.summary()} into {layout.table}")
+    return 0
+
+
+def _status(args) -> int:
+    from .ingest import layout_status
+
+    st = layout_status(_layout(args))
+    lines = [f"lake state dir  {st['state_dir']}", f"parquet table   {st['table']}",
+             f"in flight       {st['landing_files']} landing file(s), {st['processing_batches']} batch(es) processing",
+             f"ingested        {st['committed_batches']} batch(es), {st['ingested_rows']:,} rows; last commit {st['last_commit'] or '-'}",
+             f"quarantined     {st['quarantined_files']} file(s)"]
+    if "hour_partitions" in st:
+        lines.append(f"table           {st['hour_partitions']} hour partition(s), {st['parquet_bytes'] / 1e6:,.1f} MB, "
+                     f"clusters: {', '.join(st['clusters']) or '-'}, newest: {st['newest_hour'] or '-'}")
+    _print(st, args.json, "\n".join(lines))
+    return 0
+
+
+def run(args) -> int:
+    try:
+        if args.lake_action == "collect":
+            return asyncio.run(_collect(args))
+        if args.lake_action == "ingest":
+            return _ingest(args)
+        if args.lake_action == "status":
+            return _status(args)
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line for the terminal, never a traceback
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {text[:600]}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lake.cli")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

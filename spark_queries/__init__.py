@@ -1,0 +1,22 @@
+"""Pure Spark queries over the metric lake (schema: ``lake.schema``).
+
+Every public function takes lake DataFrames (plus plain Python parameters) and
+returns a DataFrame.  None of them reads or writes anything, creates a
+SparkSession or builds SQL text: values that may come from a chat user (topic,
+group and metric names, time bounds) only ever enter a plan as literals via
+``F.lit``/``isin``/Column comparisons.  So they work the same on a classic
+session and on Spark Connect.
+
+Modules, one per theme:
+
+* ``window``       incident_window: time filter that also prunes Hive partitions
+* ``urp``          urp_trend, urp_concentration
+* ``isr``          isr_churn
+* ``hot``          hot_partitions
+* ``txn``          last_stable_offset_lag, late_transactions
+* ``saturation``   request_handler_idle, request_queue_time
+* ``availability`` under_min_isr_timeline, offline_timeline, controller_timeline,
+                   controller_anomalies
+* ``lag``          partition_lag_status, group_lag_status (Burrow rules)
+* ``history``      metric_history
+"""

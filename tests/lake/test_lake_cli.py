@@ -1,0 +1,96 @@
+"""`kbot lake collect | ingest | status` (lake.cli), wired as bot/cli.py will wire it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from lake import cli
+
+TEXT = ("# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
+        "kafka_server_replicamanager_underreplicatedpartitions 1.0\n")
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="kbot")
+    sub = p.add_subparsers(dest="command")
+    cli.register(sub)
+    return p
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def exporter():
+    app = web.Application()
+
+    async def metrics(request):
+        return web.Response(text=TEXT, content_type="text/plain")
+
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/metrics"
+    await runner.cleanup()
+
+
+def test_register_adds_lake_with_three_actions():
+    args = parser().parse_args(["lake", "status", "--lake-dir", "/tmp/x", "--json"])
+    assert args.command == "lake" and args.lake_action == "status" and args.func is cli.run
+    with pytest.raises(SystemExit):
+        parser().parse_args(["lake"])  # an action is required
+
+
+def test_status_json(tmp_path, capsys):
+    args = parser().parse_args(["lake", "status", "--lake-dir", str(tmp_path), "--json"])
+    assert cli.run(args) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["landing_files"] == 0 and st["table"] == str(tmp_path / "samples")
+
+
+def test_bad_targets_is_one_error_line(tmp_path, capsys):
+    args = parser().parse_args(["lake", "collect", "--lake-dir", str(tmp_path), "--targets", "101"])
+    assert cli.run(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: metrics target '101'") and err.count("\n") == 1
+
+
+async def test_collect_rounds_into_landing(tmp_path, exporter, capsys):
+    args = parser().parse_args(["lake", "collect", "--lake-dir", str(tmp_path), "--targets", f"7={exporter}",
+                                "--cluster", "c1", "--rounds", "2", "--interval", "0.1", "--json"])
+    assert await cli._collect(args) == 0
+    files = sorted((tmp_path / "landing").glob("*.jsonl"))
+    assert len(files) == 2
+    row = json.loads(files[0].read_text().splitlines()[0])
+    assert (row["cluster"], row["broker"], row["metric"], row["value"]) == ("c1", 7, "UnderReplicatedPartitions", 1.0)
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["rows"] for o in out] == [1, 1]
+
+
+@pytest.mark.spark
+def test_ingest_via_cli(spark, tmp_path, monkeypatch, capsys):
+    from lake.collector import write_landing_file
+
+    class Borrowed:  # the shared test session must outlive the command's spark.stop()
+        def __getattr__(self, name):
+            return getattr(spark, name)
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(cli, "_session", lambda master: Borrowed())
+    write_landing_file(tmp_path / "landing", [{"ts": 1_714_557_600_000_000, "cluster": "c1", "broker": 1,
+                                               "metric": "UnderReplicatedPartitions", "topic": None,
+                                               "partition": None, "labels": None, "value": 2.0}], "a.jsonl")
+    args = parser().parse_args(["lake", "ingest", "--lake-dir", str(tmp_path), "--json"])
+    assert cli.run(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["files"], out["rows"], out["quarantined"]) == (1, 1, [])
+    args = parser().parse_args(["lake", "status", "--lake-dir", str(tmp_path)])
+    assert cli.run(args) == 0
+    text = capsys.readouterr().out
+    assert "ingested        1 batch(es), 1 rows" in text and "clusters: c1" in text

@@ -1,0 +1,269 @@
+"""Lake-backed answers through commands.dispatch.answer, on the synthetic lake (see conftest):
+why URP with lake evidence, hot-partitions, history, lag window verdicts; empty lake; lake
+unavailable; injection attempts."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from lakekit import hhmm
+
+from commands.context import Context
+from commands.dispatch import answer
+from commands.errors import Unavailable
+from live.model import GroupLag, PartitionLag
+
+pytestmark = pytest.mark.spark
+
+
+def ev(reply, source_prefix):
+    return [e for e in reply.evidence if e.source.startswith(source_prefix)]
+
+
+# --------------------------------------------------------------------------- why URP
+
+
+async def test_why_urp_broker_loss_from_the_lake(ctx_at):
+    result = await answer("why URP --since 30m", ctx_at(hhmm(10, 30)))
+    reply = result.reply
+    assert result.outcome == "answered"
+    assert reply.window == "last 30 min: 2024-05-01 10:00 to 10:30 UTC"
+    trend = ev(reply, "lake: urp_trend")
+    assert [e.label for e in trend] == ["URP trend, broker 1", "URP trend, broker 3", "URP trend, broker 4"]
+    assert all(e.value.startswith("flat: level at 5") and e.status == "bad" for e in trend)
+    churn = {e.label: e.value for e in ev(reply, "lake: isr_churn")}
+    assert churn["ISR churn, broker 1"] == "5 ISR shrinks, 0 expands (shrinks without expands)"
+    assert ev(reply, "lake: urp_concentration")[0].label == "URP spread evenly over"
+    # no live cluster: the lake's flat trend points at broker loss
+    assert reply.diagnoses[0].entry_id == "broker-loss"
+    assert reply.diagnoses[0].why_ranked.startswith("lake: URP flat on broker(s) 1, 3, 4")
+    assert "flat" in reply.verdict and "Broker loss" in reply.verdict
+
+
+async def test_why_urp_slow_follower_is_fluctuating_and_concentrated(ctx_at):
+    reply = (await answer("why URP", ctx_at(hhmm(11, 30)))).reply
+    assert reply.window.startswith("last 15 min: 2024-05-01 11:15 to 11:30")
+    shapes = {e.label: e.value.split(":")[0] for e in ev(reply, "lake: urp_trend")}
+    assert set(shapes.values()) == {"fluctuating"}
+    conc = ev(reply, "lake: urp_concentration")
+    assert conc and conc[0].label == "URP concentrates on"
+    churn = {e.label: e for e in ev(reply, "lake: isr_churn")}
+    assert "shrinks without expands" in churn["ISR churn, broker 3"].value
+    assert reply.diagnoses[0].entry_id == "slow-follower"
+
+
+async def test_why_on_an_empty_window_says_no_data(ctx_at):
+    reply = (await answer("why URP", ctx_at(hhmm(15, 0)))).reply
+    lake = ev(reply, "lake:")
+    assert [e.value.split(" (")[0] for e in lake] == ["no data for this window"]
+    assert reply.window == "last 15 min: 2024-05-01 14:45 to 15:00 UTC"
+    assert reply.diagnoses[0].entry_id == "broker-loss"  # runbook order
+
+
+async def test_why_on_a_missing_lake_says_no_data(spark, tmp_path):
+    from lake.service import LakeService
+
+    lake = LakeService(str(tmp_path / "never-written"), spark=spark, warm=False).start()
+    reply = (await answer("why URP", Context(lake=lake, clock=lambda: hhmm(10, 30).timestamp()))).reply
+    assert any("no data for this window" in e.value for e in ev(reply, "lake:"))
+
+
+class DownLake:
+    cluster = None
+
+    async def query(self, fn, *args, **kwargs):
+        raise Unavailable("The metric lake is unavailable: Spark did not start (Java is missing).")
+
+
+async def test_why_with_the_lake_down_still_answers_with_a_note(ctx_at):
+    result = await answer("why URP", ctx_at(hhmm(10, 30), lake=DownLake()))
+    assert result.outcome == "answered"
+    assert not ev(result.reply, "lake:")
+    assert any(n.startswith("Metric lake: The metric lake is unavailable") for n in result.reply.notes)
+    assert result.reply.window is None
+
+
+async def test_bad_since_is_bad_input(ctx_at):
+    for text in ("why URP --since forever", "why URP --since 0m", "hot-partitions --since 90d", "history URP --since 1y"):
+        result = await answer(text, ctx_at(hhmm(10, 30)))
+        assert result.outcome == "bad_input", text
+        assert "--since" in result.reply.verdict
+
+
+async def test_other_symptoms_get_lake_evidence(ctx_at):
+    reply = (await answer("why hot key --since 20m", ctx_at(hhmm(10, 30)))).reply
+    assert ev(reply, "lake: hot_partitions")[0].label == "Write rate topic-001-2"
+    reply = (await answer("why under min isr", ctx_at(hhmm(10, 30)))).reply
+    assert ev(reply, "lake: under_min_isr_timeline")
+
+
+# --------------------------------------------------------------------------- hot-partitions
+
+
+async def test_hot_partitions_names_the_hot_key_partition(ctx_at, lake_service):
+    ctx = ctx_at(hhmm(10, 30))
+    result = await answer("hot-partitions", ctx)
+    reply = result.reply
+    assert result.outcome == "answered", reply.verdict
+    assert reply.verdict.startswith("topic-001-2 is hot:")
+    assert "led by broker 4" in reply.verdict  # the lake's estimate (no live cluster here)
+    assert reply.window == "last 15 min: 2024-05-01 10:15 to 10:30 UTC"
+    lines = reply.sections[0].lines
+    assert lines[0].startswith("#1 topic-001-2:") and len(lines) == 10
+    assert reply.evidence[0].source == "lake: hot_partitions" and reply.evidence[0].status == "bad"
+    assert reply.diagnoses[0].entry_id == "hot-partition"
+    # the runbook's own warning about adding partitions, word for word from the KB
+    first = ctx.kb.failure_modes["hot-partition"].do_not[0]
+    assert reply.notes[0] == f"Do not: {first.action}. {first.why}"
+
+
+async def test_hot_partitions_of_one_topic_over_a_short_window(ctx_at):
+    reply = (await answer("hot-partitions topic-002 --since 5m --top 3", ctx_at(hhmm(10, 30)))).reply
+    assert reply.severity == "ok" and reply.verdict.startswith("No hot partition in the last 5 min")
+    assert len(reply.sections[0].lines) == 3 and all("topic-002-" in l for l in reply.sections[0].lines)
+
+
+async def test_hot_partitions_uses_live_leaders_when_there_is_a_cluster(ctx_at):
+    from live.model import PartitionInfo, TopicInfo
+
+    class GW:
+        name = "syn"
+
+        async def describe_topics(self, names, include_internal=False):
+            return [TopicInfo(t, [PartitionInfo(t, p, 99, [99], [99]) for p in range(5)]) for t in names]
+
+    class Pool:
+        async def get(self, name=None):
+            return GW()
+
+    reply = (await answer("hot-partitions topic-001", ctx_at(hhmm(10, 30), live=Pool()))).reply
+    assert "led by broker 99" in reply.verdict
+    assert reply.sections[0].lines[0].endswith("leader 99 (live)")
+
+
+async def test_hot_partitions_empty_window(ctx_at):
+    result = await answer("hot-partitions", ctx_at(hhmm(18, 0)))
+    assert result.outcome == "answered"
+    assert result.reply.verdict.startswith("No data for this window")
+
+
+async def test_hot_partitions_without_a_lake_is_unavailable():
+    result = await answer("hot-partitions", Context())
+    assert result.outcome == "unavailable"
+    assert "No metric lake is configured" in result.reply.verdict
+
+
+# --------------------------------------------------------------------------- history
+
+
+async def test_history_per_minute_per_broker(ctx_at):
+    reply = (await answer("history URP --since 30m", ctx_at(hhmm(10, 30)))).reply
+    assert reply.title == "History of UnderReplicatedPartitions"
+    lines = reply.sections[0].lines
+    assert len(lines) == 30
+    assert lines[0] == "10:00  b1 0  b2 0  b3 0  b4 0"
+    assert lines[10] == "10:10  b1 5  b2 -  b3 5  b4 5"  # broker 2 sent nothing: it was gone
+    assert reply.evidence[0].source == "lake: metric_history"
+
+
+async def test_history_of_a_counter_counts_events(ctx_at):
+    reply = (await answer("history isrshrinkspersec --since 30m --broker 1", ctx_at(hhmm(10, 30)))).reply
+    lines = reply.sections[0].lines
+    assert lines[10] == "10:10  b1 +5" and lines[11] == "10:11  b1 +0"
+    assert "(broker 1)" in reply.title
+
+
+async def test_history_of_one_partition(ctx_at):
+    reply = (await answer("history LogEndOffset --topic topic-001 --partition 2 --since 10m", ctx_at(hhmm(10, 30)))).reply
+    assert len(reply.sections[0].lines) == 10
+    assert reply.sections[0].lines[0].startswith("10:20  b")
+
+
+async def test_history_long_window_uses_wider_buckets(ctx_at):
+    reply = (await answer("history URP --since 3h", ctx_at(hhmm(12, 0)))).reply
+    assert reply.sections[0].heading == "Per 2 min (UTC)"
+    assert len(reply.sections[0].lines) == 60  # the lake holds 10:00-12:00 of the 09:00-12:00 window
+
+
+@pytest.mark.parametrize("evil", [
+    "x'; DROP TABLE t; --",
+    "UnderReplicatedPartitions' OR '1'='1",
+    "`metric`) UNION SELECT * FROM samples --",
+    "${jndi:ldap://x}",
+])
+async def test_injection_attempts_are_just_unknown_metrics(ctx_at, evil):
+    ctx = ctx_at(hhmm(10, 30))
+    result = await answer(f'history "{evil}"', ctx)
+    assert result.outcome == "answered"
+    assert result.reply.verdict.startswith("Unknown metric '")
+    assert evil[:30] in result.reply.verdict
+    assert result.reply.evidence[0].value.startswith("no data for this window")
+    # and the lake is untouched
+    again = await answer("history URP --since 30m", ctx)
+    assert len(again.reply.sections[0].lines) == 30
+
+
+async def test_topic_injection_is_refused_by_the_router(ctx_at):
+    result = await answer("history URP --topic \"t' OR 1=1 --\"", ctx_at(hhmm(10, 30)))
+    assert result.outcome == "bad_input"
+
+
+async def test_history_no_data_for_a_known_metric(ctx_at):
+    reply = (await answer("history UncleanLeaderElectionsPerSec", ctx_at(hhmm(10, 30)))).reply
+    assert reply.verdict.startswith("No data for this window: no UncleanLeaderElectionsPerSec samples")
+
+
+# --------------------------------------------------------------------------- lag
+
+
+class LagGateway:
+    name = "syn"
+
+    async def consumer_group_lag(self, group, read_committed=False):
+        return GroupLag(group, "STABLE", [PartitionLag("topic-003", p, 1000, 1500, 500) for p in range(5)])
+
+
+class LagPool:
+    async def get(self, name=None):
+        return LagGateway()
+
+
+async def test_lag_adds_the_burrow_window_verdict(ctx_at):
+    result = await answer("lag topic-003-consumers --since 10m", ctx_at(hhmm(11, 40), live=LagPool()))
+    reply = result.reply
+    assert result.outcome == "answered"
+    verdict = ev(reply, "lake: group_lag_status")[0]
+    assert verdict.value.startswith("ERR (worst partition: REWIND); 5 of 5 partition(s) not OK")
+    assert reply.severity == "critical"
+    assert reply.window == "last 10 min: 2024-05-01 11:30 to 11:40 UTC"
+    per = reply.sections[1]
+    assert per.heading.startswith("Window verdict per partition")
+    assert all(": REWIND (" in line for line in per.lines)
+    assert not any("needs the metric lake" in n for n in reply.notes)
+
+
+async def test_lag_healthy_group_is_ok_in_the_window(ctx_at):
+    reply = (await answer("lag topic-000-consumers", ctx_at(hhmm(11, 40), live=LagPool()))).reply
+    assert ev(reply, "lake: group_lag_status")[0].value.startswith("OK")
+
+
+async def test_lag_with_the_lake_down_keeps_the_live_part(ctx_at):
+    reply = (await answer("lag topic-000-consumers", ctx_at(hhmm(11, 40), live=LagPool(), lake=DownLake()))).reply
+    assert reply.evidence[0].source.startswith("live:")
+    assert any(n.startswith("Metric lake: The metric lake is unavailable") for n in reply.notes)
+
+
+async def test_lag_unknown_group_in_the_lake_says_no_data(ctx_at):
+    reply = (await answer("lag nobody", ctx_at(hhmm(11, 40), live=LagPool()))).reply
+    assert any("no data for this window" in e.value for e in ev(reply, "lake:"))
+
+
+def test_since_parsing():
+    from commands.lake_evidence import describe_since, parse_since
+
+    assert parse_since("15m") == dt.timedelta(minutes=15)
+    assert parse_since("1h30m") == dt.timedelta(minutes=90)
+    assert parse_since("2d") == dt.timedelta(days=2)
+    assert parse_since("90s") == dt.timedelta(seconds=90)
+    assert describe_since(dt.timedelta(minutes=90)) == "1 h 30 min"

@@ -1,0 +1,251 @@
+"""Ingest: landing JSON lines -> Parquet lake, exactly once, across crashes at every step."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import shutil
+
+import pytest
+
+from lake.collector import write_landing_file
+from lake.ingest import STAGING, IngestBusy, Ingestor, LakeLayout, Manifest, layout_status, validate_landing_file
+from lake.schema import read_lake
+
+pytestmark = pytest.mark.spark
+
+T10 = int(dt.datetime(2024, 5, 1, 10, 59, 30, tzinfo=dt.timezone.utc).timestamp() * 1e6)
+T11 = int(dt.datetime(2024, 5, 1, 11, 0, 0, tzinfo=dt.timezone.utc).timestamp() * 1e6)
+
+
+def row(ts, metric="UnderReplicatedPartitions", broker=101, value=1.0, topic=None, partition=None, labels=None,
+        cluster="dev"):
+    return {"ts": ts, "cluster": cluster, "broker": broker, "metric": metric, "topic": topic,
+            "partition": partition, "labels": labels, "value": value}
+
+
+def land(layout: LakeLayout, name: str, rows) -> None:
+    write_landing_file(layout.landing, rows, name)
+
+
+@pytest.fixture
+def layout(tmp_path) -> LakeLayout:
+    lay = LakeLayout.from_env({}, lake_dir=str(tmp_path / "state"))
+    lay.make_dirs()
+    return lay
+
+
+def two_hours(layout):
+    """Two landing files, 7 rows, spanning hours 10 and 11 (so two Parquet files per batch)."""
+    land(layout, "a.jsonl", [row(T10, value=3.0), row(T10, broker=102, value=0.0),
+                             row(T10, metric="LogEndOffset", topic="orders", partition=0, value=1200.0),
+                             row(T10, metric="RequestQueueTimeMs", labels={"request": "Produce", "quantile": "0.99"}, value=2.5)])
+    land(layout, "b.jsonl", [row(T11, value=3.0), row(T11, metric="IsrShrinksPerSec", value=17.0),
+                             row(T11, metric="CommittedOffset", broker=-1, topic="orders", partition=0,
+                                 labels={"group": "g"}, value=1100.0)])
+    return 7
+
+
+def lake_rows(spark, layout):
+    if not os.path.isdir(layout.table):
+        return []
+    return read_lake(spark, layout.table).collect()
+
+
+def parquet_files(layout):
+    """Published Parquet files (staging is not part of the table)."""
+    return sorted(p for p in _walk(layout.table) if p.endswith(".parquet") and not p.startswith(STAGING))
+
+
+def _walk(root):
+    for d, _, files in os.walk(root):
+        for f in files:
+            yield os.path.relpath(os.path.join(d, f), root)
+
+
+def where_are(layout, names):
+    """Each landing file must be in exactly one place."""
+    places = {}
+    for n in names:
+        hits = [p for p in (layout.landing / n, layout.done / n, layout.quarantine / n) if p.exists()]
+        hits += list(layout.processing.glob(f"*/{n}"))
+        assert len(hits) == 1, (n, hits)
+        places[n] = hits[0].parent.name if hits[0].parent.parent != layout.processing else "processing"
+    return places
+
+
+def test_ingest_writes_typed_partitioned_rows(spark, layout):
+    n = two_hours(layout)
+    report = Ingestor(spark, layout).run()
+    assert (report.rows, report.files, len(report.batches)) == (n, 2, 1)
+    rows = lake_rows(spark, layout)
+    assert len(rows) == n
+    files = parquet_files(layout)
+    assert [f.rsplit("/", 1)[0] for f in files] == ["cluster=dev/date=2024-05-01/hour=10", "cluster=dev/date=2024-05-01/hour=11"]
+    batch = report.batches[0].batch_id
+    assert all(f.rsplit("/", 1)[1].startswith(f"{batch}-part-") for f in files)
+    leo = next(r for r in rows if r.metric == "LogEndOffset")
+    assert (leo.topic, leo.partition, leo.value, leo.labels, leo.broker) == ("orders", 0, 1200.0, None, 101)
+    # PySpark hands timestamps back naive in local time; the instant is the landing ts
+    assert leo.ts.astimezone(dt.timezone.utc) == dt.datetime(2024, 5, 1, 10, 59, 30, tzinfo=dt.timezone.utc)
+    assert (leo.cluster, leo.date, leo.hour) == ("dev", "2024-05-01", 10)
+    q = next(r for r in rows if r.metric == "RequestQueueTimeMs")
+    assert q.labels == {"request": "Produce", "quantile": "0.99"}
+    assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
+    assert not os.path.exists(f"{layout.table}/{STAGING}")
+    assert list(Manifest(layout.manifest).batches) == [batch]
+
+
+def test_rerun_and_relanded_files_never_duplicate(spark, layout):
+    n = two_hours(layout)
+    Ingestor(spark, layout).run()
+    again = Ingestor(spark, layout).run()
+    assert again.batches == []
+    # the same file delivered again (a collector retry, a manual copy) is recognised by name
+    shutil.copy(layout.done / "a.jsonl", layout.landing / "a.jsonl")
+    third = Ingestor(spark, layout).run()
+    assert third.batches[0].duplicates == ["a.jsonl"] and third.rows == 0
+    assert len(lake_rows(spark, layout)) == n
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_at(point, after=1):
+    seen = {"n": 0}
+
+    def hook(p):
+        if p == point:
+            seen["n"] += 1
+            if seen["n"] >= after:
+                raise Crash(point)
+
+    return hook
+
+
+@pytest.mark.parametrize("point", ["claimed", "validated", "staged", "published_file", "published", "committed"])
+def test_a_crash_at_any_step_loses_nothing_and_duplicates_nothing(spark, layout, point):
+    n = two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at(point)).run()
+    # nothing lost: every file is somewhere, in flight at worst
+    places = where_are(layout, ["a.jsonl", "b.jsonl"])
+    assert set(places.values()) <= {"processing", "done"}
+    report = Ingestor(spark, layout).run()
+    assert [b.recovered for b in report.batches] == [True]
+    assert report.batches[0].already_committed == (point == "committed")
+    assert len(lake_rows(spark, layout)) == n
+    assert len(parquet_files(layout)) == 2
+    assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
+    assert len(Manifest(layout.manifest).batches) == 1
+    assert not list(layout.processing.iterdir())
+    assert not os.path.exists(f"{layout.table}/{STAGING}")
+    # and a further run changes nothing
+    assert Ingestor(spark, layout).run().batches == []
+    assert len(lake_rows(spark, layout)) == n
+
+
+def test_partial_publish_is_completed_not_repeated(spark, layout):
+    n = two_hours(layout)
+    with pytest.raises(Crash):  # the first of two files is published, then the process dies
+        Ingestor(spark, layout, crash_hook=crash_at("published_file", after=1)).run()
+    assert len(parquet_files(layout)) == 1  # one published; the other still staged (hidden from readers)
+    assert len(lake_rows(spark, layout)) in (3, 4)  # the rows of the published hour only
+    report = Ingestor(spark, layout).run()
+    assert report.batches[0].published == 1
+    assert len(lake_rows(spark, layout)) == n
+
+
+def test_incomplete_staging_is_rewritten_not_published(spark, layout):
+    n = two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at("claimed")).run()
+    batch = next(layout.processing.iterdir()).name
+    # what a Spark job killed mid-write leaves: task output but no _SUCCESS
+    junk = f"{layout.staging(batch)}/cluster=dev/date=2024-05-01/hour=10"
+    os.makedirs(junk)
+    with open(f"{junk}/part-00000-dead.snappy.parquet", "wb") as f:
+        f.write(b"not parquet")
+    Ingestor(spark, layout).run()
+    assert len(lake_rows(spark, layout)) == n
+    assert not any("dead" in f for f in parquet_files(layout))
+
+
+BAD_LINES = {
+    "notjson.jsonl": ('{"ts": 1', "not valid JSON"),
+    "nan.jsonl": (json.dumps(row(T10)).replace('"value": 1.0', '"value": NaN'), "not a number JSON allows"),
+    "seconds.jsonl": (json.dumps(row(T10 // 1_000_000)), "ts must be epoch microseconds"),
+    "strvalue.jsonl": (json.dumps(row(T10, value="3")), "value must be a finite number"),
+    "negpart.jsonl": (json.dumps(row(T10, topic="t", partition=-1)), "partition must be"),
+    "nometric.jsonl": (json.dumps({k: v for k, v in row(T10).items() if k != "metric"}), "metric must be"),
+    "extra.jsonl": (json.dumps({**row(T10), "oops": 1}), "unknown field"),
+    "labels.jsonl": (json.dumps(row(T10, labels={"a": 1})), "labels must be"),
+    "array.jsonl": ("[1, 2]", "not a JSON object"),
+}
+
+
+def test_malformed_files_are_quarantined_with_a_reason(spark, layout):
+    land(layout, "good.jsonl", [row(T10, value=5.0)])
+    for name, (line, _) in BAD_LINES.items():
+        (layout.landing / name).write_text(json.dumps(row(T10)) + "\n" + line + "\n")
+    report = Ingestor(spark, layout).run()
+    assert report.rows == 1 and report.files == 1
+    assert sorted(n for n, _ in report.quarantined) == sorted(BAD_LINES)
+    for name, (_, why) in BAD_LINES.items():
+        assert (layout.quarantine / name).exists()
+        reason = (layout.quarantine / f"{name}.reason.txt").read_text()
+        assert reason.startswith("line 2: ") and why in reason, (name, reason)
+    assert [r.value for r in lake_rows(spark, layout)] == [5.0]
+    entry = next(iter(Manifest(layout.manifest).batches.values()))
+    assert entry["files"] == ["good.jsonl"] and sorted(entry["quarantined"]) == sorted(BAD_LINES)
+
+
+def test_validation_accepts_blank_lines_and_empty_files(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text("\n" + json.dumps(row(T10)) + "\n\n")
+    assert validate_landing_file(p) == (1, None)
+    p.write_text("")
+    assert validate_landing_file(p) == (0, None)
+
+
+def test_a_torn_manifest_line_is_ignored(spark, layout):
+    two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at("published")).run()
+    with open(layout.manifest, "a") as f:  # a crash mid-append
+        f.write('{"batch": "b2024')
+    Ingestor(spark, layout).run()
+    m = Manifest(layout.manifest)
+    assert len(m.batches) == 1 and m.files == {"a.jsonl", "b.jsonl"}
+    assert len(lake_rows(spark, layout)) == 7
+
+
+def test_one_ingest_at_a_time(spark, layout):
+    two_hours(layout)
+    with open(layout.lock, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(IngestBusy):
+            Ingestor(spark, layout).run()
+    assert Ingestor(spark, layout).run().rows == 7
+
+
+def test_batches_are_bounded_and_status_counts(spark, layout):
+    for i in range(5):
+        land(layout, f"f{i}.jsonl", [row(T10 + i, value=float(i))])
+    st = layout_status(layout)
+    assert st["landing_files"] == 5 and st["committed_batches"] == 0
+    report = Ingestor(spark, layout, max_files=2).run()
+    assert [b.files for b in report.batches] == [2, 2, 1]
+    st = layout_status(layout)
+    assert (st["landing_files"], st["done_files"], st["committed_batches"], st["ingested_rows"]) == (0, 5, 3, 5)
+    assert st["clusters"] == ["dev"] and st["hour_partitions"] == 1
+
+
+def test_layout_from_env(tmp_path):
+    lay = LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_LAKE_URI": "s3a://bucket/kbot/samples"})
+    assert lay.state_dir == tmp_path and lay.table == "s3a://bucket/kbot/samples"
+    assert lay.staging("b1") == "s3a://bucket/kbot/samples/_staging/b1"
+    assert LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path)}).table == str(tmp_path / "samples")

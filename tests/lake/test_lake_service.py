@@ -1,0 +1,149 @@
+"""LakeService: warm session, async queries with a timeout that cancels Spark work, clear
+Unavailable errors, window reads that open only the hours they need."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+from lakekit import hhmm
+
+from commands.errors import Unavailable
+from lake import service as svc_mod
+from lake.service import LakeService, LakeView
+
+pytestmark = pytest.mark.spark
+
+
+async def test_query_runs_fn_with_a_view_and_counts(lake_service):
+    def count(view, start, end):
+        return view.window(start, end).count()
+
+    before = lake_service.status()["queries"]
+    n = await lake_service.query(count, hhmm(10, 0), hhmm(10, 1))
+    assert n > 0
+    st = lake_service.status()
+    assert st["state"] == "ready" and st["queries"] == before + 1 and st["spark_version"].startswith("4.")
+    assert st["last_query_seconds"] is not None
+
+
+def test_window_opens_only_the_hours_it_needs(lake_service, synthetic_lake):
+    view = lake_service.view()
+    dirs = view.hour_dirs(hhmm(10, 50), hhmm(11, 5))
+    assert [d.rsplit("/", 2)[-2:] for d in dirs] == [["date=2024-05-01", "hour=10"], ["date=2024-05-01", "hour=11"]]
+    assert view.hour_dirs(hhmm(10, 0), hhmm(11, 0)) == dirs[:1]  # end is exclusive
+    assert view.hour_dirs(hhmm(10, 0), hhmm(10, 5), cluster="other") == []
+    assert view.window(hhmm(13, 0), hhmm(14, 0)).count() == 0
+
+
+def test_missing_lake_is_empty_not_an_error(spark, tmp_path):
+    view = LakeView(spark, str(tmp_path / "nothing-here"))
+    assert view.window(hhmm(10, 0), hhmm(11, 0)).count() == 0
+    assert view.all().count() == 0
+    os.makedirs(tmp_path / "empty")
+    assert LakeView(spark, str(tmp_path / "empty")).all().count() == 0
+
+
+async def test_timeout_cancels_the_spark_job(spark, synthetic_lake):
+    lake = LakeService(synthetic_lake, spark=spark, query_timeout_s=1.5, warm=False)
+    lake.start()
+
+    def forever(view):
+        # minutes of work on 2 cores if nobody stopped it
+        return view.spark.range(0, 10**12, 1, 2).selectExpr("sum(id % 7)").collect()
+
+    t0 = time.monotonic()
+    with pytest.raises(Unavailable, match="did not answer within 2 s; the query was cancelled"):
+        await lake.query(forever)
+    assert time.monotonic() - t0 < 5
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 20
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert tracker.getActiveJobsIds() == []
+    assert lake.status()["timeouts"] == 1
+
+
+async def test_spark_that_cannot_start_is_unavailable_with_the_reason(monkeypatch, tmp_path):
+    def broken(*a, **k):
+        raise RuntimeError("Java gateway process exited before sending its port number")
+
+    monkeypatch.setattr("lake.spark.build_session", broken)
+    lake = LakeService(str(tmp_path), master="local[2]")
+    lake.start()
+    assert not await lake.wait_ready(10)
+    with pytest.raises(Unavailable, match="Spark did not start .*Java is missing or broken"):
+        await lake.query(lambda view: 1)
+    st = lake.status()
+    assert st["state"] == "failed" and "Java gateway" in st["error"]
+
+
+async def test_a_query_waits_for_the_warm_up(monkeypatch, spark, tmp_path):
+    def slow_start(*a, **k):
+        time.sleep(0.5)
+        return spark
+
+    monkeypatch.setattr("lake.spark.build_session", slow_start)
+    lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
+    assert lake.state == "starting"
+    assert await lake.query(lambda view: view.spark.range(3).count()) == 3
+    lake._owns_session = False  # the shared test session stays up
+
+
+async def test_still_starting_after_the_budget(monkeypatch, spark, tmp_path):
+    def slow_start(*a, **k):
+        time.sleep(1.0)
+        return spark
+
+    monkeypatch.setattr("lake.spark.build_session", slow_start)
+    lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
+    with pytest.raises(Unavailable, match="still starting"):
+        await lake.query(lambda view: 1, timeout=0.2)
+    assert await lake.wait_ready(10)
+    lake._owns_session = False
+
+
+def test_spark_gone_is_recognised():
+    class Py4JNetworkError(Exception):
+        pass
+
+    try:
+        try:
+            raise Py4JNetworkError("Answer from Java side is empty")
+        except Py4JNetworkError as inner:
+            raise RuntimeError("query failed") from inner
+    except RuntimeError as exc:
+        assert svc_mod._unavailable_cause(exc)
+    assert not svc_mod._unavailable_cause(ValueError("a bug"))
+
+
+async def test_frame_is_the_digest_protocol(lake_service):
+    df = await lake_service.frame()
+    assert set(df.columns) >= {"ts", "broker", "metric", "cluster", "date", "hour"}
+
+
+def test_from_env(tmp_path):
+    lake = LakeService.from_env({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_SPARK_MASTER": "sc://spark:15002",
+                                 "KBOT_LAKE_CLUSTER": "prod", "KBOT_LAKE_TIMEOUT_S": "12",
+                                 "KBOT_SPARK_CONF": "spark.driver.memory=2g; spark.jars.packages=a:b:1,c:d:2"})
+    assert (lake.path, lake.master, lake.cluster, lake.query_timeout_s) == (str(tmp_path / "samples"), "sc://spark:15002", "prod", 12.0)
+    assert lake.conf == {"spark.driver.memory": "2g", "spark.jars.packages": "a:b:1,c:d:2"}
+    assert lake.state == "new"
+
+
+def test_lake_from_env(tmp_path):
+    from lake.service import lake_from_env
+
+    assert lake_from_env({"HOME": str(tmp_path), "KBOT_LAKE_DIR": str(tmp_path / "nope"), "KBOT_LAKE": "0"}) is None
+    lake = lake_from_env({"KBOT_LAKE_DIR": str(tmp_path)}, start=False)
+    assert lake is not None and lake.path == str(tmp_path / "samples") and lake.state == "new"
+
+
+def test_local_sessions_get_one_shuffle_partition_per_core():
+    from lake.service import _session_conf
+
+    assert _session_conf("local[4]", {}) == {"spark.sql.shuffle.partitions": "4"}
+    assert _session_conf("local[4]", {"spark.sql.shuffle.partitions": "9"}) == {"spark.sql.shuffle.partitions": "9"}
+    assert _session_conf("sc://spark:15002", {}) == {}

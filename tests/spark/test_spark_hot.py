@@ -1,0 +1,65 @@
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from spark_queries.hot import hot_partitions
+from tests.spark.conftest import at, sample
+
+pytestmark = pytest.mark.spark
+
+EVIL = "x'; DROP TABLE t; --"
+
+
+def series(metric, topic, partition, broker, values):
+    return [
+        sample(metric, v, at(i), broker=broker, topic=topic, partition=partition)
+        for i, v in enumerate(values)
+    ]
+
+
+@pytest.fixture(scope="module")
+def frame(lake_df):
+    leo = "LogEndOffset"
+    rows = (
+        series(leo, "orders", 0, 1, [0, 600, 1200])  # leader, 10/s
+        + series(leo, "orders", 0, 2, [0, 590, 1190])  # follower trails
+        + series(leo, "orders", 1, 2, [1000, 1600, 2200])  # leader b2, 10/s
+        + series(leo, "orders", 1, 1, [995, 1595, 2195])
+        + series(leo, "orders", 2, 1, [0, 1200, 2400])  # 20/s, follower caught up: tie
+        + series(leo, "orders", 2, 2, [0, 1200, 2400])
+        + series(leo, "orders", 3, 2, [0, 24000, 48000])  # hot: 400/s
+        + series(leo, "orders", 3, 1, [0, 23000, 47000])
+        + series("Size", "orders", 0, 1, [0, 60000, 120000])  # 1000 B/s
+        + series("Size", "orders", 1, 2, [0, 30000, 60000])  # 500 B/s
+        + series("Size", "orders", 3, 2, [1e6, 1.6e6, 0.5e6])  # retention drop ignored
+        + series(leo, EVIL, 0, 1, [0, 60, 120])  # 1/s
+    )
+    return lake_df(rows)
+
+
+def test_hot_partitions_ranked_with_skew(frame):
+    expected = [
+        Row("c1", "orders", 3, 2, 2, 400.0, 5000.0, 15.0, 400 / 15, 1),
+        Row("c1", "orders", 2, 1, 2, 20.0, None, 15.0, 20 / 15, 2),
+        Row("c1", "orders", 0, 1, 2, 10.0, 1000.0, 15.0, 10 / 15, 3),
+        Row("c1", "orders", 1, 2, 2, 10.0, 500.0, 15.0, 10 / 15, 4),
+        Row("c1", EVIL, 0, 1, 1, 1.0, None, 1.0, 1.0, 5),
+    ]
+    out = hot_partitions(frame)
+    assert out.columns == [
+        "cluster", "topic", "partition", "leader_broker", "replicas", "records_per_sec",
+        "bytes_per_sec", "topic_median_rate", "skew", "rank",
+    ]
+    assertDataFrameEqual(out, expected, checkRowOrder=True)
+
+
+def test_hot_partitions_topic_filter_and_top(frame):
+    out = hot_partitions(frame, topic="orders", top=2).select("partition", "rank")
+    assertDataFrameEqual(out, [Row(3, 1), Row(2, 2)], checkRowOrder=True)
+
+
+def test_topic_name_with_sql_is_a_plain_value(frame):
+    out = hot_partitions(frame, topic=EVIL).select("topic", "partition", "records_per_sec", "skew", "rank")
+    assertDataFrameEqual(out, [Row(EVIL, 0, 1.0, 1.0, 1)])
+    # and something that would be true if it were spliced into SQL matches nothing
+    assert hot_partitions(frame, topic="orders' OR '1'='1").count() == 0

@@ -1,0 +1,158 @@
+"""A small synthetic lake (2 h, 4 brokers, 20 partitions) and the incidents the queries must find.
+
+Topology (see lake.synthetic): replica i of partition p of topic k is on broker
+(k + p + i) % 4 + 1.  With 4 topics x 5 partitions, each residue (k + p) % 4
+occurs 5 times, so:
+  * broker 2 is a replica of the partitions with residues 0 ([1,2,3]),
+    1 ([2,3,4]) and 3 ([4,1,2]); while it is away they are led by brokers
+    1, 3 and 4 respectively: 5 under-replicated partitions each.
+  * broker 3 follows residues 0 (led by 1) and 1 (led by 2) and leads residue 2.
+"""
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from lake import synthetic as S
+from lake.schema import read_lake
+from spark_queries.hot import hot_partitions
+from spark_queries.isr import isr_churn
+from spark_queries.lag import group_lag_status, partition_lag_status
+from spark_queries.txn import last_stable_offset_lag, late_transactions
+from spark_queries.urp import urp_trend
+from spark_queries.window import incident_window
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+START = dt.datetime(2024, 5, 1, 10, tzinfo=UTC)
+
+
+def hhmm(h, m):
+    return dt.datetime(2024, 5, 1, h, m, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("synthetic") / "lake")
+    report = S.generate(
+        path,
+        cluster="syn",
+        start=START,
+        hours=2,
+        brokers=4,
+        topics=4,
+        partitions_per_topic=5,
+        resolution_s=30,
+        incidents=[
+            S.broker_loss(2, hhmm(10, 10), dt.timedelta(minutes=40)),
+            S.hot_key("topic-001", 2, hhmm(10, 5), "30m"),
+            S.slow_follower(3, hhmm(11, 0), "60m"),
+            S.hanging_transaction("topic-000", 1, hhmm(11, 10), late_after="10m"),
+            S.rebalance_storm("topic-003-consumers", hhmm(11, 30), "10m"),
+        ],
+        seed=7,
+        spark=spark,
+    )
+    return report, read_lake(spark, path)
+
+
+def test_report_counts_what_was_written(lake):
+    report, df = lake
+    assert report.hours == 2
+    assert df.count() == report.rows
+    assert df.select("cluster").distinct().collect() == [Row(cluster="syn")]
+    assert sorted(r.hour for r in df.select("hour").distinct().collect()) == [10, 11]
+
+
+def test_broker_loss_is_flat_urp_on_the_survivors(lake):
+    _, df = lake
+    w = incident_window(df, hhmm(10, 0), hhmm(11, 0), cluster="syn")
+    out = urp_trend(w).select("broker", "samples", "max", "modal_value", "shape")
+    expected = [
+        Row(1, 120, 5.0, 5.0, "flat"),
+        Row(2, 40, 0.0, None, "zero"),  # away 10:10-10:50: 20 + 20 samples
+        Row(3, 120, 5.0, 5.0, "flat"),
+        Row(4, 120, 5.0, 5.0, "flat"),
+    ]
+    assertDataFrameEqual(out, expected)
+    churn = isr_churn(w).select("broker", "shrinks", "expands", "resets", "shrinks_without_expands")
+    assertDataFrameEqual(
+        churn,
+        [
+            Row(1, 5.0, 5.0, 0, False),
+            Row(2, 0.0, 0.0, 2, False),  # restarted: both counters reset
+            Row(3, 5.0, 5.0, 0, False),
+            Row(4, 5.0, 5.0, 0, False),
+        ],
+    )
+
+
+def test_slow_follower_is_fluctuating_urp_and_shrinks_without_expands(lake):
+    _, df = lake
+    w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
+    shapes = urp_trend(w).select("broker", "shape")
+    assertDataFrameEqual(
+        shapes, [Row(1, "fluctuating"), Row(2, "fluctuating"), Row(3, "fluctuating"), Row(4, "zero")]
+    )
+    flags = isr_churn(w).select("broker", "shrinks_without_expands")
+    assertDataFrameEqual(flags, [Row(1, False), Row(2, False), Row(3, True), Row(4, False)])
+
+
+def test_hot_key_is_the_hottest_partition_of_its_topic(lake):
+    _, df = lake
+    w = incident_window(df, hhmm(10, 5), hhmm(10, 35))
+    out = hot_partitions(w, topic="topic-001", top=1)
+    assertDataFrameEqual(out.select("topic", "partition", "leader_broker", "rank"), [Row("topic-001", 2, 4, 1)])
+    assert out.first().skew > 5
+
+
+def test_hanging_transaction(lake):
+    _, df = lake
+    w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
+    growing = last_stable_offset_lag(w).filter("growing").select("topic", "partition", "leader_broker")
+    assertDataFrameEqual(growing, [Row("topic-000", 1, 2)])
+    late = late_transactions(w).filter("late").select("broker", F.col("first_late_ts").alias("t"))
+    assertDataFrameEqual(late, [Row(2, hhmm(11, 20).astimezone().replace(tzinfo=None))])
+
+
+def test_rebalance_storm(lake):
+    _, df = lake
+    w = incident_window(df, hhmm(11, 30), hhmm(11, 40))
+    groups = group_lag_status(partition_lag_status(w)).select("group", "status", "worst_status", "partitions_not_ok")
+    assertDataFrameEqual(
+        groups,
+        [
+            Row("topic-000-consumers", "OK", "OK", 0),
+            Row("topic-001-consumers", "OK", "OK", 0),
+            Row("topic-002-consumers", "OK", "OK", 0),
+            Row("topic-003-consumers", "ERR", "REWIND", 5),
+        ],
+    )
+
+
+def test_metric_subset_and_leader_only(spark, tmp_path):
+    report = S.generate(
+        str(tmp_path / "lake"), cluster="x", start=START, hours=1, brokers=3, topics=2,
+        partitions_per_topic=3, resolution_s=60, metrics=["LogEndOffset"], leo_replicas=1, spark=spark,
+    )
+    df = read_lake(spark, str(tmp_path / "lake"))
+    assert report.rows == 6 * 60
+    assertDataFrameEqual(df.groupBy("metric").count(), [Row("LogEndOffset", 360)])
+
+
+def test_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError):
+        S.generate(str(tmp_path), start=START, resolution_s=7)
+    with pytest.raises(ValueError):
+        S.generate(str(tmp_path), start=START, metrics=["NoSuchMetric"])
+    with pytest.raises(ValueError):
+        S.generate(str(tmp_path), start=START, incidents=[S.rebalance_storm("nope", START, 60)])
+
+
+def test_cli_incident_syntax():
+    inc = S._parse_incident("hot_key:topic=topic-001,partition=3,at=2024-05-01T10:00,duration=20m")
+    assert inc == S.HotKey("topic-001", 3, START.timestamp(), START.timestamp() + 1200, 20.0)
