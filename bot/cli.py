@@ -3,6 +3,9 @@
     kbot ask "why URP"            one question, one answer
     kbot console                  interactive, with history; the /kafka prefix is optional
     kbot cluster up|down|status   the local Apache Kafka cluster used for the demo and tests
+    kbot lake collect|ingest|status   the metric lake
+    kbot serve                    the Slack app
+    kbot run                      the main job: local cluster if none is configured, then console
 
 Exit codes: 0 answered, 1 an evidence source or the bot failed, 2 bad input.
 """
@@ -37,12 +40,36 @@ async def _progress(message: str) -> None:
     print(f"… {message}", file=sys.stderr, flush=True)
 
 
-def make_context() -> Context:
-    return Context(kb=default_kb(), progress=_progress)
+def make_context(lake: bool = True) -> Context:
+    """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
+    ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
+    start costs seconds that a single question should not pay."""
+    from lake.service import lake_from_env
+    from live.pool import GatewayPool
+
+    from .gate import default_gate
+    from .run import use_running_local_cluster
+
+    use_running_local_cluster()
+    pool = GatewayPool()
+    want_lake = lake or os.environ.get("KBOT_LAKE", "").strip().lower() in ("1", "true", "yes", "on")
+    return Context(kb=default_kb(), progress=_progress, live=pool if pool.configured() else None,
+                   gate=default_gate(), lake=lake_from_env() if want_lake else None)
+
+
+async def _close(ctx: Context) -> None:
+    if ctx.live is not None:
+        await ctx.live.close()
+    if ctx.lake is not None:
+        ctx.lake.stop()
 
 
 async def _ask(text: str, as_json: bool) -> int:
-    result = await answer(text, make_context(), user=os.environ.get("USER", "terminal"))
+    ctx = make_context(lake=False)
+    try:
+        result = await answer(text, ctx, user=os.environ.get("USER", "terminal"))
+    finally:
+        await _close(ctx)
     _emit(result, as_json)
     return result.exit_code
 
@@ -67,7 +94,7 @@ def _console_lines(prompt: str):
             yield line.rstrip("\n")
 
 
-def _console(as_json: bool) -> int:
+def console(as_json: bool) -> int:
     ctx = make_context()
     if sys.stdin.isatty():
         print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")
@@ -83,6 +110,7 @@ def _console(as_json: bool) -> int:
             _emit(result, as_json)
             sys.stdout.flush()
     finally:
+        loop.run_until_complete(_close(ctx))
         loop.close()
     return 0
 
@@ -110,12 +138,23 @@ def build_parser() -> argparse.ArgumentParser:
         register_cluster = None
     if register_cluster is not None:
         register_cluster(sub)
+    from lake.cli import register as register_lake
+
+    register_lake(sub)
+    from .run import register as register_run
+    from .slack_app import register as register_serve
+
+    register_run(sub)
+    register_serve(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("KBOT_LOG_LEVEL", "WARNING"), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if os.environ.get("KBOT_LOG_LEVEL", "").upper() != "DEBUG":
+        # kafka-python logs every refused connection; the answer already says the cluster is down.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -129,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ask":
         return asyncio.run(_ask(" ".join(args.text), args.json))
     if args.command == "console":
-        return _console(args.json)
+        return console(args.json)
     if args.command == "check":
         summary = {"failure_modes": len(kb.failure_modes), "reference_files": sorted(kb.reference)}
         if args.json:
@@ -143,6 +182,18 @@ def main(argv: list[str] | None = None) -> int:
         from localkafka.cli import run as run_cluster
 
         return run_cluster(args)
+    if args.command == "lake":
+        from lake.cli import run as run_lake
+
+        return run_lake(args)
+    if args.command == "serve":
+        from .slack_app import run as run_serve
+
+        return run_serve(args)
+    if args.command == "run":
+        from .run import run as run_main
+
+        return run_main(args)
     parser.print_help()
     return EXIT_BAD_INPUT
 

@@ -1,0 +1,203 @@
+"""The audit trail: one JSON line per request, preview, approval, refusal, expiry, cancel and execution.
+
+The local file is the record of truth: every line is written and fsync'd before the caller goes
+on, under an exclusive flock so the Slack server and a terminal `kbot ask "confirm ..."` can append
+to the same file. A Kafka topic can mirror it (KBOT_AUDIT_TOPIC); the mirror is best effort and
+its failures are logged, never allowed to lose or delay the local line.
+
+Nothing secret is written: confirm tokens are stored as a short hash (``token_id``), and Slack
+tokens or keys that a user pasted into a command are masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Slack tokens (bot, user, app-level, refresh) and anything shaped like a bearer credential.
+_SECRET_TEXT = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]+)")
+_SECRET_KEYS = re.compile(r"(password|secret|passwd|credential|api_?key|private_?key|^token$|signing)", re.I)
+MASK = "***"
+
+
+def token_id(token: str) -> str:
+    """A stable, non-reversible name for a confirm token: enough to correlate audit lines."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
+    """A copy of ``value`` with secret-looking keys and Slack tokens masked."""
+    if isinstance(value, dict):
+        return {k: (MASK if isinstance(k, str) and _SECRET_KEYS.search(k) else scrub(v, extra)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v, extra) for v in value]
+    if isinstance(value, str):
+        for s in extra:
+            value = value.replace(s, MASK)
+        return _SECRET_TEXT.sub(MASK, value)
+    return value
+
+
+class KafkaMirror:
+    """Produces each audit record to a topic. Delivery failures are counted and logged."""
+
+    def __init__(self, topic: str, conf: dict, producer=None):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        # Bounded so a down cluster cannot grow memory or hold shutdown for long.
+        conf = {"message.timeout.ms": 30000, "queue.buffering.max.messages": 10000, **conf}
+        self._producer = producer if producer is not None else Producer(conf)
+        self.delivered = 0
+        self.failed = 0
+
+    def _on_delivery(self, err, _msg) -> None:
+        if err is not None:
+            self.failed += 1
+            log.warning("audit mirror: delivery to topic %s failed: %s (the local audit log has the record)", self.topic, err)
+        else:
+            self.delivered += 1
+
+    def send(self, record: dict) -> None:
+        try:
+            self._producer.produce(self.topic, json.dumps(record).encode(), key=record.get("event", "").encode(),
+                                   on_delivery=self._on_delivery)
+            self._producer.poll(0)  # serve earlier delivery callbacks
+        except Exception as exc:  # BufferError when the queue is full, KafkaException on a bad config
+            self.failed += 1
+            log.warning("audit mirror: could not queue the record for topic %s: %s", self.topic, exc)
+
+    def flush(self, timeout_s: float = 5.0) -> int:
+        return self._producer.flush(timeout_s)
+
+
+class AuditLog:
+    def __init__(self, path: Path, mirror: KafkaMirror | None = None, clock: Callable[[], float] = time.time,
+                 secrets: tuple[str, ...] = ()):
+        self.path = Path(path)
+        self.mirror = mirror
+        self.clock = clock
+        self._secrets = tuple(s for s in secrets if s)
+        self._lock = threading.Lock()  # in-process; flock covers other processes
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _build(self, event: str, fields: dict) -> tuple[dict, bytes]:
+        rec = scrub({"ts": round(self.clock(), 3), "event": event, **{k: v for k, v in fields.items() if v is not None}},
+                    self._secrets)
+        return rec, (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode()
+
+    def _append(self, data: bytes) -> None:
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)  # closing releases the flock
+
+    def _mirror(self, rec: dict) -> None:
+        if self.mirror is not None:
+            try:
+                self.mirror.send(rec)
+            except Exception:  # the local line is written; the mirror must never break a request
+                log.exception("audit mirror failed")
+
+    def record(self, event: str, **fields: Any) -> dict:
+        """Append one record durably and return it. Synchronous: it fsyncs."""
+        rec, line = self._build(event, fields)
+        self._append(line)
+        self._mirror(rec)
+        return rec
+
+    async def write(self, event: str, **fields: Any) -> dict:
+        """``record`` for async callers: returns once the line is fsync'd, without blocking the loop.
+
+        One writer thread takes every queued line, writes them together and fsyncs once (group
+        commit): under a burst of requests that is one fsync per batch, not one per line, and no
+        thread is started on the request path."""
+        rec, line = self._build(event, fields)
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._ensure_writer()
+        self._queue.put((line, done, loop))
+        await done
+        self._mirror(rec)
+        return rec
+
+    def _ensure_writer(self) -> None:
+        # Not self._lock: the writer holds that across an fsync, and this runs on the event loop.
+        with self._writer_lock:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop, name="kbot-audit-writer", daemon=True)
+                self._writer.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while not self._queue.empty() and len(batch) < 1000:
+                batch.append(self._queue.get_nowait())
+            items = [b for b in batch if b is not None]
+            error: BaseException | None = None
+            try:
+                if items:
+                    self._append(b"".join(line for line, _, _ in items))
+            except BaseException as exc:  # the callers see the failure instead of a lost record
+                error = exc
+            for _line, done, loop in items:
+                loop.call_soon_threadsafe(_settle, done, error)
+            if len(items) < len(batch):  # the close() sentinel
+                return
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        with self.path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def close(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            self._queue.put(None)
+            self._writer.join(10)
+        if self.mirror is not None:
+            self.mirror.flush()
+
+
+def _settle(done: asyncio.Future, error: BaseException | None) -> None:
+    if not done.done():  # the waiting request may have been cancelled meanwhile
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+
+def open_audit(state_dir: Path, topic: str | None = None, cluster: str | None = None,
+               secrets: tuple[str, ...] = ()) -> AuditLog:
+    """The audit log in ``state_dir``, mirrored to ``topic`` on ``cluster`` when one is given."""
+    mirror = None
+    if topic:
+        from live.config import ConfigError, get_cluster
+
+        try:
+            conf = get_cluster(cluster).confluent_conf()
+            conf["client.id"] = "kbot-audit"
+            mirror = KafkaMirror(topic, conf)
+        except (ConfigError, Exception) as exc:  # a misconfigured mirror must not stop the bot
+            log.warning("audit mirror to topic %s disabled: %s", topic, exc)
+    return AuditLog(Path(state_dir) / "audit.jsonl", mirror, secrets=secrets)

@@ -1,0 +1,280 @@
+"""Who may ask what, where: a small YAML policy plus the Slack facts it needs (guest? group member?).
+
+Policy file (KBOT_RBAC_FILE)::
+
+    channels: [C0KAFKAOPS, C0INCIDENTS]   # where the bot answers at all; "*" or absent = any channel
+    read_only: open                       # "open": any member may run read-only commands in those
+                                          # channels; "granted": read-only needs a grant too
+    grants:                               # mutating commands are refused unless a grant names them
+      - name: oncall-actions
+        users: [U0ALICE]                  # Slack user ids
+        groups: [S0KAFKAONCALL]           # user groups, resolved with usergroups.users.list
+        channels: [C0KAFKAOPS]            # optional: only there (default: any allowed channel)
+        commands: [abort-txn, elect-leaders, throttle set, retention]   # or ["*"]
+    deny:                                 # checked first; same fields as a grant
+      - name: contractors-no-actions
+        users: [U0BOB]
+        commands: ["*"]
+
+Every verdict names the rule that decided it, so a refusal can say why. ``Policy.check`` is pure;
+``Directory`` asks Slack (users.info, usergroups.users.list) with a short cache, so a busy
+incident channel does not spend its Web API rate limit on the same lookups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    rule: str  # the rule that decided: "grants[oncall-actions]", "default: mutating denied", ...
+    reason: str  # one sentence for the user
+
+    @classmethod
+    def ok(cls, rule: str, reason: str = "") -> "Verdict":
+        return cls(True, rule, reason)
+
+    @classmethod
+    def no(cls, rule: str, reason: str) -> "Verdict":
+        return cls(False, rule, reason)
+
+
+class PolicyError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    channels: frozenset[str] = frozenset()  # empty: any channel
+    commands: frozenset[str] = frozenset()
+
+    def matches(self, user: str, groups: set[str], channel: str | None, command: str) -> bool:
+        who = user in self.users or ANY in self.users or bool(self.groups & groups)
+        where = not self.channels or ANY in self.channels or channel in self.channels
+        what = ANY in self.commands or command in self.commands
+        return who and where and what
+
+
+def _ids(value, where: str) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PolicyError(f"{where}: expected a list of ids or names")
+    return frozenset(v.strip() for v in value)
+
+
+def _rules(items, kind: str) -> tuple[Rule, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise PolicyError(f"{kind}: expected a list of rules")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise PolicyError(f"{kind}[{i}]: expected a mapping")
+        unknown = set(item) - {"name", "users", "groups", "channels", "commands"}
+        if unknown:
+            raise PolicyError(f"{kind}[{i}]: unknown field(s) {sorted(unknown)}")
+        name = str(item.get("name") or i)
+        rule = Rule(name, _ids(item.get("users"), f"{kind}[{name}].users"), _ids(item.get("groups"), f"{kind}[{name}].groups"),
+                    _ids(item.get("channels"), f"{kind}[{name}].channels"),
+                    frozenset(c.lower() for c in _ids(item.get("commands"), f"{kind}[{name}].commands")))
+        if not rule.commands:
+            raise PolicyError(f"{kind}[{name}]: names no commands")
+        if not (rule.users or rule.groups):
+            raise PolicyError(f"{kind}[{name}]: names no users or groups")
+        out.append(rule)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Policy:
+    channels: frozenset[str] | None = None  # None: any channel
+    read_only_open: bool = True
+    grants: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    source: str = "built-in default"
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "policy") -> "Policy":
+        if not isinstance(data, dict):
+            raise PolicyError(f"{source}: expected a mapping at the top")
+        unknown = set(data) - {"channels", "read_only", "grants", "deny"}
+        if unknown:
+            raise PolicyError(f"{source}: unknown field(s) {sorted(unknown)}")
+        channels = _ids(data.get("channels"), "channels") if data.get("channels") is not None else None
+        read_only = data.get("read_only", "open")
+        if read_only not in ("open", "granted"):
+            raise PolicyError(f"{source}: read_only must be 'open' or 'granted', not {read_only!r}")
+        return cls(None if channels is None or ANY in channels else channels, read_only == "open",
+                   _rules(data.get("grants"), "grants"), _rules(data.get("deny"), "deny"), source)
+
+    @classmethod
+    def load(cls, path: Path) -> "Policy":
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise PolicyError(f"cannot read the RBAC policy {path}: {exc}") from None
+        return cls.from_dict(data, str(path))
+
+    def group_ids(self) -> set[str]:
+        return {g for r in (*self.grants, *self.deny) for g in r.groups}
+
+    def check(self, user: str, groups: set[str], channel: str | None, command: str, mutating: bool) -> Verdict:
+        """Pure: may ``user`` (member of ``groups``) run ``command`` in ``channel``?"""
+        command = command.lower()
+        if self.channels is not None and channel not in self.channels:
+            return Verdict.no("channels", f"The bot does not take commands in this channel ({channel}); "
+                              f"the policy ({self.source}) lists the channels it answers in.")
+        for rule in self.deny:
+            if rule.matches(user, groups, channel, command):
+                return Verdict.no(f"deny[{rule.name}]", f"'{command}' is denied to you by rule deny[{rule.name}] in {self.source}.")
+        if not mutating and self.read_only_open:
+            return Verdict.ok("read_only: open")
+        for rule in self.grants:
+            if rule.matches(user, groups, channel, command):
+                return Verdict.ok(f"grants[{rule.name}]")
+        kind = "changes the cluster" if mutating else "is read-only, and this policy grants read-only commands explicitly"
+        return Verdict.no("default: deny unless granted",
+                          f"'{command}' {kind}; no grant in {self.source} gives it to you"
+                          f"{' in this channel' if channel else ''}. Ask the bot's owners for a grant.")
+
+
+@dataclass
+class UserFacts:
+    exists: bool
+    guest: bool = False
+    deleted: bool = False
+    bot: bool = False
+    team_id: str | None = None
+    error: str = ""
+
+
+@dataclass
+class _Cached:
+    value: object
+    at: float
+
+
+class Directory:
+    """Slack facts about users and user groups, cached for ``ttl_s`` seconds."""
+
+    def __init__(self, client, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._users: dict[str, _Cached] = {}
+        self._groups: dict[str, _Cached] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _fresh(self, c: _Cached | None) -> bool:
+        return c is not None and self.clock() - c.at < self.ttl_s
+
+    async def user(self, user_id: str) -> UserFacts:
+        from slack_sdk.errors import SlackApiError
+
+        c = self._users.get(user_id)
+        if self._fresh(c):
+            return c.value  # type: ignore[return-value]
+        async with self._locks.setdefault(f"u:{user_id}", asyncio.Lock()):  # one lookup per user at a time
+            c = self._users.get(user_id)
+            if self._fresh(c):
+                return c.value  # type: ignore[return-value]
+            try:
+                resp = await self.client.users_info(user=user_id)
+                u = resp["user"]
+                facts = UserFacts(True, bool(u.get("is_restricted") or u.get("is_ultra_restricted")),
+                                  bool(u.get("deleted")), bool(u.get("is_bot")), u.get("team_id"))
+            except SlackApiError as exc:
+                err = exc.response.get("error", "error") if exc.response is not None else "error"
+                if err not in ("user_not_found", "user_not_visible"):
+                    raise  # a Slack outage is not "unknown user"; the caller says Slack failed
+                facts = UserFacts(False, error=err)
+            self._users[user_id] = _Cached(facts, self.clock())
+            return facts
+
+    async def members(self, group_id: str) -> frozenset[str]:
+        """Members of a user group. A failed lookup raises (and is not cached): an unreadable group
+        must not silently turn a deny rule off."""
+        c = self._groups.get(group_id)
+        if self._fresh(c):
+            return c.value  # type: ignore[return-value]
+        async with self._locks.setdefault(f"g:{group_id}", asyncio.Lock()):
+            c = self._groups.get(group_id)
+            if self._fresh(c):
+                return c.value  # type: ignore[return-value]
+            resp = await self.client.usergroups_users_list(usergroup=group_id)
+            members = frozenset(resp.get("users") or [])
+            self._groups[group_id] = _Cached(members, self.clock())
+            return members
+
+    async def groups_of(self, user_id: str, group_ids: Iterable[str]) -> set[str]:
+        ids = sorted(group_ids)
+        memberships = await asyncio.gather(*(self.members(g) for g in ids))
+        return {g for g, m in zip(ids, memberships) if user_id in m}
+
+
+@dataclass
+class Authorizer:
+    """The policy plus the directory: the one place a Slack request is allowed or refused."""
+
+    policy: Policy
+    directory: Directory
+    allowed_team_ids: frozenset[str] = frozenset()
+    allowed_api_app_ids: frozenset[str] = frozenset()
+
+    def origin(self, team_id: str | None, api_app_id: str | None) -> Verdict:
+        """Pure and cheap: checked on the ack path, before any Web API call."""
+        if self.allowed_team_ids and team_id not in self.allowed_team_ids:
+            return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"This bot does not serve workspace {team_id or 'unknown'}.")
+        if self.allowed_api_app_ids and api_app_id not in self.allowed_api_app_ids:
+            return Verdict.no("KBOT_ALLOWED_API_APP_IDS", f"Requests from app {api_app_id or 'unknown'} are not accepted.")
+        return Verdict.ok("origin")
+
+    async def identity(self, user_id: str | None) -> Verdict:
+        if not user_id:
+            return Verdict.no("identity", "The request names no user.")
+        facts = await self.directory.user(user_id)
+        if not facts.exists:
+            return Verdict.no("identity: unknown user", f"Slack does not know user {user_id} ({facts.error}).")
+        if facts.deleted:
+            return Verdict.no("identity: deactivated", "Deactivated accounts cannot use the bot.")
+        if facts.guest:
+            return Verdict.no("identity: guest", "Guest accounts (single- or multi-channel guests) cannot use the bot.")
+        if facts.bot:
+            return Verdict.no("identity: bot", "Other bots cannot use this bot.")
+        if self.allowed_team_ids and facts.team_id and facts.team_id not in self.allowed_team_ids:
+            return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"Users from workspace {facts.team_id} cannot use this bot.")
+        return Verdict.ok("identity")
+
+    async def command(self, user_id: str, channel: str | None, command: str, mutating: bool) -> Verdict:
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            groups = await self.directory.groups_of(user_id, self.policy.group_ids()) if self.policy.group_ids() else set()
+        except SlackApiError as exc:  # fail closed: group rules can neither grant nor deny unseen
+            err = exc.response.get("error") if exc.response is not None else str(exc)
+            return Verdict.no("groups: Slack error", f"Could not read user group membership from Slack ({err}); try again.")
+        return self.policy.check(user_id, groups, channel, command, mutating)
+
+    async def for_action(self, user_id: str, channel: str | None, command: str) -> Verdict:
+        """The gate's question at confirm / cancel time: may this user act on ``command``?"""
+        identity = await self.identity(user_id)
+        if not identity.allowed:
+            return identity
+        return await self.command(user_id, channel, command, mutating=True)

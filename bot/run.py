@@ -1,0 +1,121 @@
+"""`kbot run`: the main job on the embedded default.
+
+1. Kafka: the configured cluster, or, when none is configured, the local one (`kbot cluster up`:
+   a real KRaft cluster from Maven Central jars on 127.0.0.1), left running on exit so the next
+   start is quick (`kbot cluster down` stops it).
+2. The metric lake: collection from the cluster's metrics endpoints into the local lake, and a
+   warm Spark session for the history queries (when the lake is available).
+3. The Slack app when Slack tokens are set, else the terminal console.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "run", help="run the bot on the embedded default (local cluster, lake, Slack app or console)",
+        description=__doc__.split("\n\n")[0] + " Starts the local Kafka cluster when no cluster is configured, "
+        "collects metrics into the lake, and serves Slack when tokens are set (else the console).")
+    p.add_argument("--no-cluster", action="store_true", help="do not start the local cluster when none is configured")
+    p.add_argument("--no-lake", action="store_true", help="do not collect metrics or start Spark")
+    p.add_argument("--json", action="store_true", help="console answers as JSON")
+    return p
+
+
+def _say(message: str) -> None:
+    print(f"kbot: {message}", file=sys.stderr, flush=True)
+
+
+def _local_env(cluster) -> dict[str, str]:
+    return {
+        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+        "KBOT_CLUSTER_NAME": "local",
+        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
+        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
+    }
+
+
+def embedded_cluster() -> dict[str, str]:
+    """Start (or reuse) the local cluster; return the env that points the bot at it."""
+    from localkafka.cluster import LocalCluster
+
+    cluster = LocalCluster(name="dev")
+    _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
+    cluster.up(timeout=300)
+    _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
+    return _local_env(cluster)
+
+
+def use_running_local_cluster() -> None:
+    """With no cluster configured, point this process at the local cluster if it is running, so
+    `kbot ask` in another terminal sees what `kbot run` started."""
+    if cluster_configured():
+        return
+    from localkafka.cluster import LocalCluster
+
+    cluster = LocalCluster(name="dev")
+    if any(n.pid() for n in cluster.nodes):
+        os.environ.update(_local_env(cluster))
+
+
+def cluster_configured() -> bool:
+    from live.config import ConfigError, load_config
+
+    try:
+        clusters, _default = load_config()
+    except ConfigError:
+        return True  # configured, if wrongly: the commands will say what is wrong
+    return bool(clusters)
+
+
+def start_collection() -> subprocess.Popen | None:
+    """Collect the cluster's metrics into the lake in a child process (scrape every 10 s, ingest
+    with Spark every 60 s), logging to the state dir; stopped when the bot exits."""
+    if not os.environ.get("KBOT_METRICS_TARGETS"):
+        _say("no metrics targets (KBOT_METRICS_TARGETS): not collecting into the lake")
+        return None
+    state = Path(os.environ.get("KBOT_STATE_DIR", Path.home() / ".kbot")).expanduser()
+    state.mkdir(parents=True, exist_ok=True)
+    log = (state / "collector.log").open("a")
+    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-every", "60"]
+    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
+    return child
+
+
+def run(args) -> int:
+    if not cluster_configured() and not args.no_cluster:
+        try:
+            os.environ.update(embedded_cluster())
+        except Exception as exc:  # the run goes on: runbook answers need no cluster
+            _say(f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only")
+    collector = None
+    if not args.no_lake:
+        os.environ.setdefault("KBOT_LAKE", "1")
+        collector = start_collection()
+    try:
+        return _serve_or_console(args)
+    finally:
+        if collector is not None:
+            collector.terminate()
+            try:
+                collector.wait(15)
+            except subprocess.TimeoutExpired:
+                collector.kill()
+
+
+def _serve_or_console(args) -> int:
+    from .slack_app import configured, run as run_serve
+
+    if configured():
+        return run_serve(args)
+    from .cli import console
+
+    _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
+    return console(args.json)

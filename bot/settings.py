@@ -1,0 +1,103 @@
+"""The Slack side's configuration, read from the environment once at start-up.
+
+    SLACK_BOT_TOKEN           xoxb-... the bot's Web API token
+    SLACK_SIGNING_SECRET      verifies that HTTP requests come from Slack (HTTP mode)
+    SLACK_APP_TOKEN           xapp-... when set, the bot connects by Socket Mode instead of HTTP
+    SLACK_API_URL             base URL of the Web API (default https://slack.com/api/); tests and
+                              the load benchmark point it at a local stand-in
+    KBOT_ALLOWED_TEAM_IDS     comma list of workspace ids allowed to talk to the bot (empty: any)
+    KBOT_ALLOWED_API_APP_IDS  comma list of Slack app ids whose requests are accepted (empty: any)
+    KBOT_RBAC_FILE            YAML policy (bot/rbac.py); without it read-only commands are open
+                              everywhere and every mutating command is refused
+    KBOT_DIGEST_SCHEDULES     digest schedules (bot/scheduler.py), ';' or newline separated
+    KBOT_STATE_DIR            pending actions (sqlite) and the audit log (default ~/.kbot)
+    KBOT_PORT                 HTTP port (default 3000; PORT is honoured when KBOT_PORT is unset)
+    KBOT_CONFIRM_TTL_S        how long a preview's Confirm button stays valid (default 900)
+    KBOT_HIGH_RISK_KINDS      action kinds that always need a second approver (default abort-txn);
+                              a plan can also mark itself high risk (retention lowering does)
+    KBOT_APPROVERS_REQUIRED   distinct approvers, other than the requester, a high-risk action needs (default 1)
+    KBOT_MAX_IN_FLIGHT        requests worked on at once (default 16); more wait, already acked, for a
+                              slot, so a burst's work does not delay the next acks
+    KBOT_AUDIT_TOPIC          when set, audit records are also produced to this Kafka topic
+    KBOT_AUDIT_CLUSTER        the configured cluster (live/config.py) holding that topic (default: the default cluster)
+
+Secrets never appear in ``repr``: a Settings object is safe to log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+def _csv(value: str | None) -> frozenset[str]:
+    return frozenset(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    bot_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    api_url: str = DEFAULT_API_URL
+    allowed_team_ids: frozenset[str] = frozenset()
+    allowed_api_app_ids: frozenset[str] = frozenset()
+    rbac_file: Path | None = None
+    digest_schedules: str = ""
+    state_dir: Path = Path.home() / ".kbot"
+    port: int = 3000
+    confirm_ttl_s: float = 900.0
+    high_risk_kinds: frozenset[str] = frozenset({"abort-txn"})
+    approvers_required: int = 1
+    max_in_flight: int = 16
+    audit_topic: str | None = None
+    audit_cluster: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        api_url = env.get("SLACK_API_URL") or DEFAULT_API_URL
+        return cls(
+            bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
+            app_token=env.get("SLACK_APP_TOKEN") or None,
+            # slack_sdk joins base_url and the method name by plain concatenation.
+            api_url=api_url if api_url.endswith("/") else api_url + "/",
+            allowed_team_ids=_csv(env.get("KBOT_ALLOWED_TEAM_IDS")),
+            allowed_api_app_ids=_csv(env.get("KBOT_ALLOWED_API_APP_IDS")),
+            rbac_file=Path(env["KBOT_RBAC_FILE"]).expanduser() if env.get("KBOT_RBAC_FILE") else None,
+            digest_schedules=env.get("KBOT_DIGEST_SCHEDULES", ""),
+            state_dir=Path(env.get("KBOT_STATE_DIR") or Path.home() / ".kbot").expanduser(),
+            port=int(env.get("KBOT_PORT") or env.get("PORT") or 3000),
+            confirm_ttl_s=float(env.get("KBOT_CONFIRM_TTL_S") or 900),
+            high_risk_kinds=_csv(env.get("KBOT_HIGH_RISK_KINDS", "abort-txn")),
+            approvers_required=max(1, int(env.get("KBOT_APPROVERS_REQUIRED") or 1)),
+            max_in_flight=max(1, int(env.get("KBOT_MAX_IN_FLIGHT") or 16)),
+            audit_topic=env.get("KBOT_AUDIT_TOPIC") or None,
+            audit_cluster=env.get("KBOT_AUDIT_CLUSTER") or None,
+        )
+
+    @property
+    def mode(self) -> str | None:
+        """"socket" with an app token, "http" with a bot token and signing secret, else None."""
+        if self.bot_token and self.app_token:
+            return "socket"
+        if self.bot_token and self.signing_secret:
+            return "http"
+        return None
+
+    def missing(self) -> str:
+        """What is missing for Slack, in words, for `kbot serve` to say."""
+        if self.mode is not None:
+            return ""
+        if not self.bot_token:
+            return "SLACK_BOT_TOKEN is not set (plus SLACK_SIGNING_SECRET for HTTP, or SLACK_APP_TOKEN for Socket Mode)"
+        return "SLACK_BOT_TOKEN is set but neither SLACK_SIGNING_SECRET (HTTP) nor SLACK_APP_TOKEN (Socket Mode) is"
+
+    def secrets(self) -> list[str]:
+        """The values that must never reach a log line or an audit record."""
+        return [s for s in (self.bot_token, self.signing_secret, self.app_token) if s]

@@ -1,0 +1,125 @@
+"""`kbot serve`: run the Slack app (bot/slack_bot.py) in HTTP mode or Socket Mode.
+
+    HTTP mode     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET: aiohttp serves POST /slack/events (slash
+                  commands, interactivity and events; every request's signature and timestamp are
+                  verified by Bolt, a bad one gets 401) and GET /healthz, on KBOT_PORT (default 3000)
+    Socket Mode   SLACK_BOT_TOKEN + SLACK_APP_TOKEN: no public endpoint; /healthz still listens so a
+                  platform's `web:` process sees its port bound
+    neither       says what is missing and exits 3, so a wrapper can fall back to `kbot console`
+
+Slack app configuration (api.slack.com/apps): a slash command /kafka and Interactivity pointing at
+https://<host>/slack/events (HTTP mode), the app_mention event if mentions are wanted, and bot
+scopes commands, chat:write, users:read, usergroups:read (for group grants), app_mentions:read.
+
+This module stays cheap to import (bot/cli.py imports it to build its parser): Bolt, slack_sdk
+and aiohttp load only when the server starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from .audit import scrub
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+EXIT_NOT_CONFIGURED = 3  # `kbot serve` without Slack tokens: the caller falls back to the console
+
+
+class SecretFilter(logging.Filter):
+    """Masks the Slack tokens and the signing secret in any log line, whoever logs it."""
+
+    def __init__(self, secrets: list[str]):
+        super().__init__()
+        self.secrets = [s for s in secrets if s]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        clean = scrub(msg, tuple(self.secrets))  # ours by value, any other Slack token by shape
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return True
+
+
+def install_log_redaction(settings: Settings) -> None:
+    f = SecretFilter(settings.secrets())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(f)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the Slack app (HTTP on KBOT_PORT, or Socket Mode when SLACK_APP_TOKEN is set)",
+        description="Run the Slack app. HTTP mode needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET and serves "
+                    "/slack/events; Socket Mode needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN. Without them it says so "
+                    f"and exits {EXIT_NOT_CONFIGURED}.")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=None, help="port (default KBOT_PORT, else 3000)")
+    p.add_argument("--check", action="store_true",
+                   help=f"only check the Slack configuration: exit 0 if it is complete, {EXIT_NOT_CONFIGURED} if not")
+
+
+def configured(env=None) -> bool:
+    """True when the environment holds what `kbot serve` needs (for `kbot run` to pick Slack or the console)."""
+    return Settings.from_env(env).mode is not None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`kbot serve`; also callable with another command's args (host / port / check default)."""
+    settings = Settings.from_env()
+    if settings.mode is None:
+        print(f"kbot serve: Slack is not configured: {settings.missing()}. Use `kbot console` for the terminal.",
+              file=sys.stderr)
+        return EXIT_NOT_CONFIGURED
+    if getattr(args, "check", False):
+        print(f"kbot serve: Slack configured ({settings.mode} mode)")
+        return 0
+    install_log_redaction(settings)
+    if logging.getLogger().level > logging.INFO:
+        logging.getLogger(__name__).setLevel(logging.INFO)
+    try:
+        asyncio.run(serve(settings, host=getattr(args, "host", None) or "0.0.0.0",
+                          port=getattr(args, "port", None) or settings.port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None) -> None:
+    from aiohttp import web
+
+    from .slack_bot import KafkaBot
+
+    if ctx is None:
+        from .cli import make_context
+
+        ctx = make_context()
+    bot = KafkaBot(settings, ctx=ctx)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    socket_handler = None
+    # HTTP always listens: /slack/events in HTTP mode, only /healthz in Socket Mode (platforms that
+    # run a `web:` process expect the port to be bound).
+    runner = web.AppRunner(bot.web_app(with_slack=settings.mode == "http"), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    if settings.mode == "socket":
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        socket_handler = AsyncSocketModeHandler(bot.app, settings.app_token)
+        await socket_handler.connect_async()
+    log.info("kbot serving Slack in %s mode; health on http://%s:%d/healthz", settings.mode, host, port)
+    try:
+        await stop.wait()
+    finally:
+        if socket_handler is not None:
+            await socket_handler.close_async()
+        await runner.cleanup()

@@ -1,0 +1,369 @@
+"""The Slack app itself: Bolt AsyncApp in front of the same router and commands the terminal uses.
+
+    /kafka <text>     ack at once (empty, so Slack shows nothing yet), then off the ack path:
+                      identity (guest? unknown? other workspace?) -> parse -> RBAC ->
+                      working message -> commands.dispatch.run_request -> answer in its thread
+    buttons           every Reply action is a button whose value is /kafka text ("confirm <token>",
+                      "cancel <token>", "triage answer ...", "runbook broker-loss"); a click runs that
+                      text as the clicking user, in the thread the button lives in
+    @mention          "@kbot why URP" works like /kafka, answered in a thread
+    scheduler         KBOT_DIGEST_SCHEDULES posts the digest to channels
+
+Refusals (bad input, RBAC, guests, other workspaces or apps) are answered privately and audited.
+Every Web API call goes through one AsyncWebClient with retry handlers, so a 429 is retried after
+its Retry-After and a dropped connection is retried, for our calls and Bolt's alike.
+
+bot/slack_app.py runs it (``kbot serve``: HTTP or Socket Mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import Coroutine
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler, AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from commands.context import Context
+from commands.dispatch import answer, run_request
+from commands.reply import Reply, error_reply
+from commands.router import BadInput, Router
+
+from .audit import AuditLog, open_audit, scrub
+from .gate import ConfirmationGate, default_gate
+from .rbac import Authorizer, Directory, Policy, Verdict
+from .render import render_blocks, slack_escape
+from .scheduler import Schedule, Scheduler, parse_schedules
+from .settings import Settings
+from .slack_thread import SlackThread
+
+log = logging.getLogger(__name__)
+
+ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
+AUDIT_TEXT_CHARS = 500  # what of a request's text the audit keeps (with its full length)
+EXPIRY_SWEEP_S = 60.0
+MAX_RESPONSE_URL_POSTS = 5  # Slack's limit per response_url (within 30 minutes)
+_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
+
+
+def make_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=settings.bot_token,
+        base_url=settings.api_url,
+        timeout=30,
+        # One shared session keeps connections to Slack alive; without it slack_sdk opens (and
+        # TLS-handshakes) a new connection for every call, which dominates a burst's CPU time.
+        session=session,
+        # Not the server-error handler: retrying a chat.postMessage that got a 500 can post twice.
+        retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2), AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
+    )
+
+
+class KafkaBot:
+    def __init__(self, settings: Settings, *, ctx: Context | None = None, client: AsyncWebClient | None = None,
+                 router: Router | None = None, gate: ConfirmationGate | None = None, audit: AuditLog | None = None,
+                 policy: Policy | None = None, clock=time.time):
+        if router is None:
+            from commands.registry import ROUTER as router
+        self.settings, self.router, self.clock = settings, router, clock
+        self._session = None
+        if client is None:
+            try:
+                asyncio.get_running_loop()
+                self._session = aiohttp.ClientSession()  # must be created on the loop that uses it
+            except RuntimeError:
+                pass  # no loop yet: slack_sdk then uses a session per call
+        self.client = client or make_client(settings, self._session)
+        self.audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
+        policy = policy or (Policy.load(settings.rbac_file) if settings.rbac_file else Policy())
+        self.authorizer = Authorizer(policy, Directory(self.client), settings.allowed_team_ids, settings.allowed_api_app_ids)
+        self.gate = gate or default_gate(settings, authorize=self.authorizer.for_action, router=router,
+                                         transport="slack", audit=self.audit, clock=clock)
+        self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
+        self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
+        self.schedules = parse_schedules(settings.digest_schedules)
+        self._check_schedules()
+        self.tasks: set[asyncio.Task] = set()
+        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        self._background: list[asyncio.Task] = []
+        bolt_log = logging.getLogger("kbot.bolt")
+        # Bolt reads SLACK_BOT_TOKEN from the environment even when given a client, then warns that
+        # it ignores it: true and expected here (the client carries the token), so not worth a line.
+        bolt_log.addFilter(lambda r: "will be unused" not in r.getMessage())
+        self.app = AsyncApp(name="kbot", signing_secret=settings.signing_secret or "", client=self.client,
+                            process_before_response=False, logger=bolt_log,
+                            # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
+                            request_verification_enabled=settings.mode != "socket")
+        self.app.command("/kafka")(self.on_command)
+        self.app.action(ACTION_ID)(self.on_action)
+        self.app.event("app_mention")(self.on_mention)
+        self.app.event("message")(self._ignore)  # other channel chatter: acked, not answered
+
+    def _check_schedules(self) -> None:
+        for s in self.schedules:
+            try:
+                req = self.router.parse(s.text)
+            except BadInput as exc:
+                log.warning("schedule %r: %s (it will post that error until the command exists)", s.source, exc.message)
+                continue
+            if req.spec.mutating:
+                raise ValueError(f"schedule {s.source!r}: '{req.spec.name}' changes the cluster; schedules run read-only commands only")
+
+    # ---- background work, off the ack path --------------------------------------------------------
+    def spawn(self, coro: Coroutine) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)  # keep a reference: the loop only holds weak ones
+
+        def done(t: asyncio.Task) -> None:
+            self.tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background request failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Wait for every request in flight (tests, shutdown)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self.tasks:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait(set(self.tasks), timeout=left)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+
+    # ---- listeners ---------------------------------------------------------------------------------
+    async def on_command(self, ack, body: dict) -> None:
+        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"))
+        if not origin.allowed:
+            await ack(text=f":no_entry: {origin.reason}")  # ephemeral by default
+            self.spawn(self._audit_refusal("origin", origin, body.get("user_id"), body.get("channel_id"),
+                                           body.get("team_id"), body.get("text", ""), api_app_id=body.get("api_app_id")))
+            return
+        await ack()
+        self.spawn(self.handle_text(body.get("text") or "", user=body.get("user_id"), channel=body.get("channel_id"),
+                                    team=body.get("team_id"), source="slash", response_url=body.get("response_url")))
+
+    async def on_action(self, ack, body: dict, action: dict) -> None:
+        await ack()
+        team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
+        user = (body.get("user") or {}).get("id")
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+        message = body.get("message") or {}
+        container = body.get("container") or {}
+        thread_ts = message.get("thread_ts") or message.get("ts") or container.get("thread_ts") or container.get("message_ts")
+        origin = self.authorizer.origin(team, body.get("api_app_id"))
+        if not origin.allowed:
+            self.spawn(self._refuse(origin, "origin", user, channel, team, action.get("value", ""), thread_ts=thread_ts,
+                                    response_url=body.get("response_url")))
+            return
+        self.spawn(self.handle_text(action.get("value") or "", user=user, channel=channel, team=team, source="button",
+                                    thread_ts=thread_ts, response_url=body.get("response_url"), message=message))
+
+    async def on_mention(self, body: dict, event: dict, request) -> None:
+        # Slack redelivers an event it thinks we missed; we acked the first delivery, so it is being answered.
+        if request.headers.get("x-slack-retry-num") or body.get("retry_attempt"):
+            return
+        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"))
+        if not origin.allowed:
+            await self._audit_refusal("origin", origin, event.get("user"), event.get("channel"), body.get("team_id"), event.get("text", ""))
+            return
+        self.spawn(self.handle_text(_MENTION.sub("", event.get("text") or "", count=1), user=event.get("user"),
+                                    channel=event.get("channel"), team=body.get("team_id"), source="mention",
+                                    thread_ts=event.get("thread_ts") or event.get("ts")))
+
+    async def _ignore(self) -> None:
+        return None
+
+    # ---- one request --------------------------------------------------------------------------------
+    async def handle_text(self, text: str, **kw) -> None:
+        # A bounded number of requests work at once. Every request still gets its ack at once (the
+        # ack path never waits here); the bound keeps a burst's background work from queueing in
+        # front of the next acks on the event loop.
+        started = time.monotonic()
+        async with self._slots:
+            await self._handle_text(text, started=started, **kw)
+
+    async def _handle_text(self, text: str, *, user: str | None, channel: str | None, team: str | None, source: str,
+                           started: float, thread_ts: str | None = None, response_url: str | None = None,
+                           message: dict | None = None) -> None:
+        await self.audit.write("request", transport="slack", source=source, user=user, team=team, channel=channel,
+                               text=text[:AUDIT_TEXT_CHARS], text_len=len(text))
+        where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, response_url=response_url)
+        try:
+            identity = await self.authorizer.identity(user)
+        except SlackApiError as exc:
+            await self._refuse(Verdict.no("identity: Slack error", "Could not check your account with Slack "
+                               f"({exc.response.get('error') if exc.response else exc}); try again."), "identity", **where)
+            return
+        if not identity.allowed:
+            await self._refuse(identity, "identity", **where)
+            return
+        try:
+            request = self.router.parse(text)
+        except BadInput as exc:
+            await self._refuse(Verdict.no("bad_input", exc.message), "bad_input", **where,
+                               reply=error_reply(exc.message, exc.suggestions))
+            return
+        request.user, request.channel = user, channel
+        verdict = await self.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
+        if not verdict.allowed:
+            await self._refuse(verdict, "rbac", **where, command=request.spec.name)
+            return
+
+        # Slash command text is private until we echo it: never echo a token someone pasted.
+        label = f"`/kafka {slack_escape(_clip(scrub(text), 200))}` for <@{user}>"
+        thread = SlackThread(self.client, channel, thread_ts=thread_ts, label=label)
+        try:
+            await thread.start(f":hourglass_flowing_sand: Working on {label}…")
+        except SlackApiError as exc:
+            # Not in the channel (or a DM we cannot post to): answer privately where Slack lets us.
+            log.warning("cannot post in %s (%s); answering privately", channel, exc.response.get("error") if exc.response else exc)
+            result = await run_request(request, self.ctx)
+            await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, response_url=response_url)
+            await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="private")
+            return
+        result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress))
+        await thread.finish(result.reply)
+        await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="thread")
+        if message:
+            await self._settle(message, channel, request, result.outcome, user)
+
+    async def _audit_answer(self, request, outcome: str, started: float, user, channel, team, **extra) -> None:
+        await self.audit.write("answer", transport="slack", user=user, team=team, channel=channel,
+                               command=request.spec.name, args=request.args, options=request.options,
+                               cluster=request.cluster, outcome=outcome,
+                               latency_ms=round((time.monotonic() - started) * 1000, 1), **extra)
+
+    async def _settle(self, message: dict, channel: str, request, outcome: str, user: str) -> None:
+        """Take the buttons off a message once they are spent, so nobody clicks a dead token or an
+        answered triage question; the message keeps its content and says what happened."""
+        name = request.spec.name
+        if name in ("confirm", "cancel"):
+            rec = await self.gate.status(str(request.args.get("token", "")))
+            if rec is None or rec.state == "pending":
+                return  # still open (e.g. waiting for a second approver): keep the buttons
+            note = f"*{rec.state}* (last action by <@{user}>)"
+        elif name == "triage answer" and outcome == "answered":
+            note = f"Answered *{slack_escape(request.args.get('choice'))}* by <@{user}>"
+        else:
+            return
+        if not message.get("ts"):
+            return
+        blocks = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
+        try:
+            await self.client.chat_update(channel=channel, ts=message["ts"], text=message.get("text") or name, blocks=blocks)
+        except SlackApiError as exc:
+            log.warning("could not update the answered message: %s", exc.response.get("error") if exc.response else exc)
+
+    async def _refuse(self, verdict: Verdict, step: str, user, channel, team, text: str, *, thread_ts=None,
+                      response_url=None, reply: Reply | None = None, command: str | None = None) -> None:
+        reply = reply or error_reply(verdict.reason, title="Not allowed")
+        await self._audit_refusal(step, verdict, user, channel, team, text, command=command)
+        await self._tell_privately(reply, user=user, channel=channel, thread_ts=thread_ts, response_url=response_url)
+
+    async def _audit_refusal(self, step: str, verdict: Verdict, user, channel, team, text: str, **extra) -> None:
+        await self.audit.write("refusal", transport="slack", step=step, rule=verdict.rule, reason=verdict.reason,
+                               user=user, team=team, channel=channel, text=text[:AUDIT_TEXT_CHARS], text_len=len(text), **extra)
+
+    async def _tell_privately(self, reply: Reply, *, user, channel, thread_ts=None, response_url=None) -> None:
+        """Ephemeral, page by page; through the response_url when the bot cannot post in the channel."""
+        pages = render_blocks(reply)
+        try:
+            for page in pages:
+                await self.client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, **page)
+            return
+        except SlackApiError as exc:
+            if not response_url:
+                log.warning("could not answer %s privately: %s", user, exc.response.get("error") if exc.response else exc)
+                return
+        try:  # works even where the bot is not a member; Slack accepts 5 responses per response_url
+            hook = AsyncWebhookClient(response_url, session=self._session)
+            for page in pages[:MAX_RESPONSE_URL_POSTS]:
+                await hook.send(text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False)
+        except Exception as exc:
+            log.warning("could not answer %s through the response_url: %s", user, exc)
+
+    # ---- scheduled digests ----------------------------------------------------------------------------
+    async def post_scheduled(self, schedule: Schedule, due) -> None:
+        started = time.monotonic()
+        result = await answer(schedule.text, self.ctx, user="scheduler", channel=schedule.channel, router=self.router)
+        pages = render_blocks(result.reply)
+        first = await self.client.chat_postMessage(channel=schedule.channel, **pages[0])
+        for page in pages[1:]:
+            await self.client.chat_postMessage(channel=first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
+        await self.audit.write("scheduled", transport="slack", schedule=schedule.source, channel=schedule.channel,
+                               text=schedule.text, due=due.isoformat(), outcome=result.outcome,
+                               latency_ms=round((time.monotonic() - started) * 1000, 1))
+
+    # ---- life cycle -----------------------------------------------------------------------------------
+    async def start_background(self) -> None:
+        """Reconcile what a crash left executing, then run the expiry sweep and the scheduler."""
+        for rec, outcome in await self.gate.reconcile_incomplete(self.ctx):
+            log.warning("action %s (%s) was executing when the bot stopped: reconciled as %s", rec.plan.kind, rec.command, outcome)
+        self._background.append(asyncio.create_task(self._sweep_expired()))
+        if self.schedules:
+            self._background.append(asyncio.create_task(Scheduler(self.schedules, self.post_scheduled, clock=self.clock).run_forever()))
+
+    async def _sweep_expired(self) -> None:
+        while True:
+            try:
+                await self.gate.expire_due()
+            except Exception:
+                log.exception("expiry sweep failed")
+            await asyncio.sleep(EXPIRY_SWEEP_S)
+
+    async def stop_background(self, drain_s: float = 20.0) -> None:
+        for t in self._background:
+            t.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
+        await self.drain(drain_s)
+        close = getattr(self.ctx.live, "close", None)  # any evidence pool with a close()
+        if close is not None:
+            await close()
+        if self._session is not None:
+            await self._session.close()
+        self.audit.close()
+
+    # ---- HTTP ---------------------------------------------------------------------------------------
+    async def handle_http(self, request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await self.app.async_dispatch(await to_bolt_request(request)))
+
+    def web_app(self, *, with_slack: bool | None = None) -> web.Application:
+        """/slack/events (HTTP mode only: Socket Mode skips signature checks, so it must not listen) and /healthz."""
+        app = web.Application(client_max_size=1024 * 1024)
+        if with_slack is None:
+            with_slack = self.settings.mode == "http"
+        if with_slack:
+            app.router.add_post("/slack/events", self.handle_http)
+        app.router.add_get("/healthz", _healthz)
+
+        async def startup(_app):
+            await self.start_background()
+
+        async def cleanup(_app):
+            await self.stop_background()
+
+        app.on_startup.append(startup)
+        app.on_cleanup.append(cleanup)
+        return app
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+

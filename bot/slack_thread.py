@@ -1,0 +1,103 @@
+"""One answer in Slack: a short "working on it" message, progress edits, then the answer in a thread.
+
+A top-level request (the slash command) gets a working message in the channel; when the answer is
+ready that message becomes a one-line summary and the full answer goes into its thread, so a busy
+incident channel shows one line per question. A request already inside a thread (a button, a
+mention in a thread) answers in that thread: the working reply becomes the answer's first page.
+
+Progress edits are throttled (chat.update is rate limited per channel); the final answer always
+wins over a late progress edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from slack_sdk.errors import SlackApiError
+
+from commands.reply import Reply
+
+from .audit import scrub
+from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
+
+log = logging.getLogger(__name__)
+
+SEVERITY_EMOJI = {"ok": ":white_check_mark:", "info": ":information_source:", "warning": ":warning:",
+                  "critical": ":rotating_light:", "error": ":x:"}
+MIN_PROGRESS_INTERVAL_S = 1.0  # chat.update is Tier 3 (about 50 a minute); one edit a second per answer is plenty
+MAX_SUMMARY_VERDICT = 300
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class SlackThread:
+    def __init__(self, client, channel: str, *, thread_ts: str | None = None, label: str = "",
+                 min_interval_s: float = MIN_PROGRESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.channel = channel
+        self.thread_ts = thread_ts  # set: answer inside this existing thread
+        self.label = label  # what was asked, already escaped for mrkdwn
+        self.ts: str | None = None  # the working message
+        self.min_interval_s = min_interval_s
+        self.clock = clock
+        self._last_edit = float("-inf")
+        self._done = False
+        self._lock = asyncio.Lock()
+
+    async def start(self, text: str) -> str:
+        resp = await self.client.chat_postMessage(channel=self.channel, text=text, thread_ts=self.thread_ts)
+        self.ts = resp["ts"]
+        self.channel = resp.get("channel") or self.channel  # a #name becomes the channel id
+        return self.ts
+
+    async def progress(self, message: str) -> None:
+        """Context.progress: edit the working message, at most once per ``min_interval_s``."""
+        if self.ts is None or self._done or self.clock() - self._last_edit < self.min_interval_s:
+            return
+        async with self._lock:
+            if self._done:
+                return
+            self._last_edit = self.clock()
+            try:
+                await self.client.chat_update(channel=self.channel, ts=self.ts,
+                                              text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000))
+            except SlackApiError as exc:  # progress is a courtesy; the answer still comes
+                log.warning("progress update failed: %s", exc.response.get("error") if exc.response else exc)
+
+    async def finish(self, reply: Reply) -> list[str]:
+        """Post the answer; returns the ts of every message that carries it."""
+        async with self._lock:
+            self._done = True
+        # A token pasted into a private slash command must not be echoed into the channel.
+        pages = [scrub(p) for p in render_blocks(reply)]
+        posted: list[str] = []
+        if self.thread_ts is None:
+            summary = scrub(f"{SEVERITY_EMOJI.get(reply.severity, '')} {self.label} — *{slack_escape(_clip(reply.title, 150))}*"
+                       + (f": {slack_escape(_clip(reply.verdict, MAX_SUMMARY_VERDICT))}" if reply.verdict else "")
+                       + " (answer in the thread)")
+            await self.client.chat_update(channel=self.channel, ts=self.ts, text=_clip(summary, MAX_SECTION_TEXT))
+            for page in pages:
+                posted.append(await self._post(page, thread_ts=self.ts, reply=reply))
+        else:
+            await self.client.chat_update(channel=self.channel, ts=self.ts, **pages[0])
+            posted.append(self.ts)
+            for page in pages[1:]:
+                posted.append(await self._post(page, thread_ts=self.thread_ts, reply=reply))
+        return posted
+
+    async def _post(self, page: dict, *, thread_ts: str, reply: Reply) -> str:
+        try:
+            resp = await self.client.chat_postMessage(channel=self.channel, thread_ts=thread_ts, **page)
+        except SlackApiError as exc:
+            # Blocks Slack refuses (a limit we missed) must not swallow the answer: fall back to text.
+            if exc.response is None or exc.response.get("error") not in ("invalid_blocks", "msg_too_long", "invalid_blocks_format"):
+                raise
+            log.error("Slack refused the rendered blocks (%s); posting the answer as text", exc.response.get("error"))
+            resp = await self.client.chat_postMessage(channel=self.channel, thread_ts=thread_ts,
+                                                      text=_clip(scrub(render_text(reply)), 39000))
+        return resp["ts"]

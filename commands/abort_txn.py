@@ -1,0 +1,212 @@
+"""abort-txn <topic> <partition> [--producer-id N]: write an ABORT marker for a hanging transaction (KIP-664).
+
+The plan pins the exact producer id, epoch, coordinator epoch and transaction start offset it saw,
+so a confirmation minutes later aborts that transaction or nothing: if the producer moved on (new
+epoch, new transaction), the re-check fails instead of aborting a healthy transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from types import SimpleNamespace
+
+from live.gateway import GatewayError, UnknownTopic
+from live.model import ProducerState, TopicInfo
+
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from .context import Context
+from .evidence import gateway
+from .router import BadInput
+from .spec import Command, CommandRequest, CommandSpec, Option, Param
+
+# Same default as kafka-transactions.sh find-hanging: a transaction older than the brokers'
+# transaction.max.timeout.ms (15 min by default) + 5 min should already have been aborted by its
+# coordinator, so one still open is hanging rather than slow.
+DEFAULT_MIN_AGE_MS = 900_000 + 5 * 60_000
+AFTER_WAIT_S = 5.0  # the marker is appended before the call returns; allow metadata to settle
+
+SPEC = CommandSpec(
+    words=("abort-txn",),
+    summary="Abort a hanging transaction on one partition (KIP-664 WriteTxnMarkers), so read_committed consumers move on.",
+    params=(Param("topic", "the topic", kind="topic"), Param("partition", "the partition number", kind="int")),
+    options=(
+        Option("producer-id", "the producer whose transaction to abort (needed when several are open)", kind="int"),
+        Option("min-age-ms", f"only abort a transaction idle at least this long (default {DEFAULT_MIN_AGE_MS:,} ms)", kind="int"),
+    ),
+    mutating=True,
+    examples=("abort-txn payments 0", "abort-txn payments 0 --producer-id 4001"),
+    details="Needs a second approver: aborting a transaction that is still live fails its producer. "
+            "Records of the aborted transaction become invisible to read_committed consumers.",
+)
+
+
+def pick_producer(open_txns: list[ProducerState], wanted: int | None, topic: str, partition: int) -> ProducerState:
+    """The producer to abort: the one asked for, else the only one with an open transaction."""
+    where = f"{topic}-{partition}"
+    if wanted is not None:
+        for p in open_txns:
+            if p.producer_id == wanted:
+                return p
+        held = ", ".join(str(p.producer_id) for p in open_txns) or "none"
+        raise BadInput(f"Producer {wanted} holds no open transaction on {where} (open: {held}).",
+                       ["hanging-txns"])
+    if not open_txns:
+        raise BadInput(f"No transaction is open on {where}: nothing to abort.", ["hanging-txns"])
+    if len(open_txns) > 1:
+        listing = "; ".join(f"producer {p.producer_id} (epoch {p.producer_epoch}) from offset {p.current_txn_start_offset:,}"
+                            for p in open_txns)
+        raise BadInput(f"{len(open_txns)} transactions are open on {where}: {listing}. Say which with --producer-id.",
+                       [f"abort-txn {topic} {partition} --producer-id {p.producer_id}" for p in open_txns[:3]])
+    return open_txns[0]
+
+
+def lso_move(open_txns: list[ProducerState], producer_id: int) -> tuple[int, int | None]:
+    """(LSO now, LSO after the abort). The LSO is the first offset of the earliest open transaction;
+    ``None`` after means no transaction stays open, so the LSO catches up with the high watermark."""
+    now = min(p.current_txn_start_offset for p in open_txns)
+    rest = [p.current_txn_start_offset for p in open_txns if p.producer_id != producer_id]
+    return now, (min(rest) if rest else None)
+
+
+def preconditions(args: dict, topic: TopicInfo | None, producers: list[ProducerState], now_ms: float,
+                  flagged: set[int] | None) -> list[Precondition]:
+    """Pure: the checks the plan and the re-check share. ``flagged``: producer ids the coordinators
+    list as hanging (None when that listing could not be read)."""
+    where = f"{args['topic']}-{args['partition']}"
+    part = next((p for p in topic.partitions if p.partition == args["partition"]), None) if topic else None
+    out = [Precondition("partition exists", part is not None and part.leader is not None,
+                        f"{where} has leader {part.leader}" if part is not None and part.leader is not None
+                        else f"{where} does not exist" if part is None else f"{where} has no leader: the marker cannot be written")]
+    same = next((p for p in producers if p.producer_id == args["producer_id"]), None)
+    holds = (same is not None and same.has_open_transaction and same.producer_epoch == args["producer_epoch"]
+             and same.current_txn_start_offset == args["start_offset"])
+    if holds:
+        detail = f"producer {args['producer_id']} (epoch {args['producer_epoch']}) still holds the transaction open from offset {args['start_offset']:,}"
+    elif same is None or not same.has_open_transaction:
+        detail = f"producer {args['producer_id']} no longer holds an open transaction on {where}: it ended on its own"
+    else:
+        detail = (f"producer {args['producer_id']} now has epoch {same.producer_epoch}, transaction from offset "
+                  f"{same.current_txn_start_offset:,} (previewed: epoch {args['producer_epoch']}, offset {args['start_offset']:,}): preview again")
+    out.append(Precondition("same open transaction", holds, detail))
+    last = same.last_timestamp if same is not None else -1
+    idle_ms = now_ms - last if last > 0 else None
+    old = idle_ms is not None and idle_ms >= args["min_age_ms"]
+    listed = flagged is not None and args["producer_id"] in flagged
+    idle = f"last write {idle_ms / 1000:,.0f} s ago" if idle_ms is not None else "last write time unknown"
+    out.append(Precondition(
+        "old enough to be hanging", old or listed,
+        f"{idle}; threshold {args['min_age_ms'] / 1000:,.0f} s"
+        + ("; listed as hanging by its coordinator" if listed else "" if flagged is not None else "; coordinator listing unreadable")))
+    return out
+
+
+async def _flagged(gw, min_age_ms: int) -> set[int] | None:
+    try:
+        return {h.producer_id for h in await gw.find_hanging_transactions(min_age_ms=min_age_ms)}
+    except GatewayError:
+        return None  # the idle-time check still stands on its own
+
+
+async def _topic(gw, name: str) -> TopicInfo | None:
+    try:
+        return (await gw.describe_topics([name]))[0]
+    except UnknownTopic:
+        return None
+
+
+async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
+    gw = await gateway(ctx, request)
+    topic, partition = str(request.args["topic"]), int(request.args["partition"])
+    where = f"{topic}-{partition}"
+    min_age = request.options.get("min-age-ms")
+    min_age = DEFAULT_MIN_AGE_MS if min_age is None else int(min_age)
+    if min_age < 0:
+        raise BadInput("--min-age-ms cannot be negative.")
+    info = await _topic(gw, topic)
+    if info is None or all(p.partition != partition for p in info.partitions):
+        raise BadInput(f"{where} does not exist" + (f" ({topic} has {len(info.partitions)} partitions)." if info else "."),
+                       [f"describe {topic}"])
+    await ctx.progress(f"describing the producers on {where}")
+    producers = await gw.describe_producers(topic, partition)
+    open_txns = [p for p in producers if p.has_open_transaction]
+    chosen = pick_producer(open_txns, request.options.get("producer-id"), topic, partition)
+    args = {"topic": topic, "partition": partition, "producer_id": chosen.producer_id,
+            "producer_epoch": chosen.producer_epoch, "coordinator_epoch": chosen.coordinator_epoch,
+            "start_offset": chosen.current_txn_start_offset, "min_age_ms": min_age}
+    flagged = await _flagged(gw, min_age)
+    before, after = lso_move(open_txns, chosen.producer_id)
+    if after is None:
+        move = f"LSO moves from {before:,} to the high watermark (no other transaction stays open)"
+    elif after == before:
+        move = f"LSO stays at {before:,}: another producer's transaction from that offset is still open"
+    else:
+        move = f"LSO moves from {before:,} to {after:,} (the next open transaction)"
+    return ActionPlan(
+        kind=SPEC.name, cluster=gw.name, args=args,
+        summary=f"Abort producer {chosen.producer_id}'s open transaction on {where}.",
+        changes=[f"write an ABORT marker for producer {chosen.producer_id} (epoch {chosen.producer_epoch}) on {where}; {move}",
+                 f"the transaction's records from offset {chosen.current_txn_start_offset:,} become invisible to read_committed consumers"],
+        validation="Kafka has no dry run for WriteTxnMarkers; the producer's state was read and is re-read right before the abort.",
+        preconditions=preconditions(args, info, producers, ctx.clock() * 1000, flagged),
+        high_risk=True,
+    )
+
+
+async def _gw(ctx: Context, plan: ActionPlan):
+    return await gateway(ctx, SimpleNamespace(cluster=plan.cluster))  # the cluster the plan was made on
+
+
+async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
+    gw = await _gw(ctx, plan)
+    a = plan.args
+    info = await _topic(gw, a["topic"])
+    producers = await gw.describe_producers(a["topic"], a["partition"]) if info else []
+    return preconditions(a, info, producers, ctx.clock() * 1000, await _flagged(gw, a["min_age_ms"]))
+
+
+def _state(producers: list[ProducerState]) -> dict:
+    open_txns = [p for p in producers if p.has_open_transaction]
+    return {"producers": [asdict(p) for p in producers],
+            "lso": min((p.current_txn_start_offset for p in open_txns), default=None),  # None: LSO == HW
+            "open_transactions": len(open_txns)}
+
+
+def _still_open(producers: list[ProducerState], args: dict) -> bool:
+    return any(p.producer_id == args["producer_id"] and p.current_txn_start_offset == args["start_offset"]
+               for p in producers)
+
+
+async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
+    gw = await _gw(ctx, plan)
+    a = plan.args
+    before = _state(await gw.describe_producers(a["topic"], a["partition"]))
+    try:
+        await gw.abort_transaction(a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"])
+    except GatewayError as exc:
+        return ActionResult(False, f"The abort failed: {exc}", before, {})
+    producers = await gw.describe_producers(a["topic"], a["partition"])
+    deadline = asyncio.get_running_loop().time() + AFTER_WAIT_S
+    while _still_open(producers, a) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.5)
+        producers = await gw.describe_producers(a["topic"], a["partition"])
+    after = _state(producers)
+    if _still_open(producers, a):
+        return ActionResult(False, f"The abort was accepted but producer {a['producer_id']}'s transaction still shows open on "
+                                   f"{a['topic']}-{a['partition']}.", before, after)
+    lso = "the high watermark" if after["lso"] is None else f"{after['lso']:,}"
+    return ActionResult(True, f"Aborted producer {a['producer_id']}'s transaction on {a['topic']}-{a['partition']}; LSO is now {lso}.",
+                        before, after)
+
+
+async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
+    try:
+        gw = await _gw(ctx, plan)
+        producers = await gw.describe_producers(plan.args["topic"], plan.args["partition"])
+    except Exception:  # cannot tell; the gate must not guess
+        return "unknown"
+    return "not_done" if _still_open(producers, plan.args) else "done"
+
+
+ACTION = ActionSpec(plan, recheck, execute, reconcile)
+COMMAND = Command(SPEC, action=ACTION)

@@ -1,0 +1,135 @@
+"""The contract between a command that changes the cluster and the confirmation gate.
+
+A mutating command never changes anything when it runs: its ``run`` returns a preview Reply,
+and its module exposes an ``ActionSpec`` the gate drives after a human confirms:
+
+    plan(request, ctx)      -> ActionPlan    what will change, validate_only / dry-run result,
+                                             preconditions as they are now (no side effects)
+    recheck(plan, ctx)      -> [Precondition]  the same preconditions, read again right before execution
+    execute(plan, ctx)      -> ActionResult  do it once; before / after state for the audit log
+    reconcile(plan, ctx)    -> "done" | "not_done" | "unknown"
+                                             after a crash between "executing" and "executed":
+                                             did the change happen? (never re-run blindly)
+
+The gate (bot/gate.py) owns tokens, expiry, who may confirm, second approvers and the audit
+trail; commands own the Kafka side. Both the terminal and Slack use the same gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .spec import CommandRequest
+
+
+@dataclass(frozen=True)
+class Precondition:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ActionPlan:
+    kind: str  # the command name, e.g. "abort-txn"
+    cluster: str
+    args: dict  # JSON-serialisable: everything execute() needs, resolved at preview time
+    summary: str  # one line: what will change
+    changes: list[str] = field(default_factory=list)  # before -> after, per resource
+    validation: str = ""  # the validate_only / dry-run result, in words
+    preconditions: list[Precondition] = field(default_factory=list)
+    high_risk: bool = False  # needs a second approver who is not the requester
+
+    @property
+    def ready(self) -> bool:
+        return all(p.ok for p in self.preconditions)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ActionPlan":
+        data = dict(data)
+        data["preconditions"] = [Precondition(**p) for p in data.get("preconditions", [])]
+        return cls(**data)
+
+
+@dataclass
+class ActionResult:
+    ok: bool
+    detail: str
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+
+
+Reconciled = Literal["done", "not_done", "unknown"]
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    plan: Callable[["CommandRequest", "Context"], Awaitable[ActionPlan]]
+    recheck: Callable[[ActionPlan, "Context"], Awaitable[list[Precondition]]]
+    execute: Callable[[ActionPlan, "Context"], Awaitable[ActionResult]]
+    reconcile: Callable[[ActionPlan, "Context"], Awaitable[Reconciled]]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A proposed action waiting for confirmation, as the gate recorded it."""
+
+    token: str
+    plan: ActionPlan
+    requester: str
+    expires_at: float
+    needs_second_approver: bool
+
+
+class Gate:
+    """What dispatch and the confirm / cancel commands need from the confirmation gate.
+    The real one is bot.gate.ConfirmationGate (durable, audited); tests may pass their own."""
+
+    async def propose(self, plan: ActionPlan, request: "CommandRequest") -> Pending:  # pragma: no cover
+        raise NotImplementedError
+
+    async def confirm(self, token: str, request: "CommandRequest", ctx: "Context"):  # -> Reply
+        raise NotImplementedError  # pragma: no cover
+
+    async def cancel(self, token: str, request: "CommandRequest"):  # -> Reply
+        raise NotImplementedError  # pragma: no cover
+
+
+def preview_reply(pending: Pending):
+    """The Reply a mutating command answers with: what would change, and Confirm / Cancel."""
+    from .reply import Action, Evidence, Reply, Section
+
+    plan = pending.plan
+    evidence = [Evidence(p.name, p.detail, "live: precondition", "ok" if p.ok else "bad") for p in plan.preconditions]
+    sections = [Section("Will change", plan.changes or [plan.summary])]
+    if plan.validation:
+        sections.append(Section("Dry run", [plan.validation]))
+    approver = "a second approver (not the requester) must confirm" if pending.needs_second_approver else "the requester confirms"
+    actions = (
+        [Action("Confirm", f"confirm {pending.token}", mutating=True), Action("Cancel", f"cancel {pending.token}")]
+        if plan.ready else [Action("Cancel", f"cancel {pending.token}")]
+    )
+    verdict = plan.summary + (" Preconditions hold." if plan.ready else " A precondition fails: it cannot run as it stands.")
+    return Reply(
+        title=f"Preview: {plan.kind}",
+        severity="warning" if plan.ready else "error",
+        verdict=verdict,
+        evidence=evidence,
+        sections=sections,
+        actions=actions,
+        notes=[f"Nothing has changed yet. Token {pending.token}: {approver}; expires at "
+               f"{_clock(pending.expires_at)} UTC; it can be used once."],
+    )
+
+
+def _clock(ts: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S")

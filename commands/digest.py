@@ -1,0 +1,224 @@
+"""digest: a health digest for a channel: status, audit, hanging transactions, lag, lake trends.
+
+Built for the scheduler as much as for people: every section is gathered on its own and a
+failing call only turns its own section into "could not read: <why>", never the whole digest.
+
+Lake protocol (ctx.lake): an object with ``frame()`` (sync or async) returning the lake's Spark
+DataFrame (``lake.schema`` columns), or that DataFrame itself. The digest applies the pure
+``spark_queries`` functions to the last ``--hours`` of it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import inspect
+import os
+from dataclasses import dataclass, field
+
+from live.gateway import ClusterUnreachable
+
+from .audit import audit_topic
+from .context import Context
+from .evidence import config_value, gateway, name_partitions, snapshot
+from .live_checks import brokers_evidence
+from .reply import Action, Evidence, Reply, Section, Severity
+from .router import BadInput, check_group
+from .spec import Command, CommandRequest, CommandSpec, Option
+
+MAX_GROUPS = 20  # one coordinator round trip each; a digest is a summary, not a lag report
+LAKE_TIMEOUT_S = 120.0
+GROUPS_ENV = "KBOT_DIGEST_GROUPS"
+_RANK: dict[str, int] = {"ok": 0, "info": 1, "warning": 2, "critical": 3, "error": 2}
+
+SPEC = CommandSpec(
+    words=("digest",),
+    summary="Health digest: brokers and partition counts, audit findings, hanging transactions, group lag, lake trends.",
+    options=(Option("groups", f"comma-separated consumer groups to report lag for (default: ${GROUPS_ENV})"),
+             Option("hours", "how far back the lake trends look (default 24)", kind="int")),
+    examples=("digest", "digest --groups payments,billing"),
+)
+
+
+@dataclass
+class Part:
+    """One section of the digest, with how bad it is and the evidence lines it contributes."""
+
+    section: Section
+    severity: Severity = "ok"
+    evidence: list[Evidence] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+
+
+async def _status(gw) -> Part:
+    snap = await snapshot(gw, min_isr="all")
+    cats = snap.by_category()
+    lines = [f"{label}: {len(cats[k]):,}" + (f" ({name_partitions(cats[k], 4)})" if cats[k] else "")
+             for k, label in (("UnderReplicated", "Under-replicated"), ("AtMinIsr", "At min ISR"),
+                              ("UnderMinIsr", "Under min ISR"), ("Offline", "Offline"))]
+    brokers = brokers_evidence(snap)
+    missing = sorted(snap.brokers.expected - snap.brokers.registered)
+    # At min ISR by design (RF = min ISR) is the audit section's business, not a health problem.
+    lost_to_floor = [p for p in cats["AtMinIsr"] if len(p.isr) < len(p.replicas)]
+    sev: Severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] else
+                     "warning" if missing or cats["UnderReplicated"] or lost_to_floor else "ok")
+    actions = [Action("Why URP", "why URP")] if cats["UnderReplicated"] else []
+    if missing:
+        actions.append(Action("Triage", "triage URP"))
+    return Part(Section("Status", [f"Brokers registered: {brokers.value}",
+                                   f"{snap.partition_count:,} partitions in {len(snap.topics):,} topics", *lines]),
+                sev, [brokers, Evidence("Partitions not fully in sync", f"{len(cats['UnderReplicated']):,}", "live: metadata",
+                                        "bad" if cats["UnderReplicated"] else "ok")], actions)
+
+
+async def _audit(gw) -> Part:
+    topics = await gw.describe_topics(include_internal=True)
+    configs = await gw.topic_configs([t.name for t in topics]) if topics else {}
+    findings = []
+    for t in topics:
+        cfg = configs.get(t.name, {})
+        findings += audit_topic(t.name, t.replication_factor, int(config_value(cfg, "min.insync.replicas", "1")),
+                                config_value(cfg, "unclean.leader.election.enable") == "true")
+    critical = [f for f in findings if f.severity == "critical"]
+    if not findings:
+        return Part(Section("Audit", [f"All {len(topics):,} topics meet the durability rules."]))
+    lines = [f"{len(critical):,} critical, {len(findings) - len(critical):,} warning(s) on "
+             f"{len({f.topic for f in findings}):,} topic(s)"]
+    lines += [f"[{f.severity}] {f.topic}: {f.text}" for f in (critical + [f for f in findings if f not in critical])[:5]]
+    return Part(Section("Audit", lines), "warning",
+                [Evidence("Audit findings", f"{len(critical)} critical / {len(findings)} total", "audit", "bad")],
+                [Action("Full audit", "audit")])
+
+
+async def _hanging(gw) -> Part:
+    hanging = await gw.find_hanging_transactions()
+    if not hanging:
+        return Part(Section("Hanging transactions", ["None open past the brokers' timeout cap."]))
+    lines = [f"{h.transactional_id}: producer {h.producer_id}, open {h.age_ms / 60000:,.0f} min on {name_partitions(h.partitions, 4)}"
+             for h in hanging[:10]]
+    return Part(Section("Hanging transactions", lines), "critical",
+                [Evidence("Hanging transactions", str(len(hanging)), "live: find_hanging_transactions", "bad")],
+                [Action("Hanging transactions", "hanging-txns")])
+
+
+def wanted_groups(option: object | None, env: dict | None = None) -> list[str]:
+    """Groups from --groups, else $KBOT_DIGEST_GROUPS; validated like any group id from a user."""
+    raw = str(option) if option else (env if env is not None else os.environ).get(GROUPS_ENV, "")
+    groups = [check_group(g.strip()) for g in raw.split(",") if g.strip()]
+    if len(groups) > MAX_GROUPS:
+        raise BadInput(f"At most {MAX_GROUPS} groups per digest.")
+    return list(dict.fromkeys(groups))
+
+
+def lag_verdict(state: str, total: int, lagging: int) -> tuple[str, Severity]:
+    """Lag now, in words. Whether it grows needs history (the lake's Burrow verdicts)."""
+    if total == 0:
+        return "caught up", "ok"
+    if state in ("EMPTY", "DEAD"):
+        return f"{total:,} behind with no members: nobody is consuming", "warning"
+    return f"{total:,} behind on {lagging} partition(s)", "warning"
+
+
+async def _lag(gw, groups: list[str]) -> Part:
+    if not groups:
+        # live.gateway.AdminGateway has no consumer-group listing; the digest does not reach past it.
+        return Part(Section("Consumer lag", [f"No groups named: pass --groups a,b or set ${GROUPS_ENV} "
+                                             "(the admin gateway has no group listing)."]), "info")
+    results = await asyncio.gather(*(gw.consumer_group_lag(g) for g in groups), return_exceptions=True)
+    lines, worst = [], "ok"
+    for g, r in zip(groups, results):
+        if isinstance(r, BaseException):
+            lines.append(f"{g}: could not read ({r})")
+            continue
+        text, sev = lag_verdict(r.state, r.total_lag, sum(1 for p in r.partitions if (p.lag or 0) > 0))
+        lines.append(f"{g} ({r.state}): {text}")
+        worst = max(worst, sev, key=_RANK.__getitem__)
+    return Part(Section("Consumer lag (now)", lines), worst)
+
+
+async def lake_frame(ctx: Context):
+    """The lake DataFrame from ctx.lake (see the module docstring), or None without a lake."""
+    lake = ctx.lake
+    if lake is None:
+        return None
+    get = getattr(lake, "frame", None)
+    if get is None:
+        return lake  # a DataFrame handed in directly
+    df = get()
+    return await df if inspect.isawaitable(df) else df
+
+
+async def lake_rows(ctx: Context, cluster: str, hours: int, query) -> list[dict] | None:
+    """Rows of ``query(window_df)`` over the last ``hours`` of one cluster; None without a lake."""
+    df = await lake_frame(ctx)
+    if df is None:
+        return None
+    from spark_queries.window import incident_window  # pyspark loads only when a lake is configured
+
+    end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
+    window = incident_window(df, end - dt.timedelta(hours=hours), end, cluster=cluster)
+    rows = await asyncio.wait_for(asyncio.to_thread(lambda: query(window).collect()), LAKE_TIMEOUT_S)
+    return [r.asDict() for r in rows]
+
+
+async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
+    if ctx.lake is None:
+        return Part(Section("Trends (metric lake)", ["No lake data: no metric lake is configured."]), "info")
+    from spark_queries.hot import hot_partitions
+    from spark_queries.urp import urp_trend
+
+    hot = await lake_rows(ctx, cluster, hours, lambda df: hot_partitions(df, top=5))
+    urp = await lake_rows(ctx, cluster, hours, urp_trend)
+    lines = [f"Hot: {r['topic']}-{r['partition']} {r['records_per_sec'] or 0:,.1f} rec/s"
+             + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "") for r in hot or []]
+    shaped = [r for r in urp or [] if r["shape"] != "zero"]
+    lines += [f"URP on broker {r['broker']}: {r['shape']} (max {r['max']:,.0f}, last {r['last']:,.0f})" for r in shaped]
+    if not lines:
+        lines = [f"No lake data for cluster {cluster} in the last {hours} h." if not hot and not urp
+                 else f"No hot partitions or URP in the last {hours} h."]
+    return Part(Section(f"Trends, last {hours} h (metric lake)", lines), "warning" if shaped else "ok")
+
+
+async def _guard(heading: str, work) -> tuple[Part, Exception | None]:
+    """One section's failure stays in that section."""
+    try:
+        return await work, None
+    except Exception as exc:  # noqa: BLE001 - any failure, reported in place
+        return Part(Section(heading, [f"Could not read: {type(exc).__name__}: {exc}"]), "error"), exc
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    groups = wanted_groups(request.options.get("groups"))
+    hours = int(request.options.get("hours") or 24)
+    if not 1 <= hours <= 24 * 31:
+        raise BadInput("--hours must be between 1 and 744 (31 days).")
+    gw = await gateway(ctx, request)
+    await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
+    sections = [("Status", lambda: _status(gw)), ("Audit", lambda: _audit(gw)),
+                ("Hanging transactions", lambda: _hanging(gw)), ("Consumer lag", lambda: _lag(gw, groups)),
+                ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours))]
+    parts: list[Part] = []
+    down: Exception | None = None
+    # Sequential on purpose: a digest is not urgent, and once the cluster is found unreachable the
+    # remaining live sections are skipped instead of each waiting out its own timeout.
+    for heading, make in sections:
+        if down is not None and heading != "Trends (metric lake)":
+            parts.append(Part(Section(heading, [f"Skipped: the cluster did not answer ({down})."]), "error"))
+            continue
+        part, exc = await _guard(heading, make())
+        if isinstance(exc, ClusterUnreachable):
+            down = exc
+        parts.append(part)
+    worst = max((p.severity for p in parts), key=_RANK.__getitem__)
+    failed = [p.section.heading for p in parts if p.severity == "error"]
+    problems = [p.section.heading for p in parts if p.severity in ("warning", "critical")]
+    verdict = "Healthy." if not problems else "Needs attention: " + ", ".join(problems) + "."
+    if failed:
+        verdict += f" Could not read: {', '.join(failed)}."
+    severity: Severity = "critical" if worst == "critical" else "warning" if problems or failed else "ok"
+    return Reply(title=f"Kafka digest ({gw.name})", severity=severity, verdict=verdict,
+                 evidence=[e for p in parts for e in p.evidence], sections=[p.section for p in parts],
+                 actions=[a for p in parts for a in p.actions][:5])
+
+
+COMMAND = Command(SPEC, run)

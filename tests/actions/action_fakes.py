@@ -1,0 +1,112 @@
+"""A small in-memory stand-in for live.gateway.AdminGateway: just the calls the action, triage and
+digest modules make, returning the same live.model dataclasses. For pure plan/precondition tests;
+the behaviour against Kafka itself is covered by the integration tests in this folder."""
+
+from __future__ import annotations
+
+from live.gateway import GatewayError, UnknownTopic
+from live.model import (Broker, ClusterInfo, ConfigValue, GroupLag, PartitionInfo, PartitionLag, ProducerState,
+                        QuorumInfo, QuorumVoter, TopicInfo)
+
+
+def cv(value, source="DYNAMIC_TOPIC_CONFIG"):
+    return ConfigValue(value=value, is_default=source == "DEFAULT_CONFIG", source=source)
+
+
+class FakeGateway:
+    name = "fake"
+
+    def __init__(self, brokers=(101, 102, 103), topics=None, producers=None, reassignments=(), fail=()):
+        self.brokers = list(brokers)
+        # topic -> list of (leader, replicas, isr)
+        self.layout = topics or {"orders": [(101, [101, 102, 103], [101, 102, 103])]}
+        self.producers = producers or {}
+        self.moves = list(reassignments)
+        self.topic_cfg: dict[str, dict[str, ConfigValue]] = {t: {"min.insync.replicas": cv("2"), "retention.ms": cv("604800000", "DEFAULT_CONFIG"),
+                                                                  "cleanup.policy": cv("delete", "DEFAULT_CONFIG")} for t in self.layout}
+        self.broker_cfg: dict[int, dict[str, ConfigValue]] = {b: {} for b in self.brokers}
+        self.hanging = []  # live.model.HangingTransaction
+        self.fail = set(fail)  # method names that raise
+        self.calls: list[tuple] = []
+
+    def _check(self, what):
+        if what in self.fail:
+            raise GatewayError(f"{what} failed on purpose", self.name)
+
+    async def describe_cluster(self):
+        self._check("describe_cluster")
+        return ClusterInfo("cid", self.brokers[0] if self.brokers else None, [Broker(b, "127.0.0.1", 9000 + b) for b in self.brokers])
+
+    async def describe_topics(self, names=None, include_internal=False, elr=False):
+        self._check("describe_topics")
+        wanted = list(self.layout) if names is None else list(names)
+        missing = [n for n in wanted if n not in self.layout]
+        if missing:
+            raise UnknownTopic(missing, self.name)
+        return [TopicInfo(n, [PartitionInfo(n, i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(self.layout[n])])
+                for n in wanted]
+
+    async def topics(self, include_internal=False):
+        return sorted(self.layout)
+
+    async def topic_configs(self, names):
+        self._check("topic_configs")
+        names = [names] if isinstance(names, str) else list(names)
+        missing = [n for n in names if n not in self.topic_cfg]
+        if missing:
+            raise UnknownTopic(missing, self.name)
+        return {n: dict(self.topic_cfg[n]) for n in names}
+
+    async def broker_configs(self, ids=None):
+        return {b: dict(self.broker_cfg[b]) for b in (ids or self.brokers)}
+
+    async def alter_topic_config(self, topic, key, value, validate_only=False):
+        self.calls.append(("topic", topic, key, value, validate_only))
+        self._check("alter_topic_config")
+        if not validate_only:
+            if value is None:
+                self.topic_cfg[topic].pop(key, None)
+            else:
+                self.topic_cfg[topic][key] = cv(value)
+
+    async def alter_broker_config(self, broker, key, value, validate_only=False):
+        self.calls.append(("broker", broker, key, value, validate_only))
+        self._check("alter_broker_config")
+        if not validate_only:
+            if value is None:
+                self.broker_cfg[broker].pop(key, None)
+            else:
+                self.broker_cfg[broker][key] = cv(value, "DYNAMIC_BROKER_CONFIG")
+
+    async def reassignments(self):
+        return self.moves
+
+    async def describe_producers(self, topic, partition, broker_id=None):
+        return list(self.producers.get((topic, partition), []))
+
+    async def find_hanging_transactions(self, min_age_ms=None, **_):
+        self._check("find_hanging_transactions")
+        return [h for h in self.hanging if min_age_ms is None or h.age_ms >= min_age_ms]
+
+    async def consumer_group_lag(self, group, read_committed=False):
+        self._check("consumer_group_lag")
+        return GroupLag(group, "STABLE", [PartitionLag("orders", 0, 5, 15, 10)])
+
+    async def metadata_quorum(self):
+        return QuorumInfo(1, 3, 100, [QuorumVoter(1, 100, 0)], [])
+
+    async def log_dirs(self, broker_ids=None):
+        self._check("log_dirs")
+        return []
+
+
+class FakePool:
+    def __init__(self, gw):
+        self.gw = gw
+
+    async def get(self, name=None):
+        return self.gw
+
+
+def producer(pid, start, epoch=0, last_ts=1_000, coord_epoch=3):
+    return ProducerState(pid, epoch, 4, last_ts, coord_epoch, start)

@@ -1,0 +1,217 @@
+"""Plans and preconditions of the mutating commands, on an in-memory gateway (no Kafka)."""
+
+import json
+
+import pytest
+from action_fakes import FakeGateway, FakePool, cv, producer
+
+from commands import abort_txn, elect_leaders, retention, throttle
+from commands.actions import ActionPlan
+from commands.context import Context
+from commands.registry import ROUTER
+from commands.router import BadInput
+from live.model import PartitionInfo, Reassignment, TopicInfo
+
+NOW_S = 10_000.0
+
+
+def ctx_for(gw) -> Context:
+    return Context(live=FakePool(gw), clock=lambda: NOW_S)
+
+
+def roundtrip(plan: ActionPlan) -> ActionPlan:
+    """What the gate does: store the plan as JSON and read it back before executing."""
+    return ActionPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
+
+
+# ---- abort-txn ---------------------------------------------------------------------------------
+
+def test_pick_producer_rules():
+    a, b = producer(1, 10), producer(2, 40)
+    assert abort_txn.pick_producer([a], None, "t", 0) is a
+    assert abort_txn.pick_producer([a, b], 2, "t", 0) is b
+    with pytest.raises(BadInput, match="2 transactions are open on t-0: producer 1 .* producer 2") as err:
+        abort_txn.pick_producer([a, b], None, "t", 0)
+    assert err.value.suggestions[0] == "abort-txn t 0 --producer-id 1"
+    with pytest.raises(BadInput, match="No transaction is open"):
+        abort_txn.pick_producer([], None, "t", 0)
+    with pytest.raises(BadInput, match="Producer 9 holds no open transaction"):
+        abort_txn.pick_producer([a], 9, "t", 0)
+
+
+def test_lso_move():
+    assert abort_txn.lso_move([producer(1, 10)], 1) == (10, None)
+    assert abort_txn.lso_move([producer(1, 10), producer(2, 40)], 1) == (10, 40)
+    assert abort_txn.lso_move([producer(1, 10), producer(2, 5)], 1) == (5, 5)  # the other one pins it
+
+
+ARGS = {"topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0, "coordinator_epoch": 3,
+        "start_offset": 10, "min_age_ms": 60_000}
+TOPIC = TopicInfo("t", [PartitionInfo("t", 0, 101, [101, 102], [101, 102])])
+
+
+def test_abort_preconditions_hold_for_an_old_open_transaction():
+    pre = abort_txn.preconditions(ARGS, TOPIC, [producer(1, 10, last_ts=1_000)], now_ms=100_000, flagged=set())
+    assert [p.ok for p in pre] == [True, True, True]
+    assert "last write 99 s ago; threshold 60 s" in pre[2].detail
+
+
+@pytest.mark.parametrize("producers,name,says", [
+    ([producer(1, 10, epoch=1)], "same open transaction", "now has epoch 1"),            # the producer moved on
+    ([producer(1, 55)], "same open transaction", "transaction from offset 55"),          # a new transaction
+    ([producer(1, -1)], "same open transaction", "ended on its own"),
+    ([], "same open transaction", "ended on its own"),
+    ([producer(1, 10, last_ts=90_000)], "old enough to be hanging", "last write 10 s ago"),  # too fresh
+])
+def test_abort_preconditions_fail(producers, name, says):
+    pre = {p.name: p for p in abort_txn.preconditions(ARGS, TOPIC, producers, now_ms=100_000, flagged=set())}
+    assert not pre[name].ok and says in pre[name].detail
+
+
+def test_abort_flagged_by_coordinator_counts_as_old_enough():
+    pre = abort_txn.preconditions(ARGS, TOPIC, [producer(1, 10, last_ts=99_000)], now_ms=100_000, flagged={1})
+    assert pre[2].ok and "listed as hanging" in pre[2].detail
+
+
+def test_abort_partition_must_exist_and_have_a_leader():
+    leaderless = TopicInfo("t", [PartitionInfo("t", 0, None, [101], [])])
+    assert not abort_txn.preconditions(ARGS, leaderless, [], 0, None)[0].ok
+    assert not abort_txn.preconditions(ARGS, None, [], 0, None)[0].ok
+
+
+async def test_abort_plan_with_several_open_transactions_asks_which():
+    gw = FakeGateway(topics={"t": [(101, [101, 102], [101, 102])]}, producers={("t", 0): [producer(7, 10), producer(8, 30)]})
+    with pytest.raises(BadInput, match="--producer-id"):
+        await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw))
+    plan = roundtrip(await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0 --producer-id 8 --min-age-ms 1000"), ctx_for(gw)))
+    assert plan.high_risk and plan.kind == "abort-txn" and plan.ready
+    assert plan.args["producer_id"] == 8 and plan.args["start_offset"] == 30
+    assert "producer 8 (epoch 0) on t-0; LSO stays at 10" in plan.changes[0]
+    with pytest.raises(BadInput, match="t-5 does not exist"):
+        await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 5"), ctx_for(gw))
+
+
+# ---- elect-leaders ---------------------------------------------------------------------------
+
+def _topic(*parts):
+    return TopicInfo("o", [PartitionInfo("o", i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(parts)])
+
+
+def test_election_plan_sorts_partitions_into_eligible_skipped_already():
+    topic = _topic((102, [101, 102, 103], [101, 102, 103]),   # 0: eligible
+                   (101, [101, 102, 103], [101, 102, 103]),   # 1: already preferred
+                   (102, [103, 102, 101], [102, 101]),        # 2: preferred 103 out of ISR
+                   (101, [104, 101], [101]))                  # 3: preferred 104 not registered
+    eligible, skipped, already = elect_leaders.election_plan(topic, {101, 102, 103}, None)
+    assert eligible == [(0, 101, 102)]
+    assert already == [1]
+    assert skipped == [(2, "preferred replica 103 is not in the ISR [102, 101]"), (3, "preferred replica 104 is not a registered broker")]
+    with pytest.raises(BadInput, match="no partition 9"):
+        elect_leaders.election_plan(topic, {101}, [0, 9])
+
+
+async def test_elect_plan_and_recheck():
+    gw = FakeGateway(topics={"o": [(102, [101, 102, 103], [101, 102, 103]), (101, [101, 102, 103], [101, 102, 103])]})
+    plan = roundtrip(await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders o"), ctx_for(gw)))
+    assert plan.ready and plan.args["partitions"] == [[0, 101]]
+    assert plan.changes == ["o-0: leader 102 -> 101 (preferred)"]
+    # The preferred replica fell out of the ISR between preview and confirmation.
+    gw.layout["o"][0] = (102, [101, 102, 103], [102, 103])
+    [check] = await elect_leaders.ACTION.recheck(plan, ctx_for(gw))
+    assert not check.ok and "not in the ISR" in check.detail
+
+
+async def test_elect_plan_with_nothing_to_do_is_not_ready():
+    gw = FakeGateway(topics={"o": [(101, [101, 102], [101, 102])]})
+    plan = await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders o"), ctx_for(gw))
+    assert not plan.ready and "already led by its preferred replica" in plan.preconditions[0].detail
+    with pytest.raises(BadInput, match="does not exist"):
+        await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders nope"), ctx_for(gw))
+
+
+# ---- throttle ----------------------------------------------------------------------------------
+
+def test_replica_lists_throttle_exactly_the_moving_replicas():
+    moves = [Reassignment("a", 0, [101, 102, 103], adding=[103], removing=[101]),
+             Reassignment("a", 2, [102, 101], adding=[], removing=[]),
+             Reassignment("b", 1, [101, 104], adding=[104], removing=[])]
+    assert throttle.replica_lists(moves) == {
+        "a": {"leader.replication.throttled.replicas": "0:101,0:102,2:102,2:101",
+              "follower.replication.throttled.replicas": "0:103"},
+        "b": {"leader.replication.throttled.replicas": "1:101", "follower.replication.throttled.replicas": "1:104"},
+    }
+
+
+async def test_throttle_set_dry_runs_then_executes_and_reconciles():
+    gw = FakeGateway(brokers=(101, 102), reassignments=[Reassignment("orders", 0, [101, 102], adding=[102], removing=[])])
+    ctx = ctx_for(gw)
+    plan = roundtrip(await throttle.SET_ACTION.plan(ROUTER.parse("throttle set 10MB/s"), ctx))
+    assert plan.ready and plan.kind == "throttle set"
+    assert all(c[-1] is True for c in gw.calls)  # planning only validates
+    assert "broker 101 leader.replication.throttled.rate: (not set) -> 10000000" in plan.changes
+    assert "topic orders follower.replication.throttled.replicas: (not set) -> 0:102" in plan.changes
+    assert await throttle.SET_ACTION.reconcile(plan, ctx) == "not_done"
+    result = await throttle.SET_ACTION.execute(plan, ctx)
+    assert result.ok, result.detail
+    assert result.before["brokers"]["101"]["leader.replication.throttled.rate"] is None
+    assert result.after["brokers"]["102"]["follower.replication.throttled.rate"] == "10000000"
+    assert await throttle.SET_ACTION.reconcile(plan, ctx) == "done"
+    clear = roundtrip(await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx))
+    assert clear.ready and len(clear.changes) == 6  # 2 keys x 2 brokers + 2 topic keys
+    assert (await throttle.CLEAR_ACTION.execute(clear, ctx)).ok
+    assert await throttle.CLEAR_ACTION.reconcile(clear, ctx) == "done"
+    nothing = await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx)
+    assert not nothing.ready
+
+
+async def test_throttle_refused_by_dry_run_is_not_ready():
+    gw = FakeGateway(fail={"alter_broker_config"})
+    plan = await throttle.SET_ACTION.plan(ROUTER.parse("throttle set 1GB/s"), ctx_for(gw))
+    assert not plan.ready and "failed on purpose" in plan.validation
+
+
+async def test_throttle_recheck_notices_a_new_broker():
+    gw = FakeGateway(brokers=(101, 102))
+    plan = await throttle.SET_ACTION.plan(ROUTER.parse("throttle set 1GB/s"), ctx_for(gw))
+    gw.brokers.append(103)
+    gw.broker_cfg[103] = {}
+    checks = {p.name: p for p in await throttle.SET_ACTION.recheck(plan, ctx_for(gw))}
+    assert not checks["same brokers as previewed"].ok
+
+
+# ---- retention ---------------------------------------------------------------------------------
+
+async def test_retention_lowering_is_high_risk_raising_is_not():
+    gw = FakeGateway()
+    ctx = ctx_for(gw)
+    lower = roundtrip(await retention.ACTION.plan(ROUTER.parse("retention orders 1d"), ctx))
+    assert lower.high_risk and lower.ready
+    assert lower.changes[0] == "orders retention.ms: 7 d (604,800,000 ms) -> 1 d (86,400,000 ms)"
+    assert "eligible for deletion" in lower.changes[1]
+    assert gw.calls == [("topic", "orders", "retention.ms", "86400000", True)]
+    forever = await retention.ACTION.plan(ROUTER.parse("retention orders -1"), ctx)
+    assert not forever.high_risk and forever.summary == "Raise orders retention.ms to forever (-1)."
+    same = await retention.ACTION.plan(ROUTER.parse("retention orders 7d"), ctx)
+    assert not same.ready
+
+
+async def test_retention_execute_reconcile_and_recheck_after_a_concurrent_change():
+    gw = FakeGateway()
+    ctx = ctx_for(gw)
+    plan = roundtrip(await retention.ACTION.plan(ROUTER.parse("retention orders 2d"), ctx))
+    assert await retention.ACTION.reconcile(plan, ctx) == "not_done"
+    gw.topic_cfg["orders"]["retention.ms"] = cv("3600000")  # someone else changed it meanwhile
+    checks = {p.name: p for p in await retention.ACTION.recheck(plan, ctx)}
+    assert not checks["unchanged since the preview"].ok
+    assert await retention.ACTION.reconcile(plan, ctx) == "unknown"
+    gw.topic_cfg["orders"]["retention.ms"] = cv("604800000")
+    result = await retention.ACTION.execute(plan, ctx)
+    assert result.ok and result.before == {"retention.ms": 604_800_000} and result.after == {"retention.ms": 172_800_000}
+    assert await retention.ACTION.reconcile(plan, ctx) == "done"
+
+
+async def test_retention_on_a_compacted_topic_says_nothing_is_deleted():
+    gw = FakeGateway()
+    gw.topic_cfg["orders"]["cleanup.policy"] = cv("compact")
+    plan = await retention.ACTION.plan(ROUTER.parse("retention orders 1d"), ctx_for(gw))
+    assert any("deletes nothing on this topic" in c for c in plan.changes)

@@ -1,0 +1,194 @@
+"""A local stand-in for the Slack Web API: a small aiohttp server that answers like Slack does.
+
+Modelled on bolt-python's tests/mock_web_api_server: it records every call (method, arguments,
+time) and answers with Slack-shaped JSON. It can be told to answer a method with 429 and a
+Retry-After header, or with a Slack error, a number of times. It also serves a response_url
+endpoint and a Socket Mode websocket (apps.connections.open hands out its URL), so the real
+Bolt app, the real slack_sdk clients and our code all run unmodified against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+TEAM = "T0TEAM"
+BOT_USER = "U0BOT"
+APP_ID = "A0KBOT"
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict
+    at: float  # time.monotonic()
+    status: int = 200
+    result: dict = field(default_factory=dict)  # what the stand-in answered
+
+
+@dataclass
+class StandIn:
+    users: dict[str, dict] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    # method -> [(status, retry_after or error), ...] answered before the normal answer
+    faults: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    url: str = ""
+    _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _sockets: list = field(default_factory=list)
+    _socket_acks: dict = field(default_factory=dict)
+
+    # ---- test controls ----
+    def add_user(self, user_id: str, *, guest: bool = False, team: str = TEAM, deleted: bool = False, bot: bool = False) -> None:
+        self.users[user_id] = {"id": user_id, "team_id": team, "name": user_id.lower(), "deleted": deleted,
+                               "is_bot": bot, "is_restricted": guest, "is_ultra_restricted": False}
+
+    def rate_limit(self, method: str, retry_after: int = 1, times: int = 1) -> None:
+        self.faults.setdefault(method, []).extend([(429, str(retry_after))] * times)
+
+    def fail(self, method: str, error: str, times: int = 1) -> None:
+        self.faults.setdefault(method, []).extend([(200, error)] * times)
+
+    def called(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method and c.status == 200 and c.result.get("ok", True)]
+
+    def thread_replies(self, thread_ts: str | None = None) -> list[Call]:
+        return [c for c in self.called("chat.postMessage") if c.args.get("thread_ts") and
+                (thread_ts is None or c.args["thread_ts"] == thread_ts)]
+
+    async def wait_for(self, predicate, timeout_s: float = 10.0):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = predicate()
+            if found:
+                return found
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"stand-in: condition not met within {timeout_s}s; calls: {[c.method for c in self.calls]}")
+
+    # ---- the server ----
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
+        app.router.add_post("/response/{id}", self._response_url)
+        app.router.add_get("/link", self._websocket)
+        return app
+
+    async def _args(self, request: web.Request) -> dict:
+        args = dict(request.query)
+        if request.can_read_body:
+            body = await request.text()
+            if request.content_type == "application/json":
+                args.update(json.loads(body) if body else {})
+            else:
+                args.update(dict(parse_qsl(body)))
+        return args
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        if request.headers.get("Authorization", "").startswith("Bearer "):
+            args["_token_kind"] = request.headers["Authorization"][7:11]  # "xoxb" / "xapp": never the token itself
+        faults = self.faults.get(method)
+        if faults:
+            status, value = faults.pop(0)
+            body = {"ok": False, "error": "ratelimited" if status == 429 else value}
+            self.calls.append(Call(method, args, time.monotonic(), status, body))
+            if status == 429:
+                return web.json_response(body, status=429, headers={"Retry-After": value})
+            return web.json_response(body)
+        call = Call(method, args, time.monotonic())
+        self.calls.append(call)
+        handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+        call.result = handler(args) if handler else {"ok": True}
+        return web.json_response(call.result)
+
+    def _new_ts(self) -> str:
+        return f"1700000000.{next(self._ts):06d}"
+
+    def _m_auth_test(self, _args):
+        return {"ok": True, "url": "https://stand-in.slack/", "team": "Stand-in", "user": "kbot", "team_id": TEAM,
+                "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": False}
+
+    def _m_chat_postMessage(self, args):
+        channel = args.get("channel", "")
+        if channel == "C0NOTIN":
+            return {"ok": False, "error": "not_in_channel"}
+        channel_id = "C0" + channel[1:].upper().replace("-", "") if channel.startswith("#") else channel
+        ts = self._new_ts()
+        return {"ok": True, "channel": channel_id, "ts": ts,
+                "message": {"text": args.get("text"), "ts": ts, "thread_ts": args.get("thread_ts"), "blocks": args.get("blocks")}}
+
+    def _m_chat_update(self, args):
+        return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
+
+    def _m_chat_postEphemeral(self, args):
+        if args.get("channel") == "C0NOTIN":
+            return {"ok": False, "error": "channel_not_found"}
+        return {"ok": True, "message_ts": self._new_ts()}
+
+    def _m_users_info(self, args):
+        user = self.users.get(args.get("user"))
+        return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
+
+    def _m_usergroups_users_list(self, args):
+        members = self.groups.get(args.get("usergroup"))
+        return {"ok": True, "users": members} if members is not None else {"ok": False, "error": "no_such_subteam"}
+
+    def _m_views_open(self, args):
+        return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8].upper(), **(json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {})}}
+
+    _m_views_update = _m_views_push = _m_views_publish = _m_views_open
+
+    def _m_apps_connections_open(self, _args):
+        return {"ok": True, "url": self.url.replace("http://", "ws://") + "/link"}
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        self.calls.append(Call("response_url", await self._args(request), time.monotonic()))
+        return web.Response(text="ok")
+
+    # ---- Socket Mode ----
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        await ws.send_str(json.dumps({"type": "hello", "num_connections": 1, "debug_info": {"host": "stand-in"}}))
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT:
+                data = json.loads(msg.data)
+                if "envelope_id" in data:
+                    self._socket_acks[data["envelope_id"]] = (time.monotonic(), data.get("payload"))
+        self._sockets.remove(ws)
+        return ws
+
+    async def socket_send(self, type_: str, payload: dict) -> str:
+        """Deliver an envelope to the connected Socket Mode client; returns its envelope id."""
+        await self.wait_for(lambda: self._sockets)
+        envelope_id = uuid.uuid4().hex
+        await self._sockets[0].send_str(json.dumps({"envelope_id": envelope_id, "type": type_, "payload": payload,
+                                                    "accepts_response_payload": type_ != "events_api"}))
+        return envelope_id
+
+    def socket_ack(self, envelope_id: str):
+        return self._socket_acks.get(envelope_id)
+
+    async def close_sockets(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+
+
+async def start(stand_in: StandIn) -> web.AppRunner:
+    runner = web.AppRunner(stand_in.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    stand_in.url = f"http://127.0.0.1:{port}"
+    return runner
