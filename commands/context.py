@@ -23,8 +23,9 @@ class Context:
     # Slack updates the "working on it" message.
     progress: Callable[[str], Awaitable[None]] = _no_progress
     # Evidence providers, present when configured: the live admin gateway and the metric lake.
-    live: Any = None
+    live: Any = None  # live.pool.GatewayPool
     lake: Any = None
+    gate: Any = None  # commands.actions.Gate: proposes, confirms and cancels mutating actions
     _lookup: Lookup | None = None
 
     @property

@@ -10,8 +10,11 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from .actions import preview_reply
 from .context import Context
+from .errors import Unavailable
 from .help import command_help
+from live.gateway import GatewayError, UnknownGroup, UnknownTopic, UnknownTransactionalId
 from .registry import ROUTER
 from .reply import Reply, error_reply
 from .router import BadInput, Router
@@ -21,10 +24,6 @@ log = logging.getLogger(__name__)
 
 Outcome = Literal["answered", "bad_input", "unavailable", "failed"]
 EXIT_CODES: dict[str, int] = {"answered": 0, "bad_input": 2, "unavailable": 1, "failed": 1}
-
-
-class Unavailable(Exception):
-    """An evidence source (cluster, lake) could not be reached; the message says what to do."""
 
 
 @dataclass
@@ -46,12 +45,19 @@ async def run_request(request: CommandRequest, ctx: Context) -> Answer:
     if request.options.get("help"):
         return Answer(command_help(request.spec), "answered", request)
     try:
-        reply = await request.command.run(request, ctx)
+        if request.command.action is not None:
+            reply = await _propose(request, ctx)
+        else:
+            reply = await request.command.run(request, ctx)
         return Answer(reply, "answered", request)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input", request)
     except Unavailable as exc:
         return Answer(error_reply(str(exc), title="Evidence source unavailable"), "unavailable", request)
+    except GatewayError as exc:
+        if isinstance(exc, (UnknownTopic, UnknownGroup, UnknownTransactionalId)):
+            return Answer(error_reply(str(exc), ["/kafka status"]), "bad_input", request)
+        return Answer(error_reply(str(exc), title="Cannot reach the cluster"), "unavailable", request)
     except Exception:  # a bug: log it for us, give the user a short answer
         log.exception("command %r failed", request.spec.name)
         return Answer(
@@ -60,6 +66,15 @@ async def run_request(request: CommandRequest, ctx: Context) -> Answer:
             "failed",
             request,
         )
+
+
+async def _propose(request: CommandRequest, ctx: Context) -> Reply:
+    """A mutating command only ever previews here; the gate executes after confirmation."""
+    if ctx.gate is None:
+        raise Unavailable("Actions that change the cluster need the confirmation gate, which is not set up here.")
+    plan = await request.command.action.plan(request, ctx)
+    pending = await ctx.gate.propose(plan, request)
+    return preview_reply(pending)
 
 
 async def answer(text: str, ctx: Context, *, user: str | None = None, channel: str | None = None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from .actions import ActionSpec
     from .context import Context
     from .reply import Reply
 
@@ -62,7 +63,12 @@ Runner = Callable[["CommandRequest", "Context"], Awaitable["Reply"]]
 @dataclass(frozen=True)
 class Command:
     spec: CommandSpec
-    run: Runner
+    run: Runner | None = None  # read-only commands answer here
+    action: "ActionSpec | None" = None  # mutating commands plan here; the gate executes
+
+    def __post_init__(self) -> None:
+        if self.spec.mutating != (self.action is not None) or (self.run is None) == (self.action is None):
+            raise ValueError(f"{self.spec.name}: a mutating command has an action and no run; a read-only one the reverse")
 
 
 @dataclass

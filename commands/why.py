@@ -2,26 +2,41 @@
 
 The symptom is resolved through the runbook's vocabulary ("URP" -> UnderReplicatedPartitions),
 then every entry that lists it is ranked: the entries whose first symptom it is come first.
-Live-cluster and lake evidence, where configured, is added by the evidence providers.
+With a cluster configured, the live check for that symptom runs and the entries its evidence
+points at move to the top, with what the cluster showed. With the metric lake, the trend over a
+window (--since, default the last 15 minutes) is added as evidence, e.g. URP flat or fluctuating.
 """
 
 from __future__ import annotations
 
+import asyncio
+
+from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
+from .evidence import gateway
+from .live_checks import CHECKS, LiveFindings, run_check
 from .reply import Evidence, Reply
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("why",),
-    summary="Explain a symptom, metric or error: ranked likely causes, the source line behind each, first steps.",
-    params=(Param("symptom", "what you see: URP, offline, NotEnoughReplicas, IsrShrinksPerSec, lag ...", kind="text", rest=True),),
-    examples=("why URP", "why NotEnoughReplicas", "why LastStableOffsetLag"),
-    details="Ranked from the runbook; with a cluster configured the answer adds what the cluster shows now.",
+    summary="Explain a symptom, metric or error: likely causes ranked, with evidence from the cluster, the source line behind each, first steps.",
+    params=(Param("symptom", "what you see: URP, offline, NotEnoughReplicas, IsrShrinksPerSec, LastStableOffsetLag ...", kind="text", rest=True),),
+    examples=("why URP", "why offline", "why NotEnoughReplicas", "why hanging transaction"),
+    options=(lake_evidence.SINCE_OPTION,),
+    details="Ranked from the runbook; with a cluster configured the answer leads with what the cluster shows now; "
+            "with the metric lake, the trend over the window (--since, default 15m) is added.",
 )
 
 MAX_DIAGNOSES = 4
+
+
+def _lead_first(lead: list[tuple[str, str]], ranked: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Entries the evidence points at come first, in the evidence's order, then the runbook's ranking."""
+    seen = {eid for eid, _ in lead}
+    return list(lead) + [(eid, why) for eid, why in ranked if eid not in seen]
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
@@ -32,20 +47,52 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             f"The runbook has nothing for '{symptom}'.",
             [f"why {s}" for s in ctx.lookup.did_you_mean(symptom)] or ["help why"],
         )
-    diagnoses = [diagnosis(ctx.kb, m.entry, reason=m.reason) for m in matches]
-    top = matches[0].entry
-    evidence = [Evidence(label="Runbook match", value=f"{m.entry.title}: {m.reason}", source="kb") for m in matches]
+    ranked = [(m.entry.id, m.reason) for m in matches]
+    lake_evidence.window_for(request, ctx)  # a bad --since is bad input before any work starts
+    # The metric lake's window query runs while the live check reads the cluster.
+    lake_task = asyncio.ensure_future(lake_evidence.for_symptom(ctx, request, matches[0].entry.id))
+    live: LiveFindings | None = None
+    check = CHECKS.get(matches[0].entry.id)
+    try:
+        if check is not None and ctx.live is not None:
+            await ctx.progress(f"reading the cluster for '{symptom}'")
+            live = await run_check(check, await gateway(ctx, request))
+            ranked = _lead_first(live.lead, ranked)
+    except BaseException:
+        lake_task.cancel()
+        raise
+    lake = await lake_task
+    if live is None and lake is not None and lake.lead:
+        ranked = _lead_first(lake.lead, ranked)  # no live data: the lake's trend points the way
+    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[eid], reason=why) for eid, why in ranked[:MAX_DIAGNOSES]]
+    top = diagnoses[0].title
+    if live is not None:
+        verdict, severity, evidence = live.verdict, live.severity, list(live.evidence)
+        notes, actions = list(live.notes), list(live.actions)
+    else:
+        verdict = f"{len(matches)} runbook explanation{'s' if len(matches) > 1 else ''} for '{symptom}'; check '{top}' first."
+        severity, actions = "warning", []
+        evidence = [Evidence("Runbook match", f"{m.entry.title}: {m.reason}", "kb") for m in matches]
+        lake_led = lake is not None and bool(lake.lead)
+        notes = [("No live evidence in this answer: ranked from the metric lake's trend and the runbook." if lake_led
+                  else "No live evidence in this answer: ranked from the runbook alone.")
+                 + ("" if check is not None else " The runbook has no live check for this symptom yet.")]
+        if lake is not None and lake.verdict:
+            verdict = f"{lake.verdict} Check '{top}' first."
+            severity = lake.severity if lake.severity != "info" else severity
+    if lake is not None:
+        evidence += lake.evidence
+        notes += lake.notes
     return Reply(
         title=f"Why {symptom}?",
-        severity="warning",
-        verdict=(
-            f"{len(matches)} runbook explanation{'s' if len(matches) > 1 else ''} for '{symptom}'; "
-            f"check '{top.title}' first."
-        ),
+        severity=severity,
+        verdict=verdict,
         evidence=evidence,
         diagnoses=diagnoses,
-        notes=["No live evidence in this answer: ranked from the runbook alone."] if ctx.live is None else [],
-        followups=[f"/kafka runbook {m.entry.id}" for m in matches[:2]],
+        actions=actions,
+        notes=notes,
+        followups=[f"/kafka runbook {eid}" for eid, _ in ranked[:2]],
+        window=lake.window.label if lake is not None and lake.available else None,
     )
 
 
