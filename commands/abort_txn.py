@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict
-from types import SimpleNamespace
 
 from live.gateway import GatewayError, UnknownTopic
 from live.model import ProducerState, TopicInfo
@@ -116,7 +115,7 @@ async def _topic(gw, name: str) -> TopicInfo | None:
 
 
 async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     topic, partition = str(request.args["topic"]), int(request.args["partition"])
     where = f"{topic}-{partition}"
     min_age = request.options.get("min-age-ms")
@@ -153,12 +152,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     )
 
 
-async def _gw(ctx: Context, plan: ActionPlan):
-    return await gateway(ctx, SimpleNamespace(cluster=plan.cluster))  # the cluster the plan was made on
-
-
 async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     a = plan.args
     info = await _topic(gw, a["topic"])
     producers = await gw.describe_producers(a["topic"], a["partition"]) if info else []
@@ -178,7 +173,7 @@ def _still_open(producers: list[ProducerState], args: dict) -> bool:
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     a = plan.args
     before = _state(await gw.describe_producers(a["topic"], a["partition"]))
     try:
@@ -201,7 +196,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     try:
-        gw = await _gw(ctx, plan)
+        gw = await gateway(ctx, plan.cluster)
         producers = await gw.describe_producers(plan.args["topic"], plan.args["partition"])
     except Exception:  # cannot tell; the gate must not guess
         return "unknown"

@@ -17,7 +17,7 @@ SPEC = CommandSpec(
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     topic = request.args.get("topic")
     snap = await snapshot(gw, topics=[topic] if topic else None, min_isr="all")
     cats = snap.by_category()

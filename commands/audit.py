@@ -47,7 +47,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     await ctx.progress("reading topic and broker configs")
     topics = await gw.describe_topics(include_internal=True)
     cluster = await gw.describe_cluster()

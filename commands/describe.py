@@ -21,7 +21,7 @@ INCIDENT_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable", "re
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     topic = str(request.args["topic"])
     snap = await snapshot(gw, topics=[topic], min_isr="all")
     configs = (await gw.topic_configs([topic])).get(topic, {})

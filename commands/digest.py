@@ -192,7 +192,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     hours = int(request.options.get("hours") or 24)
     if not 1 <= hours <= 24 * 31:
         raise BadInput("--hours must be between 1 and 744 (31 days).")
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
     sections = [("Status", lambda: _status(gw)), ("Audit", lambda: _audit(gw)),
                 ("Hanging transactions", lambda: _hanging(gw)), ("Consumer lag", lambda: _lag(gw, groups)),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from types import SimpleNamespace
 
 from live.gateway import UnknownTopic
 from live.model import TopicInfo
@@ -93,7 +92,7 @@ def _leader_text(leader: int | None) -> str:
 
 
 async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     topic = str(request.args["topic"])
     wanted = parse_partitions(str(request.args["partitions"])) if request.args.get("partitions") else None
     info, registered = await _read(gw, topic)
@@ -121,12 +120,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     )
 
 
-async def _gw(ctx: Context, plan: ActionPlan):
-    return await gateway(ctx, SimpleNamespace(cluster=plan.cluster))  # the cluster the plan was made on
-
-
 async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     topic = plan.args["topic"]
     info, registered = await _read(gw, topic)
     if info is None:
@@ -146,7 +141,7 @@ def _leaders(info: TopicInfo | None, partitions: list[int]) -> dict[str, int | N
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     topic, pairs = plan.args["topic"], plan.args["partitions"]
     numbers = [n for n, _ in pairs]
     before = _leaders((await _read(gw, topic))[0], numbers)
@@ -169,7 +164,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     # Partial counts as not done: a preferred election is idempotent, so running it again is safe.
     try:
-        gw = await _gw(ctx, plan)
+        gw = await gateway(ctx, plan.cluster)
         info, _ = await _read(gw, plan.args["topic"])
     except Exception:
         return "unknown"

@@ -16,12 +16,13 @@ from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
 
 from .context import Context
 from .errors import Unavailable
-from .spec import CommandRequest
 
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
 
 
-async def gateway(ctx: Context, request: CommandRequest) -> AdminGateway:
+async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
+    """The admin gateway of ``cluster`` (a request's --cluster, or the cluster a plan was made on;
+    None: the default one)."""
     if ctx.live is None:
         raise Unavailable(
             "No Kafka cluster is configured. Set KBOT_BOOTSTRAP=host:port (or a clusters file), "
@@ -30,7 +31,7 @@ async def gateway(ctx: Context, request: CommandRequest) -> AdminGateway:
     from live.config import ConfigError
 
     try:
-        return await ctx.live.get(request.cluster)
+        return await ctx.live.get(cluster)
     except ConfigError as exc:
         raise Unavailable(str(exc)) from None
 

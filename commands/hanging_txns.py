@@ -19,7 +19,7 @@ SPEC = CommandSpec(
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     await ctx.progress("asking every transaction coordinator for open transactions")
     min_age = request.options.get("min-age-ms")
     hanging = await gw.find_hanging_transactions(min_age_ms=int(min_age) if min_age is not None else None)

@@ -36,7 +36,7 @@ async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str]
     from .evidence import gateway
 
     try:
-        gw = await gateway(ctx, request)
+        gw = await gateway(ctx, request.cluster)
         described = await gw.describe_topics(topics)
     except (GatewayError, lake.Unavailable) as exc:
         notes.append(f"Leaders are the lake's estimate: the cluster did not answer ({exc}).")

@@ -26,7 +26,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     # the lake's window verdict is computed while the cluster is read
     lake_task = asyncio.ensure_future(lake_evidence.group_lag_or_note(ctx, request, group, window))
     try:
-        gw = await gateway(ctx, request)
+        gw = await gateway(ctx, request.cluster)
         g = await gw.consumer_group_lag(group)
     except BaseException:
         lake_task.cancel()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from types import SimpleNamespace
 
 from live.gateway import GatewayError, UnknownTopic
 
@@ -107,7 +106,7 @@ async def _validate(gw, topic: str, ms: int) -> str | None:
 
 
 async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     topic = str(request.args["topic"])
     target = parse_retention_ms(str(request.args["ms"]))
     cfg, before = await _current(gw, topic)
@@ -137,12 +136,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     )
 
 
-async def _gw(ctx: Context, plan: ActionPlan):
-    return await gateway(ctx, SimpleNamespace(cluster=plan.cluster))  # the cluster the plan was made on
-
-
 async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     a = plan.args
     cfg, now = await _current(gw, a["topic"])
     if cfg is None:
@@ -155,7 +150,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     a = plan.args
     _, before = await _current(gw, a["topic"])
     try:
@@ -174,7 +169,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     try:
-        _, now = await _current(await _gw(ctx, plan), plan.args["topic"])
+        _, now = await _current(await gateway(ctx, plan.cluster), plan.args["topic"])
     except Exception:
         return "unknown"
     if now == plan.args["target"]:

@@ -20,7 +20,7 @@ SPEC = CommandSpec(
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     await ctx.progress("reading brokers, partitions and the controller quorum")
     snap, quorum = await asyncio.gather(snapshot(gw, min_isr="all"), gw.metadata_quorum(), return_exceptions=True)
     if isinstance(snap, BaseException):

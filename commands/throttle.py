@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from types import SimpleNamespace
 
 from live.gateway import GatewayError
 from live.model import Reassignment
@@ -144,7 +143,7 @@ def _make_plan(kind: str, gw, summary: str, brokers: list[int], target_b: dict, 
 
 
 async def plan_set(request: CommandRequest, ctx: Context) -> ActionPlan:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     rate = parse_rate(str(request.args["rate"]))
     brokers = (await gw.describe_cluster()).broker_ids
     await ctx.progress("reading broker configs and reassignments in progress")
@@ -165,7 +164,7 @@ async def plan_set(request: CommandRequest, ctx: Context) -> ActionPlan:
 
 
 async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
-    gw = await gateway(ctx, request)
+    gw = await gateway(ctx, request.cluster)
     brokers = (await gw.describe_cluster()).broker_ids
     await ctx.progress("reading broker and topic configs")
     before_b = await _broker_state(gw, brokers)
@@ -180,12 +179,8 @@ async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
                       brokers, target_b, target_t, before_b, {t: before_t[t] for t in target_t}, errors, [])
 
 
-async def _gw(ctx: Context, plan: ActionPlan):
-    return await gateway(ctx, SimpleNamespace(cluster=plan.cluster))  # the cluster the plan was made on
-
-
 async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     now = (await gw.describe_cluster()).broker_ids
     same = sorted(now) == sorted(plan.args["brokers"])
     errors = await _dry_run(gw, plan.args["target_brokers"], plan.args["target_topics"])
@@ -208,7 +203,7 @@ def _matches(state: dict, plan: ActionPlan) -> tuple[int, int]:
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
-    gw = await _gw(ctx, plan)
+    gw = await gateway(ctx, plan.cluster)
     before = await _read_back(gw, plan)
     failed = []
     for b, kv in plan.args["target_brokers"].items():
@@ -240,7 +235,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     # Partial is "not_done": setting or deleting a config again is idempotent.
     try:
-        done, total = _matches(await _read_back(await _gw(ctx, plan), plan), plan)
+        done, total = _matches(await _read_back(await gateway(ctx, plan.cluster), plan), plan)
     except Exception:
         return "unknown"
     return "done" if done == total else "not_done"

@@ -442,9 +442,8 @@ def _suspect(state: TriageState) -> str | None:
 async def _live(ctx: Context, cluster: str | None) -> _Live | None:
     if ctx.live is None:
         return None  # no cluster: every step becomes a question
-    from types import SimpleNamespace
-
-    return _Live(await gateway(ctx, SimpleNamespace(cluster=cluster)), ctx)
+    
+    return _Live(await gateway(ctx, cluster), ctx)
 
 
 async def start(symptom: str, ctx: Context, cluster: str | None = None) -> TriageState:
@@ -583,7 +582,7 @@ ANSWER_SPEC = CommandSpec(
 
 async def _symptom_now(ctx: Context, request: CommandRequest) -> str | None:
     """The most urgent thing the cluster shows, as a symptom the runbook knows."""
-    snap = await snapshot(await gateway(ctx, request), min_isr="all")
+    snap = await snapshot(await gateway(ctx, request.cluster), min_isr="all")
     cats = snap.by_category()
     for cat, symptom in (("Offline", "offline"), ("UnderMinIsr", "under min isr"), ("UnderReplicated", "URP")):
         if cats[cat]:

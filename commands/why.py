@@ -56,7 +56,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     try:
         if check is not None and ctx.live is not None:
             await ctx.progress(f"reading the cluster for '{symptom}'")
-            live = await run_check(check, await gateway(ctx, request))
+            live = await run_check(check, await gateway(ctx, request.cluster))
             ranked = _lead_first(live.lead, ranked)
     except BaseException:
         lake_task.cancel()
