@@ -20,7 +20,7 @@ from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 MAX_PARTITIONS = 10_000  # more than any real topic; bounds what a typo like 0-99999999 can expand to
-SETTLE_S = 5.0  # metadata on the broker we ask may trail the controller for a moment
+SETTLE_S = 10.0  # metadata on the broker we ask may trail the controller for a moment
 
 SPEC = CommandSpec(
     words=("elect-leaders",),
@@ -163,15 +163,23 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     # Partial counts as not done: a preferred election is idempotent, so running it again is safe.
-    try:
-        gw = await gateway(ctx, plan.cluster)
-        info, _ = await _read(gw, plan.args["topic"])
-    except Exception:
-        return "unknown"
-    if info is None:
-        return "unknown"
-    now = _leaders(info, [n for n, _ in plan.args["partitions"]])
-    return "done" if all(now[str(n)] == pref for n, pref in plan.args["partitions"]) else "not_done"
+    # The metadata a broker answers with can trail the controller for a moment after an election,
+    # so read until it shows the preferred leaders or the settle time is over.
+    deadline = asyncio.get_running_loop().time() + SETTLE_S
+    while True:
+        try:
+            gw = await gateway(ctx, plan.cluster)
+            info, _ = await _read(gw, plan.args["topic"])
+        except Exception:
+            return "unknown"
+        if info is None:
+            return "unknown"
+        now = _leaders(info, [n for n, _ in plan.args["partitions"]])
+        if all(now[str(n)] == pref for n, pref in plan.args["partitions"]):
+            return "done"
+        if asyncio.get_running_loop().time() >= deadline:
+            return "not_done"
+        await asyncio.sleep(0.5)
 
 
 ACTION = ActionSpec(plan, recheck, execute, reconcile)
