@@ -39,15 +39,11 @@ from localkafka.fetch import ensure_jars  # noqa: E402
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+    from bench_lake import machine_info  # the benchmarks describe the machine the same way
+
+    m = machine_info()
+    return (f"{platform.node()}: {m['cores']} cores, {m['cpu']}, {m['memory']}, {m['java']}, Python {m['python']}, "
+            f"load average {', '.join(f'{x:.1f}' for x in m['load_avg'])}")
 
 
 def prepare(cluster: LocalCluster, partitions: int, victim: int) -> int:
