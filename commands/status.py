@@ -59,7 +59,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                      "one broker loss stops their acks=all writes. See /kafka audit.")
     severity = "critical" if cats["Offline"] or cats["UnderMinIsr"] else "warning" if problems else "ok"
     topics = len({p.topic for p in snap.states})
-    verdict = (f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topics, {snap.partition_count:,} partitions all in sync."
+    verdict = (f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topic{'s' if topics != 1 else ''}, "
+               f"{snap.partition_count:,} partitions all in sync."
                if not problems else "Not healthy: " + "; ".join(problems) + ".")
     actions = []
     if cats["Offline"]:
