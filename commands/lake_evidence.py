@@ -132,6 +132,11 @@ class LakeFindings:
     available: bool = True
     details: list[str] = field(default_factory=list)  # per-item lines, for a Section
 
+    @classmethod
+    def without_data(cls, window: Window, source: str, what: str) -> "LakeFindings":
+        """The answer when the lake has nothing for the window: say so, point nowhere."""
+        return cls(window, evidence=[no_data(window, source, what)], has_data=False)
+
 
 def no_data(window: Window, source: str, what: str = "samples") -> Evidence:
     return Evidence("Metric lake", f"no data for this window ({window.label}): no {what} in the lake", source, "neutral")
@@ -155,12 +160,10 @@ def q_urp(view, start, end) -> dict:
 
 def urp_findings(facts: dict, window: Window, ctx: Context) -> LakeFindings:
     """Evidence from q_urp's rows: the URP shape per broker, where it concentrates, ISR churn."""
-    out = LakeFindings(window)
     trend, conc, churn = facts["trend"], facts["concentration"], facts["churn"]
     if not trend and not churn:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: urp_trend", "UnderReplicatedPartitions samples"))
-        return out
+        return LakeFindings.without_data(window, "lake: urp_trend", "UnderReplicatedPartitions samples")
+    out = LakeFindings(window)
     many = _many(trend + churn)
     shaped = sorted((r for r in trend if r["shape"] != "zero"), key=lambda r: (-(r["max"] or 0), r["broker"]))
     for r in shaped:
@@ -238,11 +241,9 @@ def q_under_min_isr(view, start, end) -> list[dict]:
 
 async def under_min_isr(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
     rows = await run_query(ctx, request, q_under_min_isr, window.start, window.end)
-    out = LakeFindings(window)
     if not rows:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: under_min_isr_timeline", "UnderMinIsrPartitionCount samples"))
-        return out
+        return LakeFindings.without_data(window, "lake: under_min_isr_timeline", "UnderMinIsrPartitionCount samples")
+    out = LakeFindings(window)
     many = _many(rows)
     bad = [r for r in rows if (r["max_under"] or 0) > 0]
     for r in sorted(bad, key=lambda r: r["broker"]):
@@ -273,11 +274,9 @@ def q_offline(view, start, end) -> list[dict]:
 
 async def offline(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
     rows = await run_query(ctx, request, q_offline, window.start, window.end)
-    out = LakeFindings(window)
     if not rows:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: offline_timeline", "OfflinePartitionsCount samples"))
-        return out
+        return LakeFindings.without_data(window, "lake: offline_timeline", "OfflinePartitionsCount samples")
+    out = LakeFindings(window)
     for r in rows:
         if (r["max_offline"] or 0) > 0:
             first = dt.datetime.fromtimestamp(r["first_offline"], dt.timezone.utc)
@@ -328,11 +327,9 @@ def q_saturation(view, start, end) -> dict:
 
 async def saturation(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
     facts = await run_query(ctx, request, q_saturation, window.start, window.end)
-    out = LakeFindings(window)
     if not facts["idle"]:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples"))
-        return out
+        return LakeFindings.without_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples")
+    out = LakeFindings(window)
     many = _many(facts["idle"])
     for r in sorted(facts["idle"], key=lambda r: r["avg_idle"]):
         out.evidence.append(Evidence(f"Handler idle, {_who(r, many)}",
@@ -394,11 +391,9 @@ HOT_SKEW = 3.0  # a partition written this many times faster than its topic's me
 
 async def hot_symptom(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
     rows = await hot(ctx, request, window, None, 3)
-    out = LakeFindings(window)
     if not rows:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: hot_partitions", "LogEndOffset samples"))
-        return out
+        return LakeFindings.without_data(window, "lake: hot_partitions", "LogEndOffset samples")
+    out = LakeFindings(window)
     for r in rows:
         skew = r["skew"]
         out.evidence.append(Evidence(f"Write rate {r['topic']}-{r['partition']}",
@@ -432,11 +427,9 @@ def q_group_lag(view, start, end, group: str) -> dict:
 
 async def group_lag(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings:
     facts = await run_query(ctx, request, q_group_lag, window.start, window.end, group)
-    out = LakeFindings(window)
     if not facts["group"]:
-        out.has_data = False
-        out.evidence.append(no_data(window, "lake: partition_lag_status", f"commits of group {group}"))
-        return out
+        return LakeFindings.without_data(window, "lake: partition_lag_status", f"commits of group {group}")
+    out = LakeFindings(window)
     for g in facts["group"]:
         status = g["status"]
         text = (f"{status} (worst partition: {g['worst_status']}); {g['partitions_not_ok']} of {g['partitions']} "
