@@ -49,9 +49,10 @@ def incident_window(
     s, e = to_utc(start), to_utc(end)
     if e <= s:
         raise ValueError(f"empty incident window: {s.isoformat()} >= {e.isoformat()}")
-    out = df
-    if cluster is not None:
-        out = out.filter(F.col("cluster") == F.lit(cluster))
+    # one filter, not three: classic PySpark re-analyses the plan at every step
+    keep = (F.col("ts") >= ts_lit(s)) & (F.col("ts") < ts_lit(e))
     if "date" in df.columns and "hour" in df.columns:
-        out = out.filter(partition_predicate(s, e))
-    return out.filter((F.col("ts") >= ts_lit(s)) & (F.col("ts") < ts_lit(e)))
+        keep = partition_predicate(s, e) & keep
+    if cluster is not None:
+        keep = (F.col("cluster") == F.lit(cluster)) & keep
+    return df.filter(keep)

@@ -63,3 +63,13 @@ def test_topic_name_with_sql_is_a_plain_value(frame):
     assertDataFrameEqual(out, [Row(EVIL, 0, 1.0, 1.0, 1)])
     # and something that would be true if it were spliced into SQL matches nothing
     assert hot_partitions(frame, topic="orders' OR '1'='1").count() == 0
+
+
+def test_leader_is_the_replica_that_never_trailed(lake_df):
+    """Both replicas end at the same LEO; the follower trailed mid-window (lower mean), so the
+    other broker is the leader even though the follower has the lower id."""
+    leo = "LogEndOffset"
+    rows = (series(leo, "pay", 0, 1, [0, 100, 600, 1200])  # follower: fell behind, caught up
+            + series(leo, "pay", 0, 3, [0, 600, 900, 1200]))  # leader
+    out = hot_partitions(lake_df(rows)).select("leader_broker", "replicas", "records_per_sec").collect()
+    assert [tuple(r) for r in out] == [(3, 2, 1200 / 180)]
