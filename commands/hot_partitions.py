@@ -31,13 +31,20 @@ async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str]
     """(topic, partition) -> leader from the cluster's metadata; {} without a cluster."""
     if ctx.live is None or not topics:
         return {}
-    from live.gateway import GatewayError
+    from live.gateway import GatewayError, UnknownTopic
 
     from .evidence import gateway
 
     try:
         gw = await gateway(ctx, request.cluster)
-        described = await gw.describe_topics(topics)
+        try:
+            described = await gw.describe_topics(topics)
+        except UnknownTopic as exc:
+            # a topic the lake remembers may be gone now: the others still get live leaders
+            notes.append(f"Not in the cluster's metadata now (deleted?): {', '.join(exc.topics)}; "
+                         "their leaders are the lake's estimate.")
+            rest = [t for t in topics if t not in set(exc.topics)]
+            described = await gw.describe_topics(rest) if rest else []
     except (GatewayError, lake.Unavailable) as exc:
         notes.append(f"Leaders are the lake's estimate: the cluster did not answer ({exc}).")
         return {}
@@ -67,13 +74,15 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         leader = (f"leader {live_leader} (live)" if live_leader is not None
                   else f"leader {r['leader_broker']} (estimated from the lake)")
         skew = r["skew"]
-        skew_text = f"{skew:.1f}x topic median" if skew is not None else "no topic median"
+        # skew is null only when the topic's median rate is 0 (most partitions idle)
+        skew_text = f"{skew:.1f}x topic median" if skew is not None else "topic median 0 rec/s"
         rate = f"{r['records_per_sec']:,.1f} rec/s" if r["records_per_sec"] is not None else "rate unknown"
         bytes_text = f", {r['bytes_per_sec'] / 1024:,.1f} KiB/s" if r.get("bytes_per_sec") else ""
         where = f" [{r['cluster']}]" if many else ""
         lines.append(f"#{r['rank']} {r['topic']}-{r['partition']}{where}: {rate}{bytes_text}, {skew_text}, {leader}")
         if len(evidence) < 3:
-            evidence.append(Evidence(f"{r['topic']}-{r['partition']}", f"{rate}, {skew_text} ({r['topic_median_rate'] or 0:,.1f} rec/s), {leader}",
+            median = f" ({r['topic_median_rate']:,.1f} rec/s)" if skew is not None else ""
+            evidence.append(Evidence(f"{r['topic']}-{r['partition']}", f"{rate}, {skew_text}{median}, {leader}",
                                      "lake: hot_partitions", "bad" if (skew or 0) >= lake.HOT_SKEW else "neutral"))
     hottest = rows[0]
     hot = (hottest["skew"] or 0) >= lake.HOT_SKEW

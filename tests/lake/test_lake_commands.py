@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from lakekit import hhmm
+from lakekit import clock_at, hhmm
 
 from commands.context import Context
 from commands.dispatch import answer
@@ -140,6 +140,63 @@ async def test_hot_partitions_uses_live_leaders_when_there_is_a_cluster(ctx_at):
     reply = (await answer("hot-partitions topic-001", ctx_at(hhmm(10, 30), live=Pool()))).reply
     assert "led by broker 99" in reply.verdict
     assert reply.sections[0].lines[0].endswith("leader 99 (live)")
+
+
+@pytest.fixture(scope="module")
+def metadata_log_lake(spark, tmp_path_factory):
+    """10:00-10:15: KRaft's __cluster_metadata-0 on controller 1 is the fastest log; orders-0/1
+    write 2 and 1 records/s; topic "gone" (deleted since) 0.5 records/s."""
+    from lake.schema import SAMPLE_SCHEMA, partition_values
+    from lake.service import LakeService
+
+    def series(topic, partition, broker, per_sec):
+        out = []
+        for i in range(31):
+            ts = hhmm(10, 0) + dt.timedelta(seconds=30 * i)
+            date, hour = partition_values(ts)
+            out.append((ts, broker, "LogEndOffset", topic, partition, None, float(per_sec * 30 * i), "syn", date, hour))
+        return out
+
+    rows = (series("__cluster_metadata", 0, 1, 50) + series("orders", 0, 101, 2) + series("orders", 1, 102, 1)
+            + series("gone", 0, 103, 0.5))
+    path = str(tmp_path_factory.mktemp("metadata-log") / "lake")
+    spark.createDataFrame(rows, SAMPLE_SCHEMA).write.partitionBy("cluster", "date", "hour").parquet(path)
+    svc = LakeService(path, cluster=None, spark=spark, query_timeout_s=60)
+    assert svc.start().wait_ready_sync(120), svc.status()
+    yield svc
+    svc.stop()
+
+
+async def test_hot_partitions_leaves_out_the_kraft_metadata_log_unless_asked(metadata_log_lake):
+    ctx = Context(lake=metadata_log_lake, clock=clock_at(hhmm(10, 15)))
+    lines = (await answer("hot-partitions", ctx)).reply.sections[0].lines
+    assert [l.split(":")[0] for l in lines] == ["#1 orders-0", "#2 orders-1", "#3 gone-0"]
+    asked = (await answer("hot-partitions __cluster_metadata", ctx)).reply.sections[0].lines
+    assert len(asked) == 1 and asked[0].startswith("#1 __cluster_metadata-0: 50.0 rec/s")
+
+
+async def test_hot_partitions_live_leaders_survive_a_deleted_topic(metadata_log_lake):
+    from live.gateway import UnknownTopic
+    from live.model import PartitionInfo, TopicInfo
+
+    class GW:
+        name = "syn"
+
+        async def describe_topics(self, names, include_internal=False):
+            if "gone" in names:
+                raise UnknownTopic(["gone"], "syn")
+            return [TopicInfo(t, [PartitionInfo(t, p, 7, [7], [7]) for p in range(2)]) for t in names]
+
+    class Pool:
+        async def get(self, name=None):
+            return GW()
+
+    ctx = Context(lake=metadata_log_lake, live=Pool(), clock=clock_at(hhmm(10, 15)))
+    reply = (await answer("hot-partitions", ctx)).reply
+    lines = reply.sections[0].lines
+    assert lines[0].endswith("leader 7 (live)") and lines[1].endswith("leader 7 (live)")
+    assert lines[2].endswith("leader 103 (estimated from the lake)")
+    assert any(n.startswith("Not in the cluster's metadata now (deleted?): gone") for n in reply.notes)
 
 
 async def test_hot_partitions_empty_window(ctx_at):

@@ -73,3 +73,11 @@ def test_leader_is_the_replica_that_never_trailed(lake_df):
             + series(leo, "pay", 0, 3, [0, 600, 900, 1200]))  # leader
     out = hot_partitions(lake_df(rows)).select("leader_broker", "replicas", "records_per_sec").collect()
     assert [tuple(r) for r in out] == [(3, 2, 1200 / 180)]
+
+
+def test_kraft_metadata_log_is_ranked_only_when_asked_for(lake_df):
+    rows = (series("LogEndOffset", "__cluster_metadata", 0, 1, [0, 6000, 12000])
+            + series("LogEndOffset", "orders", 0, 2, [0, 60, 120]))
+    frame = lake_df(rows)
+    assert [r.topic for r in hot_partitions(frame).collect()] == ["orders"]
+    assert [r.topic for r in hot_partitions(frame, topic="__cluster_metadata").collect()] == ["__cluster_metadata"]
