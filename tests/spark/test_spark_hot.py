@@ -67,10 +67,12 @@ def test_topic_name_with_sql_is_a_plain_value(frame):
 
 def test_leader_is_the_replica_that_never_trailed(lake_df):
     """Both replicas end at the same LEO; the follower trailed mid-window (lower mean), so the
-    other broker is the leader even though the follower has the lower id."""
+    other broker is the leader even though the follower has the lower id.  A broker with only
+    Size samples is never picked (its null ordering is skipped) nor counted as a replica."""
     leo = "LogEndOffset"
     rows = (series(leo, "pay", 0, 1, [0, 100, 600, 1200])  # follower: fell behind, caught up
-            + series(leo, "pay", 0, 3, [0, 600, 900, 1200]))  # leader
+            + series(leo, "pay", 0, 3, [0, 600, 900, 1200])  # leader
+            + series("Size", "pay", 0, 9, [0, 9e9, 9e10, 9e11]))  # bytes only: neither leader nor replica
     out = hot_partitions(lake_df(rows)).select("leader_broker", "replicas", "records_per_sec").collect()
     assert [tuple(r) for r in out] == [(3, 2, 1200 / 180)]
 
