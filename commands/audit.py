@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
+
+from live.model import TopicInfo
 
 from .context import Context
 from .diagnosis import diagnosis
-from .evidence import config_value, gateway
+from .evidence import config_value, gateway, snapshot
 from .reply import Evidence, Reply, Section
 from .spec import Command, CommandRequest, CommandSpec
 
@@ -46,18 +47,24 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
     return out
 
 
-async def run(request: CommandRequest, ctx: Context) -> Reply:
-    gw = await gateway(ctx, request.cluster)
-    await ctx.progress("reading topic and broker configs")
-    topics = await gw.describe_topics(include_internal=True)
-    cluster = await gw.describe_cluster()
-    configs, broker_cfgs = await asyncio.gather(gw.topic_configs([t.name for t in topics]), gw.broker_configs(cluster.broker_ids))
+def audit_topics(topics: list[TopicInfo], configs: dict[str, dict]) -> list[Finding]:
+    """:func:`audit_topic` for every topic, from its describe_configs result."""
     findings: list[Finding] = []
     for t in topics:
         cfg = configs.get(t.name, {})
         min_isr = int(config_value(cfg, "min.insync.replicas", "1"))
         unclean = config_value(cfg, "unclean.leader.election.enable") == "true"
         findings += audit_topic(t.name, t.replication_factor, min_isr, unclean)
+    return findings
+
+
+async def run(request: CommandRequest, ctx: Context) -> Reply:
+    gw = await gateway(ctx, request.cluster)
+    await ctx.progress("reading topic and broker configs")
+    snap = await snapshot(gw, min_isr="all")  # every topic, internal ones too, with its configs
+    topics = snap.topics
+    broker_cfgs = await gw.broker_configs(snap.cluster.broker_ids)
+    findings = audit_topics(topics, snap.configs)
     caps = {b: config_value(c, "transaction.max.timeout.ms") for b, c in broker_cfgs.items()}
     cap_values = sorted({v for v in caps.values() if v is not None})
     evidence = [

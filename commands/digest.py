@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from live.gateway import ClusterUnreachable
 
-from .audit import audit_topic
+from .audit import audit_topics
 from .context import Context
-from .evidence import config_value, gateway, name_partitions, snapshot
+from .evidence import Snapshot, gateway, name_partitions, snapshot
 from .live_checks import brokers_evidence
 from .reply import Action, Evidence, Reply, Section, Severity
 from .router import BadInput, check_group
@@ -50,8 +50,21 @@ class Part:
     actions: list[Action] = field(default_factory=list)
 
 
-async def _status(gw) -> Part:
-    snap = await snapshot(gw, min_isr="all")
+def _snapshot_once(gw):
+    """Status and Audit read the same metadata and topic configs: one read serves both. Only a
+    read that succeeded is kept, so a section after a failed one asks the cluster again."""
+    kept: list[Snapshot] = []
+
+    async def read() -> Snapshot:
+        if not kept:
+            kept.append(await snapshot(gw, min_isr="all"))
+        return kept[0]
+
+    return read
+
+
+async def _status(read_snapshot) -> Part:
+    snap = await read_snapshot()
     cats = snap.by_category()
     lines = [f"{label}: {len(cats[k]):,}" + (f" ({name_partitions(cats[k], 4)})" if cats[k] else "")
              for k, label in (("UnderReplicated", "Under-replicated"), ("AtMinIsr", "At min ISR"),
@@ -71,14 +84,10 @@ async def _status(gw) -> Part:
                                         "bad" if cats["UnderReplicated"] else "ok")], actions)
 
 
-async def _audit(gw) -> Part:
-    topics = await gw.describe_topics(include_internal=True)
-    configs = await gw.topic_configs([t.name for t in topics]) if topics else {}
-    findings = []
-    for t in topics:
-        cfg = configs.get(t.name, {})
-        findings += audit_topic(t.name, t.replication_factor, int(config_value(cfg, "min.insync.replicas", "1")),
-                                config_value(cfg, "unclean.leader.election.enable") == "true")
+async def _audit(read_snapshot) -> Part:
+    snap = await read_snapshot()
+    topics = snap.topics
+    findings = audit_topics(topics, snap.configs)
     critical = [f for f in findings if f.severity == "critical"]
     if not findings:
         return Part(Section("Audit", [f"All {len(topics):,} topics meet the durability rules."]))
@@ -194,7 +203,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         raise BadInput("--hours must be between 1 and 744 (31 days).")
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
-    sections = [("Status", lambda: _status(gw)), ("Audit", lambda: _audit(gw)),
+    read_snapshot = _snapshot_once(gw)
+    sections = [("Status", lambda: _status(read_snapshot)), ("Audit", lambda: _audit(read_snapshot)),
                 ("Hanging transactions", lambda: _hanging(gw)), ("Consumer lag", lambda: _lag(gw, groups)),
                 ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours))]
     parts: list[Part] = []

@@ -40,7 +40,7 @@ async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
 class Snapshot:
     cluster: ClusterInfo
     topics: list[TopicInfo]
-    min_isr: dict[str, int]
+    configs: dict[str, dict]  # describe_configs of the topics the min_isr choice read
     states: list[PartitionState]
     brokers: BrokerFacts
 
@@ -105,7 +105,7 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
         for p in t.partitions
     ]
     facts = BrokerFacts(registered=frozenset(cluster.broker_ids), expected=_expected(cluster, described))
-    return Snapshot(cluster=cluster, topics=described, min_isr=floors, states=states, brokers=facts)
+    return Snapshot(cluster=cluster, topics=described, configs=configs, states=states, brokers=facts)
 
 
 def name_partitions(parts, limit: int = SAMPLE) -> str:

@@ -144,6 +144,23 @@ async def test_digest_healthy():
     assert sections["Trends (metric lake)"] == ["No lake data: no metric lake is configured."]
 
 
+async def test_digest_reads_metadata_and_topic_configs_once():
+    gw = FakeGateway(brokers=(101, 102), topics=BROKER_LOST)
+    reads = []
+    for name in ("describe_topics", "topic_configs"):
+        real = getattr(gw, name)
+
+        async def counted(*a, _real=real, _name=name, **k):
+            reads.append(_name)
+            return await _real(*a, **k)
+
+        setattr(gw, name, counted)
+    reply = (await dispatch("digest", ctx_for(gw))).reply
+    sections = {s.heading: s.lines for s in reply.sections}
+    assert "missing: 103" in sections["Status"][0] and sections["Audit"]
+    assert sorted(reads) == ["describe_topics", "topic_configs"]
+
+
 class BrokenLake:
     def frame(self):
         raise RuntimeError("lake is on fire")
