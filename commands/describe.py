@@ -23,8 +23,8 @@ INCIDENT_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable", "re
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     topic = str(request.args["topic"])
-    snap = await snapshot(gw, topics=[topic], min_isr="all")
-    configs = (await gw.topic_configs([topic])).get(topic, {})
+    snap = await snapshot(gw, topics=[topic], min_isr="all")  # reads this topic's configs too
+    configs = snap.configs.get(topic, {})
     rows = []
     bad = 0
     for p in sorted(snap.states, key=lambda p: p.partition):
