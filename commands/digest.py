@@ -21,6 +21,7 @@ from live.gateway import ClusterUnreachable
 from .audit import audit_topics
 from .context import Context
 from .evidence import Snapshot, gateway, name_partitions, snapshot
+from .lake_evidence import HOT_SKEW
 from .live_checks import brokers_evidence
 from .reply import Action, Evidence, Reply, Section, Severity
 from .router import BadInput, check_group
@@ -79,7 +80,7 @@ async def _status(read_snapshot) -> Part:
     if missing:
         actions.append(Action("Triage", "triage URP"))
     return Part(Section("Status", [f"Brokers registered: {brokers.value}",
-                                   f"{snap.partition_count:,} partitions in {len(snap.topics):,} topics", *lines]),
+                                   f"{snap.partition_count:,} partitions in {len(snap.topics):,} topic{'s' if len(snap.topics) != 1 else ''}", *lines]),
                 sev, [brokers, Evidence("Partitions not fully in sync", f"{len(cats['UnderReplicated']):,}", "live: metadata",
                                         "bad" if cats["UnderReplicated"] else "ok")], actions)
 
@@ -90,7 +91,7 @@ async def _audit(read_snapshot) -> Part:
     findings = audit_topics(topics, snap.configs)
     critical = [f for f in findings if f.severity == "critical"]
     if not findings:
-        return Part(Section("Audit", [f"All {len(topics):,} topics meet the durability rules."]))
+        return Part(Section("Audit", [f"All {len(topics):,} topic{'s' if len(topics) != 1 else ''} meet the durability rules."]))
     lines = [f"{len(critical):,} critical, {len(findings) - len(critical):,} warning(s) on "
              f"{len({f.topic for f in findings}):,} topic(s)"]
     lines += [f"[{f.severity}] {f.topic}: {f.text}" for f in (critical + [f for f in findings if f not in critical])[:5]]
@@ -178,8 +179,10 @@ async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
 
     hot = await lake_rows(ctx, cluster, hours, lambda df: hot_partitions(df, top=5))
     urp = await lake_rows(ctx, cluster, hours, urp_trend)
-    lines = [f"Hot: {r['topic']}-{r['partition']} {r['records_per_sec'] or 0:,.1f} rec/s"
-             + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "") for r in hot or []]
+    # "Hot" only past the same skew as hot-partitions; idle partitions (0 rec/s) are not listed
+    lines = [f"{'Hot' if (r['skew'] or 0) >= HOT_SKEW else 'Busiest'}: {r['topic']}-{r['partition']} "
+             f"{r['records_per_sec']:,.1f} rec/s" + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "")
+             for r in hot or [] if (r["records_per_sec"] or 0) > 0]
     shaped = [r for r in urp or [] if r["shape"] != "zero"]
     lines += [f"URP on broker {r['broker']}: {r['shape']} (max {r['max']:,.0f}, last {r['last']:,.0f})" for r in shaped]
     if not lines:

@@ -324,3 +324,13 @@ def test_since_parsing():
     assert parse_since("2d") == dt.timedelta(days=2)
     assert parse_since("90s") == dt.timedelta(seconds=90)
     assert describe_since(dt.timedelta(minutes=90)) == "1 h 30 min"
+
+
+async def test_digest_trends_call_a_partition_hot_only_past_the_skew(ctx_at, metadata_log_lake):
+    from commands.digest import _lake
+
+    during_hot_key = await _lake(ctx_at(hhmm(10, 30)), "syn", 1)
+    assert during_hot_key.section.lines[0].startswith("Hot: topic-001-2 ")
+    quiet = await _lake(Context(lake=metadata_log_lake, clock=clock_at(hhmm(10, 15))), "syn", 1)
+    assert [line.split(" ")[:2] for line in quiet.section.lines] == [
+        ["Busiest:", "orders-0"], ["Busiest:", "orders-1"], ["Busiest:", "gone-0"]]
