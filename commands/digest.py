@@ -91,7 +91,8 @@ async def _audit(read_snapshot) -> Part:
     findings = audit_topics(topics, snap.configs)
     critical = [f for f in findings if f.severity == "critical"]
     if not findings:
-        return Part(Section("Audit", [f"All {len(topics):,} topic{'s' if len(topics) != 1 else ''} meet the durability rules."]))
+        every = f"All {len(topics):,} topics meet" if len(topics) != 1 else "The 1 topic meets"
+        return Part(Section("Audit", [f"{every} the durability rules."]))
     lines = [f"{len(critical):,} critical, {len(findings) - len(critical):,} warning(s) on "
              f"{len({f.topic for f in findings}):,} topic(s)"]
     lines += [f"[{f.severity}] {f.topic}: {f.text}" for f in (critical + [f for f in findings if f not in critical])[:5]]

@@ -139,6 +139,8 @@ async def test_digest_healthy():
     reply = result.reply
     sections = {s.heading: s.lines for s in reply.sections}
     assert sections["Status"][0] == "Brokers registered: 3 of 3"
+    assert sections["Status"][1] == "2 partitions in 1 topic"
+    assert sections["Audit"] == ["The 1 topic meets the durability rules."]
     assert sections["Hanging transactions"] == ["None open past the brokers' timeout cap."]
     assert sections["Consumer lag (now)"] == ["pay (STABLE): 10 behind on 1 partition(s)"]
     assert sections["Trends (metric lake)"] == ["No lake data: no metric lake is configured."]
