@@ -2,7 +2,7 @@
 import time
 
 import pytest
-from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 from kafka.admin import KafkaAdminClient
 from kafka.admin._transactions import TransactionState
@@ -142,9 +142,18 @@ def test_clamped_topic_accepts_acks_all_with_one_replica(kafka_cluster):
 
 
 def _topic_config(cluster, topic):
+    """The topic's configs. DescribeConfigs goes to any broker, and one that has not applied the
+    new topic's metadata yet answers UNKNOWN_TOPIC_OR_PART: ask again for up to 15 s."""
     res = ConfigResource(ResourceType.TOPIC, topic)
-    entries = cluster.admin().describe_configs([res], request_timeout=10)[res].result()
-    return {k: v.value for k, v in entries.items()}
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            entries = cluster.admin().describe_configs([res], request_timeout=10)[res].result()
+            return {k: v.value for k, v in entries.items()}
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_unclean_topic(kafka_cluster):
