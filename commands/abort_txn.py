@@ -160,10 +160,21 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     return preconditions(a, info, producers, ctx.clock() * 1000, await _flagged(gw, a["min_age_ms"]))
 
 
-def _state(producers: list[ProducerState]) -> dict:
+async def _state(gw, topic: str, partition: int, producers: list[ProducerState] | None = None) -> dict:
+    """The partition as the cluster reports it: its producers, and the last stable offset and high
+    watermark read from the leader (not inferred from the producers: the evidence must show what
+    read_committed consumers can really read now)."""
+    if producers is None:
+        producers = await gw.describe_producers(topic, partition)
     open_txns = [p for p in producers if p.has_open_transaction]
+    try:
+        offsets = (await gw.stable_offsets([(topic, partition)])).get((topic, partition))
+    except GatewayError:
+        offsets = None
     return {"producers": [asdict(p) for p in producers],
-            "lso": min((p.current_txn_start_offset for p in open_txns), default=None),  # None: LSO == HW
+            "lso": offsets.last_stable if offsets else None,
+            "high_watermark": offsets.high_watermark if offsets else None,
+            "lso_lag": offsets.lso_lag if offsets else None,
             "open_transactions": len(open_txns)}
 
 
@@ -175,7 +186,7 @@ def _still_open(producers: list[ProducerState], args: dict) -> bool:
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     gw = await gateway(ctx, plan.cluster)
     a = plan.args
-    before = _state(await gw.describe_producers(a["topic"], a["partition"]))
+    before = await _state(gw, a["topic"], a["partition"])
     try:
         await gw.abort_transaction(a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"])
     except GatewayError as exc:
@@ -185,12 +196,19 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     while _still_open(producers, a) and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.5)
         producers = await gw.describe_producers(a["topic"], a["partition"])
-    after = _state(producers)
+    after = await _state(gw, a["topic"], a["partition"], producers)
     if _still_open(producers, a):
         return ActionResult(False, f"The abort was accepted but producer {a['producer_id']}'s transaction still shows open on "
                                    f"{a['topic']}-{a['partition']}.", before, after)
-    lso = "the high watermark" if after["lso"] is None else f"{after['lso']:,}"
-    return ActionResult(True, f"Aborted producer {a['producer_id']}'s transaction on {a['topic']}-{a['partition']}; LSO is now {lso}.",
+    if after["lso"] is None:
+        lso = "not readable right after the abort"
+    elif after["lso_lag"] == 0:
+        lso = f"{after['lso']:,}, equal to the high watermark: read_committed consumers can read everything"
+    else:
+        lso = f"{after['lso']:,}, {after['lso_lag']:,} records behind the high watermark {after['high_watermark']:,} (another open transaction)"
+    was = f"{before['lso']:,}" if before["lso"] is not None else "?"
+    return ActionResult(True, f"Aborted producer {a['producer_id']}'s transaction on {a['topic']}-{a['partition']}; "
+                              f"LSO was {was} and is now {lso}.",
                         before, after)
 
 

@@ -22,12 +22,14 @@ from .audit import audit_topics
 from .context import Context
 from .evidence import Snapshot, gateway, name_partitions, snapshot
 from .lake_evidence import HOT_SKEW
-from .live_checks import brokers_evidence
+from .live_checks import brokers_evidence, transaction_findings
 from .reply import Action, Evidence, Reply, Section, Severity
 from .router import BadInput, check_group
 from .spec import Command, CommandRequest, CommandSpec, Option
+from .txn_evidence import read_open_transactions
 
 MAX_GROUPS = 20  # one coordinator round trip each; a digest is a summary, not a lag report
+LISTED_GROUPS = 100  # groups read when none are named (batched per coordinator); the rest are counted
 LAKE_TIMEOUT_S = 120.0
 GROUPS_ENV = "KBOT_DIGEST_GROUPS"
 _RANK: dict[str, int] = {"ok": 0, "info": 1, "warning": 2, "critical": 3, "error": 2}
@@ -35,7 +37,8 @@ _RANK: dict[str, int] = {"ok": 0, "info": 1, "warning": 2, "critical": 3, "error
 SPEC = CommandSpec(
     words=("digest",),
     summary="Health digest: brokers and partition counts, audit findings, hanging transactions, group lag, lake trends.",
-    options=(Option("groups", f"comma-separated consumer groups to report lag for (default: ${GROUPS_ENV})"),
+    options=(Option("groups", f"comma-separated consumer groups to report lag for (default: ${GROUPS_ENV}, "
+                              f"else every group of the cluster, up to {LISTED_GROUPS})"),
              Option("hours", "how far back the lake trends look (default 24)", kind="int")),
     examples=("digest", "digest --groups payments,billing"),
 )
@@ -101,14 +104,15 @@ async def _audit(read_snapshot) -> Part:
                 [Action("Full audit", "audit")])
 
 
-async def _hanging(gw) -> Part:
-    hanging = await gw.find_hanging_transactions()
-    if not hanging:
-        return Part(Section("Hanging transactions", ["None open past the brokers' timeout cap."]))
-    lines = [f"{h.transactional_id}: producer {h.producer_id}, open {h.age_ms / 60000:,.0f} min on {name_partitions(h.partitions, 4)}"
-             for h in hanging[:10]]
-    return Part(Section("Hanging transactions", lines), "critical",
-                [Evidence("Hanging transactions", str(len(hanging)), "live: find_hanging_transactions", "bad")],
+async def _hanging(gw, read_snapshot) -> Part:
+    snap = await read_snapshot()
+    found = transaction_findings(await read_open_transactions(gw, topics=snap.topics))
+    if found.severity == "ok":
+        return Part(Section("Hanging transactions", ["No open transaction holds any partition back."]))
+    lines = [found.verdict] + [f"{e.label}: {e.value}" for e in found.evidence[:10]]
+    return Part(Section("Hanging transactions", lines), found.severity,
+                [Evidence("Open transactions blocking partitions", str(sum(1 for e in found.evidence if e.status == "bad")),
+                          "live: list_offsets + describe_producers + describe_transactions", "bad")],
                 [Action("Hanging transactions", "hanging-txns")])
 
 
@@ -132,9 +136,7 @@ def lag_verdict(state: str, total: int, lagging: int) -> tuple[str, Severity]:
 
 async def _lag(gw, groups: list[str]) -> Part:
     if not groups:
-        # live.gateway.AdminGateway has no consumer-group listing; the digest does not reach past it.
-        return Part(Section("Consumer lag", [f"No groups named: pass --groups a,b or set ${GROUPS_ENV} "
-                                             "(the admin gateway has no group listing)."]), "info")
+        return await _lag_listed(gw)
     results = await asyncio.gather(*(gw.consumer_group_lag(g) for g in groups), return_exceptions=True)
     lines, worst = [], "ok"
     for g, r in zip(groups, results):
@@ -145,6 +147,47 @@ async def _lag(gw, groups: list[str]) -> Part:
         lines.append(f"{g} ({r.state}): {text}")
         worst = max(worst, sev, key=_RANK.__getitem__)
     return Part(Section("Consumer lag (now)", lines), worst)
+
+
+async def _lag_listed(gw) -> Part:
+    """No groups named: list the cluster's groups (ListGroups on every broker), read up to
+    LISTED_GROUPS of them and show the lagging ones; the caught-up ones are counted."""
+    from .lag import summarize_groups
+
+    listing = await gw.list_consumer_groups()
+    summaries, skipped = await summarize_groups(gw, listing.groups, LISTED_GROUPS)
+    lines, worst, hidden = [], "ok", 0
+    for s in summaries:
+        if not (s.error or s.lagging):
+            continue
+        text = f"could not read ({s.error})"
+        if s.lagging:
+            verdict, sev = lag_verdict(s.state, s.total_lag or 0, s.lagging_partitions)
+            text = f"({s.state}): {verdict}"
+            worst = max(worst, sev, key=_RANK.__getitem__)
+        if len(lines) >= MAX_GROUPS:
+            hidden += 1  # a digest is a summary: `lag` lists every group
+            continue
+        lines.append(f"{s.group}: {text}" if s.error else f"{s.group} {text}")
+    if hidden:
+        lines.append(f"{hidden} more group(s) behind or unread: `lag` lists them all.")
+    quiet = [s.group for s in summaries if not s.error and not s.lagging]
+    if quiet:
+        lines.append(f"Caught up ({len(quiet)}): " + ", ".join(quiet[:10]) + (f" and {len(quiet) - 10} more" if len(quiet) > 10 else ""))
+    if not summaries:
+        lines.append("No consumer groups in the cluster.")
+    if skipped:
+        lines.append(f"{skipped} more group(s) not read: at most {LISTED_GROUPS} per digest (name them with --groups "
+                     f"or ${GROUPS_ENV}).")
+    if listing.failed_brokers:
+        lines.append("Not listed by broker(s) " + ", ".join(map(str, sorted(listing.failed_brokers)))
+                     + ": the groups they coordinate are missing.")
+        worst = max(worst, "warning", key=_RANK.__getitem__)
+    behind = sum(1 for s in summaries if s.lagging)
+    actions = [Action("Consumer groups", "lag")] if behind else []
+    return Part(Section("Consumer lag (now)", lines), worst,
+                [Evidence("Consumer groups behind", f"{behind} of {len(summaries)} read ({len(listing.groups)} listed)",
+                          "live: list_groups", "bad" if behind else "ok")], actions)
 
 
 async def lake_frame(ctx: Context):
@@ -209,7 +252,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
     read_snapshot = _snapshot_once(gw)
     sections = [("Status", lambda: _status(read_snapshot)), ("Audit", lambda: _audit(read_snapshot)),
-                ("Hanging transactions", lambda: _hanging(gw)), ("Consumer lag", lambda: _lag(gw, groups)),
+                ("Hanging transactions", lambda: _hanging(gw, read_snapshot)), ("Consumer lag", lambda: _lag(gw, groups)),
                 ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours))]
     parts: list[Part] = []
     down: Exception | None = None

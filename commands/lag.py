@@ -1,37 +1,451 @@
-"""lag <group>: per-partition consumer lag now, and with the metric lake the window verdict (Burrow's rules: OK, WARN, STALL, STOP, REWIND)."""
+"""lag [group]: a group's lag and members watched over a few reads, its likely cause ranked from that evidence (and the metric lake's window verdict, Burrow's rules: OK, WARN, STALL, STOP, REWIND); without a group, every group of the cluster, lagging ones first."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from live.gateway import GatewayError
+from live.model import GroupLag, GroupListing, GroupRead
 
 from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway
-from .reply import Evidence, Reply, Section
+from .reply import Action, Evidence, Reply, Section, Severity
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("lag",),
-    summary="Consumer group lag per partition: committed offset, log end offset, lag; with the metric lake, the window verdict (OK/WARN/STALL/STOP/REWIND).",
-    params=(Param("group", "the consumer group id", kind="group"),),
+    summary="Consumer group lag and its likely cause (consumers stopped, rebalance storm, slow consumers), with the "
+            "metric lake's window verdict (OK/WARN/STALL/STOP/REWIND); without a group, every group, lagging ones first.",
+    params=(Param("group", "the consumer group id (default: list every group)", kind="group", required=False),),
     options=(lake_evidence.SINCE_OPTION,),
-    examples=("lag payments-service", "lag payments-service --since 1h"),
+    examples=("lag", "lag payments-service", "lag payments-service --since 1h"),
 )
+
+# One read says where a group is; only reads a little apart say where it is going (lag growing,
+# members coming and going). Five reads over two seconds catch a storming group between two
+# rebalances and keep the answer well inside Slack's patience.
+READS = 5
+READ_GAP_S = 0.5
+LIST_LIMIT = 200       # groups read by `lag` without a group (batched: a few requests per coordinator)
+LIST_CONCURRENCY = 8   # reads in flight when a gateway cannot batch them
+SHOWN = 15             # groups named per line group in the listing
+
+REBALANCING = frozenset({"PREPARING_REBALANCE", "COMPLETING_REBALANCE", "ASSIGNING", "RECONCILING"})
+NO_MEMBERS = frozenset({"EMPTY", "DEAD"})
+CONCENTRATED = 0.5     # one partition holding this share of a group's lag points at that partition
+
+# the KB alerts whose thresholds set the severity of a lagging / rebalancing group
+LAG_ALERT, REBALANCE_ALERT = "records-lag-max", "rebalance-rate-per-hour"
+# the id a runbook entry for "consumers stopped / no members" would have; the KB has none yet, so
+# the answer leads with Burrow's STOP verdict instead (see rank)
+STOPPED_ENTRY = "consumers-stopped"
+
+
+# --------------------------------------------------------------------------- the evidence, ranked
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """What the live reads (and the lake) showed about one group; the input of :func:`rank`."""
+
+    group: str
+    states: tuple[str, ...]  # the group state at each read, oldest first
+    members: tuple[frozenset[str] | None, ...]  # member ids at each read; None: not known
+    lags: tuple[int, ...]  # total lag at each read
+    committed_moved: bool  # a committed offset changed between the first and the last read
+    seconds: float  # from the first read to the last
+    partitions: int = 0
+    lagging_partitions: int = 0
+    worst_partition: str | None = None  # "topic-p" holding the most lag
+    worst_share: float = 0.0  # its share of the total lag
+    now: float = 0.0  # epoch seconds of the last read
+    lake_status: str | None = None  # Burrow's group status over the lake window: OK, WARN, ERR
+    lake_worst: str | None = None  # the worst partition status: STOP, STALL, REWIND ...
+    lake_last_commit: float | None = None  # epoch seconds of the last commit the lake saw
+
+
+@dataclass(frozen=True)
+class LagSignals:
+    """Severity and runbook entries of the KB's alerts for a lagging and a rebalancing group."""
+
+    lag_severity: Severity = "warning"
+    lag_entries: tuple[str, ...] = ("rebalance-storm",)
+    rebalance_severity: Severity = "warning"
+    rebalance_entries: tuple[str, ...] = ("rebalance-storm",)
+    stopped_entry: str | None = None  # a runbook entry for stopped consumers, once the KB has one
+
+
+@dataclass(frozen=True)
+class Cause:
+    key: str  # consumers-stopped, slow-consumer, or a runbook entry id
+    entry_id: str | None  # the runbook entry covering it, None when the KB has none
+    title: str
+    reason: str
+    considered: bool = False  # kept in view, but the evidence ranks it below the others
+
+
+@dataclass(frozen=True)
+class Ranking:
+    status: str  # STOP, REBALANCING, WARN / STALL (lag growing), BEHIND (lag, not growing), OK
+    severity: Severity
+    verdict: str
+    causes: tuple[Cause, ...]
+    lag: int
+    change: int  # lag at the last read minus lag at the first
+
+
+def signals_from_kb(kb) -> LagSignals:
+    """The KB's records-lag-max and rebalance-rate-per-hour alerts (defaults if the KB lacks them)."""
+    signals = kb.reference.get("signals") if kb is not None else None
+    found: dict[str, tuple[Severity, tuple[str, ...]]] = {}
+    for alert in getattr(signals, "alerts", None) or []:
+        if alert.metric in (LAG_ALERT, REBALANCE_ALERT) and alert.metric not in found:
+            found[alert.metric] = (alert.severity, tuple(alert.runbook))
+    d = LagSignals()
+    lag = found.get(LAG_ALERT, (d.lag_severity, d.lag_entries))
+    reb = found.get(REBALANCE_ALERT, (d.rebalance_severity, d.rebalance_entries))
+    stopped = STOPPED_ENTRY if kb is not None and STOPPED_ENTRY in kb.failure_modes else None
+    return LagSignals(lag[0], lag[1] or d.lag_entries, reb[0], reb[1] or d.rebalance_entries, stopped)
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _utc(epoch: float) -> str:
+    return f"{dt.datetime.fromtimestamp(epoch, dt.timezone.utc):%H:%M:%S} UTC"
+
+
+def last_commit_text(f: GroupFacts) -> str:
+    """Since when nothing was committed, as far as the evidence tells."""
+    if f.lake_last_commit is not None:
+        return f"last commit seen {_utc(f.lake_last_commit)} ({_ago(f.now - f.lake_last_commit)}, metric lake)"
+    if not f.committed_moved:
+        return (f"no commit during the {f.seconds:.1f} s watched; the time of the last commit needs the "
+                f"metric lake")
+    return "offsets were committed while watched"
+
+
+def trend_text(change: int, seconds: float) -> str:
+    if change > 0:
+        return f"+{change:,} in {seconds:.1f} s"
+    return f"{change:,} in {seconds:.1f} s" if change < 0 else f"unchanged over {seconds:.1f} s"
+
+
+def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
+    """The likely causes of a group's lag, best first, from what the reads showed. Pure."""
+    lag, first = f.lags[-1], f.lags[0]
+    change = lag - first
+    growing = len(f.lags) > 1 and change > 0
+    known = [m for m in f.members if m is not None]
+    no_members = all(s in NO_MEMBERS for s in f.states) and not any(known)
+    churn = len(set(known)) > 1 and any(known)
+    rebalancing = sum(s in REBALANCING for s in f.states)
+    reads = len(f.states)
+    trend = trend_text(change, f.seconds)
+    others = [e for e in sig.lag_entries if e != "rebalance-storm"]
+
+    if no_members and lag > 0:
+        reason = (f"state {f.states[-1]} with 0 members in all {reads} read(s); lag {lag:,} ({trend}); "
+                  f"{last_commit_text(f)}")
+        causes = [Cause("consumers-stopped", sig.stopped_entry, "Consumers stopped / no members", reason),
+                  Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm",
+                        "ranks lower because the group has no members: nothing is rebalancing",
+                        considered=True)]
+        verdict = (f"Group {f.group} has no members and is {lag:,} records behind"
+                   + (f", growing ({trend})" if growing else "")
+                   + f": its consumers stopped (Burrow: STOP). Nothing consumes it; {last_commit_text(f)}.")
+        # growing lag is the KB's records-lag-max alert; the lake's Burrow ERR over a whole window
+        # (STOP on its partitions) raises the answer to critical in run()
+        return Ranking("STOP", sig.lag_severity if growing else "warning", verdict, tuple(causes), lag, change)
+
+    if rebalancing or churn:
+        seen = []
+        if rebalancing:
+            states = sorted({s for s in f.states if s in REBALANCING})
+            seen.append(f"state {'/'.join(states)} in {rebalancing} of {reads} read(s)")
+        if churn:
+            ids = set().union(*known)
+            seen.append(f"{len(ids)} different member ids in {f.seconds:.1f} s (members joining and leaving)")
+        reason = "; ".join(seen) + f"; lag {lag:,} ({trend})"
+        causes = [Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm", reason)]
+        causes += [Cause(e, e, e, "ranks lower: the group is busy rebalancing, which stops consumption on "
+                         "every partition", considered=True) for e in others]
+        storm = churn or rebalancing > 1
+        severity: Severity = sig.rebalance_severity if (lag > 0 or storm) else "info"
+        verdict = (f"Group {f.group} is rebalancing{' again and again' if storm else ''} ({'; '.join(seen)})"
+                   + (f" and is {lag:,} records behind ({trend})." if lag else ", though it is caught up now."))
+        return Ranking("REBALANCING", severity, verdict, tuple(causes), lag, change)
+
+    if lag == 0:
+        who = "no members and nothing to consume" if no_members else f"{len(known[-1]) if known else '?'} member(s)"
+        return Ranking("OK", "ok", f"Group {f.group} is caught up ({who}).", (), 0, change)
+
+    members = len(known[-1]) if known else None
+    stable = f"state {f.states[-1]}" + (f" with {members} member(s) in every read" if members is not None else "")
+    # the lake's window outlasts a few seconds of reads: its WARN (lag never went down between
+    # commits) or STALL (offsets not moving) says the same as lag growing now
+    window = f.lake_worst if f.lake_worst in ("WARN", "STALL") else None
+    slow = growing or window is not None
+    seen = trend + (f"; metric lake over its window: {window}" if window else "")
+    causes: list[Cause] = []
+    hot = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
+    if hot:
+        causes.append(Cause("hot-partition", "hot-partition", "hot-partition",
+                            f"{f.worst_share:.0%} of the lag is on {f.worst_partition}"))
+    if slow:
+        moved = "committed offsets moved" if f.committed_moved else "committed offsets did not move"
+        causes.append(Cause("slow-consumer", None, "Consumers slower than producers",
+                            f"{stable}; lag {lag:,} ({seen}) while {moved}"))
+    causes += [Cause(e, e, e, f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
+                     considered=not slow)
+               for e in others if not (hot and e == "hot-partition")]
+    causes.append(Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm",
+                        f"ranks lower: {stable}, no rebalance seen", considered=True))
+    if slow:
+        verdict = (f"Group {f.group} is {lag:,} records behind and {'growing' if growing else 'not catching up'} "
+                   f"({seen}) with its members "
+                   f"consuming: the consumers are slower than the producers (Burrow: {window or 'WARN'}).")
+        return Ranking(window or "WARN", sig.lag_severity, verdict, tuple(causes), lag, change)
+    verdict = (f"Group {f.group} is {lag:,} records behind on {f.lagging_partitions} partition(s), "
+               f"not growing ({trend}).")
+    return Ranking("BEHIND", "info", verdict, tuple(causes), lag, change)
+
+
+def facts_from_reads(group: str, reads: list[tuple[GroupRead, bool]], lake=None) -> GroupFacts:
+    """GroupFacts from live reads (oldest first; the flag says whether members were read) and the
+    lake's findings on the group (``lake_evidence.GroupLagFindings`` or None)."""
+    last = reads[-1][0].lag
+    total = last.total_lag
+    worst = max(last.partitions, key=lambda p: p.lag or 0, default=None)
+    first_committed = {(p.topic, p.partition): p.committed for p in reads[0][0].lag.partitions}
+    moved = any(first_committed.get((p.topic, p.partition)) != p.committed for p in last.partitions)
+    return GroupFacts(
+        group=group,
+        states=tuple(r.lag.state for r, _ in reads),
+        members=tuple(r.member_ids if known else None for r, known in reads),
+        lags=tuple(r.lag.total_lag for r, _ in reads),
+        committed_moved=moved,
+        seconds=reads[-1][0].read_at - reads[0][0].read_at,
+        partitions=len(last.partitions),
+        lagging_partitions=sum(1 for p in last.partitions if (p.lag or 0) > 0),
+        worst_partition=f"{worst.topic}-{worst.partition}" if worst is not None and worst.lag else None,
+        worst_share=(worst.lag or 0) / total if worst is not None and total else 0.0,
+        now=reads[-1][0].read_at,
+        lake_status=getattr(lake, "status", None),
+        lake_worst=getattr(lake, "worst_status", None),
+        lake_last_commit=getattr(lake, "last_commit", None),
+    )
+
+
+# --------------------------------------------------------------------------- live reads
+
+
+async def read_group(gw, group: str) -> tuple[GroupRead, bool]:
+    """One read of a group; the flag is False when the gateway gives lag only (no members)."""
+    read = getattr(gw, "consumer_group_read", None)
+    if read is None:
+        lag: GroupLag = await gw.consumer_group_lag(group)
+        return GroupRead(lag, [], "", "", time.time()), False
+    return await read(group), True
+
+
+async def watch_group(gw, group: str, reads: int = READS, gap_s: float = READ_GAP_S) -> list[tuple[GroupRead, bool]]:
+    """``reads`` reads ``gap_s`` apart. The first read's error is the answer; a later failure
+    (the coordinator moving mid-watch) ends the watch with the reads made so far."""
+    out = [await read_group(gw, group)]
+    for _ in range(reads - 1):
+        await asyncio.sleep(gap_s)
+        try:
+            out.append(await read_group(gw, group))
+        except GatewayError:
+            break
+    return out
+
+
+@dataclass
+class GroupSummary:
+    """One group in a listing: its lag now, or why it could not be read."""
+
+    group: str
+    state: str
+    coordinator: int | None = None
+    protocol_type: str = ""
+    members: int | None = None
+    total_lag: int | None = None
+    lagging_partitions: int = 0
+    partitions: int = 0
+    error: str | None = None
+
+    @property
+    def lagging(self) -> bool:
+        return bool(self.total_lag)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _read_order(g: GroupListing) -> tuple:
+    # under a cap, read first the groups an incident is most likely about
+    rank = 0 if g.state in REBALANCING else 1 if g.state in NO_MEMBERS else 2 if g.state == "STABLE" else 3
+    return rank, g.group_id
+
+
+async def read_groups(gw, names: list[str]) -> dict[str, tuple[GroupRead, bool] | GatewayError]:
+    """One read of each group: batched per coordinator when the gateway can, else one by one."""
+    batch = getattr(gw, "consumer_groups_read", None)
+    if batch is not None:
+        return {g: r if isinstance(r, GatewayError) else (r, True) for g, r in (await batch(names)).items()}
+    gate = asyncio.Semaphore(LIST_CONCURRENCY)
+
+    async def one(g: str):
+        async with gate:
+            try:
+                return await read_group(gw, g)
+            except GatewayError as exc:
+                return exc
+    return dict(zip(names, await asyncio.gather(*(one(g) for g in names))))
+
+
+async def summarize_groups(gw, listings: Iterable[GroupListing], limit: int) -> tuple[list[GroupSummary], int]:
+    """Read the lag of up to ``limit`` of the listed groups (consumer groups and offsets-only ones;
+    Connect and other protocols have no offsets to lag on). Returns the summaries, lagging
+    first (most lag first), and how many groups were not read because of the cap."""
+    wanted = sorted((g for g in listings if g.protocol_type in ("consumer", "")), key=_read_order)
+    chosen, skipped = wanted[:limit], max(0, len(wanted) - limit)
+    reads = await read_groups(gw, [g.group_id for g in chosen]) if chosen else {}
+    out = []
+    for g in chosen:
+        s = GroupSummary(g.group_id, g.state, g.coordinator, g.protocol_type)
+        r = reads.get(g.group_id)
+        if isinstance(r, GatewayError) or r is None:
+            s.error = str(r) if r is not None else "not read"
+        else:
+            read, known = r
+            s.state = read.lag.state
+            s.members = len(read.members) if known else None
+            s.total_lag = read.lag.total_lag
+            s.partitions = len(read.lag.partitions)
+            s.lagging_partitions = sum(1 for p in read.lag.partitions if (p.lag or 0) > 0)
+        out.append(s)
+    out.sort(key=lambda s: (not s.lagging, -(s.total_lag or 0), s.group))
+    return out, skipped
+
+
+def summary_line(s: GroupSummary) -> str:
+    if s.error:
+        return f"{s.group}: could not read ({s.error})"
+    who = f", {s.members} member(s)" if s.members is not None else ""
+    if not s.lagging:
+        return f"{s.group} ({s.state}{who}): caught up"
+    text = f"{s.group} ({s.state}{who}): {s.total_lag:,} behind on {s.lagging_partitions} partition(s)"
+    if s.state in NO_MEMBERS:
+        text += ": no members, nobody is consuming"
+    elif s.state in REBALANCING:
+        text += ": rebalancing"
+    return text
+
+
+def summary_severity(s: GroupSummary) -> Severity:
+    if s.error:
+        return "error"
+    if not s.lagging:
+        return "ok"
+    return "warning" if s.state in NO_MEMBERS or s.state in REBALANCING else "info"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass
+class LagReply(Reply):
+    """A Reply whose JSON also carries the lag figures as numbers (``lag``)."""
+
+    lag: dict = field(default_factory=dict)
+
+
+_ORDER: Mapping[str, int] = {"ok": 0, "info": 1, "warning": 2, "error": 2, "critical": 3}
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    group = str(request.args["group"])
+    group = request.args.get("group")
+    if group is None:
+        return await _list(request, ctx)
+    return await _one(request, ctx, str(group))
+
+
+async def _list(request: CommandRequest, ctx: Context) -> Reply:
+    lake_evidence.window_for(request, ctx)  # a bad --since is bad input here too
+    gw = await gateway(ctx, request.cluster)
+    listing = await gw.list_consumer_groups()
+    summaries, skipped = await summarize_groups(gw, listing.groups, LIST_LIMIT)
+    lagging = [s for s in summaries if s.lagging]
+    failed = [s for s in summaries if s.error]
+    quiet = [s for s in summaries if not s.lagging and not s.error]
+    others = len(listing.groups) - len(summaries) - skipped
+    lines = [summary_line(s) for s in lagging]
+    if quiet:
+        names = ", ".join(s.group for s in quiet[:SHOWN]) + (f" and {len(quiet) - SHOWN} more" if len(quiet) > SHOWN else "")
+        lines.append(f"Caught up ({len(quiet)}): {names}")
+    lines += [summary_line(s) for s in failed]
+    notes = []
+    if skipped:
+        notes.append(f"{skipped} group(s) not read: at most {LIST_LIMIT} groups are read per listing; "
+                     f"ask `lag <group>` for one of them.")
+    if others:
+        notes.append(f"{others} group(s) of other protocols (Connect, share groups ...) have no consumer offsets "
+                     f"and are not listed.")
+    if listing.failed_brokers:
+        notes.append("Brokers that did not list their groups (the groups they coordinate are missing): "
+                     + "; ".join(f"{b}: {why}" for b, why in sorted(listing.failed_brokers.items())))
+    severity: Severity = max((summary_severity(s) for s in summaries), key=_ORDER.__getitem__, default="ok")
+    if severity == "error":
+        severity = "warning"
+    if not summaries:
+        verdict = f"No consumer groups in cluster {gw.name}."
+    elif lagging:
+        verdict = (f"{len(lagging)} of {len(summaries)} group(s) are behind; most: {lagging[0].group} "
+                   f"with {lagging[0].total_lag:,} records.")
+    else:
+        verdict = f"All {len(summaries)} group(s) read are caught up."
+    evidence = [Evidence("Consumer groups", f"{len(listing.groups):,} listed, {len(summaries):,} read", "live: list_groups", "neutral"),
+                Evidence("Groups behind", f"{len(lagging):,}", "live: list_group_offsets + list_offsets",
+                         "bad" if lagging else "ok")]
+    data = {"groups": [s.as_dict() for s in summaries], "listed": len(listing.groups), "read": len(summaries),
+            "skipped": skipped, "failed_brokers": {str(b): why for b, why in listing.failed_brokers.items()}}
+    return LagReply(title=f"Consumer groups of {gw.name}", severity=severity, verdict=verdict, evidence=evidence,
+                    sections=[Section("Groups, lagging first", lines or ["No consumer groups."])],
+                    actions=[Action(f"Lag of {s.group}", f"lag {s.group}") for s in lagging[:3]],
+                    notes=notes, lag=data)
+
+
+async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     window = lake_evidence.window_for(request, ctx)
     # the lake's window verdict is computed while the cluster is read
     lake_task = asyncio.ensure_future(lake_evidence.group_lag_or_note(ctx, request, group, window))
     try:
         gw = await gateway(ctx, request.cluster)
-        g = await gw.consumer_group_lag(group)
+        reads = await watch_group(gw, group)
     except BaseException:
         lake_task.cancel()
         raise
     lake = await lake_task
+    lake_facts = lake if lake is not None and lake.available and lake.has_data else None
+    facts = facts_from_reads(group, reads, lake_facts)
+    ranking = rank(facts, signals_from_kb(ctx.kb))
+    last, members_known = reads[-1]
+    g = last.lag
     rows = sorted(g.partitions, key=lambda p: -(p.lag or 0))
     lines = [
         f"{p.topic}-{p.partition}: committed {p.committed if p.committed is not None else 'none'}, "
@@ -39,34 +453,67 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         + (f" ({p.error})" if p.error else "")
         for p in rows
     ]
-    lagging = [p for p in rows if (p.lag or 0) > 0]
+    states = sorted(set(facts.states), key=facts.states.index)
     evidence = [
-        Evidence("Group state", g.state, "live: describe_consumer_groups", "neutral"),
-        Evidence("Total lag", f"{g.total_lag:,} records over {len(rows)} partition(s)", "live: list_consumer_group_offsets + list_offsets",
-                 "bad" if g.total_lag else "ok"),
+        Evidence("Group state", (g.state if len(states) == 1 else " -> ".join(states))
+                 + f" ({len(reads)} read(s) over {facts.seconds:.1f} s)", "live: describe_groups",
+                 "bad" if ranking.status in ("STOP", "REBALANCING") else "neutral"),
     ]
+    if members_known:
+        ids = set().union(*(r.member_ids for r, _ in reads))
+        evidence.append(Evidence("Members", f"{len(last.members)} now" + (f", {len(ids)} different ids while watched"
+                                                                          if len(ids) > len(last.members) else ""),
+                                 "live: describe_groups", "bad" if not last.members and g.total_lag else "neutral"))
+    evidence.append(Evidence("Total lag", f"{g.total_lag:,} records over {len(rows)} partition(s); "
+                             + (trend_text(ranking.change, facts.seconds) if len(reads) > 1 else "one read"),
+                             "live: list_group_offsets + list_offsets", "bad" if g.total_lag else "ok"))
+    lagging = [p for p in rows if (p.lag or 0) > 0]
     if lagging:
         worst = lagging[0]
         evidence.append(Evidence("Largest", f"{worst.topic}-{worst.partition}: {worst.lag:,}", "live", "bad"))
+    if ranking.status == "STOP":
+        evidence.append(Evidence("Last commit", last_commit_text(facts),
+                                 "lake: partition_lag_status" if facts.lake_last_commit is not None else "live", "bad"))
     no_commit = [p for p in rows if p.committed is None]
     if no_commit:
         evidence.append(Evidence("Partitions without a committed offset", str(len(no_commit)), "live", "neutral"))
-    verdict = (f"Group {group} is {g.total_lag:,} records behind on {len(lagging)} partition(s)." if lagging
-               else f"Group {group} is caught up.")
-    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes["rebalance-storm"], reason="lag > 0: check for a rebalance storm", first_steps=2)] if lagging else []
-    severity = "warning" if lagging else "ok"
+    ranked = [c for c in ranking.causes if not c.considered]
+    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[c.entry_id], reason=c.reason, first_steps=2)
+                 for c in ranked if c.entry_id in ctx.kb.failure_modes]
+    cause_lines = [f"{i}. {_title(ctx, c)}: {c.reason}" for i, c in enumerate(ranked, 1)]
+    cause_lines += [f"Considered: {_title(ctx, c)}: {c.reason}" for c in ranking.causes if c.considered]
     sections = [Section("Per partition (largest first)", lines)]
-    notes = ["Lag now only; whether it is growing needs the metric lake's window."]
+    severity = ranking.severity
+    notes = ["Lag over a few seconds of live reads; the trend over minutes needs the metric lake's window."]
     if lake is not None:
         evidence += lake.evidence
         notes = lake.notes if lake.available else notes + lake.notes
         if lake.details:
             sections.append(Section(f"Window verdict per partition ({lake.window.label})", lake.details))
-        if lake.severity == "critical":
-            severity = "critical"
-    return Reply(title=f"Lag of {group}", severity=severity, verdict=verdict, evidence=evidence,
-                 diagnoses=diagnoses, sections=sections, notes=notes,
-                 window=lake.window.label if lake is not None and lake.available else None)
+    if cause_lines:
+        sections.append(Section("Likely causes, ranked", cause_lines))
+    if lake is not None:
+        if lake.available and lake.has_data and _ORDER[lake.severity] > _ORDER[severity] and g.total_lag:
+            severity = lake.severity
+    data = {
+        "group": group, "state": g.state, "status": ranking.status, "total_lag": g.total_lag,
+        "lag_change": ranking.change, "seconds_watched": round(facts.seconds, 3), "reads": len(reads),
+        "states": list(facts.states), "members": len(last.members) if members_known else None,
+        "committed_moved": facts.committed_moved, "last_commit": facts.lake_last_commit,
+        "causes": [{"key": c.key, "entry_id": c.entry_id, "considered": c.considered} for c in ranking.causes],
+        "partitions": [{"topic": p.topic, "partition": p.partition, "committed": p.committed, "log_end": p.log_end,
+                        "lag": p.lag} for p in rows],
+        "lake": ({"status": getattr(lake, "status", None), "worst_status": getattr(lake, "worst_status", None),
+                  "total_lag": getattr(lake, "total_lag", None)} if lake_facts is not None else None),
+    }
+    return LagReply(title=f"Lag of {group}", severity=severity, verdict=ranking.verdict, evidence=evidence,
+                    diagnoses=diagnoses, sections=sections, notes=notes,
+                    window=lake.window.label if lake is not None and lake.available else None, lag=data)
+
+
+def _title(ctx: Context, c: Cause) -> str:
+    entry = ctx.kb.failure_modes.get(c.entry_id) if c.entry_id else None
+    return f"{entry.title} ({entry.id})" if entry is not None else c.title
 
 
 COMMAND = Command(SPEC, run)

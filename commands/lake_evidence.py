@@ -414,10 +414,15 @@ def q_group_lag(view, start, end, group: str) -> dict:
 
     from lake.schema import LABEL_GROUP
     from spark_queries._common import label, only_metrics
-    from spark_queries.lag import COMMITTED, LAG, group_lag_status, partition_lag_status
+    from spark_queries.lag import COMMITTED, LAG, LOG_END, group_lag_status, partition_lag_status
 
-    df = only_metrics(view.window(start, end), COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
-    parts = partition_lag_status(df, now=end).cache()
+    win = view.window(start, end)
+    commits = only_metrics(win, COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
+    # the brokers' log end offsets of the group's partitions give Burrow's current lag (the
+    # lag rows were taken at commit times and stay frozen once the consumers stop committing)
+    ends = only_metrics(win, LOG_END).join(commits.select("cluster", "topic", "partition").distinct(),
+                                          on=["cluster", "topic", "partition"], how="left_semi")
+    parts = partition_lag_status(commits.unionByName(ends), now=end).cache()
     try:
         return {"partitions": _rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
                 "group": _rows(group_lag_status(parts))}
@@ -425,19 +430,44 @@ def q_group_lag(view, start, end, group: str) -> dict:
         parts.unpersist()
 
 
+@dataclass
+class GroupLagFindings(LakeFindings):
+    """The lake's findings on one group, plus the figures `lag` ranks causes with."""
+
+    status: str | None = None  # Burrow's group status: OK, WARN, ERR
+    worst_status: str | None = None  # the worst partition status: OK, WARN, STOP, STALL, REWIND
+    total_lag: float | None = None  # sum of the partitions' current lag (latest log end - last commit)
+    last_commit: float | None = None  # epoch seconds of the last commit the lake saw
+    first_commit: float | None = None
+
+
+def _epoch(value) -> float | None:
+    if value is None:
+        return None
+    from lake.service import to_utc
+
+    return to_utc(value).timestamp()
+
+
 async def group_lag(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings:
     facts = await run_query(ctx, request, q_group_lag, window.start, window.end, group)
     if not facts["group"]:
-        return LakeFindings.without_data(window, "lake: partition_lag_status", f"commits of group {group}")
-    out = LakeFindings(window)
+        return GroupLagFindings.without_data(window, "lake: partition_lag_status", f"commits of group {group}")
+    out = GroupLagFindings(window)
     for g in facts["group"]:
         status = g["status"]
         text = (f"{status} (worst partition: {g['worst_status']}); {g['partitions_not_ok']} of {g['partitions']} "
-                f"partition(s) not OK")
+                f"partition(s) not OK; lag now {_n(g['total_lag'])}")
         out.evidence.append(Evidence("Window verdict (Burrow rules)", text, "lake: group_lag_status",
                                      "ok" if status == "OK" else "bad"))
         out.severity = "ok" if status == "OK" else ("warning" if status == "WARN" else "critical")
-    out.details = partition_lag_lines(facts["partitions"])
+        out.status, out.worst_status, out.total_lag = status, g["worst_status"], g["total_lag"]
+    parts = facts["partitions"]
+    commits = [_epoch(r["last_commit"]) for r in parts if r.get("last_commit") is not None]
+    firsts = [_epoch(r["first_commit"]) for r in parts if r.get("first_commit") is not None]
+    out.last_commit = max(commits) if commits else None
+    out.first_commit = min(firsts) if firsts else None
+    out.details = partition_lag_lines(parts)
     return out
 
 

@@ -7,24 +7,19 @@ evidence, a verdict, and the runbook entries the data points at (in the runbook'
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from live.gateway import AdminGateway, GatewayError
+from live.model import QuorumInfo
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
+from . import metric_checks
+from .findings import LiveFindings
 from .reply import Action, Evidence, Severity
-
-
-@dataclass
-class LiveFindings:
-    verdict: str
-    severity: Severity
-    evidence: list[Evidence] = field(default_factory=list)
-    lead: list[tuple[str, str]] = field(default_factory=list)  # (entry id, what the data showed)
-    actions: list[Action] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+from .txn_evidence import TxnReport, describe_txn, read_open_transactions
 
 
 def brokers_evidence(snap: Snapshot) -> Evidence:
@@ -35,34 +30,76 @@ def brokers_evidence(snap: Snapshot) -> Evidence:
     return Evidence("Brokers registered", value, "live: describe_cluster", "bad" if missing else "ok")
 
 
-async def _enrich_registered_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str]) -> Snapshot:
-    """Log-dir failures and reassignments can only explain a missing replica on a live broker:
-    ask for them only when such replicas exist (two extra calls, skipped in the common case)."""
-    suspects = {
-        b for p in snap.states for b in p.replicas if b not in p.isr and b in snap.brokers.registered
-    }
+async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
+                           evidence: list[Evidence]) -> Snapshot:
+    """Only when replicas are out of sync: probe the brokers they live on (a missing broker may be
+    dead or paused; a registered one out of ISR may be hung), then ask for log-dir failures and
+    reassignments, which can only explain a missing replica on a live broker. Skipped entirely in
+    the common healthy case; a silent broker is not asked for its log dirs (it would not answer)."""
+    out_of_isr = {b for p in snap.states for b in p.replicas if b not in p.isr}
+    missing = snap.brokers.expected - snap.brokers.registered
+    suspects = out_of_isr | missing
     if not suspects:
         return snap
-    dirs, moves = await asyncio.gather(gw.log_dirs(sorted(suspects)), gw.reassignments(), return_exceptions=True)
+    try:
+        liveness = await gw.broker_liveness(sorted(suspects))
+    except GatewayError as exc:
+        liveness = {}
+        notes.append(f"Could not probe the brokers' listeners ({exc}); a paused broker cannot be told from a dead one.")
+    for b, res in sorted(liveness.items()):
+        evidence.append(Evidence(f"Broker {b} listener", res.describe(), "live: TCP + ApiVersions probe",
+                                 "ok" if res.state == "answers" and b in snap.brokers.registered else "bad"))
+    unprobed = sorted(missing - set(liveness))
+    if unprobed:
+        notes.append(f"Broker {broker_list(unprobed)}: address unknown to this process, so whether it is dead or "
+                     "paused was not checked; `kill -0 <pid>` / its GC log on the host tell the two apart.")
+    registered_suspects = sorted(b for b in out_of_isr & snap.brokers.registered
+                                 if liveness.get(b) is None or liveness[b].state != "silent")
     failed: dict[int, tuple[str, ...]] = {}
-    if isinstance(dirs, BaseException):
-        notes.append(f"Could not read log dirs ({dirs}); a failed disk cannot be ruled out.")
-    else:
-        for d in dirs:
-            if d.error:
-                failed[d.broker] = (*failed.get(d.broker, ()), d.path)
     adding: dict[tuple[str, int], tuple[int, ...]] = {}
-    if isinstance(moves, BaseException):
-        notes.append(f"Could not list reassignments ({moves}).")
-    else:
-        adding = {(r.topic, r.partition): tuple(r.adding) for r in moves}
+    if registered_suspects:
+        dirs, moves = await asyncio.gather(gw.log_dirs(registered_suspects), gw.reassignments(), return_exceptions=True)
+        if isinstance(dirs, BaseException):
+            notes.append(f"Could not read log dirs ({dirs}); a failed disk cannot be ruled out.")
+        else:
+            for d in dirs:
+                if d.error:
+                    failed[d.broker] = (*failed.get(d.broker, ()), d.path)
+        if isinstance(moves, BaseException):
+            notes.append(f"Could not list reassignments ({moves}).")
+        else:
+            adding = {(r.topic, r.partition): tuple(r.adding) for r in moves}
     states = [replace(p, adding=adding.get((p.topic, p.partition), ())) for p in snap.states]
-    facts = BrokerFacts(snap.brokers.registered, snap.brokers.expected, failed)
+    facts = BrokerFacts(snap.brokers.registered, snap.brokers.expected, failed,
+                        {b: r.state for b, r in liveness.items()})
     return replace(snap, states=states, brokers=facts)
+
+
+THROTTLE_KEYS = ("follower.replication.throttled.rate", "leader.replication.throttled.rate")
+
+
+async def _throttle_evidence(gw: AdminGateway, brokers: list[int], notes: list[str]) -> list[Evidence]:
+    """A follower that is up but out of ISR is often throttled on purpose (a reassignment's
+    replication quota): show the brokers' throttle rates, since lifting one is the fix."""
+    try:
+        configs = await gw.broker_configs()
+    except GatewayError as exc:
+        notes.append(f"Replication throttles not read ({exc}).")
+        return []
+    out = []
+    for b, cfg in sorted(configs.items()):
+        set_ = {k: cfg[k].value for k in THROTTLE_KEYS if k in cfg and cfg[k].value not in (None, "", "9223372036854775807")}
+        if set_:
+            out.append(Evidence(f"Broker {b} replication throttle", ", ".join(f"{k}={int(v):,} B/s" if v.isdigit() else f"{k}={v}"
+                                                                              for k, v in set_.items()),
+                                "live: broker configs", "bad"))
+    return out
 
 
 _CAUSE_TEXT = {
     "broker-loss": "not registered: its replicas are gone from {n:,} ISR(s)",
+    "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
+    "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
     "log-dir-failure": "registered, but a log dir failed; {n:,} replica(s) out of ISR",
     "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
     "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
@@ -72,7 +109,8 @@ _CAUSE_TEXT = {
 async def check_urp(gw: AdminGateway) -> LiveFindings:
     snap = await snapshot(gw, min_isr="unhealthy")
     notes: list[str] = []
-    snap = await _enrich_registered_suspects(gw, snap, notes)
+    probes: list[Evidence] = []
+    snap = await _enrich_suspects(gw, snap, notes, probes)
     cats = snap.by_category()
     urp = [p for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader]
     evidence = [
@@ -91,11 +129,14 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     if cats["Offline"]:
         evidence.append(Evidence("Offline partitions", f"{len(cats['Offline']):,}: {name_partitions(cats['Offline'])}", "live: metadata", "bad"))
     findings = urp_findings(snap.states, snap.brokers)
+    evidence += probes
     for f in findings:
         evidence.append(
             Evidence(f"Broker {f.broker}", _CAUSE_TEXT[f.cause].format(n=len(f.partitions)) + f" ({name_partitions(f.partitions, 4)})",
                      "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""), "bad")
         )
+    if any(f.cause == "slow-follower" for f in findings):
+        evidence += await _throttle_evidence(gw, sorted({f.broker for f in findings if f.cause == "slow-follower"}), notes)
     lead: list[tuple[str, str]] = []
     for f in findings:
         if f.cause != "reassignment" and all(e != f.cause for e, _ in lead):
@@ -103,14 +144,28 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     if not urp:
         return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes)
     top = findings[0] if findings else None
-    if top and top.cause == "broker-loss":
-        verdict = (f"Broker {broker_list(sorted({f.broker for f in findings if f.cause == 'broker-loss'}))} is gone: "
-                   f"{len(urp):,} partitions are under-replicated because its replicas left their ISRs.")
+    if top and top.cause == "gc-pauses":
+        verdict = (f"Broker {top.broker} is paused, not dead: its listener accepts connections but answers nothing "
+                   f"(a long GC pause, SIGSTOP or a hung JVM), so {len(urp):,} partitions lost it from their ISR. "
+                   "Do not reassign its replicas: find why it stalled (GC log, a stopped process, swapping); "
+                   "it rejoins the ISR by itself once it runs again.")
+    elif top and top.cause == "network-partition":
+        verdict = (f"Broker {top.broker} answers requests but is not registered with the controller (fenced): it is "
+                   f"cut off from the controller quorum or still recovering; {len(urp):,} partitions are under-replicated.")
+    elif top and top.cause == "broker-loss":
+        gone = sorted({f.broker for f in findings if f.cause == "broker-loss"})
+        confirmed = all(snap.brokers.liveness.get(b) == "refused" for b in gone)
+        verdict = (f"Broker {broker_list(gone)} is gone"
+                   + (" (its port refuses connections: the process is not running)" if confirmed else "")
+                   + f": {len(urp):,} partitions are under-replicated because its replicas left their ISRs.")
     elif top and top.cause == "log-dir-failure":
         verdict = f"Broker {top.broker} is up but lost a log directory: its replicas on that disk are out of ISR."
     elif top and top.cause == "slow-follower":
         verdict = (f"Every broker is up, but broker {top.broker} is not keeping up: "
                    f"{len(top.partitions):,} of its replicas are out of ISR.")
+        if any(e.label.endswith("replication throttle") for e in evidence):
+            verdict += (" A replication throttle is set (see the evidence): a follower held under it falls out of the ISR "
+                        "under load. Raise or clear it (`throttle clear`) unless a reassignment still needs it.")
     else:
         verdict = f"{len(urp):,} partitions are under-replicated by a reassignment in progress; that is expected while it copies."
     severity: Severity = "critical" if cats["UnderMinIsr"] or cats["Offline"] else "warning"
@@ -167,23 +222,176 @@ async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
     return LiveFindings(verdict, "warning" if clamped else "ok", evidence, lead)
 
 
+def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> LiveFindings:
+    """Open transactions -> verdict. Severity: a transaction nothing will abort (past its timeout,
+    or unknown to every coordinator) is critical; one its coordinator will abort on its own still
+    blocks read_committed consumers until then (warning); none is ok, unless part of the cluster
+    could not be read, in which case the answer says it is partial instead of claiming health."""
+    now = report.now_ms
+    shown = [t for t in report.open if min_age_ms is None or (t.age_ms(now) or 0) >= min_age_ms]
+    evidence = [Evidence(f"{t.where}", describe_txn(t, now), "live: list_offsets + describe_producers + describe_transactions",
+                         "bad") for t in shown]
+    for d in report.coordinator_only:
+        evidence.append(Evidence(
+            f"Transaction {d.transactional_id}",
+            f"producer {d.producer_id}: its coordinator still lists it as {d.state}, but it holds no partition's LSO "
+            "(aborted or completed on the partitions); the coordinator expires it" +
+            (f" at {time.strftime('%H:%M:%S UTC', time.gmtime((d.start_time_ms + d.timeout_ms) / 1000))}"
+             if d.start_time_ms >= 0 else ""),
+            "live: describe_transactions", "neutral"))
+    for what, why in sorted(report.unread.items()):
+        evidence.append(Evidence(f"Not read: {what}", why, "live", "bad"))
+    hanging = [t for t in shown if t.status(now) != "within-timeout"]
+
+    def lag(t) -> str:
+        return f"{t.offsets.lso_lag:,}" if t.offsets is not None else "?"
+
+    lead = [("hanging-transaction", "live: " + describe_txn(t, now)) for t in shown[:1]]
+    actions = [Action(f"Abort on {t.where}", f"abort-txn {t.topic} {t.partition} --producer-id {t.producer_id}", mutating=True)
+               for t in (hanging or shown)[:3]]
+    partial = (" This answer is partial: " + "; ".join(f"{k} not read" for k in sorted(report.unread)) + "."
+               if report.partial else "")
+    if hanging:
+        worst = hanging[0]
+        verdict = (f"{len(hanging)} hanging transaction(s): producer {worst.producer_id} holds {worst.where}'s last stable "
+                   f"offset {lag(worst)} records behind and nothing will abort it; "
+                   "read_committed consumers are stuck there until it is aborted.")
+        severity: Severity = "critical"
+    elif shown:
+        first = shown[0]
+        at = first.abort_at_ms
+        verdict = (f"{len(shown)} open transaction(s) hold read_committed consumers back: producer {first.producer_id} on "
+                   f"{first.where}, {lag(first)} records behind the high watermark. "
+                   + (f"Still within its timeout: its coordinator aborts it at "
+                      f"{time.strftime('%H:%M:%S UTC', time.gmtime(at / 1000))} if its producer does not finish it."
+                      if at is not None else ""))
+        severity = "warning"
+    else:
+        verdict = "No open transaction holds any partition's last stable offset back; read_committed consumers are not blocked by one."
+        severity = "ok"
+    if report.partial and severity == "ok":
+        severity = "warning"
+    return LiveFindings(verdict + partial, severity, evidence, lead, actions)
+
+
 async def check_hanging(gw: AdminGateway) -> LiveFindings:
-    hanging = await gw.find_hanging_transactions()
-    if not hanging:
-        return LiveFindings("No hanging transactions found.", "ok",
-                            [Evidence("Open transactions past the timeout cap", "0", "live: find_hanging_transactions", "ok")])
-    evidence = [
-        Evidence(f"Transaction {h.transactional_id or '(none)'}",
-                 f"producer {h.producer_id} epoch {h.producer_epoch}, {h.state}, open {h.age_ms / 1000:,.0f} s on "
-                 f"{name_partitions(h.partitions, 4)}",
-                 "live: find_hanging_transactions", "bad")
-        for h in hanging
-    ]
-    first = hanging[0]
-    actions = [Action(f"Abort on {t}-{p}", f"abort-txn {t} {p} --producer-id {first.producer_id}", mutating=True)
-               for t, p in first.partitions[:3]]
-    return LiveFindings(f"{len(hanging)} hanging transaction(s): read_committed consumers are stuck behind them.",
-                        "critical", evidence, [("hanging-transaction", "live: find_hanging_transactions")], actions)
+    return transaction_findings(await read_open_transactions(gw))
+
+
+@dataclass
+class QuorumView:
+    """What the controller quorum looks like from outside: probes of every configured voter, and
+    the quorum's own description when it answered."""
+
+    severity: Severity
+    verdict: str  # "" when healthy
+    evidence: list[Evidence]
+    lost: bool  # no active controller can exist (a majority of voters is down, or no leader)
+
+
+def quorum_view(voters: dict | BaseException, quorum: QuorumInfo | BaseException | None) -> QuorumView:
+    """Pure: voter probes (id -> ProbeResult, or the error reading the voters) and the
+    DescribeQuorum answer (None when it was not waited for) -> the quorum's health.
+
+    A KRaft quorum needs a majority of its voters to elect a leader (Raft), so a majority that
+    refuses connections or does not answer means no active controller, whatever the brokers'
+    cached metadata still says."""
+    evidence: list[Evidence] = []
+    down: list[int] = []
+    if isinstance(voters, dict) and voters:
+        for vid, res in sorted(voters.items()):
+            who = f"Controller {vid}" if vid >= 0 else f"Controller at {res.address}"
+            bad = res.state != "answers"
+            if bad:
+                down.append(vid)
+            evidence.append(Evidence(who, res.describe(), "live: TCP + ApiVersions probe", "bad" if bad else "ok"))
+    majority_down = isinstance(voters, dict) and bool(voters) and (len(voters) - len(down)) * 2 <= len(voters)
+    if majority_down:
+        names = ", ".join(str(v) if v >= 0 else voters[v].address for v in down)
+        return QuorumView("critical",
+                          f"No active controller: {len(down)} of {len(voters)} controller voter(s) ({names}) are down or not answering, "
+                          "so the KRaft quorum has no majority and cannot elect a leader. Brokers keep serving from "
+                          "cached metadata, but no leader election, ISR change or topic change can happen.",
+                          evidence, True)
+    if isinstance(quorum, QuorumInfo):
+        lagging = [v for v in quorum.voters if v.lag > 0]
+        ok = quorum.leader_id >= 0
+        evidence.insert(0, Evidence(
+            "Controller quorum",
+            (f"leader {quorum.leader_id} (epoch {quorum.leader_epoch}), voters {broker_list(v.id for v in quorum.voters)}"
+             if ok else f"no leader (epoch {quorum.leader_epoch}), voters {broker_list(v.id for v in quorum.voters)}")
+            + (f"; lagging: {', '.join(f'{v.id} by {v.lag:,}' for v in lagging)}" if lagging else ""),
+            "live: describe_metadata_quorum", "ok" if ok else "bad"))
+        if not ok:
+            return QuorumView("critical", "No active controller: the KRaft quorum reports no leader.", evidence, True)
+    elif isinstance(quorum, BaseException):
+        evidence.insert(0, Evidence("Controller quorum", f"not readable: {quorum}", "live: describe_metadata_quorum", "bad"))
+    if isinstance(voters, BaseException):
+        evidence.append(Evidence("Controller voters", f"not probed: {voters}", "live: broker config", "neutral"))
+    if down and isinstance(voters, dict):
+        names = ", ".join(str(v) if v >= 0 else voters[v].address for v in down)
+        return QuorumView("warning",
+                          f"Controller {names} is down; the quorum keeps its majority "
+                          f"({len(voters) - len(down)} of {len(voters)}) but tolerates no further loss.",
+                          evidence, False)
+    if isinstance(quorum, BaseException):
+        return QuorumView("warning", "The controller quorum did not describe itself; its health is unknown.", evidence, False)
+    return QuorumView("ok", "", evidence, False)
+
+
+async def read_quorum(gw: AdminGateway) -> QuorumView:
+    """Probe the voters first (milliseconds); ask DescribeQuorum only when a majority answers,
+    because with no controller that request waits for the whole admin timeout."""
+    try:
+        voters: dict | BaseException = await gw.controller_liveness()
+    except GatewayError as exc:
+        voters = exc
+    first = quorum_view(voters, None)
+    if first.lost:
+        return first
+    try:
+        quorum: QuorumInfo | BaseException = await gw.metadata_quorum()
+    except GatewayError as exc:
+        quorum = exc
+    return quorum_view(voters, quorum)
+
+
+async def check_controller(gw: AdminGateway) -> LiveFindings:
+    view = await read_quorum(gw)
+    lead = [("controller-quorum-loss", "live: " + view.verdict)] if view.lost else []
+    verdict = view.verdict or "The controller quorum has an active leader and every voter answers."
+    return LiveFindings(verdict, view.severity, view.evidence, lead, [Action("Cluster status", "status")])
+
+
+# A broker fetches metadata from the controller quorum about twice a second; one that has not
+# caught up for this long is working from stale routing (the runbook's metadata-lag signature).
+METADATA_STALE_MS = 5_000
+
+
+def metadata_lag_findings(quorum: QuorumInfo, registered: set[int], now_ms: int) -> LiveFindings:
+    """Pure: the quorum's observers (brokers) -> which registered broker is behind on metadata."""
+    evidence, behind = [], []
+    for o in quorum.observers:
+        since = now_ms - o.last_caught_up_timestamp if o.last_caught_up_timestamp and o.last_caught_up_timestamp > 0 else None
+        stale = since is not None and since > METADATA_STALE_MS and o.lag > 0
+        evidence.append(Evidence(f"Broker {o.id} metadata",
+                                 f"{o.lag:,} records behind the controller" + (f", last caught up {since / 1000:,.1f} s ago" if since is not None else ""),
+                                 "live: describe_metadata_quorum (observers)", "bad" if stale else "ok"))
+        if stale and o.id in registered:
+            behind.append((o.id, o.lag, since))
+    if not behind:
+        return LiveFindings("Every registered broker is caught up with the controller's metadata.", "ok", evidence)
+    b, lag, since = max(behind, key=lambda x: x[2])
+    verdict = (f"Broker {broker_list(x[0] for x in behind)} is behind on metadata: broker {b} last caught up "
+               f"{since / 1000:,.0f} s ago and is {lag:,} records behind, so it routes from stale leaders and ISRs "
+               "(clients see NOT_LEADER_OR_FOLLOWER). Check that broker's load and its link to the controllers.")
+    return LiveFindings(verdict, "warning", evidence,
+                        [("metadata-lag", f"live: broker {b} {lag:,} metadata records behind for {since / 1000:,.0f} s")])
+
+
+async def check_metadata_lag(gw: AdminGateway) -> LiveFindings:
+    cluster, quorum = await asyncio.gather(gw.describe_cluster(), gw.metadata_quorum())
+    return metadata_lag_findings(quorum, set(cluster.broker_ids), int(time.time() * 1000))
 
 
 Check = Callable[[AdminGateway], Awaitable[LiveFindings]]
@@ -196,9 +404,15 @@ CHECKS: dict[str, Check] = {
     "gc-pauses": check_urp,
     "log-dir-failure": check_urp,
     "offline-partitions": check_offline,
-    "unclean-election": check_offline,
+    "unclean-election": metric_checks.check_unclean,
     "under-min-isr": check_under_min_isr,
     "hanging-transaction": check_hanging,
+    "controller-quorum-loss": check_controller,
+    "handler-saturation": metric_checks.check_handler_saturation,
+    "fetch-session-eviction": metric_checks.check_fetch_sessions,
+    "hot-partition": metric_checks.check_hot_partition,
+    "full-disk": metric_checks.check_disks,
+    "metadata-lag": check_metadata_lag,
 }
 
 

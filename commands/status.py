@@ -7,8 +7,8 @@ import asyncio
 from live.gateway import GatewayError
 
 from .context import Context
-from .evidence import at_min_isr_by_design, broker_list, gateway, name_partitions, snapshot
-from .live_checks import brokers_evidence
+from .evidence import at_min_isr_by_design, gateway, name_partitions, snapshot
+from .live_checks import brokers_evidence, read_quorum
 from .reply import Action, Evidence, Reply
 from .spec import Command, CommandRequest, CommandSpec
 
@@ -22,34 +22,31 @@ SPEC = CommandSpec(
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("reading brokers, partitions and the controller quorum")
-    snap, quorum = await asyncio.gather(snapshot(gw, min_isr="all"), gw.metadata_quorum(), return_exceptions=True)
-    if isinstance(snap, BaseException):
-        raise snap
+    snap, quorum = await asyncio.gather(snapshot(gw, min_isr="all"), read_quorum(gw))
     cats = snap.by_category()
-    evidence = [brokers_evidence(snap)]
+    evidence = [brokers_evidence(snap), *quorum.evidence]
     notes: list[str] = []
-    if isinstance(quorum, GatewayError):
-        notes.append(f"Controller quorum not readable: {quorum}")
-    elif isinstance(quorum, BaseException):
-        raise quorum
-    else:
-        lagging = [v for v in quorum.voters if v.lag > 0]
-        evidence.append(Evidence(
-            "Controller quorum",
-            f"leader {quorum.leader_id} (epoch {quorum.leader_epoch}), voters {broker_list(v.id for v in quorum.voters)}"
-            + (f"; lagging: {', '.join(f'{v.id} by {v.lag:,}' for v in lagging)}" if lagging else ""),
-            "live: describe_metadata_quorum", "ok" if quorum.leader_id >= 0 else "bad"))
     for name, label in (("UnderReplicated", "Under-replicated"), ("AtMinIsr", "At min ISR"),
                         ("UnderMinIsr", "Under min ISR"), ("Offline", "Offline")):
         parts = cats[name]
         evidence.append(Evidence(label, f"{len(parts):,}" + (f": {name_partitions(parts)}" if parts else ""),
                                  "live: metadata + topic configs", "bad" if parts else "ok"))
     missing = sorted(snap.brokers.expected - snap.brokers.registered)
+    liveness = await _liveness(gw, missing)
+    for b, res in sorted(liveness.items()):
+        evidence.insert(1, Evidence(f"Broker {b} listener", res.describe(), "live: TCP + ApiVersions probe", "bad"))
     by_design = at_min_isr_by_design(cats["AtMinIsr"])
     lost = [p for p in cats["AtMinIsr"] if len(p.isr) < len(p.replicas)]
     problems = []
-    if missing:
-        problems.append(f"broker {broker_list(missing)} missing")
+    if quorum.lost:
+        problems.append("no active controller")
+    elif quorum.verdict:
+        problems.append(quorum.verdict.rstrip("."))
+    for b in missing:
+        state = liveness[b].state if b in liveness else None
+        problems.append(f"broker {b} missing" + {"silent": " (paused or hung, not dead: it holds its port but answers nothing)",
+                                                  "refused": " (not running: its port refuses connections)",
+                                                  "answers": " (its process answers but it is fenced)"}.get(state or "", ""))
     for parts, word in ((cats["Offline"], "offline"), (cats["UnderMinIsr"], "under min ISR"),
                         (cats["UnderReplicated"], "under-replicated"), (lost, "at min ISR after losing a replica")):
         if parts:
@@ -57,12 +54,22 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if by_design:
         notes.append(f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
                      "one broker loss stops their acks=all writes. See /kafka audit.")
-    severity = "critical" if cats["Offline"] or cats["UnderMinIsr"] else "warning" if problems else "ok"
+    severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
+                else "warning" if problems else "ok")
     topics = len({p.topic for p in snap.states})
     verdict = (f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topic{'s' if topics != 1 else ''}, "
                f"{snap.partition_count:,} partitions all in sync."
                if not problems else "Not healthy: " + "; ".join(problems) + ".")
+    if quorum.lost:
+        # The partition counts below come from the brokers' cached metadata, which stops changing
+        # without a controller: say so first, they are not evidence of health.
+        others = problems[1:]
+        verdict = quorum.verdict + (f" Also: {'; '.join(others)}." if others else "")
+        notes.append("Without an active controller the brokers' metadata is frozen: ISR and leader changes are not "
+                     "recorded, so the partition counts may look better than the cluster is.")
     actions = []
+    if quorum.lost:
+        actions.append(Action("Why no controller", "why no active controller"))
     if cats["Offline"]:
         actions.append(Action("Why offline", "why offline"))
     if cats["UnderMinIsr"]:
@@ -71,6 +78,16 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         actions.append(Action("Why URP", "why URP"))
     return Reply(title=f"Cluster status ({gw.name})", severity=severity, verdict=verdict, evidence=evidence,
                  actions=actions, notes=notes)
+
+
+async def _liveness(gw, missing: list[int]) -> dict:
+    """Probe the listeners of missing brokers: dead and paused need different responses."""
+    if not missing:
+        return {}
+    try:
+        return await gw.broker_liveness(missing)
+    except GatewayError:
+        return {}
 
 
 COMMAND = Command(SPEC, run)

@@ -37,7 +37,6 @@ from .spec import Command, CommandRequest, CommandSpec, Param
 
 MAX_QUESTIONS = 12  # a triage that needs more is better read as the runbook itself
 KEEP_S = 7 * 86_400  # stored states older than this are pruned
-OPEN_TXN_MS = 60_000  # open transactions older than this are shown while triaging
 SHARE = 0.6  # share of out-of-sync replicas on one broker that makes it "the" suspect
 _TOKEN = re.compile(r"^[0-9a-f]{12}$")
 LABELS = {"yes": "Yes", "no": "No", "unknown": "Don't know", "confirms": "It points here",
@@ -173,29 +172,37 @@ def _j_min_isr(f: dict, entry: str) -> Outcome:
 
 
 async def _g_hanging(live: _Live, state: TriageState) -> dict:
-    # A minute, not the 20-minute "hanging" cap: someone triaging stuck read_committed consumers
-    # needs to see the open transaction now; abort-txn's own precondition still applies the cap.
-    hanging = await live.gw.find_hanging_transactions(min_age_ms=OPEN_TXN_MS)
-    producers = []
-    for h in hanging[:3]:
-        for t, p in h.partitions[:3]:
-            for s in await live.gw.describe_producers(t, p):
-                if s.has_open_transaction:
-                    producers.append({"topic": t, "partition": p, "producer_id": s.producer_id,
-                                      "epoch": s.producer_epoch, "start": s.current_txn_start_offset})
-    return {"hanging": [{"tid": h.transactional_id, "producer_id": h.producer_id, "age_s": h.age_ms // 1000,
-                         "coordinator": h.coordinator_id, "state": h.state,
-                         "partitions": [list(x) for x in h.partitions]} for h in hanging], "producers": producers}
+    # Every open transaction that holds a partition's last stable offset back, however young: the
+    # person triaging stuck read_committed consumers needs to see it now. Whether it is hanging
+    # (nothing will abort it) or will be aborted by its coordinator is judged per transaction.
+    from .txn_evidence import read_open_transactions
+
+    report = await read_open_transactions(live.gw)
+    now = report.now_ms
+    return {
+        "open": [{"tid": t.transactional_id, "producer_id": t.producer_id, "where": t.where,
+                  "age_s": (t.age_ms(now) or 0) // 1000, "lso_lag": t.offsets.lso_lag if t.offsets else None,
+                  "status": t.status(now), "abort_at_ms": t.abort_at_ms} for t in report.open],
+        "hanging": [{"tid": t.transactional_id, "producer_id": t.producer_id, "age_s": (t.age_ms(now) or 0) // 1000,
+                     "coordinator": t.coordinator_id, "state": "Ongoing", "partitions": [[t.topic, t.partition]]}
+                    for t in report.open if t.transactional_id is not None],
+        "producers": [{"topic": t.topic, "partition": t.partition, "producer_id": t.producer_id,
+                       "epoch": t.producer_epoch, "start": t.start_offset} for t in report.open],
+        "unread": sorted(report.unread),
+    }
 
 
 def _j_hanging(f: dict, entry: str) -> Outcome:
-    if f["hanging"]:
-        h = f["hanging"][0]
-        return Outcome(f"{len(f['hanging'])} transaction(s) open over {OPEN_TXN_MS // 1000} s, e.g. {h['tid']} (producer {h['producer_id']}, open "
-                       f"{h['age_s']:,} s on {name_partitions([tuple(x) for x in h['partitions']], 3)})",
-                       "live: find_hanging_transactions + describe_producers", "bad", points_to="hanging-transaction")
-    return Outcome(f"no transaction has been open over {OPEN_TXN_MS // 1000} s", "live: find_hanging_transactions", "ok",
-                   rules_out=entry == "hanging-transaction")
+    if f["open"]:
+        t = f["open"][0]
+        lag = f", LSO {t['lso_lag']:,} records behind" if t["lso_lag"] is not None else ""
+        return Outcome(f"{len(f['open'])} open transaction(s) hold a partition's last stable offset back, e.g. producer "
+                       f"{t['producer_id']} on {t['where']}" + (f" ({t['tid']})" if t["tid"] else "") + f", open {t['age_s']:,} s{lag}",
+                       "live: list_offsets + describe_producers + describe_transactions", "bad", points_to="hanging-transaction")
+    partial = f" (not read: {', '.join(f['unread'])})" if f.get("unread") else ""
+    return Outcome("no open transaction holds any partition's last stable offset back" + partial,
+                   "live: list_offsets + describe_producers", "neutral" if partial else "ok",
+                   rules_out=entry == "hanging-transaction" and not partial)
 
 
 def _j_producers(f: dict, entry: str) -> Outcome:
@@ -208,17 +215,18 @@ def _j_producers(f: dict, entry: str) -> Outcome:
 
 
 def _j_coordinator(f: dict, entry: str) -> Outcome:
-    if not f["hanging"]:
-        return Outcome("no coordinator lists a transaction open that long", "live: list/describe_transactions", "ok")
-    from .abort_txn import DEFAULT_MIN_AGE_MS
-
-    h = f["hanging"][0]
-    if h["age_s"] * 1000 >= DEFAULT_MIN_AGE_MS:  # past the timeout cap: the coordinator is not going to end it
-        return Outcome(f"coordinator {h['coordinator']} lists {h['tid']} ({h['state']}) yet it has been open {h['age_s']:,} s, "
-                       "past the brokers' timeout cap: it will not end by itself", "live: list/describe_transactions", "bad",
-                       points_to="hanging-transaction")
-    return Outcome(f"coordinator {h['coordinator']} still tracks {h['tid']} ({h['state']}): it aborts it by itself at the "
-                   "transaction's timeout, so waiting may be enough", "live: list/describe_transactions", "neutral")
+    if not f["open"]:
+        return Outcome("no open transaction to ask the coordinators about", "live: list/describe_transactions", "ok")
+    t = f["open"][0]
+    if t["status"] == "unknown-to-coordinator":
+        return Outcome(f"no coordinator knows producer {t['producer_id']}'s transaction on {t['where']}: nothing will "
+                       "abort it by itself", "live: list/describe_transactions", "bad", points_to="hanging-transaction")
+    if t["status"] == "past-timeout":
+        return Outcome(f"its coordinator lists {t['tid']} yet it is past its timeout after {t['age_s']:,} s: it will not "
+                       "end by itself", "live: list/describe_transactions", "bad", points_to="hanging-transaction")
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(t["abort_at_ms"] / 1000)) if t["abort_at_ms"] else "its timeout"
+    return Outcome(f"its coordinator still tracks {t['tid']}: it aborts it by itself at {at}, so waiting may be enough",
+                   "live: list/describe_transactions", "neutral")
 
 
 async def _g_offline(live: _Live, state: TriageState) -> dict:
@@ -546,13 +554,14 @@ def _dir() -> Path:
 
 def save(state: TriageState) -> None:
     d = _dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)  # triage state names clusters and users: private
     now = time.time()
     for old in d.glob("*.json"):  # prune abandoned triages; cheap at this size
         if now - old.stat().st_mtime > KEEP_S:
             old.unlink(missing_ok=True)
     tmp = d / f".{state.token}.tmp"
-    tmp.write_text(json.dumps(state.to_dict()))
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(json.dumps(state.to_dict()))
     tmp.replace(d / f"{state.token}.json")  # atomic: a crash never leaves half a state
 
 

@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--cluster", help="cluster name stored with the samples (default $KBOT_LAKE_CLUSTER, "
                                      "else the configured cluster's name, else 'default')")
     c.add_argument("--interval", type=float, default=10.0, help="seconds between scrapes (default 10)")
-    c.add_argument("--timeout", type=float, default=5.0, help="per-target scrape timeout (default 5)")
+    c.add_argument("--timeout", type=float, default=10.0,
+                   help="per-target scrape timeout in seconds (default 10, Prometheus's scrape_timeout)")
     c.add_argument("--rounds", type=int, help="stop after this many rounds")
     c.add_argument("--duration", type=float, help="stop after this many seconds")
     c.add_argument("--groups", help=f"consumer groups to sample committed offsets of (default ${GROUPS_ENV}); "

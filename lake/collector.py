@@ -38,7 +38,10 @@ since the previous round (or that is seen for the first time).  That approximate
 Burrow's "one row per observed commit" (``lake.schema``): a consumer that stops
 committing produces no new rows, which the lag rules read as STOP; a consumer that
 keeps committing the same offset cannot be told apart from a stopped one by
-sampling (Burrow's STALL needs the commit stream itself).
+sampling (Burrow's STALL needs the commit stream itself).  The ``ConsumerLag``
+of a commit is the lag at that commit and stays there once commits stop; the
+lake's *current* lag is the brokers' latest ``LogEndOffset`` sample minus the
+last committed offset (``spark_queries.lag``), which is what a live read shows.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from lake.mapping import Mapper, group_rows
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 10.0
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 10.0  # Prometheus's default scrape_timeout: a JMX exporter on a busy host can take seconds
 TARGETS_ENV = "KBOT_METRICS_TARGETS"
 LANDING_SUFFIX = ".jsonl"
 

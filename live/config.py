@@ -95,6 +95,10 @@ class ClusterConfig:
     ssl_key_password: Secret | None = field(default=None, repr=False)
     expected_brokers: tuple[int, ...] = ()
     client_id: str = "kbot"
+    # Prometheus endpoints of the cluster's nodes ("101=http://h:7071/metrics,..."): the JMX
+    # exporters the live checks read for what the admin API does not show (handler idle time,
+    # fetch-session evictions, per-partition write rates).
+    metrics_targets: str | None = None
     source: str = "code"            # "env", "file:<path>" or "code" (for messages)
 
     def __post_init__(self):
@@ -129,6 +133,10 @@ class ClusterConfig:
         elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
             raise ConfigError(f"{where}: SASL settings given but security_protocol is "
                               f"{self.security_protocol}; use SASL_SSL")
+        for item in filter(None, (x.strip() for x in (self.metrics_targets or "").split(","))):
+            node, sep, url = item.partition("=")
+            if not sep or not node.strip().isdigit() or not url.strip().startswith(("http://", "https://")):
+                raise ConfigError(f"{where}: metrics target {item!r} is not <node id>=<http(s) url>")
         if bool(self.ssl_cert) != bool(self.ssl_key):
             raise ConfigError(f"{where}: mTLS needs both ssl_cert and ssl_key")
         if not self.uses_ssl and (self.ssl_ca or self.ssl_cert or self.ssl_key):
@@ -136,6 +144,15 @@ class ClusterConfig:
                               f"{self.security_protocol}; use SSL or SASL_SSL")
 
     # ---- derived -----------------------------------------------------------
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        """Node id -> Prometheus URL, from ``metrics_targets``."""
+        out = {}
+        for item in filter(None, (x.strip() for x in (self.metrics_targets or "").split(","))):
+            node, _, url = item.partition("=")
+            out[int(node)] = url.strip()
+        return out
+
     @property
     def bootstrap_list(self) -> list[str]:
         return [s.strip() for s in str(self.bootstrap).split(",") if s.strip()]
@@ -218,7 +235,7 @@ class ClusterConfig:
 _FILE_KEYS = {
     "bootstrap", "bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username",
     "sasl_password", "ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password", "expected_brokers",
-    "client_id",
+    "client_id", "metrics_targets",
 }
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -272,6 +289,7 @@ def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
         ssl_key=g("KBOT_SSL_KEY"),
         ssl_key_password=env.get("KBOT_SSL_KEY_PASSWORD") or None,
         expected_brokers=_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env"),
+        metrics_targets=g("KBOT_METRICS_TARGETS"),
         source="env",
     )
 

@@ -46,7 +46,7 @@ from confluent_kafka import ElectionType, IsolationLevel, KafkaError, KafkaExcep
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ConfigSource, OffsetSpec, ResourceType)
 
-from . import model
+from . import model, probe
 from .config import ClusterConfig, get_cluster
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ rdlog = logging.getLogger("live.rdkafka")
 GRACE_S = 1.0            # asyncio backstop beyond librdkafka's own request timeout
 PROBE_TIMEOUT_S = 1.0    # TCP probe of the bootstrap addresses after a failure
 COORDINATOR_RETRY_S = 0.25
+STALE_RETRY_S = 0.3
 
 # librdkafka error codes meaning "could not talk to a broker (in time)"
 _CONNECTIVITY = {
@@ -65,6 +66,9 @@ _CONNECTIVITY = {
 _AUTH = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL,
          KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
          KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+# kafka-python error class names meaning "its cached metadata is out of date: refresh, retry"
+_KP_STALE_METADATA = {"UnknownBrokerIdError", "NotLeaderOrFollowerError", "NotLeaderForPartitionError",
+                      "LeaderNotAvailableError", "NodeNotReadyError", "KafkaConnectionError"}
 # kafka-python error class names meaning "ask FindCoordinator again, retry"
 _KP_COORDINATOR_RETRIABLE = {"NotCoordinatorError", "CoordinatorLoadInProgressError",
                              "CoordinatorNotAvailableError", "KafkaConnectionError", "NodeNotReadyError"}
@@ -217,6 +221,10 @@ class AdminGateway:
         self._kp = None                   # kafka-python KafkaAdminClient, lazily
         self._kp_failure: tuple[float, GatewayError] | None = None
         self._kp_lock = asyncio.Lock()
+        # Where each broker listened when last registered: a fenced broker vanishes from metadata,
+        # and its address is what tells a dead process from a paused one (live.probe).
+        self._broker_addresses: dict[int, tuple[str, int]] = {}
+        self._controller_voters: dict[int, tuple[str, int]] | None = None
         ms = max(1000, int(self.timeout_s * 1000))
         conf = {
             **config.confluent_conf(),
@@ -416,7 +424,8 @@ class AdminGateway:
             if failed is not None and failed[0] >= queued_at:
                 raise failed[1]
             try:
-                await self._blocking("connecting (kafka-python admin client)", self._make_kp)
+                bootstrap = await self._answering_bootstrap()
+                await self._blocking("connecting (kafka-python admin client)", self._make_kp, bootstrap)
             except GatewayError as e:
                 self._kp_failure = (time.monotonic(), e)
                 raise
@@ -424,7 +433,22 @@ class AdminGateway:
                 raise GatewayError("kafka-python admin client unavailable", self.config.name)
             return self._kp
 
-    def _make_kp(self) -> None:
+    async def _answering_bootstrap(self) -> list[str]:
+        """The configured bootstrap servers, those that answer a probe first. kafka-python
+        bootstraps from one address at a time and gives up at its timeout, so a paused broker
+        first in the list (exactly the incident being asked about) would cost every transaction
+        and quorum read. Nothing answering: the list as configured (kafka-python reports why)."""
+        configured = list(self.config.bootstrap_list)
+        targets = {}
+        for i, hp in enumerate(configured):
+            host, _, port = hp.rpartition(":")
+            if port.isdigit():
+                targets[i] = (host, int(port))
+        results = await probe.probe_all(targets)
+        answering = [configured[i] for i, r in sorted(results.items()) if r.state == "answers"]
+        return answering + [hp for hp in configured if hp not in answering]
+
+    def _make_kp(self, bootstrap: list[str] | None = None) -> None:
         """Thread body: build the client and publish it, even when the awaiting
         coroutine already gave up (it will be reused or closed by close())."""
         from kafka.admin import KafkaAdminClient
@@ -451,7 +475,10 @@ class AdminGateway:
         if kafka_logger.level == logging.NOTSET:
             kafka_logger.setLevel(logging.CRITICAL)
         ms = max(1000, int(self.timeout_s * 1000))
-        client = _Client(**self.config.kafka_python_conf(), request_timeout_ms=ms,
+        conf = self.config.kafka_python_conf()
+        if bootstrap:
+            conf["bootstrap_servers"] = bootstrap
+        client = _Client(**conf, request_timeout_ms=ms,
                          bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=2000)
         if self._closed:
             client.close()
@@ -459,8 +486,28 @@ class AdminGateway:
         self._kp = client
 
     async def _kp_call(self, what: str, method: str, *args, **kwargs):
+        """A kafka-python admin call. kafka-python routes by its own cached metadata, which a
+        long-running bot keeps across broker restarts: a request then names a broker id or a
+        leader the cache no longer has right (UnknownBrokerIdError, NotLeaderOrFollower). Refresh
+        the metadata and try again while the deadline allows, instead of answering from part of
+        the cluster."""
         client = await self._kafka_python()
-        return await self._blocking(what, getattr(client, method), *args, **kwargs)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return await self._blocking(what, getattr(client, method), *args, **kwargs)
+            except (ClusterUnreachable, UnknownTopic, UnknownTransactionalId):
+                raise
+            except GatewayError as e:
+                if e.code not in _KP_STALE_METADATA or time.monotonic() + STALE_RETRY_S >= deadline:
+                    raise
+                log.info("%s on %r: %s; refreshing kafka-python metadata and retrying", what, self.name, e.code)
+                await asyncio.sleep(STALE_RETRY_S)
+                try:
+                    await self._blocking("metadata refresh (kafka-python)", client._manager.run,
+                                         client._manager.cluster.refresh_metadata)
+                except GatewayError:
+                    pass  # the retry reports what is wrong
 
     async def _live_broker_ids(self) -> list[int]:
         return (await self.describe_cluster()).broker_ids
@@ -472,6 +519,7 @@ class AdminGateway:
                                  "describe_cluster")
         brokers = sorted((model.Broker(n.id, n.host, n.port, n.rack) for n in desc.nodes),
                          key=lambda b: b.id)
+        self._broker_addresses.update({b.id: (b.host, b.port) for b in brokers})
         expected = list(self.config.expected_brokers)
         present = {b.id for b in brokers}
         return model.ClusterInfo(
@@ -479,6 +527,65 @@ class AdminGateway:
             controller_id=desc.controller.id if desc.controller is not None else None,
             brokers=brokers, expected_brokers=expected,
             missing_brokers=[b for b in expected if b not in present])
+
+    # ---- liveness of nodes the metadata no longer lists (live.probe) -----------------------
+    def _unclaimed_bootstrap(self) -> list[tuple[str, int]]:
+        """Bootstrap addresses that no known broker id listens on."""
+        claimed = set(self._broker_addresses.values())
+        out = []
+        for hp in self.config.bootstrap_list:
+            host, _, port = hp.rpartition(":")
+            if port.isdigit() and (host.strip("[]"), int(port)) not in claimed:
+                out.append((host.strip("[]"), int(port)))
+        return out
+
+    async def broker_liveness(self, broker_ids: Iterable[int]) -> dict[int, probe.ProbeResult]:
+        """Probe the listeners of brokers that are missing from the metadata or suspected hung.
+
+        The address is the one the broker had when the gateway last saw it registered; a process
+        that never saw it (a one-shot ``kbot ask``) uses the bootstrap addresses no registered
+        broker claims, when that is unambiguous (one broker missing, one address left) or when
+        every unclaimed address gives the same answer. Brokers whose address is unknown are left
+        out of the result: the caller says the probe was not possible instead of guessing."""
+        ids = sorted(set(int(b) for b in broker_ids))
+        if not ids:
+            return {}
+        known = {b: self._broker_addresses[b] for b in ids if b in self._broker_addresses}
+        results = await probe.probe_all(known) if known else {}
+        unknown = [b for b in ids if b not in known]
+        leftovers = self._unclaimed_bootstrap() if unknown else []
+        if unknown and leftovers:
+            found = await probe.probe_all(dict(enumerate(leftovers)))
+            if len(unknown) == 1 and len(leftovers) == 1:
+                results[unknown[0]] = found[0]
+            elif len({r.state for r in found.values()}) == 1:
+                for b in unknown:
+                    results[b] = found[0]
+        return results
+
+    async def controller_voters(self) -> dict[int, tuple[str, int]]:
+        """The KRaft controllers the brokers are configured with (``controller.quorum.voters``, or
+        ``controller.quorum.bootstrap.servers`` with negative placeholder ids), read once from a
+        registered broker's static config. A broker answers DescribeConfigs about itself without
+        the controller, so this works exactly when the quorum is in doubt."""
+        if self._controller_voters is not None:
+            return self._controller_voters
+        ids = (await self.describe_cluster()).broker_ids
+        if not ids:
+            return {}
+        configs = (await self.broker_configs(ids[:1]))[ids[0]]
+        voters_cfg = configs.get("controller.quorum.voters")
+        voters = probe.parse_voters(voters_cfg.value if voters_cfg else None)
+        if not voters:
+            boot = configs.get("controller.quorum.bootstrap.servers")
+            voters = {-(i + 1): hp for i, hp in enumerate(probe.parse_addresses(boot.value if boot else None))}
+        self._controller_voters = voters
+        return voters
+
+    async def controller_liveness(self) -> dict[int, probe.ProbeResult]:
+        """Probe every configured controller (voter id -> result); empty if none is configured."""
+        voters = await self.controller_voters()
+        return await probe.probe_all(voters) if voters else {}
 
     async def _metadata(self, topic: str | None = None):
         """One Metadata request (all topics, or one topic) via list_topics."""
@@ -669,7 +776,10 @@ class AdminGateway:
     # describe_consumer_groups(request_timeout=5) -> times out, and the next
     # call aborts with "rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return:
     # Assertion `eonce->refcnt > 0' failed". A bot must not die on exactly the
-    # incident it is asked about.
+    # incident it is asked about. ListGroups goes through kafka-python too, one
+    # request per broker. The one librdkafka group call left is
+    # describe_consumer_groups for KIP-848 groups, which kafka-python cannot
+    # describe, and only after their coordinator has answered.
 
     def _forget_coordinators(self, keys: Iterable[str], key_type: int) -> None:
         """kafka-python's admin client caches group/transaction coordinators
@@ -705,55 +815,224 @@ class AdminGateway:
         (partitions with a commit plus partitions assigned to members).
         Committed offsets and members: kafka-python (OffsetFetch,
         DescribeGroups); log end offsets: confluent ``list_offsets``."""
+        return (await self.consumer_group_read(group, read_committed)).lag
+
+    async def consumer_group_read(self, group: str, read_committed: bool = False) -> model.GroupRead:
+        """One read of ``group``: its lag (as :meth:`consumer_group_lag`) plus its
+        members and protocol, stamped with the wall-clock time of the read so
+        that two reads can be compared (lag growing, members coming and going)."""
+        result = (await self._read_groups([group], read_committed))[group]
+        if isinstance(result, GatewayError):
+            raise result
+        return result
+
+    async def consumer_groups_read(self, groups: Iterable[str], read_committed: bool = False
+                                   ) -> dict[str, model.GroupRead | GatewayError]:
+        """:meth:`consumer_group_read` for many groups at once: DescribeGroups and
+        OffsetFetch go once per coordinator for all its groups (kafka-python
+        buckets them), the log end offsets of every partition in one
+        list_offsets. A group-level error fails a batched OffsetFetch as a
+        whole, so then the groups are read one by one and each keeps its own
+        error (UnknownGroup, Timeout ...) as its value. ClusterUnreachable is raised."""
+        groups = list(dict.fromkeys(groups))
+        if not groups:
+            return {}
+        try:
+            return await self._read_groups(groups, read_committed)
+        except ClusterUnreachable:
+            raise
+        except GatewayError as exc:
+            if len(groups) == 1:
+                return {groups[0]: exc}
+            log.debug("batched group read on %r failed (%s); reading one by one", self.name, exc)
+        gate = asyncio.Semaphore(8)
+
+        async def one(g: str):
+            async with gate:
+                try:
+                    return (await self._read_groups([g], read_committed))[g]
+                except ClusterUnreachable:
+                    raise
+                except GatewayError as e:
+                    return e
+        return dict(zip(groups, await asyncio.gather(*(one(g) for g in groups))))
+
+    async def _read_groups(self, groups: list[str], read_committed: bool
+                           ) -> dict[str, model.GroupRead | GatewayError]:
         self._check_open()
+        what = repr(groups[0]) if len(groups) == 1 else f"of {len(groups)} groups"
         desc_r, offs_r = await asyncio.gather(
-            self._kp_coordinator_call(f"describe_groups {group!r}", "describe_groups", [group], 0, [group]),
-            self._kp_coordinator_call(f"list_group_offsets {group!r}", "list_group_offsets", [group], 0,
-                                      {group: None}),
+            self._kp_coordinator_call(f"describe_groups {what}", "describe_groups", groups, 0, groups),
+            self._kp_coordinator_call(f"list_group_offsets {what}", "list_group_offsets", groups, 0,
+                                      {g: None for g in groups}),
             return_exceptions=True)
         for r in (desc_r, offs_r):
             if isinstance(r, BaseException):
                 raise r
-        desc = desc_r.get(group) or {}
-        state = _snake(desc.get("group_state") or "Dead")
-        committed: dict[tuple[str, int], int | None] = {}
-        for tp, om in (offs_r.get(group) or {}).items():
-            committed[(tp.topic, tp.partition)] = om.offset if om.offset is not None and om.offset >= 0 else None
-        assigned: set[tuple[str, int]] = set()
-        for m in desc.get("members") or []:
-            assignment = m.get("member_assignment")
-            if isinstance(assignment, dict):
-                for t in assignment.get("assigned_partitions") or []:
-                    assigned.update((t["topic"], p) for p in t.get("partitions") or [])
-        if state in ("DEAD", "UNKNOWN") and not committed and not assigned:
-            raise UnknownGroup(group, self.config.name)
-        tps = sorted(set(committed) | assigned)
+        read_at = time.time()
+        found: dict[str, tuple] = {}
+        out: dict[str, model.GroupRead | GatewayError] = {}
+        for group in groups:
+            desc = desc_r.get(group) or {}
+            if "not a classic group" in str(desc.get("error") or ""):
+                desc = await self._describe_consumer_protocol_group(group)
+            state = _snake(desc.get("group_state") or "Dead")
+            committed: dict[tuple[str, int], int | None] = {}
+            for tp, om in (offs_r.get(group) or {}).items():
+                committed[(tp.topic, tp.partition)] = om.offset if om.offset is not None and om.offset >= 0 else None
+            members = [self._member(m) for m in desc.get("members") or []]
+            assigned = {tp for m in members for tp in m.assigned}
+            if state in ("DEAD", "UNKNOWN") and not committed and not assigned:
+                out[group] = UnknownGroup(group, self.config.name)
+                continue
+            found[group] = (desc, state, committed, members, sorted(set(committed) | assigned))
+        all_tps = sorted({tp for v in found.values() for tp in v[4]})
+        ends, errors = await self._log_ends(all_tps, read_committed, f"list_offsets for group {what}")
+        for group, (desc, state, committed, members, tps) in found.items():
+            parts = []
+            for k in tps:
+                c, e = committed.get(k), ends.get(k)
+                lag = max(0, e - c) if c is not None and e is not None else None
+                parts.append(model.PartitionLag(k[0], k[1], c, e, lag, errors.get(k)))
+            out[group] = model.GroupRead(lag=model.GroupLag(group, state, parts),
+                                         members=sorted(members, key=lambda m: (m.client_id, m.member_id)),
+                                         protocol_type=str(desc.get("protocol_type") or ""),
+                                         protocol=str(desc.get("protocol_data") or ""), read_at=read_at)
+        return {g: out[g] for g in groups}
+
+    async def _describe_consumer_protocol_group(self, group: str) -> dict:
+        """A KIP-848 group (group.protocol=consumer) in the shape of kafka-python's
+        DescribeGroups result. DescribeGroups answers such a group with
+        GROUP_ID_NOT_FOUND "not a classic group", and kafka-python has no
+        ConsumerGroupDescribe; librdkafka has. Its crash (top of this section)
+        needs a coordinator that is not ready, and this one has just answered."""
+        futs = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s)
+        d = await self._await(futs[group], f"describe_consumer_groups {group!r}")
+        state = {"PREPARING_REBALANCING": "PREPARING_REBALANCE",
+                 "COMPLETING_REBALANCING": "COMPLETING_REBALANCE"}.get(_enum_name(d.state), _enum_name(d.state))
+        members = []
+        for m in d.members or []:
+            by_topic: dict[str, list[int]] = collections.defaultdict(list)
+            for tp in getattr(m.assignment, "topic_partitions", None) or []:
+                by_topic[tp.topic].append(tp.partition)
+            members.append({"member_id": m.member_id, "client_id": m.client_id, "client_host": m.host,
+                            "group_instance_id": m.group_instance_id,
+                            "member_assignment": {"assigned_partitions": [
+                                {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]}})
+        return {"group_state": state, "members": members, "protocol_type": "consumer",
+                "protocol_data": d.partition_assignor or ""}
+
+    @staticmethod
+    def _member(m: dict) -> model.GroupMember:
+        assigned: list[tuple[str, int]] = []
+        assignment = m.get("member_assignment")
+        # a non-consumer protocol (connect ...) leaves the assignment as undecoded bytes
+        if isinstance(assignment, dict):
+            for t in assignment.get("assigned_partitions") or []:
+                assigned.extend((t["topic"], p) for p in t.get("partitions") or [])
+        return model.GroupMember(member_id=str(m.get("member_id") or ""), client_id=str(m.get("client_id") or ""),
+                                 host=str(m.get("client_host") or ""),
+                                 group_instance_id=m.get("group_instance_id") or None,
+                                 assigned=sorted(assigned))
+
+    async def _log_ends(self, tps: list[tuple[str, int]], read_committed: bool, what: str
+                        ) -> tuple[dict[tuple[str, int], int | None], dict[tuple[str, int], str]]:
+        """Log end offsets (confluent ``list_offsets``: partition leaders, not the
+        group coordinator) and, per partition, why one could not be read."""
         ends: dict[tuple[str, int], int | None] = {}
         errors: dict[tuple[str, int], str] = {}
-        if tps:
-            level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        if not tps:
+            return ends, errors
+        level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+        futs = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in tps},
+                                        isolation_level=level, request_timeout=self.timeout_s)
+        res = await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()}, what)
+        for k, r in res.items():
+            if isinstance(r, KafkaError):
+                ends[k] = None
+                errors[k] = f"log end offset: {r.name()}: {r.str()}"
+            elif r.offset is None or r.offset < 0:
+                # librdkafka 2.16 can hand back offset -1001 (OFFSET_INVALID)
+                # *without* an error for a partition whose leader is gone
+                ends[k] = None
+                errors[k] = (f"log end offset unavailable (got {r.offset}); "
+                             f"the partition may have no leader")
+            else:
+                ends[k] = r.offset
+        return ends, errors
+
+    async def list_consumer_groups(self, broker_ids: Iterable[int] | None = None) -> model.GroupListings:
+        """Every group of the cluster (ListGroups). A broker answers ListGroups
+        with the groups it coordinates, so every registered broker is asked, in
+        parallel; a broker that fails (down, coordinator still loading after the
+        retries) is reported in ``failed_brokers`` instead of failing the whole
+        listing. kafka-python, like the other group-coordinator reads (see the
+        comment at the top of this section). Raises the error when every
+        broker failed."""
+        self._check_open()
+        ids = list(broker_ids) if broker_ids is not None else await self._live_broker_ids()
+
+        async def one(bid: int) -> list[dict]:
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                try:
+                    return await self._kp_call(f"list_groups on broker {bid}", "list_groups", broker_ids=[bid])
+                except GatewayError as e:
+                    # a coordinator still loading __consumer_offsets answers
+                    # COORDINATOR_LOAD_IN_PROGRESS: ask again until the timeout
+                    if e.code in _KP_COORDINATOR_RETRIABLE and time.monotonic() + COORDINATOR_RETRY_S < deadline:
+                        await asyncio.sleep(COORDINATOR_RETRY_S)
+                        continue
+                    raise
+        results = await asyncio.gather(*(one(b) for b in ids), return_exceptions=True)
+        groups: dict[str, model.GroupListing] = {}
+        failed: dict[int, str] = {}
+        errors: list[BaseException] = []
+        for bid, r in zip(ids, results):
+            if isinstance(r, BaseException):
+                if not isinstance(r, GatewayError):
+                    raise r
+                errors.append(r)
+                failed[bid] = str(r)
+                continue
+            for g in r:
+                gid = str(g.get("group_id") or "")
+                if not gid:
+                    continue
+                groups[gid] = model.GroupListing(
+                    group_id=gid, state=_snake(g.get("group_state") or "Unknown"),
+                    protocol_type=str(g.get("protocol_type") or ""), coordinator=bid,
+                    group_type=g.get("group_type") or None)
+        if ids and len(failed) == len(ids):
+            raise errors[0]
+        for bid, why in failed.items():
+            log.warning("list_consumer_groups: broker %s of cluster %r failed: %s", bid, self.name, why)
+        return model.GroupListings(sorted(groups.values(), key=lambda g: g.group_id), failed)
+
+    async def stable_offsets(self, topic_partitions) -> dict[tuple[str, int], model.PartitionOffsets]:
+        """Last stable offset (read_committed's end) and high watermark of each partition, from two
+        ListOffsets reads made together. LSO < HW means an open transaction holds read_committed
+        consumers back; the gap is the records they cannot see yet. A partition whose leader did
+        not answer is left out."""
+        self._check_open()
+        tps = list(dict.fromkeys(_tp_list(topic_partitions)))
+        if not tps:
+            return {}
+
+        async def read(level) -> dict:
             futs = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in tps},
                                             isolation_level=level, request_timeout=self.timeout_s)
-            res = await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()},
-                                        f"list_offsets for group {group!r}")
-            for k, r in res.items():
-                if isinstance(r, KafkaError):
-                    ends[k] = None
-                    errors[k] = f"log end offset: {r.name()}: {r.str()}"
-                elif r.offset is None or r.offset < 0:
-                    # librdkafka 2.16 can hand back offset -1001 (OFFSET_INVALID)
-                    # *without* an error for a partition whose leader is gone
-                    ends[k] = None
-                    errors[k] = (f"log end offset unavailable (got {r.offset}); "
-                                 f"the partition may have no leader")
-                else:
-                    ends[k] = r.offset
-        parts = []
+            return await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()},
+                                         "list_offsets (LSO and high watermark)", [t for t, _ in tps])
+        lso, hw = await asyncio.gather(read(IsolationLevel.READ_COMMITTED), read(IsolationLevel.READ_UNCOMMITTED))
+        out = {}
         for k in tps:
-            c, e = committed.get(k), ends.get(k)
-            lag = max(0, e - c) if c is not None and e is not None else None
-            parts.append(model.PartitionLag(k[0], k[1], c, e, lag, errors.get(k)))
-        return model.GroupLag(group, state, parts)
+            a, b = lso.get(k), hw.get(k)
+            if (a is None or isinstance(a, KafkaError) or b is None or isinstance(b, KafkaError)
+                    or a.offset is None or b.offset is None or a.offset < 0 or b.offset < 0):
+                continue
+            out[k] = model.PartitionOffsets(k[0], k[1], a.offset, b.offset)
+        return out
 
     # ---- transactions (kafka-python) ---------------------------------------------------
     async def list_transactions(self, broker_ids: Iterable[int] | None = None,
@@ -761,6 +1040,13 @@ class AdminGateway:
         """Transactions known to each broker's transaction coordinator. By
         default asks every registered broker (one request each, in parallel),
         so a dead broker does not fail the whole listing; it is logged."""
+        return (await self.list_transactions_partial(broker_ids, states))[0]
+
+    async def list_transactions_partial(self, broker_ids: Iterable[int] | None = None,
+                                        states: Iterable[str] | None = None
+                                        ) -> tuple[list[model.TransactionListing], dict[int, str]]:
+        """list_transactions, plus the brokers whose coordinator could not be read (id -> error):
+        an answer built on a listing with gaps is partial and must say which brokers it lacks."""
         ids = list(broker_ids) if broker_ids is not None else await self._live_broker_ids()
         states = list(states) if states else None
 
@@ -771,6 +1057,8 @@ class AdminGateway:
         out, failures = [], []
         for bid, r in zip(ids, results):
             if isinstance(r, BaseException):
+                if not isinstance(r, GatewayError):
+                    raise r
                 failures.append((bid, r))
                 continue
             for coord, listings in r.items():
@@ -781,7 +1069,7 @@ class AdminGateway:
             raise failures[0][1]
         for bid, exc in failures:
             log.warning("list_transactions: broker %s of cluster %r failed: %s", bid, self.name, exc)
-        return sorted(out, key=lambda t: t.transactional_id)
+        return sorted(out, key=lambda t: t.transactional_id), {bid: str(exc) for bid, exc in failures}
 
     @staticmethod
     def _txn_desc(tid: str, d) -> model.TransactionDescription:

@@ -206,3 +206,58 @@ class ElectionResult:
     partition: int
     outcome: str                # "elected" | "already_preferred" | "failed"
     error: str | None = None    # why it failed (e.g. PREFERRED_LEADER_NOT_AVAILABLE: ...)
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """One group from ListGroups, as the broker coordinating it reported it."""
+    group_id: str
+    state: str                  # STABLE, EMPTY, PREPARING_REBALANCE ... ("UNKNOWN" before ListGroups v4)
+    protocol_type: str          # "consumer" for consumer groups, "" for offsets-only groups, "connect" ...
+    coordinator: int            # the broker that listed it: ListGroups answers with the groups it coordinates
+    group_type: str | None = None   # "classic" or "consumer" (KIP-848), from ListGroups v5
+
+
+@dataclass(frozen=True)
+class GroupListings:
+    """Every group of the cluster; ``failed_brokers`` (broker id -> why) did not answer
+    ListGroups, so the groups they coordinate are missing from ``groups``."""
+    groups: list[GroupListing]
+    failed_brokers: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None = None    # static membership (KIP-345)
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupRead:
+    """One read of a group: its lag (committed vs log end) and its members, at ``read_at``
+    (epoch seconds), so two reads can be compared (lag growing, members churning)."""
+    lag: GroupLag
+    members: list[GroupMember]
+    protocol_type: str
+    protocol: str               # the assignor the group agreed on ("range", "cooperative-sticky" ...)
+    read_at: float
+
+    @property
+    def member_ids(self) -> frozenset[str]:
+        return frozenset(m.member_id for m in self.members)
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    topic: str
+    partition: int
+    last_stable: int     # read_committed consumers read up to here
+    high_watermark: int  # read_uncommitted consumers read up to here
+
+    @property
+    def lso_lag(self) -> int:
+        """Records read_committed consumers cannot see yet (held back by an open transaction)."""
+        return max(0, self.high_watermark - self.last_stable)

@@ -68,9 +68,12 @@ class BrokerFacts:
     registered: frozenset[int]  # brokers the cluster currently lists (alive, unfenced)
     expected: frozenset[int]  # brokers that should be there (config, or every replica's broker)
     failed_log_dirs: dict[int, tuple[str, ...]] = field(default_factory=dict)  # broker -> failed dirs
+    # broker -> what its listener did when probed (live.probe): "refused" (no process), "silent"
+    # (the port is held but nothing answers: paused / GC / hung), "answers", "unreachable".
+    liveness: dict[int, str] = field(default_factory=dict)
 
 
-URPCause = Literal["broker-loss", "log-dir-failure", "reassignment", "slow-follower"]
+URPCause = Literal["broker-loss", "gc-pauses", "network-partition", "log-dir-failure", "reassignment", "slow-follower"]
 
 
 @dataclass(frozen=True)
@@ -91,17 +94,23 @@ class URPFinding:
 
 def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> list[MissingReplica]:
     """Every replica that is out of its ISR, with the runbook's triage order applied to it:
-    a reassignment first (expected, not a fault), then a broker that is gone, then a broker
-    whose log directory failed, else a live follower that is not keeping up."""
+    a reassignment first (expected, not a fault); then a broker whose process is there but does
+    not answer (paused: a GC pause, SIGSTOP, a hung JVM - registered or already fenced), which
+    must not be mistaken for a dead one; then a broker that is not registered (dead, or fenced
+    while its process answers: cut off from the controller); then a broker whose log directory
+    failed; else a live follower that is not keeping up."""
     out: list[MissingReplica] = []
     for p in partitions:
         for b in p.replicas:
             if b in p.isr:
                 continue
+            alive = brokers.liveness.get(b)
             if b in p.adding:
                 cause: URPCause = "reassignment"
+            elif alive == "silent":
+                cause = "gc-pauses"
             elif b not in brokers.registered:
-                cause = "broker-loss"
+                cause = "network-partition" if alive == "answers" else "broker-loss"
             elif brokers.failed_log_dirs.get(b):
                 cause = "log-dir-failure"
             else:
@@ -112,12 +121,15 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
 
 _DETAIL = {
     "broker-loss": "broker {b} is not registered with the cluster",
+    "gc-pauses": "broker {b} holds its port but does not answer: paused (GC, SIGSTOP) or hung, not dead",
+    "network-partition": "broker {b} answers requests but is not registered: fenced, cut off from the controller",
     "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
     "reassignment": "broker {b} is being added by a reassignment in progress",
     "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
 }
 # When several causes are present, the order in which to chase them (the runbook's triage order).
-_CAUSE_ORDER = {"broker-loss": 0, "log-dir-failure": 1, "slow-follower": 2, "reassignment": 3}
+_CAUSE_ORDER = {"gc-pauses": 0, "broker-loss": 0, "network-partition": 0, "log-dir-failure": 1, "slow-follower": 2,
+               "reassignment": 3}
 
 
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:

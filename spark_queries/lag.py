@@ -28,6 +28,16 @@ in the frame (the "window", Burrow's stored intervals), in this order:
 ``now`` is the evaluation time; by default the latest commit time seen in
 the cluster (so a partition is STOPPED relative to the others' commits).
 
+Current lag, as Burrow computes it: the partition's *latest* log end offset
+minus the last committed offset.  The ``ConsumerLag`` rows are taken at commit
+times only, so for a consumer that stopped committing the lag of its last
+commit is frozen while producers keep writing (a stopped group showed 158 in
+the lake against 2,438 live).  When the frame holds the brokers'
+``LogEndOffset`` samples of the partition at or after the last commit, the
+current lag is the latest of them minus the last committed offset; otherwise
+it is the lag of the last commit.  The lag rules 2-5 still compare lags at
+commit times, as Burrow's do.
+
 Group status, as Burrow: ERR if any partition is STOP/STALL/REWIND, else WARN
 if any partition is WARN, else OK.  Severity follows Burrow's status constants
 (OK 1, WARN 2, STOP 4, STALL 5, REWIND 6).
@@ -45,6 +55,7 @@ from spark_queries._common import label, only_metrics, ts_lit
 
 COMMITTED = "CommittedOffset"
 LAG = "ConsumerLag"
+LOG_END = "LogEndOffset"
 
 OK, WARN, STOP, STALL, REWIND, ERR = "OK", "WARN", "STOP", "STALL", "REWIND", "ERR"
 SEVERITY = {OK: 1, WARN: 2, STOP: 4, STALL: 5, REWIND: 6}
@@ -65,6 +76,16 @@ def _series(df: DataFrame, metric: str, name: str) -> DataFrame:
 def commits(df: DataFrame) -> DataFrame:
     """One row per commit: cluster, group, topic, partition, ts, offset, lag (nullable)."""
     return _series(df, COMMITTED, "offset").join(_series(df, LAG, "lag"), on=[*_KEY, "ts"], how="left")
+
+
+def latest_log_ends(df: DataFrame) -> DataFrame:
+    """Per cluster/topic/partition, the latest ``LogEndOffset`` sample in ``df``: columns cluster,
+    topic, partition, log_end_ts, log_end.  Every replica reports the metric; at the latest
+    instant the largest value is the leader's (a follower's can only trail it)."""
+    leo = only_metrics(df, LOG_END).filter(F.col("topic").isNotNull() & F.col("partition").isNotNull())
+    key = ["cluster", "topic", "partition"]
+    at = leo.groupBy(*key, "ts").agg(F.max("value").alias("log_end"))
+    return at.groupBy(*key).agg(F.max("ts").alias("log_end_ts"), F.max_by("log_end", "ts").alias("log_end"))
 
 
 def _severity(status: Column) -> Column:
@@ -110,6 +131,14 @@ def partition_lag_status(
         F.coalesce(F.bool_or(F.col("lag") <= allowed), F.lit(False)).alias("lag_ever_ok"),
         F.coalesce(F.bool_or(F.col("lag") < F.col("prev_lag")), F.lit(False)).alias("lag_ever_down"),
     )
+    # Burrow's current lag: the latest log end offset known at or after the last commit, minus the
+    # last committed offset; the lag of the last commit when the frame has no such sample
+    ends = latest_log_ends(df)
+    p = p.join(ends, on=["cluster", "topic", "partition"], how="left")
+    fresh_end = F.col("log_end").isNotNull() & (F.col("log_end_ts") >= F.col("last_commit"))
+    p = p.withColumn("current_lag", F.when(fresh_end, F.greatest(F.col("log_end") - F.col("last_offset"), F.lit(0.0)))
+                     .otherwise(F.col("current_lag")))
+    p = p.withColumn("max_lag", F.greatest(F.col("max_lag"), F.col("current_lag")))
     now_col = ts_lit(now) if now is not None else F.max("last_commit").over(Window.partitionBy("cluster"))
     micros = F.unix_micros
     stopped = (micros(now_col) - micros(F.col("last_commit"))) > (

@@ -5,8 +5,10 @@ the behaviour against Kafka itself is covered by the integration tests in this f
 from __future__ import annotations
 
 from live.gateway import GatewayError, UnknownTopic
-from live.model import (Broker, ClusterInfo, ConfigValue, GroupLag, PartitionInfo, PartitionLag, ProducerState,
-                        QuorumInfo, QuorumVoter, TopicInfo)
+import time
+
+from live.model import (Broker, ClusterInfo, ConfigValue, GroupLag, PartitionInfo, PartitionLag, PartitionOffsets,
+                        ProducerState, QuorumInfo, QuorumVoter, TopicInfo, TransactionDescription, TransactionListing)
 
 
 def cv(value, source="DYNAMIC_TOPIC_CONFIG"):
@@ -87,6 +89,31 @@ class FakeGateway:
     async def find_hanging_transactions(self, min_age_ms=None, **_):
         self._check("find_hanging_transactions")
         return [h for h in self.hanging if min_age_ms is None or h.age_ms >= min_age_ms]
+
+    async def list_transactions_partial(self, broker_ids=None, states=None):
+        self._check("list_transactions")
+        return [TransactionListing(h.transactional_id, h.producer_id, h.state, h.coordinator_id) for h in self.hanging], {}
+
+    async def describe_transactions(self, ids):
+        now_ms = int(time.time() * 1000)
+        return {h.transactional_id: TransactionDescription(h.transactional_id, h.coordinator_id, h.state, h.producer_id,
+                                                           h.producer_epoch, 60_000, now_ms - h.age_ms, list(h.partitions))
+                for h in self.hanging if h.transactional_id in ids}
+
+    async def stable_offsets(self, topic_partitions):
+        """High watermark 1,000 everywhere; the LSO sits at the first open transaction's start."""
+        self._check("stable_offsets")
+        out = {}
+        for t, p in topic_partitions:
+            starts = [s.current_txn_start_offset for s in self.producers.get((t, p), []) if s.has_open_transaction]
+            out[(t, p)] = PartitionOffsets(t, p, min(starts, default=1_000), 1_000)
+        return out
+
+    async def broker_liveness(self, broker_ids):
+        return {}
+
+    async def controller_liveness(self):
+        return {}
 
     async def consumer_group_lag(self, group, read_committed=False):
         self._check("consumer_group_lag")

@@ -65,7 +65,8 @@ async def test_abort_txn_lets_read_committed_consumers_past_the_hung_transaction
     result = await abort_txn.ACTION.execute(plan, ctx)
     assert result.ok, result.detail
     assert result.before["lso"] == txn["first_offset"] and result.before["open_transactions"] == 1
-    assert result.after["lso"] is None and result.after["open_transactions"] == 0
+    assert result.after["open_transactions"] == 0
+    assert result.after["lso"] == result.after["high_watermark"] and result.after["lso_lag"] == 0
     assert await abort_txn.ACTION.reconcile(plan, ctx) == "done"
     # The same plan confirmed twice must not abort anything else: the re-check now fails.
     assert not all(p.ok for p in await abort_txn.ACTION.recheck(plan, ctx))
@@ -175,7 +176,7 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     # "At min ISR" is left out: on the shared cluster other tests' RF=1 topics are at min ISR for good.
     status = sections["Status"]
     assert "Under-replicated: 0" in status and "Under min ISR: 0" in status and "Offline: 0" in status
-    assert sections["Hanging transactions"] == ["None open past the brokers' timeout cap."]
+    assert sections["Hanging transactions"] == ["No open transaction holds any partition back."]
     assert sections["Consumer lag (now)"][0].startswith(f"{group} (EMPTY): ") and "nobody is consuming" in sections["Consumer lag (now)"][0]
     assert sections["Trends (metric lake)"] == ["No lake data: no metric lake is configured."]
     assert "Status" not in healthy.verdict
@@ -188,7 +189,8 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     assert sections["Status"][0] == "Brokers registered: 2 of 3 (missing: 102)"
     assert not sections["Status"][2].startswith("Under-replicated: 0")
     assert degraded.severity in ("warning", "critical") and "Status" in degraded.verdict
-    assert sections["Consumer lag"][0].startswith("No groups named")
+    lag_lines = sections["Consumer lag (now)"]
+    assert lag_lines and not any("No groups named" in line for line in lag_lines)
     assert any(a.command == "triage URP" for a in degraded.actions)
 
 

@@ -87,7 +87,8 @@ async def test_hanging_transaction_triage_suggests_the_exact_abort():
     gw.hanging = [HangingTransaction("pay-tx", 4001, 0, "Ongoing", 90_000, 101, [("orders", 1)])]
     ctx = ctx_for(gw)
     state = await triage.start("hanging transaction", ctx)
-    assert state.records[0].answer.startswith("1 transaction(s) open over 60 s, e.g. pay-tx (producer 4001")
+    assert state.records[0].answer.startswith("1 open transaction(s) hold a partition's last stable offset back, "
+                                              "e.g. producer 4001 on orders-1 (pay-tx), open 90 s, LSO 880 records behind")
     while state.question is not None:  # the steps only people can check (client symptoms, broker metrics)
         state = await triage.answer(state, state.question.id, state.question.choices[-1], ctx)
     assert state.conclusion["entry"] == "hanging-transaction"
@@ -106,7 +107,9 @@ async def test_terminal_commands_keep_state_in_the_state_dir(tmp_path, monkeypat
     first = await dispatch("triage URP", ctx)
     assert first.outcome == "answered", first.reply.verdict
     token = first.reply.actions[0].command.split()[2]
-    assert (tmp_path / "triage" / f"{token}.json").exists()
+    saved = tmp_path / "triage" / f"{token}.json"
+    assert saved.exists()
+    assert saved.stat().st_mode & 0o777 == 0o600 and saved.parent.stat().st_mode & 0o777 == 0o700
     second = await dispatch(f"triage answer {token} q1 yes", ctx)
     assert second.outcome == "answered" and "Planned maintenance" in second.reply.verdict
     bad = await dispatch("triage answer ../../etc q1 yes", ctx)
@@ -141,7 +144,7 @@ async def test_digest_healthy():
     assert sections["Status"][0] == "Brokers registered: 3 of 3"
     assert sections["Status"][1] == "2 partitions in 1 topic"
     assert sections["Audit"] == ["The 1 topic meets the durability rules."]
-    assert sections["Hanging transactions"] == ["None open past the brokers' timeout cap."]
+    assert sections["Hanging transactions"] == ["No open transaction holds any partition back."]
     assert sections["Consumer lag (now)"] == ["pay (STABLE): 10 behind on 1 partition(s)"]
     assert sections["Trends (metric lake)"] == ["No lake data: no metric lake is configured."]
 
@@ -169,12 +172,12 @@ class BrokenLake:
 
 
 async def test_each_digest_section_fails_on_its_own():
-    gw = FakeGateway(brokers=(101, 102), topics=BROKER_LOST, fail={"find_hanging_transactions", "consumer_group_lag"})
+    gw = FakeGateway(brokers=(101, 102), topics=BROKER_LOST, fail={"stable_offsets", "consumer_group_lag"})
     ctx = Context(live=FakePool(gw), lake=BrokenLake())
     reply = (await dispatch("digest --groups pay", ctx)).reply
     sections = {s.heading: s.lines for s in reply.sections}
     assert "missing: 103" in sections["Status"][0]
-    assert sections["Hanging transactions"][0].startswith("Could not read: GatewayError: find_hanging_transactions failed")
+    assert sections["Hanging transactions"][0].startswith("Could not read: GatewayError: stable_offsets failed")
     assert sections["Consumer lag (now)"][0].startswith("pay: could not read")
     assert sections["Trends (metric lake)"] == ["Could not read: RuntimeError: lake is on fire"]
     assert "Could not read: Hanging transactions, Trends (metric lake)" in reply.verdict

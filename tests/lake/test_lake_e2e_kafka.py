@@ -1,7 +1,7 @@
 """End to end on the real local cluster: the collector scrapes every node's JMX exporter, a
 broker is killed and a hot-key producer runs, ingest builds the lake, and the answers cite it.
 
-About 30 s of collection at a 2 s interval; the autoheal fixture restarts the broker afterwards.
+Collection at a 2 s interval until the conditions are seen; the autoheal fixture restarts the broker afterwards.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from live.pool import GatewayPool
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 KILLED = 102
-COLLECT_S = 30.0
 
 
 def _isr_without(cluster, topic: str, broker: int) -> bool:
@@ -37,26 +36,37 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
     producer = await asyncio.to_thread(faults.hot_key_producer, hot_topic, "hot-key", None, 200, 0.9, 6)
 
     layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
-    collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest",
-                          interval_s=2.0, timeout_s=3.0)  # a JMX exporter's first scrape can be slow
+    # The product's own scrape timeout (Prometheus's 10 s default): a JMX exporter on a loaded
+    # machine can take seconds, and the test must not need an idle one.
+    collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest", interval_s=2.0)
     rounds: list = []
-    started = time.monotonic()
-    collecting = asyncio.create_task(collector.run(duration_s=COLLECT_S, on_round=rounds.append))
+    stop = asyncio.Event()
+    collecting = asyncio.create_task(collector.run(stop=stop, on_round=rounds.append))
+
+    async def until(condition, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if collecting.done() or time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {[r.summary() for r in rounds[-3:]]}")
+            await asyncio.sleep(0.2)
+
+    every_node = set(kafka_cluster.metrics_urls)
     try:
-        await asyncio.sleep(8)  # healthy samples first
+        # healthy samples first: a few rounds in which every node's exporter answered
+        await until(lambda: sum({s.target.broker for s in r.scrapes if s.ok} == every_node for r in rounds) >= 3, 120,
+                    "three rounds with every exporter answering")
         before_kill = len(rounds)
         await asyncio.to_thread(faults.kill_broker, KILLED)
         await asyncio.to_thread(faults.wait_for, lambda: _isr_without(kafka_cluster, urp_topic, KILLED), 30,
                                 f"ISRs of {urp_topic} to drop broker {KILLED}")
-        await collecting
+        after_isr = len(rounds)
+        # rounds that saw the shrunken ISRs on the survivors, and the dead broker's exporter gone
+        await until(lambda: len(rounds) >= after_isr + 5, 120, "five rounds after the ISRs shrank")
     finally:
-        collecting.cancel()
+        stop.set()
+        await collecting
         stats = producer.stop()
-    assert time.monotonic() - started < COLLECT_S + 15
-    assert len(rounds) >= 10
-    answered = {s.target.broker for r in rounds[:before_kill] for s in r.scrapes if s.ok}
-    assert answered == set(kafka_cluster.metrics_urls)  # every node answered while healthy
-    assert any(KILLED in r.failed for r in rounds[-3:])  # the dead broker's exporter is gone
+    assert any(KILLED in r.failed for r in rounds[before_kill:])  # the dead broker's exporter is gone
     hot_partition = stats["hot_partition"]
     assert hot_partition is not None and stats["hot_sent"] > 100
 

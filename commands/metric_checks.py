@@ -1,0 +1,320 @@
+"""Live checks that need more than the admin API: the exporters' current metrics and the brokers'
+log directories. Thresholds come from the runbook's alert table (reference/signals.yaml), so the
+bot pages on the same numbers the runbook tells people to alert on.
+
+- handler saturation: RequestHandlerAvgIdlePercent per broker (plus the network threads' idle);
+- fetch-session eviction: IncrementalFetchSessionEvictionsPerSec and the cache's fill level;
+- hot partition: per-partition write rate from two LogEndOffset reads, against its topic's median;
+- full disk: every log directory's usable bytes (DescribeLogDirs), and directories that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+from collections import defaultdict
+
+from live import exporters
+from live.gateway import AdminGateway, GatewayError
+from runbook_kb import default_kb
+
+from .evidence import broker_list
+from .findings import LiveFindings
+from .reply import Action, Evidence, Severity
+
+HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
+HOT_MIN_RATE = 20.0  # records/s: below this nothing is hot, however uneven (idle topics)
+RATE_GAP_S = 1.5  # between the two LogEndOffset reads of the hot-partition check
+# A live answer must come in seconds: an exporter that does not answer in this time is reported
+# (its JVM may be paused) rather than waited for. The lake's collector uses the full 10 s.
+LIVE_SCRAPE_TIMEOUT_S = 4.0
+
+_BOUND = re.compile(r"^\s*(?:SUM[^<>]*)?([<>]=?)\s*([0-9.]+)\s*(%?)")
+
+
+def alert_bounds(metric: str) -> dict[str, tuple[str, float]]:
+    """severity -> (comparison, number) from the runbook's alert table, e.g. RequestHandlerAvgIdlePercent
+    -> {"warning": ("<", 0.2), "critical": ("<", 0.1)}. Percentages are returned as fractions."""
+    out: dict[str, tuple[str, float]] = {}
+    for alert in default_kb().reference["signals"].alerts:
+        if alert.metric != metric:
+            continue
+        m = _BOUND.match(alert.condition)
+        if m:
+            value = float(m.group(2)) / (100 if m.group(3) else 1)
+            out[alert.severity] = (m.group(1), value)
+    return out
+
+
+def _breaches(value: float, bound: tuple[str, float]) -> bool:
+    op, limit = bound
+    return {"<": value < limit, "<=": value <= limit, ">": value > limit, ">=": value >= limit}[op]
+
+
+def classify(value: float, bounds: dict[str, tuple[str, float]]) -> Severity:
+    for severity in ("critical", "warning"):
+        if severity in bounds and _breaches(value, bounds[severity]):
+            return severity  # type: ignore[return-value]
+    return "ok"
+
+
+def _worst(severities) -> Severity:
+    order = {"ok": 0, "info": 0, "warning": 1, "critical": 2}
+    return max(severities, key=lambda s: order[s], default="ok")
+
+
+def _urls(gw: AdminGateway) -> dict[int, str]:
+    urls = gw.config.metrics_urls
+    if not urls:
+        raise GatewayError(f"no metrics endpoints are configured for cluster {gw.name!r} "
+                           "(set KBOT_METRICS_TARGETS=<node id>=<url>,...)", gw.name)
+    return urls
+
+
+def _failed_evidence(reading: exporters.Reading) -> list[Evidence]:
+    return [Evidence(f"Node {n} exporter", why, "live: JMX exporter", "bad") for n, why in sorted(reading.failed.items())]
+
+
+# ---- handler saturation ---------------------------------------------------------------------------
+
+HANDLER_IDLE = "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"
+NETWORK_IDLE = "kafka_network_socketserver_networkprocessoravgidlepercent"
+QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
+
+
+async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
+    reading = await exporters.read(_urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S)
+    bounds = alert_bounds("RequestHandlerAvgIdlePercent")
+    net_bounds = alert_bounds("NetworkProcessorAvgIdlePercent")
+    evidence: list[Evidence] = []
+    busy: list[tuple[int, float, Severity]] = []
+    for s in sorted(reading.named(HANDLER_IDLE), key=lambda s: s.value):
+        sev = classify(s.value, bounds)
+        queue = [q for q in reading.named(QUEUE_TIME) if q.node == s.node and q.label("request") == "Produce"
+                 and q.label("quantile") == "0.99"]
+        extra = f"; Produce RequestQueueTimeMs p99 {queue[0].value:,.0f} ms" if queue else ""
+        evidence.append(Evidence(f"Broker {s.node} request handlers idle", f"{s.value:.0%}{extra}",
+                                 "live: JMX exporter (one-minute rate)", "bad" if sev != "ok" else "ok"))
+        if sev != "ok":
+            busy.append((s.node, s.value, sev))
+    for s in reading.named(NETWORK_IDLE):
+        if classify(s.value, net_bounds) != "ok":
+            evidence.append(Evidence(f"Broker {s.node} network threads idle", f"{s.value:.0%}", "live: JMX exporter", "bad"))
+    evidence += _failed_evidence(reading)
+    if not busy:
+        if not reading.named(HANDLER_IDLE):
+            return LiveFindings("No broker's request-handler idle time could be read.", "warning", evidence)
+        return LiveFindings("The request handlers have idle time on every broker: they are not saturated.", "ok", evidence)
+    worst = busy[0]
+    severity = _worst(sev for _b, _v, sev in busy)
+    limit = bounds.get(worst[2], ("<", 0.0))[1]
+    verdict = (f"Broker {broker_list(b for b, _v, _s in busy)}: request handler threads are saturated "
+               f"(idle {worst[1]:.0%} on broker {worst[0]}, alert below {limit:.0%}): requests queue before any work starts. "
+               "Find what the handlers are busy with (request rates per type, TotalTimeMs split) before adding threads.")
+    lead = [("handler-saturation", f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
+    return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
+
+
+# ---- fetch-session eviction -----------------------------------------------------------------------
+
+EVICTIONS = "kafka_server_fetchsessioncache_incrementalfetchsessionevictionspersec_oneminuterate"
+SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
+
+
+async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
+    reading, configs = await asyncio.gather(
+        exporters.read(_urls(gw), frozenset({EVICTIONS, SESSIONS}), LIVE_SCRAPE_TIMEOUT_S),
+        gw.broker_configs(), return_exceptions=True)
+    if isinstance(reading, BaseException):
+        raise reading
+    slots: dict[int, int] = {}
+    if not isinstance(configs, BaseException):
+        for b, cfg in configs.items():
+            v = cfg.get(SLOTS_KEY)
+            if v is not None and v.value is not None and v.value.isdigit():
+                slots[b] = int(v.value)
+    sessions = {s.node: s.value for s in reading.named(SESSIONS)}
+    evidence: list[Evidence] = []
+    evicting: list[tuple[int, float]] = []
+    for s in sorted(reading.named(EVICTIONS), key=lambda s: -s.value):
+        cap = slots.get(s.node)
+        fill = f"{sessions.get(s.node, 0):,.0f} of {cap:,} slots" if cap else f"{sessions.get(s.node, 0):,.0f} sessions"
+        pinned = cap is not None and sessions.get(s.node, 0) >= cap
+        bad = s.value > 0 or pinned
+        evidence.append(Evidence(f"Broker {s.node} fetch sessions",
+                                 f"{s.value:,.2f} evictions/s (one-minute rate); cache {fill}" + ("; full" if pinned else ""),
+                                 "live: JMX exporter + broker config", "bad" if bad else "ok"))
+        if bad:
+            evicting.append((s.node, s.value))
+    evidence += _failed_evidence(reading)
+    if not evicting:
+        return LiveFindings("No broker is evicting incremental fetch sessions.", "ok", evidence)
+    node, rate = evicting[0]
+    cap = slots.get(node)
+    verdict = (f"Broker {broker_list(b for b, _r in evicting)} evicts incremental fetch sessions ({rate:,.2f}/s on broker "
+               f"{node}{f', cache of {cap:,} slots full' if cap and sessions.get(node, 0) >= cap else ''}): evicted fetchers "
+               f"fall back to full fetch requests, which costs CPU and latency. Raise {SLOTS_KEY} or cut the number of fetchers.")
+    return LiveFindings(verdict, "warning", evidence,
+                        [("fetch-session-eviction", f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")])
+
+
+# ---- hot partition ----------------------------------------------------------------------------------
+
+LEO = "kafka_log_log_logendoffset"
+
+
+def partition_rates(first: exporters.Reading, second: exporters.Reading) -> dict[tuple[str, int], float]:
+    """Records/s per partition between two reads (the highest LEO any replica reports: the leader's)."""
+    def leo(reading):
+        out: dict[tuple[str, int], float] = {}
+        for s in reading.named(LEO):
+            topic, part = s.label("topic"), s.label("partition")
+            if topic is None or part is None or not part.isdigit() or topic.startswith("__"):
+                continue
+            key = (topic, int(part))
+            out[key] = max(out.get(key, 0.0), s.value)
+        return out
+    a, b = leo(first), leo(second)
+    gap = max(1e-3, second.at - first.at)
+    return {k: max(0.0, (b[k] - a[k]) / gap) for k in a.keys() & b.keys()}
+
+
+def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str, int], float, float]]:
+    """(partition, rate, topic median) for partitions written HOT_SKEW x faster than their topic's median."""
+    by_topic: dict[str, list[float]] = defaultdict(list)
+    for (topic, _p), r in rates.items():
+        by_topic[topic].append(r)
+    out = []
+    for key, r in rates.items():
+        median = statistics.median(by_topic[key[0]])
+        if r >= HOT_MIN_RATE and len(by_topic[key[0]]) > 1 and r >= HOT_SKEW * max(median, 1e-9):
+            out.append((key, r, median))
+    return sorted(out, key=lambda x: -x[1])
+
+
+async def check_hot_partition(gw: AdminGateway) -> LiveFindings:
+    urls = _urls(gw)
+    first = await exporters.read(urls, frozenset({LEO}), LIVE_SCRAPE_TIMEOUT_S)
+    await asyncio.sleep(RATE_GAP_S)
+    second = await exporters.read(urls, frozenset({LEO}), LIVE_SCRAPE_TIMEOUT_S)
+    rates = partition_rates(first, second)
+    hot = hot_partitions(rates)
+    evidence = [Evidence(f"{t}-{p}", f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x)",
+                         f"live: LogEndOffset over {second.at - first.at:.1f} s", "bad") for (t, p), r, m in hot[:5]]
+    evidence += _failed_evidence(second)
+    if not hot:
+        busiest = sorted(rates.items(), key=lambda kv: -kv[1])[:3]
+        evidence += [Evidence(f"{t}-{p}", f"{r:,.0f} records/s", "live: LogEndOffset", "ok") for (t, p), r in busiest if r > 0]
+        return LiveFindings("No partition is written much faster than the rest of its topic right now.", "ok", evidence)
+    (topic, part), rate, median = hot[0]
+    leader = None
+    try:
+        info = await gw.describe_topics([topic])
+        leader = next((p.leader for p in info[0].partitions if p.partition == part), None)
+    except GatewayError:
+        pass
+    verdict = (f"{topic}-{part} is hot: {rate:,.0f} records/s against its topic's median {median:,.0f} "
+               f"({rate / max(median, 1):,.0f}x)" + (f", all of it on leader broker {leader}" if leader is not None else "")
+               + ". A skewed key (or a custom partitioner) sends most records to one partition; adding partitions does not "
+                 "spread a single key.")
+    return LiveFindings(verdict, "warning", evidence,
+                        [("hot-partition", f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median")],
+                        [Action(f"Describe {topic}", f"describe {topic}")])
+
+
+# ---- disks ------------------------------------------------------------------------------------------
+
+async def check_disks(gw: AdminGateway) -> LiveFindings:
+    dirs = await gw.log_dirs()
+    bounds = alert_bounds("disk usage")
+    evidence: list[Evidence] = []
+    full: list[tuple[int, str, float, Severity]] = []
+    failed = [d for d in dirs if d.error]
+    for d in dirs:
+        if d.error:
+            evidence.append(Evidence(f"Broker {d.broker} {d.path}", f"failed: {d.error}", "live: describe_log_dirs", "bad"))
+            continue
+        if not d.total_bytes or d.usable_bytes is None or d.total_bytes <= 0:
+            continue
+        used = 1 - d.usable_bytes / d.total_bytes
+        sev = classify(used, bounds)
+        evidence.append(Evidence(f"Broker {d.broker} {d.path}",
+                                 f"{used:.0%} used, {d.usable_bytes / 2**20:,.0f} MiB free of {d.total_bytes / 2**20:,.0f} MiB",
+                                 "live: describe_log_dirs", "bad" if sev != "ok" else "ok"))
+        if sev != "ok":
+            full.append((d.broker, d.path, used, sev))
+    registered = set((await gw.describe_cluster()).broker_ids)
+    seen = {d.broker for d in dirs}
+    silent = sorted(registered - seen)
+    if silent:
+        evidence.append(Evidence("Log dirs not reported", f"broker {broker_list(silent)}", "live: describe_log_dirs", "bad"))
+    lead: list[tuple[str, str]] = []
+    if full:
+        full.sort(key=lambda x: -x[2])
+        b, path, used, _sev = full[0]
+        lead.append(("full-disk", f"live: {path} on broker {b} is {used:.0%} full"))
+    if failed:
+        lead.append(("log-dir-failure", f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})"))
+    if not lead:
+        return LiveFindings("Every log directory has room and none has failed.", "ok", evidence)
+    if full:
+        b, path, used, sev = full[0]
+        verdict = (f"Broker {b}'s log directory {path} is {used:.0%} full: when it fills, the broker takes the directory "
+                   "offline (and stops if it was its last one). Free space now: shorten retention or delete data of "
+                   "topics you can lose; do not delete segment files by hand.")
+        severity: Severity = "critical" if failed else sev
+    else:
+        d = failed[0]
+        verdict = (f"Broker {d.broker}'s log directory {d.path} has failed ({d.error}): its replicas there are offline on "
+                   "that broker, which keeps serving from its other directories.")
+        severity = "critical"
+    return LiveFindings(verdict, severity, evidence, lead, [Action("Why URP", "why URP")])
+
+
+# ---- unclean leader elections -----------------------------------------------------------------------
+
+UNCLEAN_TOTAL = "kafka_controller_controllerstats_uncleanleaderelectionspersec_total"
+UNCLEAN_RATE = "kafka_controller_controllerstats_uncleanleaderelectionspersec_oneminuterate"
+# One election lifts the exporter's one-minute rate to ~1/60 per second, decaying over minutes:
+# above this, an election happened in roughly the last five minutes.
+RECENT_UNCLEAN_RATE = 1e-3
+
+
+async def unclean_elections(gw: AdminGateway) -> tuple[list[Evidence], float]:
+    """Evidence of unclean elections from the controllers' exporters, and the highest recent rate."""
+    reading = await exporters.read(_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE}), LIVE_SCRAPE_TIMEOUT_S)
+    totals = {s.node: s.value for s in reading.named(UNCLEAN_TOTAL)}
+    evidence, recent = [], 0.0
+    for s in reading.named(UNCLEAN_RATE):
+        total = totals.get(s.node, 0.0)
+        recent = max(recent, s.value)
+        evidence.append(Evidence(f"Controller {s.node} unclean elections",
+                                 f"{total:,.0f} since it started" + ("; one or more in the last few minutes" if s.value >= RECENT_UNCLEAN_RATE else ""),
+                                 "live: JMX exporter (UncleanLeaderElectionsPerSec)", "bad" if s.value >= RECENT_UNCLEAN_RATE else "neutral"))
+    return evidence, recent
+
+
+async def check_unclean(gw: AdminGateway) -> LiveFindings:
+    """Offline partitions and the unclean-election setting (check_offline), plus whether the
+    controller has just elected an out-of-sync leader: data written only to the old leader is gone."""
+    from .live_checks import check_offline
+
+    offline, metrics = await asyncio.gather(check_offline(gw), unclean_elections(gw), return_exceptions=True)
+    if isinstance(offline, BaseException):
+        raise offline
+    if isinstance(metrics, BaseException):
+        offline.notes.append(f"Unclean elections not counted: {metrics}")
+        return offline
+    evidence, recent = metrics
+    offline.evidence += evidence
+    if recent >= RECENT_UNCLEAN_RATE:
+        offline.lead.insert(0, ("unclean-election", "live: the controller made an unclean leader election in the last few minutes"))
+        still_offline = offline.verdict if offline.severity != "ok" else ""
+        offline.severity = "critical"
+        offline.verdict = ("An unclean leader election happened in the last few minutes: an out-of-sync replica became leader, "
+                           "so records acknowledged by the old leader but not yet copied are lost. Find the topics with "
+                           "unclean.leader.election.enable=true and reconcile their data from the producers or upstream. "
+                           + still_offline).strip()
+    return offline

@@ -1,0 +1,103 @@
+"""Pure verdicts of the live checks: the controller quorum from voter probes, metadata lag from the
+quorum's observers, transactions from a report, and the URP cause of a paused or fenced broker."""
+
+from __future__ import annotations
+
+from commands.live_checks import metadata_lag_findings, quorum_view, transaction_findings
+from commands.txn_evidence import OpenTxn, TxnReport
+from live.model import PartitionOffsets, QuorumInfo, QuorumVoter, TransactionDescription
+from live.probe import ProbeResult, api_versions_request, parse_addresses, parse_voters
+from runbook_kb.diagnose import BrokerFacts, PartitionState, urp_findings
+
+NOW = 1_800_000_000_000
+
+
+def probe(state: str, port: int = 9093) -> ProbeResult:
+    return ProbeResult("127.0.0.1", port, state, 0.01)  # type: ignore[arg-type]
+
+
+def quorum(leader: int = 1) -> QuorumInfo:
+    return QuorumInfo(leader, 7, 100, [QuorumVoter(1, 100, 0), QuorumVoter(2, 100, 0), QuorumVoter(3, 90, 10)], [])
+
+
+def test_quorum_lost_when_a_majority_of_voters_is_down():
+    one = quorum_view({1: probe("refused")}, None)
+    assert one.lost and one.severity == "critical"
+    assert one.verdict.startswith("No active controller: 1 of 1 controller voter(s) (1) are down or not answering")
+    two_of_three = quorum_view({1: probe("refused"), 2: probe("silent"), 3: probe("answers")}, None)
+    assert two_of_three.lost
+    one_of_three = quorum_view({1: probe("refused"), 2: probe("answers"), 3: probe("answers")}, quorum(2))
+    assert not one_of_three.lost and one_of_three.severity == "warning"
+    assert "keeps its majority (2 of 3)" in one_of_three.verdict
+    healthy = quorum_view({1: probe("answers"), 2: probe("answers"), 3: probe("answers")}, quorum())
+    assert healthy.severity == "ok" and healthy.verdict == ""
+    assert "lagging: 3 by 10" in healthy.evidence[0].value
+    leaderless = quorum_view({1: probe("answers")}, quorum(-1))
+    assert leaderless.lost and leaderless.verdict == "No active controller: the KRaft quorum reports no leader."
+
+
+def test_probe_helpers():
+    assert parse_voters("1@127.0.0.1:9093,2@[::1]:9094, bad") == {1: ("127.0.0.1", 9093), 2: ("::1", 9094)}
+    assert parse_addresses("a:1,b:2,c") == [("a", 1), ("b", 2)]
+    req = api_versions_request(7)
+    assert int.from_bytes(req[:4], "big") == len(req) - 4
+    assert req[4:6] == b"\x00\x12" and req[8:12] == (7).to_bytes(4, "big")  # ApiVersions, correlation 7
+
+
+def test_metadata_lag_names_the_registered_broker_that_is_behind():
+    observers = [QuorumVoter(101, 100, 0, NOW, NOW - 200, True), QuorumVoter(102, 60, 40, NOW, NOW - 30_000, True),
+                 QuorumVoter(103, 10, 90, NOW, NOW - 60_000, True)]
+    q = QuorumInfo(1, 3, 100, [QuorumVoter(1, 100, 0)], observers)
+    found = metadata_lag_findings(q, {101, 102}, NOW)  # 103 is fenced: broker loss, not metadata lag
+    assert found.lead[0][0] == "metadata-lag"
+    assert found.verdict.startswith("Broker 102 is behind on metadata: broker 102 last caught up 30 s ago and is 40 records behind")
+    assert metadata_lag_findings(q, {101}, NOW).severity == "ok"
+
+
+def _txn(**kw) -> OpenTxn:
+    base = dict(topic="pay", partition=0, producer_id=7, producer_epoch=0, coordinator_epoch=1, start_offset=10,
+                offsets=PartitionOffsets("pay", 0, 10, 135), transactional_id="tx-7", coordinator_id=101,
+                start_time_ms=NOW - 30_000, timeout_ms=600_000)
+    base.update(kw)
+    return OpenTxn(**base)
+
+
+def test_transaction_within_its_timeout_is_a_warning_with_the_abort_time():
+    found = transaction_findings(TxnReport(open=[_txn()], now_ms=NOW))
+    assert found.severity == "warning"
+    assert found.verdict.startswith("1 open transaction(s) hold read_committed consumers back: producer 7 on pay-0, "
+                                    "125 records behind the high watermark. Still within its timeout")
+    assert "LSO 10 lags the high watermark 135 by 125 records for 30 s; within its 10.0 min timeout" in found.evidence[0].value
+
+
+def test_hanging_when_past_its_timeout_or_unknown_to_every_coordinator():
+    past = transaction_findings(TxnReport(open=[_txn(start_time_ms=NOW - 700_000)], now_ms=NOW))
+    assert past.severity == "critical" and past.verdict.startswith("1 hanging transaction(s): producer 7 holds pay-0's")
+    assert "HANGING: past its 10.0 min timeout" in past.evidence[0].value
+    orphan = transaction_findings(TxnReport(open=[_txn(transactional_id=None, start_time_ms=None, timeout_ms=None,
+                                                       last_write_ms=NOW - 5_000)], now_ms=NOW))
+    assert orphan.severity == "critical" and "no transaction coordinator knows this transaction" in orphan.evidence[0].value
+
+
+def test_after_an_abort_the_coordinator_listing_alone_is_not_critical():
+    listed = TransactionDescription("tx-7", 101, "Ongoing", 7, 0, 600_000, NOW - 30_000, [("pay", 0)])
+    found = transaction_findings(TxnReport(coordinator_only=[listed], now_ms=NOW))
+    assert found.severity == "ok"
+    assert "holds no partition's LSO" in found.evidence[0].value
+    partial = transaction_findings(TxnReport(unread={"coordinator on broker 102": "timed out"}, now_ms=NOW))
+    assert partial.severity == "warning" and partial.verdict.endswith("This answer is partial: coordinator on broker 102 not read.")
+
+
+def test_urp_cause_follows_the_probe():
+    parts = [PartitionState("t", 0, 101, (101, 102, 103), (101, 102))]
+
+    def cause(registered, liveness):
+        facts = BrokerFacts(frozenset(registered), frozenset({101, 102, 103}), {}, liveness)
+        return urp_findings(parts, facts)[0].cause
+
+    assert cause({101, 102}, {103: "silent"}) == "gc-pauses"
+    assert cause({101, 102}, {103: "refused"}) == "broker-loss"
+    assert cause({101, 102}, {}) == "broker-loss"  # not probed: what the metadata says
+    assert cause({101, 102}, {103: "answers"}) == "network-partition"
+    assert cause({101, 102, 103}, {103: "silent"}) == "gc-pauses"  # hung before its session expired
+    assert cause({101, 102, 103}, {103: "answers"}) == "slow-follower"
