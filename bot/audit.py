@@ -5,8 +5,10 @@ on, under an exclusive flock so the Slack server and a terminal `kbot ask "confi
 to the same file. A Kafka topic can mirror it (KBOT_AUDIT_TOPIC); the mirror is best effort and
 its failures are logged, never allowed to lose or delay the local line.
 
-Nothing secret is written: confirm tokens are stored as a short hash (``token_id``), and Slack
-tokens or keys that a user pasted into a command are masked.
+Nothing secret is written: a confirm token is stored only as its hash (``token_id``), wherever it
+appears (a ``token`` field, or the text of a "confirm <token>" / "cancel <token>" request or click),
+so the file and its Kafka mirror cannot be used to confirm anything; Slack tokens or keys that a
+user pasted into a command are masked. The file is 0600 in a 0700 folder.
 """
 
 from __future__ import annotations
@@ -25,17 +27,64 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .settings import private_dir, private_file
+
 log = logging.getLogger(__name__)
 
 # Slack tokens (bot, user, app-level, refresh) and anything shaped like a bearer credential.
 _SECRET_TEXT = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]+)")
 _SECRET_KEYS = re.compile(r"(password|secret|passwd|credential|api_?key|private_?key|^token$|signing)", re.I)
 MASK = "***"
+# "confirm <token>" / "cancel <token>" as typed, clicked (a button's value) or sent with /kafka.
+_TOKEN_COMMAND = re.compile(r"^(\s*(?:/kafka\s+)?(?:confirm|cancel)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
+                            re.I)
+# ... and a token-shaped word (bot.gate.new_token: 32 url-safe characters) after them anywhere else.
+_TOKEN_ANYWHERE = re.compile(r"(\b(?:confirm|cancel)\s+)()([A-Za-z0-9_-]{32})(?![A-Za-z0-9_-])", re.I)
+# Bodies and response URLs that libraries put in their log lines (Bolt logs a rejected request's
+# body at INFO): a response_url lets anyone post as the bot in that channel for 30 minutes.
+_RESPONSE_URL = re.compile(r"(response_url[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,}]+|https://hooks\.slack\.com/\S+", re.I)
+_LOGGED_BODY = re.compile(r"(\bbody\b\s*[:=]\s*)(.+)$", re.I | re.S)
 
 
 def token_id(token: str) -> str:
     """A stable, non-reversible name for a confirm token: enough to correlate audit lines."""
     return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def hash_tokens(value: Any) -> Any:
+    """A copy of ``value`` with every confirm token replaced by its hash: a ``token`` field becomes
+    ``token_id``, and "confirm <token>" text becomes "confirm #<token_id>"."""
+    if isinstance(value, dict):
+        return {("token_id" if k == "token" and isinstance(v, str) else k):
+                (token_id(v) if k == "token" and isinstance(v, str) else hash_tokens(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [hash_tokens(v) for v in value]
+    if isinstance(value, str):
+        hashed = _TOKEN_COMMAND.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", value)
+        return _TOKEN_ANYWHERE.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", hashed)
+    return value
+
+
+def redact_log_text(message: str, secrets: tuple[str, ...] = ()) -> str:
+    """A log line without request bodies, response URLs, confirm tokens or Slack tokens."""
+    message = _LOGGED_BODY.sub(lambda m: f"{m.group(1)}<{len(m.group(2))} chars withheld>", message)
+    message = _RESPONSE_URL.sub(lambda m: (m.group(1) or "") + "<response_url withheld>", message)
+    return scrub(message, secrets)
+
+
+class RedactingFilter(logging.Filter):
+    """``redact_log_text`` on every record of the logger it is attached to."""
+
+    def __init__(self, secrets: tuple[str, ...] | list[str] = ()):
+        super().__init__()
+        self.secrets = tuple(s for s in secrets if s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        clean = redact_log_text(msg, self.secrets)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return True
 
 
 def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
@@ -95,11 +144,13 @@ class AuditLog:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        if self.path.exists():
+            private_file(self.path)  # an older version may have left it wider
 
     def _build(self, event: str, fields: dict) -> tuple[dict, bytes]:
-        rec = scrub({"ts": round(self.clock(), 3), "event": event, **{k: v for k, v in fields.items() if v is not None}},
-                    self._secrets)
+        rec = scrub(hash_tokens({"ts": round(self.clock(), 3), "event": event,
+                                 **{k: v for k, v in fields.items() if v is not None}}), self._secrets)
         return rec, (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode()
 
     def _append(self, data: bytes) -> None:

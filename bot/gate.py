@@ -9,11 +9,16 @@
     start-up: a record left "executing" by a crash is reconciled (ActionSpec.reconcile) to
               done / not_done / unknown, and never run again automatically.
 
-State lives in sqlite (KBOT_STATE_DIR/pending.sqlite3, WAL, synchronous=FULL so every commit is
-fsync'd): the Slack server and a terminal `kbot ask "confirm <token>"` share it, and the
-single-use transition is one conditional UPDATE, so two processes cannot both win it.
-Within a process a per-token asyncio lock orders concurrent clicks so the loser gets a clear
-"already being executed" instead of a race.
+Who may confirm is asked of ``authorize(user, channel, record)``: rbac.Authorizer in Slack, and in
+the terminal identity.TerminalAuthorizer (the OS account mapped through the policy's
+``terminal_users``; never $USER), so a shell on the bot host cannot approve a Slack request
+under a name it made up.
+
+State lives in sqlite (KBOT_STATE_DIR/pending.sqlite3, 0600 in a 0700 folder, WAL,
+synchronous=FULL so every commit is fsync'd): the Slack server and a terminal
+`kbot ask "confirm <token>"` share it, and the single-use transition is one conditional UPDATE,
+so two processes cannot both win it. Within a process a per-token asyncio lock orders concurrent
+clicks so the loser gets a clear "already being executed" instead of a race.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from commands.spec import CommandRequest
 
 from .audit import AuditLog, token_id
 from .rbac import Verdict
+from .settings import private_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +48,8 @@ DEFAULT_TTL_S = 15 * 60
 # Reconciled outcomes are states of their own, so nobody mistakes "unknown" for "executed".
 FINAL_STATES = ("executed", "failed", "aborted", "cancelled", "expired", "done", "not_done", "unknown")
 
-Authorize = Callable[[str, "str | None", str], Awaitable[Verdict]]
+# (user, channel of the confirm/cancel, the pending record) -> may this user act on it?
+Authorize = Callable[[str, "str | None", "Record"], Awaitable[Verdict]]
 
 
 @dataclass
@@ -129,6 +136,8 @@ def decide_cancel(record: Record | None, user: str, now: float, *, permitted: Ve
         return refusal
     if user == record.requester or (permitted is not None and permitted.allowed):
         return Decision("execute", "ok", "Cancelled.")
+    if permitted is not None and permitted.rule.startswith("terminal"):
+        return _refuse("wrong_user", permitted.reason)  # says how to map the terminal user
     return _refuse("wrong_user", f"Only {record.requester}, or someone allowed to run '{record.command}', can cancel it.")
 
 
@@ -155,7 +164,14 @@ class PendingStore:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # It holds live confirm tokens: private before sqlite creates it (its -wal/-shm files
+        # take the database file's mode).
+        private_dir(self.path.parent)
+        private_file(self.path)
+        for extra in ("-wal", "-shm"):  # left wider by an older version
+            side = self.path.with_name(self.path.name + extra)
+            if side.exists():
+                private_file(side)
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
 
@@ -221,14 +237,19 @@ def new_token() -> str:
 class ConfirmationGate(Gate):
     def __init__(self, store: PendingStore, audit: AuditLog, *, router=None, clock: Callable[[], float] = time.time,
                  ttl_s: float = DEFAULT_TTL_S, high_risk_kinds: frozenset[str] = frozenset({"abort-txn"}),
-                 approvers_required: int = 1, authorize: Authorize | None = None, transport: str = "terminal"):
+                 approvers_required: int = 1, authorize: Authorize | None = None, transport: str = "terminal",
+                 actor: dict | None = None, acting_user: str | None = None):
         if router is None:
             from commands.registry import ROUTER as router
         self.store, self.audit, self.router, self.clock = store, audit, router, clock
         self.ttl_s, self.high_risk_kinds, self.approvers_required = ttl_s, high_risk_kinds, approvers_required
-        # None: no RBAC (the terminal; a shell on the bot host already holds the cluster credentials).
+        # None: no RBAC (tests of the gate alone); the terminal and Slack always pass one (default_gate).
         self.authorize = authorize
         self.transport = transport
+        self.actor = dict(actor or {})  # who runs this process (the terminal's OS account), on every audit line
+        # The terminal's user as its authorizer sees it (bot/identity.py); bot/cli.py passes it with
+        # each command, so the requester and the approver are named the same way everywhere.
+        self.acting_user = acting_user
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- helpers --
@@ -240,7 +261,7 @@ class ConfirmationGate(Gate):
         return cmd.action if cmd is not None else None
 
     async def _audit(self, event: str, rec: Record | None, **fields) -> None:
-        base = {"transport": self.transport}
+        base = {"transport": self.transport, **self.actor}
         if rec is not None:
             base.update(token_id=token_id(rec.token), command=rec.command, kind=rec.plan.kind, cluster=rec.plan.cluster,
                         args=rec.plan.args, requester=rec.requester, channel=rec.channel)
@@ -265,7 +286,7 @@ class ConfirmationGate(Gate):
     async def confirm(self, token: str, request: CommandRequest, ctx) -> Reply:
         user = request.user or "unknown"
         rec = await self.status(token)
-        verdict = await self.authorize(user, request.channel, rec.command) if (rec and self.authorize) else None
+        verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
         lock = self._locks.setdefault(token, asyncio.Lock())
         async with lock:
             rec = await self.status(token)  # read again: a concurrent click may have moved it
@@ -346,7 +367,7 @@ class ConfirmationGate(Gate):
     async def cancel(self, token: str, request: CommandRequest) -> Reply:
         user = request.user or "unknown"
         rec = await self.status(token)
-        verdict = await self.authorize(user, request.channel, rec.command) if (rec and self.authorize) else None
+        verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
         now = self.clock()
         d = decide_cancel(rec, user, now, permitted=verdict)
         if d.action == "refuse":
@@ -404,8 +425,14 @@ def default_gate(settings=None, *, authorize: Authorize | None = None, router=No
     from .settings import Settings
 
     settings = settings or Settings.from_env()
+    actor = acting_user = None
+    if authorize is None and transport == "terminal":
+        from .identity import TerminalAuthorizer
+
+        terminal = TerminalAuthorizer.from_settings(settings)
+        authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
     audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
     return ConfirmationGate(PendingStore(settings.state_dir / "pending.sqlite3"), audit, router=router,
                             ttl_s=settings.confirm_ttl_s, high_risk_kinds=settings.high_risk_kinds,
                             approvers_required=settings.approvers_required, authorize=authorize, transport=transport,
-                            clock=clock)
+                            clock=clock, actor=actor, acting_user=acting_user)

@@ -15,6 +15,17 @@ Policy file (KBOT_RBAC_FILE)::
       - name: contractors-no-actions
         users: [U0BOB]
         commands: ["*"]
+    terminal_users:                       # who a shell on the bot host is, for `kbot ask "confirm ..."`
+      alice: U0ALICE                      # OS account (from the process uid, never $USER) -> Slack user:
+                                          # grants, deny rules and self-approval apply as to that user
+      deploy:                             # or a role: treated as a member of these user groups
+        groups: [S0KAFKAONCALL]
+      carol: {user: U0CAROL, groups: [S0KAFKAONCALL]}   # both (groups listed here count even
+                                          # when Slack cannot be asked, e.g. no SLACK_BOT_TOKEN)
+
+An OS account missing from ``terminal_users`` may still run read-only commands in the terminal and
+confirm or cancel actions it requested itself from the terminal, but it cannot approve or cancel
+an action requested from Slack: the refusal says which line to add (bot/identity.py).
 
 Every verdict names the rule that decided it, so a refusal can say why. ``Policy.check`` is pure;
 ``Directory`` asks Slack (users.info, usergroups.users.list) with a short cache, so a busy
@@ -24,9 +35,11 @@ incident channel does not spend its Web API rate limit on the same lookups.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -51,6 +64,46 @@ class Verdict:
 
 class PolicyError(ValueError):
     pass
+
+
+# Slack user ids: U... in a workspace, W... for Enterprise Grid org-wide users.
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+
+
+@dataclass(frozen=True)
+class TerminalUser:
+    """What an OS account on the bot host stands for: a Slack user, a role (user groups), or both."""
+
+    os_user: str
+    slack_user: str | None = None
+    groups: frozenset[str] = frozenset()
+
+
+def _terminal_users(data, source: str) -> dict[str, TerminalUser]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: terminal_users: expected a mapping of OS account -> Slack user id or {{user, groups}}")
+    out = {}
+    for name, value in data.items():
+        where = f"{source}: terminal_users[{name}]"
+        if not isinstance(name, str) or not name.strip():
+            raise PolicyError(f"{source}: terminal_users: OS account names must be non-empty strings")
+        if isinstance(value, str):
+            value = {"user": value}
+        if not isinstance(value, dict):
+            raise PolicyError(f"{where}: expected a Slack user id or a mapping with user and/or groups")
+        unknown = set(value) - {"user", "groups"}
+        if unknown:
+            raise PolicyError(f"{where}: unknown field(s) {sorted(unknown)}")
+        user = value.get("user")
+        if user is not None and not (isinstance(user, str) and _SLACK_USER.match(user)):
+            raise PolicyError(f"{where}: user must be a Slack user id like U0ALICE, not {user!r}")
+        groups = _ids(value.get("groups"), f"{where}.groups")
+        if user is None and not groups:
+            raise PolicyError(f"{where}: names no Slack user and no groups")
+        out[name.strip()] = TerminalUser(name.strip(), user, groups)
+    return out
 
 
 @dataclass(frozen=True)
@@ -109,12 +162,13 @@ class Policy:
     grants: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
     source: str = "built-in default"
+    terminal_users: Mapping[str, TerminalUser] = field(default_factory=dict, hash=False)
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "policy") -> "Policy":
         if not isinstance(data, dict):
             raise PolicyError(f"{source}: expected a mapping at the top")
-        unknown = set(data) - {"channels", "read_only", "grants", "deny"}
+        unknown = set(data) - {"channels", "read_only", "grants", "deny", "terminal_users"}
         if unknown:
             raise PolicyError(f"{source}: unknown field(s) {sorted(unknown)}")
         channels = _ids(data.get("channels"), "channels") if data.get("channels") is not None else None
@@ -122,7 +176,8 @@ class Policy:
         if read_only not in ("open", "granted"):
             raise PolicyError(f"{source}: read_only must be 'open' or 'granted', not {read_only!r}")
         return cls(None if channels is None or ANY in channels else channels, read_only == "open",
-                   _rules(data.get("grants"), "grants"), _rules(data.get("deny"), "deny"), source)
+                   _rules(data.get("grants"), "grants"), _rules(data.get("deny"), "deny"), source,
+                   _terminal_users(data.get("terminal_users"), source))
 
     @classmethod
     def load(cls, path: Path) -> "Policy":
@@ -163,6 +218,7 @@ class UserFacts:
     bot: bool = False
     team_id: str | None = None
     error: str = ""
+    enterprise_id: str | None = None  # Enterprise Grid users only
 
 
 @dataclass
@@ -199,7 +255,8 @@ class Directory:
                 resp = await self.client.users_info(user=user_id)
                 u = resp["user"]
                 facts = UserFacts(True, bool(u.get("is_restricted") or u.get("is_ultra_restricted")),
-                                  bool(u.get("deleted")), bool(u.get("is_bot")), u.get("team_id"))
+                                  bool(u.get("deleted")), bool(u.get("is_bot")), u.get("team_id"),
+                                  enterprise_id=(u.get("enterprise_user") or {}).get("enterprise_id"))
             except SlackApiError as exc:
                 err = exc.response.get("error", "error") if exc.response is not None else "error"
                 if err not in ("user_not_found", "user_not_visible"):
@@ -237,9 +294,13 @@ class Authorizer:
     directory: Directory
     allowed_team_ids: frozenset[str] = frozenset()
     allowed_api_app_ids: frozenset[str] = frozenset()
+    allowed_enterprise_ids: frozenset[str] = frozenset()
 
-    def origin(self, team_id: str | None, api_app_id: str | None) -> Verdict:
+    def origin(self, team_id: str | None, api_app_id: str | None, enterprise_id: str | None = None) -> Verdict:
         """Pure and cheap: checked on the ack path, before any Web API call."""
+        if self.allowed_enterprise_ids and enterprise_id not in self.allowed_enterprise_ids:
+            return Verdict.no("KBOT_ALLOWED_ENTERPRISE_IDS",
+                              f"This bot does not serve Enterprise Grid org {enterprise_id or 'none (not a Grid workspace)'}.")
         if self.allowed_team_ids and team_id not in self.allowed_team_ids:
             return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"This bot does not serve workspace {team_id or 'unknown'}.")
         if self.allowed_api_app_ids and api_app_id not in self.allowed_api_app_ids:
@@ -260,6 +321,8 @@ class Authorizer:
             return Verdict.no("identity: bot", "Other bots cannot use this bot.")
         if self.allowed_team_ids and facts.team_id and facts.team_id not in self.allowed_team_ids:
             return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"Users from workspace {facts.team_id} cannot use this bot.")
+        if self.allowed_enterprise_ids and facts.enterprise_id and facts.enterprise_id not in self.allowed_enterprise_ids:
+            return Verdict.no("KBOT_ALLOWED_ENTERPRISE_IDS", f"Users from Enterprise Grid org {facts.enterprise_id} cannot use this bot.")
         return Verdict.ok("identity")
 
     async def command(self, user_id: str, channel: str | None, command: str, mutating: bool) -> Verdict:

@@ -127,11 +127,14 @@ def render_blocks(reply: Reply) -> list[dict]:
     # Leave room in every message after the first for a "continued" context block.
     per_message = MAX_BLOCKS_PER_MESSAGE - 1
     pages = [blocks[i : i + per_message] for i in range(0, len(blocks), per_message)] or [[]]
-    fallback = _clip(f"{reply.title}: {reply.verdict}" if reply.verdict else reply.title, MAX_FALLBACK_TEXT)
+    # The fallback `text` is mrkdwn too (notifications, screen readers): a title or verdict that
+    # echoes user text ("why <!here> URP") would ping the channel or show a disguised link.
+    fallback = _clip(slack_escape(f"{reply.title}: {reply.verdict}" if reply.verdict else reply.title), MAX_FALLBACK_TEXT)
     messages = []
     for n, page in enumerate(pages, 1):
         if len(pages) > 1:
-            marker = {"type": "context", "elements": [{"type": "mrkdwn", "text": f"_{reply.title}: part {n} of {len(pages)}_"}]}
+            title = slack_escape(_clip(reply.title, MAX_HEADER_TEXT))
+            marker = {"type": "context", "elements": [{"type": "mrkdwn", "text": f"_{title}: part {n} of {len(pages)}_"}]}
             page = [*page, marker] if n == 1 else [marker, *page]
         messages.append({"text": fallback if n == 1 else f"{fallback} (part {n} of {len(pages)})", "blocks": page})
     return messages

@@ -80,9 +80,11 @@ def start_collection() -> subprocess.Popen | None:
     if not os.environ.get("KBOT_METRICS_TARGETS"):
         _say("no metrics targets (KBOT_METRICS_TARGETS): not collecting into the lake")
         return None
-    state = Path(os.environ.get("KBOT_STATE_DIR", Path.home() / ".kbot")).expanduser()
-    state.mkdir(parents=True, exist_ok=True)
-    log = (state / "collector.log").open("a")
+    from .settings import private_dir, private_file
+
+    # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
+    state = private_dir(Path(os.environ.get("KBOT_STATE_DIR") or Path.home() / ".kbot").expanduser())
+    log = private_file(state / "collector.log").open("a")
     cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-every", "60"]
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")

@@ -6,11 +6,18 @@
     SLACK_API_URL             base URL of the Web API (default https://slack.com/api/); tests and
                               the load benchmark point it at a local stand-in
     KBOT_ALLOWED_TEAM_IDS     comma list of workspace ids allowed to talk to the bot (empty: any)
+    KBOT_ALLOWED_ENTERPRISE_IDS  comma list of Enterprise Grid org ids allowed (empty: any); with this
+                              and KBOT_ALLOWED_TEAM_IDS both empty any workspace where the app is
+                              installed may call the bot, and `kbot serve --check` says so loudly
     KBOT_ALLOWED_API_APP_IDS  comma list of Slack app ids whose requests are accepted (empty: any)
     KBOT_RBAC_FILE            YAML policy (bot/rbac.py); without it read-only commands are open
-                              everywhere and every mutating command is refused
+                              everywhere and every mutating command is refused. Its
+                              ``terminal_users`` section maps OS accounts to Slack users or roles
+                              (user groups); an unmapped terminal user cannot approve an action
+                              requested from Slack (bot/identity.py)
     KBOT_DIGEST_SCHEDULES     digest schedules (bot/scheduler.py), ';' or newline separated
-    KBOT_STATE_DIR            pending actions (sqlite) and the audit log (default ~/.kbot)
+    KBOT_STATE_DIR            pending actions (sqlite) and the audit log (default ~/.kbot); the folder
+                              is kept 0700 and every state file in it 0600 (``private_dir``/``private_file``)
     KBOT_PORT                 HTTP port (default 3000; PORT is honoured when KBOT_PORT is unset)
     KBOT_CONFIRM_TTL_S        how long a preview's Confirm button stays valid (default 900)
     KBOT_HIGH_RISK_KINDS      action kinds that always need a second approver (default abort-txn);
@@ -26,12 +33,42 @@ Secrets never appear in ``repr``: a Settings object is safe to log.
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_API_URL = "https://slack.com/api/"
+
+log = logging.getLogger(__name__)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` as 0700, or tighten it to 0700 when it is ours: it holds confirm tokens and
+    the audit trail. A shared folder we do not own (or a sticky one like /tmp) is left alone, with
+    a warning, rather than chmod'ed under other users' feet."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_mode & 0o077:
+        if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX:
+            os.chmod(path, 0o700)
+        else:
+            log.warning("state folder %s is readable by other users (mode %o) and is not ours to tighten; "
+                        "point KBOT_STATE_DIR at a private folder", path, st.st_mode & 0o777)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` as 0600 if missing, and tighten it to 0600 if an older version left it wider.
+    sqlite gives its -wal and -shm files the database file's mode, so this covers them too."""
+    path = Path(path)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
+    return path
 
 
 def _csv(value: str | None) -> frozenset[str]:
@@ -45,6 +82,7 @@ class Settings:
     app_token: str | None = field(default=None, repr=False)
     api_url: str = DEFAULT_API_URL
     allowed_team_ids: frozenset[str] = frozenset()
+    allowed_enterprise_ids: frozenset[str] = frozenset()
     allowed_api_app_ids: frozenset[str] = frozenset()
     rbac_file: Path | None = None
     digest_schedules: str = ""
@@ -68,6 +106,7 @@ class Settings:
             # slack_sdk joins base_url and the method name by plain concatenation.
             api_url=api_url if api_url.endswith("/") else api_url + "/",
             allowed_team_ids=_csv(env.get("KBOT_ALLOWED_TEAM_IDS")),
+            allowed_enterprise_ids=_csv(env.get("KBOT_ALLOWED_ENTERPRISE_IDS")),
             allowed_api_app_ids=_csv(env.get("KBOT_ALLOWED_API_APP_IDS")),
             rbac_file=Path(env["KBOT_RBAC_FILE"]).expanduser() if env.get("KBOT_RBAC_FILE") else None,
             digest_schedules=env.get("KBOT_DIGEST_SCHEDULES", ""),
@@ -97,6 +136,13 @@ class Settings:
         if not self.bot_token:
             return "SLACK_BOT_TOKEN is not set (plus SLACK_SIGNING_SECRET for HTTP, or SLACK_APP_TOKEN for Socket Mode)"
         return "SLACK_BOT_TOKEN is set but neither SLACK_SIGNING_SECRET (HTTP) nor SLACK_APP_TOKEN (Socket Mode) is"
+
+    def open_origin_warning(self) -> str:
+        """Non-empty when no workspace or org allow-list is set: then the signing secret alone decides."""
+        if self.allowed_team_ids or self.allowed_enterprise_ids:
+            return ""
+        return ("KBOT_ALLOWED_TEAM_IDS and KBOT_ALLOWED_ENTERPRISE_IDS are both empty: ANY Slack workspace "
+                "or Enterprise Grid org where this app is installed may call the bot. Set one of them.")
 
     def secrets(self) -> list[str]:
         """The values that must never reach a log line or an audit record."""

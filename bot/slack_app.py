@@ -7,6 +7,9 @@
                   platform's `web:` process sees its port bound
     neither       says what is missing and exits 3, so a wrapper can fall back to `kbot console`
 
+`--check` (and every start) warns loudly when neither KBOT_ALLOWED_TEAM_IDS nor
+KBOT_ALLOWED_ENTERPRISE_IDS is set: then any workspace where the app is installed may call the bot.
+
 Slack app configuration (api.slack.com/apps): a slash command /kafka and Interactivity pointing at
 https://<host>/slack/events (HTTP mode), the app_mention event if mentions are wanted, and bot
 scopes commands, chat:write, users:read, usergroups:read (for group grants), app_mentions:read.
@@ -24,7 +27,7 @@ import signal
 import sys
 from typing import Any
 
-from .audit import scrub
+from .audit import RedactingFilter
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,19 +35,9 @@ log = logging.getLogger(__name__)
 EXIT_NOT_CONFIGURED = 3  # `kbot serve` without Slack tokens: the caller falls back to the console
 
 
-class SecretFilter(logging.Filter):
-    """Masks the Slack tokens and the signing secret in any log line, whoever logs it."""
-
-    def __init__(self, secrets: list[str]):
-        super().__init__()
-        self.secrets = [s for s in secrets if s]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        clean = scrub(msg, tuple(self.secrets))  # ours by value, any other Slack token by shape
-        if clean != msg:
-            record.msg, record.args = clean, None
-        return True
+class SecretFilter(RedactingFilter):
+    """Masks the Slack tokens and the signing secret (ours by value, any other Slack token by shape),
+    request bodies and response URLs in any log line, whoever logs it."""
 
 
 def install_log_redaction(settings: Settings) -> None:
@@ -63,6 +56,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=None, help="port (default KBOT_PORT, else 3000)")
     p.add_argument("--check", action="store_true",
                    help=f"only check the Slack configuration: exit 0 if it is complete, {EXIT_NOT_CONFIGURED} if not")
+    p.add_argument("--json", action="store_true", help="with --check: the result as JSON on stdout")
 
 
 def configured(env=None) -> bool:
@@ -73,14 +67,29 @@ def configured(env=None) -> bool:
 def run(args: argparse.Namespace) -> int:
     """`kbot serve`; also callable with another command's args (host / port / check default)."""
     settings = Settings.from_env()
+    as_json = getattr(args, "check", False) and getattr(args, "json", False)
+    if as_json:
+        import json
+
+        warning = settings.open_origin_warning() if settings.mode else ""
+        print(json.dumps({"configured": settings.mode is not None, "mode": settings.mode, "missing": settings.missing() or None,
+                          "warnings": [warning] if warning else []}))
+        if warning:
+            print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
+        return 0 if settings.mode else EXIT_NOT_CONFIGURED
     if settings.mode is None:
         print(f"kbot serve: Slack is not configured: {settings.missing()}. Use `kbot console` for the terminal.",
               file=sys.stderr)
         return EXIT_NOT_CONFIGURED
+    warning = settings.open_origin_warning()
     if getattr(args, "check", False):
+        if warning:
+            print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
         print(f"kbot serve: Slack configured ({settings.mode} mode)")
         return 0
     install_log_redaction(settings)
+    if warning:
+        print(f"kbot serve: WARNING: {warning}", file=sys.stderr, flush=True)
     if logging.getLogger().level > logging.INFO:
         logging.getLogger(__name__).setLevel(logging.INFO)
     try:

@@ -9,7 +9,10 @@
     @mention          "@kbot why URP" works like /kafka, answered in a thread
     scheduler         KBOT_DIGEST_SCHEDULES posts the digest to channels
 
-Refusals (bad input, RBAC, guests, other workspaces or apps) are answered privately and audited.
+Refusals (bad input, RBAC, guests, other workspaces, orgs or apps) are answered privately and audited.
+Slack retries a request it thinks we missed (X-Slack-Retry-Num); a retry of one we already acked
+is acked again and not run again (``Deliveries``). A signed request whose body is not a Slack
+payload gets 400 and one log line; request bodies and response URLs never reach the logs.
 Every Web API call goes through one AsyncWebClient with retry handlers, so a 429 is retried after
 its Retry-After and a dropped connection is retried, for our calls and Bolt's alike.
 
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import re
 import time
-from collections.abc import Coroutine
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 
 import aiohttp
 from aiohttp import web
@@ -31,6 +36,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler, AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -39,7 +45,7 @@ from commands.dispatch import answer, run_request
 from commands.reply import Reply, error_reply
 from commands.router import BadInput, Router
 
-from .audit import AuditLog, open_audit, scrub
+from .audit import AuditLog, RedactingFilter, open_audit, scrub
 from .gate import ConfirmationGate, default_gate
 from .rbac import Authorizer, Directory, Policy, Verdict
 from .render import render_blocks, slack_escape
@@ -54,6 +60,82 @@ AUDIT_TEXT_CHARS = 500  # what of a request's text the audit keeps (with its ful
 EXPIRY_SWEEP_S = 60.0
 MAX_RESPONSE_URL_POSTS = 5  # Slack's limit per response_url (within 30 minutes)
 _MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
+RETRY_MEMORY_S = 30 * 60.0  # Slack retries within minutes; remember acked requests well past that
+RETRY_MEMORY_MAX = 50_000  # bounded: a flood of distinct requests cannot grow memory without end
+
+
+class Deliveries:
+    """Requests acked recently, by a digest of their signed body. Slack resends the same body when it
+    retries (X-Slack-Retry-Num: 1..3), so a retry whose body we already acked is a duplicate; a
+    retry of a request that never reached us is the first delivery and runs.
+
+    In memory: a retry reaching a freshly restarted process runs once more; the gate's single-use
+    transition still keeps a confirm from executing twice."""
+
+    def __init__(self, ttl_s: float = RETRY_MEMORY_S, max_entries: int = RETRY_MEMORY_MAX,
+                 clock: Callable[[], float] = time.monotonic):
+        self.ttl_s, self.max_entries, self.clock = ttl_s, max_entries, clock
+        self._seen: OrderedDict[str, float] = OrderedDict()
+        self.duplicates = 0
+
+    def first(self, request) -> bool:
+        """Record this delivery; False when it is a retry of one already acked."""
+        now = self.clock()
+        while self._seen and (len(self._seen) >= self.max_entries or now - next(iter(self._seen.values())) > self.ttl_s):
+            self._seen.popitem(last=False)
+        key = hashlib.sha256((request.raw_body or "").encode()).hexdigest()
+        retry = request.headers.get("x-slack-retry-num")
+        if retry and key in self._seen:
+            self.duplicates += 1
+            return False
+        self._seen[key] = now
+        self._seen.move_to_end(key)
+        return True
+
+
+def _enterprise(body: dict) -> str | None:
+    """The Enterprise Grid org of a slash command, interaction or event (None outside Grid)."""
+    ent = body.get("enterprise")
+    found = body.get("enterprise_id") or (ent.get("id") if isinstance(ent, dict) else None) \
+        or ((body.get("team") or {}).get("enterprise_id") if isinstance(body.get("team"), dict) else None)
+    if not found:
+        for auth in body.get("authorizations") or []:
+            if isinstance(auth, dict) and auth.get("enterprise_id"):
+                return auth["enterprise_id"]
+    return found or None
+
+
+def malformed(body) -> str:
+    """Why a (signed) body is not a Slack payload we can act on, or "" when it is."""
+    if not isinstance(body, dict):
+        return f"the payload is a JSON {type(body).__name__}, not an object"
+    for key in ("user", "team", "channel", "container", "message", "enterprise", "event"):
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            return f"'{key}' is not an object"
+    kind = body.get("type")
+    if kind == "block_actions":
+        actions = body.get("actions")
+        if not isinstance(actions, list) or not actions or not all(isinstance(a, dict) for a in actions):
+            return "block_actions without a list of actions"
+        if not isinstance(body.get("user"), dict):
+            return "block_actions without a user"
+        if not all(isinstance(a.get("action_id", ""), str) and isinstance(a.get("value", ""), str) for a in actions):
+            return "an action's action_id or value is not a string"
+    if kind == "event_callback" and not isinstance(body.get("event"), dict):
+        return "event_callback without an event"
+    for key in ("command", "text", "user_id", "channel_id", "team_id", "response_url"):
+        if key in body and not isinstance(body[key], str):
+            return f"'{key}' is not a string"
+    return ""
+
+
+def _redact(logger: logging.Logger, secrets: list[str]) -> None:
+    """One RedactingFilter per logger (loggers are process-global; apps come and go in tests)."""
+    for f in logger.filters:
+        if isinstance(f, RedactingFilter):
+            f.secrets = tuple(dict.fromkeys((*f.secrets, *(s for s in secrets if s))))
+            return
+    logger.addFilter(RedactingFilter(secrets))
 
 
 def make_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
@@ -86,9 +168,12 @@ class KafkaBot:
         self.client = client or make_client(settings, self._session)
         self.audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
         policy = policy or (Policy.load(settings.rbac_file) if settings.rbac_file else Policy())
-        self.authorizer = Authorizer(policy, Directory(self.client), settings.allowed_team_ids, settings.allowed_api_app_ids)
-        self.gate = gate or default_gate(settings, authorize=self.authorizer.for_action, router=router,
+        self.authorizer = Authorizer(policy, Directory(self.client), settings.allowed_team_ids, settings.allowed_api_app_ids,
+                                     settings.allowed_enterprise_ids)
+        self.gate = gate or default_gate(settings, authorize=self._authorize_action, router=router,
                                          transport="slack", audit=self.audit, clock=clock)
+        self.deliveries = Deliveries()
+        self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
         self.schedules = parse_schedules(settings.digest_schedules)
@@ -100,6 +185,14 @@ class KafkaBot:
         # Bolt reads SLACK_BOT_TOKEN from the environment even when given a client, then warns that
         # it ignores it: true and expected here (the client carries the token), so not worth a line.
         bolt_log.addFilter(lambda r: "will be unused" not in r.getMessage())
+        # Bolt logs a rejected request's whole body (response_url, the user's text) at INFO. Bolt
+        # copies the filters of the logger it is given to each of its own loggers, so one filter
+        # added here, before the app exists, covers them all.
+        # Loggers Bolt or slack_sdk made earlier (another app in this process) get it directly.
+        made = [lg for n, lg in logging.Logger.manager.loggerDict.items()
+                if n.startswith(("slack_bolt", "slack_sdk")) and isinstance(lg, logging.Logger)]
+        for logger in (bolt_log, log, *made):
+            _redact(logger, settings.secrets())
         self.app = AsyncApp(name="kbot", signing_secret=settings.signing_secret or "", client=self.client,
                             process_before_response=False, logger=bolt_log,
                             # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
@@ -142,8 +235,14 @@ class KafkaBot:
                 break
 
     # ---- listeners ---------------------------------------------------------------------------------
-    async def on_command(self, ack, body: dict) -> None:
-        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"))
+    async def _authorize_action(self, user: str, channel: str | None, record) -> Verdict:
+        return await self.authorizer.for_action(user, channel, record.command)
+
+    async def on_command(self, ack, body: dict, request) -> None:
+        if not self.deliveries.first(request):
+            await ack()  # a retry of a request we already acked: it is running or done
+            return
+        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"), _enterprise(body))
         if not origin.allowed:
             await ack(text=f":no_entry: {origin.reason}")  # ephemeral by default
             self.spawn(self._audit_refusal("origin", origin, body.get("user_id"), body.get("channel_id"),
@@ -153,15 +252,17 @@ class KafkaBot:
         self.spawn(self.handle_text(body.get("text") or "", user=body.get("user_id"), channel=body.get("channel_id"),
                                     team=body.get("team_id"), source="slash", response_url=body.get("response_url")))
 
-    async def on_action(self, ack, body: dict, action: dict) -> None:
+    async def on_action(self, ack, body: dict, action: dict, request) -> None:
         await ack()
+        if not self.deliveries.first(request):
+            return  # a retried click we already took
         team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
         user = (body.get("user") or {}).get("id")
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
         message = body.get("message") or {}
         container = body.get("container") or {}
         thread_ts = message.get("thread_ts") or message.get("ts") or container.get("thread_ts") or container.get("message_ts")
-        origin = self.authorizer.origin(team, body.get("api_app_id"))
+        origin = self.authorizer.origin(team, body.get("api_app_id"), _enterprise(body))
         if not origin.allowed:
             self.spawn(self._refuse(origin, "origin", user, channel, team, action.get("value", ""), thread_ts=thread_ts,
                                     response_url=body.get("response_url")))
@@ -173,7 +274,7 @@ class KafkaBot:
         # Slack redelivers an event it thinks we missed; we acked the first delivery, so it is being answered.
         if request.headers.get("x-slack-retry-num") or body.get("retry_attempt"):
             return
-        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"))
+        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"), _enterprise(body))
         if not origin.allowed:
             await self._audit_refusal("origin", origin, event.get("user"), event.get("channel"), body.get("team_id"), event.get("text", ""))
             return
@@ -338,7 +439,24 @@ class KafkaBot:
 
     # ---- HTTP ---------------------------------------------------------------------------------------
     async def handle_http(self, request: web.Request) -> web.Response:
-        return await to_aiohttp_response(await self.app.async_dispatch(await to_bolt_request(request)))
+        try:
+            bolt_request = await to_bolt_request(request)
+            problem = malformed(bolt_request.body)
+        except Exception as exc:  # Bolt parses while building the request: "payload=not json"
+            bolt_request, problem = None, f"unparseable {request.content_type} body ({type(exc).__name__})"
+        if problem:
+            # Unsigned garbage stays a 401, as Bolt answers it; only Slack-signed garbage earns a 400.
+            if not self._signed(await request.text(), request.headers):
+                return web.json_response({"error": "invalid request"}, status=401)
+            log.warning("rejected a signed but malformed Slack request (%d bytes): %s", request.content_length or 0, problem)
+            return web.json_response({"error": "malformed request"}, status=400)
+        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+
+    def _signed(self, body: str, headers) -> bool:
+        try:
+            return self._verifier.is_valid(body, headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature"))
+        except ValueError:  # a timestamp that is not a number
+            return False
 
     def web_app(self, *, with_slack: bool | None = None) -> web.Application:
         """/slack/events (HTTP mode only: Socket Mode skips signature checks, so it must not listen) and /healthz."""

@@ -72,12 +72,13 @@ class Harness:
                     state_dir=self.state_dir, confirm_ttl_s=900)
         return Settings(**{**base, **overrides})
 
-    async def start_bot(self, policy: dict | None = POLICY, **overrides) -> KafkaBot:
+    async def start_bot(self, policy: dict | None = POLICY, *, audit=None, **overrides) -> KafkaBot:
         """Start (or restart, as after a crash) the real app on a random port."""
         if self._runner is not None:
             await self._runner.cleanup()
         self.bot = KafkaBot(self.settings(**overrides), ctx=Context(kb=default_kb()), router=self.router,
-                            policy=Policy.from_dict(policy) if policy is not None else None, clock=self.clock)
+                            policy=Policy.from_dict(policy) if policy is not None else None, clock=self.clock,
+                            audit=audit)
         self._runner = web.AppRunner(self.bot.web_app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -96,23 +97,27 @@ class Harness:
             return resp.status, text, time.monotonic() - started
 
     async def slash(self, text: str, *, user: str = "U0ALICE", channel: str = OPS, team: str = TEAM,
-                    app: str = APP_ID, **kw):
-        body = urlencode({"token": "legacy-verification", "team_id": team, "team_domain": "standin",
+                    app: str = APP_ID, enterprise: str | None = None, **kw):
+        grid = {"enterprise_id": enterprise, "enterprise_name": "Grid"} if enterprise else {}
+        body = urlencode({"token": "legacy-verification", "team_id": team, "team_domain": "standin", **grid,
                           "channel_id": channel, "channel_name": "ops", "user_id": user, "user_name": user.lower(),
                           "command": "/kafka", "text": text, "api_app_id": app, "is_enterprise_install": "false",
                           "response_url": f"{self.stand.url}/response/{user}", "trigger_id": "13345224609.738474920.8088930838d88f008e0"})
         return await self.post(body, "application/x-www-form-urlencoded", **kw)
 
     async def click(self, button: dict, message: dict, *, user: str = "U0ALICE", channel: str = OPS,
-                    team: str = TEAM, app: str = APP_ID):
+                    team: str = TEAM, app: str = APP_ID, enterprise: str | None = None, action_ts: str | None = None,
+                    headers: dict | None = None):
         payload = {"type": "block_actions", "team": {"id": team, "domain": "standin"},
+                   "enterprise": {"id": enterprise, "name": "Grid"} if enterprise else None,
                    "user": {"id": user, "username": user.lower(), "team_id": team}, "api_app_id": app,
                    "token": "legacy-verification", "trigger_id": "1.2.3",
                    "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel, "is_ephemeral": False},
                    "channel": {"id": channel, "name": "ops"}, "message": message,
                    "response_url": f"{self.stand.url}/response/{user}",
-                   "actions": [{**button, "block_id": "b1", "action_ts": str(time.time())}]}
-        return await self.post(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded")
+                   "actions": [{**button, "block_id": "b1", "action_ts": action_ts or str(time.time())}]}
+        return await self.post(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded",
+                               headers=headers)
 
     async def event(self, event: dict, *, team: str = TEAM, headers: dict | None = None):
         body = json.dumps({"token": "legacy-verification", "team_id": team, "api_app_id": APP_ID, "type": "event_callback",

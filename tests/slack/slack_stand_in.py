@@ -46,9 +46,12 @@ class StandIn:
     _socket_acks: dict = field(default_factory=dict)
 
     # ---- test controls ----
-    def add_user(self, user_id: str, *, guest: bool = False, team: str = TEAM, deleted: bool = False, bot: bool = False) -> None:
+    def add_user(self, user_id: str, *, guest: bool = False, team: str = TEAM, deleted: bool = False, bot: bool = False,
+                 enterprise: str | None = None) -> None:
         self.users[user_id] = {"id": user_id, "team_id": team, "name": user_id.lower(), "deleted": deleted,
                                "is_bot": bot, "is_restricted": guest, "is_ultra_restricted": False}
+        if enterprise:  # Enterprise Grid users carry their org in users.info
+            self.users[user_id]["enterprise_user"] = {"id": user_id, "enterprise_id": enterprise, "teams": [team]}
 
     def rate_limit(self, method: str, retry_after: int = 1, times: int = 1) -> None:
         self.faults.setdefault(method, []).extend([(429, str(retry_after))] * times)

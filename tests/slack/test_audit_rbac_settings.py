@@ -168,3 +168,26 @@ async def test_concurrent_async_writes_are_group_committed_and_all_durable(tmp_p
     assert sorted(r["n"] for r in log.read()) == list(range(200))  # every line is on disk when write() returns
     assert 1 <= len(fsyncs) < 200  # batched: fewer fsyncs than lines
     log.close()
+
+
+def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
+    from bot.audit import hash_tokens
+    from bot.gate import new_token
+
+    tok = new_token()
+    rec = hash_tokens({"text": f"confirm {tok}", "raw": f"/kafka CANCEL  {tok}", "args": {"token": tok},
+                       "other": "runbook cancel reassignment stuck", "why": f"not at the start: confirm {tok}"})
+    assert rec["text"] == f"confirm #{token_id(tok)}" and rec["raw"] == f"/kafka CANCEL  #{token_id(tok)}"
+    assert rec["args"] == {"token_id": token_id(tok)}
+    assert rec["other"] == "runbook cancel reassignment stuck"
+    assert rec["why"] == f"not at the start: confirm #{token_id(tok)}"
+
+
+def test_redact_log_text_withholds_bodies_and_response_urls():
+    from bot.audit import redact_log_text
+
+    line = ("Invalid request signature detected (signature: v0=ab, timestamp: 1, "
+            "body: token=x&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1%2F2%2Fsecret&text=hi)")
+    clean = redact_log_text(line)
+    assert "secret" not in clean and "hooks" not in clean and "Invalid request signature detected" in clean
+    assert "secret" not in redact_log_text("{'response_url': 'https://hooks.slack.com/actions/T/1/secret'}")

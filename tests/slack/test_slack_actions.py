@@ -272,7 +272,6 @@ async def test_real_retention_command_through_the_slack_gate(stand, tmp_path):
     action_fakes = pytest.importorskip("action_fakes")
     from slack_harness import POLICY, Harness
 
-    from commands.context import Context
     from runbook_kb import default_kb
 
     gw = action_fakes.FakeGateway()
