@@ -1,4 +1,5 @@
-"""runbook <query>: the full runbook entry for a failure mode, metric, error or config key."""
+"""runbook <query>: the full runbook entry for a failure mode, metric, error or config key, or the
+reference topic a question is about (KIP-427 categories, the acks matrix, latency decomposition ...)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from runbook_kb.schema import FailureMode
 
 from .context import Context
 from .diagnosis import diagnosis
+from .reference import reference_reply
 from .reply import Reply, Section
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("runbook",),
-    summary="Show the full runbook entry: cause, symptoms, mechanism source lines, levers, mitigation, what not to do.",
-    params=(Param("query", "an entry id, alias, metric, error, config key or a few words", kind="text", rest=True),),
-    examples=("runbook hanging transaction", "runbook UnderMinIsrPartitionCount", "runbook PRODUCER_FENCED"),
+    summary="Show the full runbook entry (cause, symptoms, mechanism source lines, levers, mitigation, what not to do) "
+            "or a reference topic (KIP-427, acks matrix, KIP-16, latency decomposition, reassignment ...).",
+    params=(Param("query", "an entry id, alias, metric, error, config key, reference topic or a question", kind="text", rest=True),),
+    examples=("runbook hanging transaction", "runbook UnderMinIsrPartitionCount", "runbook PRODUCER_FENCED",
+              "runbook KIP-427", "runbook acks matrix"),
 )
 
 
@@ -48,16 +52,18 @@ def entry_sections(kb: KnowledgeBase, e: FailureMode) -> list[Section]:
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     query = str(request.args["query"])
-    matches = ctx.lookup.search(query, limit=4)
-    if not matches:
+    hits = ctx.lookup.answer(query, limit=4)
+    if not hits:
         raise BadInput(
             f"Nothing in the runbook matches '{query}'.",
             [f"runbook {s}" for s in ctx.lookup.did_you_mean(query)] or ["help runbook"],
         )
-    top = matches[0]
-    entry = top.entry
+    top = hits[0]
+    others = [f"/kafka runbook {h.id}  ({h.title})" for h in hits[1:]]
+    if top.kind == "reference":
+        return reference_reply(ctx.kb, top.id, query, reason=top.reason, others=others)
+    entry = ctx.kb.failure_modes[top.id]
     d = diagnosis(ctx.kb, entry, reason=top.reason, first_steps=None)
-    others = [f"/kafka runbook {m.entry.id}  ({m.entry.title})" for m in matches[1:]]
     return Reply(
         title=f"Runbook: {entry.title}",
         severity="info",

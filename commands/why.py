@@ -16,6 +16,7 @@ from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway
 from .live_checks import CHECKS, LiveFindings, run_check
+from .reference import reference_reply
 from .reply import Evidence, Reply
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
@@ -41,6 +42,12 @@ def _lead_first(lead: list[tuple[str, str]], ranked: list[tuple[str, str]]) -> l
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     symptom = str(request.args["symptom"])
+    hits = ctx.lookup.answer(symptom, limit=MAX_DIAGNOSES)
+    if hits and hits[0].kind == "reference":
+        # A question about how Kafka works (the acks x min ISR matrix, KIP-16, latency parts):
+        # the reference topic answers it; failure modes are offered as the next reads.
+        others = [f"/kafka runbook {h.id}  ({h.title})" for h in hits[1:]]
+        return reference_reply(ctx.kb, hits[0].id, symptom, reason=hits[0].reason, others=others)
     matches = ctx.lookup.search(symptom, limit=MAX_DIAGNOSES)
     if not matches:
         raise BadInput(

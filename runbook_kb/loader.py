@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from .schema import REFERENCE_FILES, FailureMode, SourceRef, Strict, parse_source_loc
+from .schema import REFERENCE_FILES, FailureMode, ReferenceTopic, SourceRef, Strict, parse_source_loc
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -30,6 +30,12 @@ class KnowledgeBase:
     failure_modes: dict[str, FailureMode]
     reference: dict[str, Strict] = field(default_factory=dict)
     vocabulary: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> dict[str, ReferenceTopic]:
+        """Answerable reference topics by id (reference/topics.yaml)."""
+        holder = self.reference.get("topics")
+        return {t.id: t for t in holder.topics} if holder is not None else {}
 
     @property
     def catalogue(self) -> list[str]:
@@ -83,6 +89,68 @@ def _check_sources(name: str, mode: FailureMode, paths: dict[str, str]) -> None:
             raise KBError(f"{name}: field 'levers.{i}.source': {lever.source!r} names a file not in kafka-source-paths.tsv")
 
 
+def table_rows(model: Strict) -> list[str] | None:
+    """The row names of a reference file's table, or None when the file has no table.
+
+    Config keys, metric names (metrics and alerts), latency components, durability rows
+    ("acks=all min.insync.replicas=2 RF=3") and partition categories.
+    """
+    if hasattr(model, "configs"):
+        return [c.key for c in model.configs]
+    if hasattr(model, "alerts"):
+        return [m.name for m in model.metrics] + [a.metric for a in model.alerts]
+    if hasattr(model, "components"):
+        return [c.metric for c in model.components]
+    if hasattr(model, "matrix"):
+        return [f"acks={r.acks} min.insync.replicas={r.min_insync_replicas} RF={r.replication_factor}" for r in model.matrix]
+    if hasattr(model, "categories"):
+        return [c.name for c in model.categories]
+    return None
+
+
+def _check_topics(reference: dict[str, Strict], modes: dict[str, FailureMode]) -> None:
+    """Every topic points at real facts and tables, and every reference fact is reachable from a topic."""
+    holder = reference.get("topics")
+    if holder is None:
+        return
+    seen: set[str] = set()
+    shown_facts: set[tuple[str, str]] = set()
+    shown_tables: set[str] = set()
+    for i, topic in enumerate(holder.topics):
+        where = f"topics.yaml: field 'topics.{i}"
+        if topic.id in seen or topic.id in modes:
+            raise KBError(f"{where}.id': {topic.id!r} is already used by another entry")
+        seen.add(topic.id)
+        for j, rel in enumerate(topic.related):
+            if rel not in modes:
+                raise KBError(f"{where}.related.{j}': no failure mode with id {rel!r}")
+        for j, src in enumerate(topic.sources):
+            model = reference.get(src.file)
+            if model is None or src.file == "topics":
+                raise KBError(f"{where}.sources.{j}.file': no reference file {src.file!r}")
+            names = {f.topic for f in getattr(model, "facts", [])}
+            for k, fact_topic in enumerate(src.facts):
+                if fact_topic not in names:
+                    raise KBError(f"{where}.sources.{j}.facts.{k}': {src.file}.yaml has no facts on {fact_topic!r}")
+                shown_facts.add((src.file, fact_topic))
+            rows = table_rows(model)
+            if (src.table or src.rows) and rows is None:
+                raise KBError(f"{where}.sources.{j}.table': {src.file}.yaml has no table")
+            for k, row in enumerate(src.rows):
+                if row not in rows:
+                    raise KBError(f"{where}.sources.{j}.rows.{k}': {src.file}.yaml has no row {row!r}")
+            if src.table and not src.rows:
+                shown_tables.add(src.file)
+    for name, model in reference.items():
+        if name == "topics":
+            continue
+        for fact in getattr(model, "facts", []):
+            if (name, fact.topic) not in shown_facts:
+                raise KBError(f"topics.yaml: no topic shows the facts on {fact.topic!r} of {name}.yaml")
+        if table_rows(model) is not None and name not in shown_tables:
+            raise KBError(f"topics.yaml: no topic shows the whole table of {name}.yaml")
+
+
 def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
     meta = _read_yaml(data_dir / "meta.yaml")
     if not isinstance(meta, dict) or not {"source_repo", "source_commit"} <= meta.keys():
@@ -124,6 +192,8 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
         for i, cfg in enumerate(configs.configs):
             if cfg.source and parse_source_loc(cfg.source)[0] not in paths:
                 raise KBError(f"configs.yaml: field 'configs.{i}.source': file not in kafka-source-paths.tsv")
+
+    _check_topics(reference, modes)
 
     catalogue = meta.get("catalogue") or []
     if sorted(catalogue) != sorted(modes):

@@ -235,6 +235,51 @@ class Topics(Strict):
     facts: list[Fact] = Field(min_length=1)
 
 
+# ---- answerable reference topics --------------------------------------------------------------
+
+
+class TopicSource(Strict):
+    """Which part of a reference file a topic answers with."""
+
+    file: str = Field(description="Reference file name without .yaml, e.g. durability")
+    facts: list[str] = Field(default_factory=list, description="Fact topics of that file to show; empty = none")
+    table: bool = Field(default=False, description="Show the file's table (matrix, categories, components, alerts ...)")
+    rows: list[str] = Field(default_factory=list, description="Only these rows of the table (config keys, metric names)")
+
+
+class ReferenceTopic(Strict):
+    """A reference subject an on-call engineer asks about, answerable like a failure mode.
+
+    Its own vocabulary (aliases, keys, terms) makes it findable; its sources say which reference
+    facts and tables the answer shows.
+    """
+
+    id: str
+    title: str = Field(min_length=3)
+    aliases: list[str] = Field(min_length=1, description="Names people use for the subject (matched as phrases)")
+    keys: list[str] = Field(default_factory=list, description="Metric, MBean, error or config names that point here")
+    terms: list[str] = Field(default_factory=list, description="Words typical of questions on this subject")
+    intent: list[str] = Field(
+        default_factory=list,
+        description="Words (or word groups, all present) that mark a question as being about this topic: "
+                    "'default' for config defaults, 'messages time' for KIP-16",
+    )
+    summary: str = Field(min_length=40, description="The short answer, in our words")
+    sources: list[TopicSource] = Field(min_length=1)
+    related: list[str] = Field(default_factory=list, description="Failure-mode ids to open next")
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lower-case words joined by '-'")
+        return v
+
+
+class ReferenceTopics(Strict):
+    topics: list[ReferenceTopic] = Field(min_length=1)
+
+
 # The reference files and the model each must satisfy.
 REFERENCE_FILES: dict[str, type[Strict]] = {
     "partition_categories.yaml": PartitionCategories,
@@ -245,4 +290,5 @@ REFERENCE_FILES: dict[str, type[Strict]] = {
     "replication.yaml": Topics,
     "isr_membership.yaml": Topics,
     "broker_internals.yaml": Topics,
+    "topics.yaml": ReferenceTopics,
 }
