@@ -1051,8 +1051,17 @@ class AdminGateway:
         states = list(states) if states else None
 
         async def one(bid: int):
-            return await self._kp_call(f"list_transactions on broker {bid}", "list_transactions",
-                                       broker_ids=[bid], state_filters=states)
+            # A coordinator that is loading its __transaction_state partitions (just after a
+            # failover moved them to it) answers in a moment: ask again rather than leave it unread.
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                try:
+                    return await self._kp_call(f"list_transactions on broker {bid}", "list_transactions",
+                                               broker_ids=[bid], state_filters=states)
+                except GatewayError as e:
+                    if e.code != "CoordinatorLoadInProgressError" or time.monotonic() + COORDINATOR_RETRY_S >= deadline:
+                        raise
+                    await asyncio.sleep(COORDINATOR_RETRY_S)
         results = await asyncio.gather(*(one(b) for b in ids), return_exceptions=True)
         out, failures = [], []
         for bid, r in zip(ids, results):

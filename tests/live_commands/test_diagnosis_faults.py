@@ -197,7 +197,8 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     report = TxnReport(unread={f"coordinator on broker {b}": why for b, why in unread.items()}, now_ms=int(time.time() * 1000))
     found = transaction_findings(report)
     assert found.severity == "warning"
-    assert "This answer is partial: coordinator on broker 102 not read." in found.verdict
+    # 102 is unread; others may be too while the coordinators' partitions move away from it
+    assert "This answer is partial: " in found.verdict and "coordinator on broker 102 not read" in found.verdict
 
 
 async def test_probe_tells_refused_from_silent_from_answering(kafka_cluster):
