@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from live.gateway import AdminGateway, GatewayError
-from live.model import QuorumInfo
+from live.model import QuorumInfo, TransactionDescription
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
@@ -30,8 +30,11 @@ def brokers_evidence(snap: Snapshot) -> Evidence:
     return Evidence("Brokers registered", value, "live: describe_cluster", "bad" if missing else "ok")
 
 
+LOG_DIRS_BUDGET_S = 2.5
+
+
 async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
-                           evidence: list[Evidence]) -> Snapshot:
+                           evidence: list[Evidence], stalled: set[int]) -> Snapshot:
     """Only when replicas are out of sync: probe the brokers they live on (a missing broker may be
     dead or paused; a registered one out of ISR may be hung), then ask for log-dir failures and
     reassignments, which can only explain a missing replica on a live broker. Skipped entirely in
@@ -58,13 +61,23 @@ async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
     failed: dict[int, tuple[str, ...]] = {}
     adding: dict[tuple[str, int], tuple[int, ...]] = {}
     if registered_suspects:
-        dirs, moves = await asyncio.gather(gw.log_dirs(registered_suspects), gw.reassignments(), return_exceptions=True)
-        if isinstance(dirs, BaseException):
-            notes.append(f"Could not read log dirs ({dirs}); a failed disk cannot be ruled out.")
-        else:
-            for d in dirs:
-                if d.error:
-                    failed[d.broker] = (*failed.get(d.broker, ()), d.path)
+        # One DescribeLogDirs per broker, each on a short budget: the broker reads every log dir
+        # to answer, so one whose disk is stalled does not answer at all - which is itself the
+        # finding, and must not hold the whole diagnosis for the admin timeout.
+        per_broker = [asyncio.wait_for(gw.log_dirs([b]), LOG_DIRS_BUDGET_S) for b in registered_suspects]
+        *dirs_by_broker, moves = await asyncio.gather(*per_broker, gw.reassignments(), return_exceptions=True)
+        for b, dirs in zip(registered_suspects, dirs_by_broker):
+            if isinstance(dirs, asyncio.TimeoutError):
+                evidence.append(Evidence(f"Broker {b} log dirs", f"no answer to DescribeLogDirs within {LOG_DIRS_BUDGET_S:g} s "
+                                         "although its listener answers: a stalled or very slow disk",
+                                         "live: describe_log_dirs", "bad"))
+                stalled.add(b)
+            elif isinstance(dirs, BaseException):
+                notes.append(f"Could not read broker {b}'s log dirs ({dirs}); a failed disk cannot be ruled out.")
+            else:
+                for d in dirs:
+                    if d.error:
+                        failed[d.broker] = (*failed.get(d.broker, ()), d.path)
         if isinstance(moves, BaseException):
             notes.append(f"Could not list reassignments ({moves}).")
         else:
@@ -110,7 +123,8 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     snap = await snapshot(gw, min_isr="unhealthy")
     notes: list[str] = []
     probes: list[Evidence] = []
-    snap = await _enrich_suspects(gw, snap, notes, probes)
+    stalled: set[int] = set()
+    snap = await _enrich_suspects(gw, snap, notes, probes, stalled)
     cats = snap.by_category()
     urp = [p for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader]
     evidence = [
@@ -163,6 +177,10 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     elif top and top.cause == "slow-follower":
         verdict = (f"Every broker is up, but broker {top.broker} is not keeping up: "
                    f"{len(top.partitions):,} of its replicas are out of ISR.")
+        if top.broker in stalled:
+            verdict += (f" Broker {top.broker} does not answer DescribeLogDirs although it answers other requests: its "
+                        "disk is stalled or very slow, so its fetcher cannot append what it fetches. Check the disk "
+                        "(iostat, dmesg) before touching Kafka settings.")
         if any(e.label.endswith("replication throttle") for e in evidence):
             verdict += (" A replication throttle is set (see the evidence): a follower held under it falls out of the ISR "
                         "under load. Raise or clear it (`throttle clear`) unless a reassignment still needs it.")
@@ -394,6 +412,48 @@ async def check_metadata_lag(gw: AdminGateway) -> LiveFindings:
     return metadata_lag_findings(quorum, set(cluster.broker_ids), int(time.time() * 1000))
 
 
+# How many transactional ids the fencing check describes (newest transactions first).
+MAX_FENCING_IDS = 200
+
+
+def fencing_findings(descs: list[TransactionDescription], now_ms: int) -> LiveFindings:
+    """Pure: transactional ids as their coordinators describe them -> the ones whose producer was
+    re-initialised. Every InitProducerId for a transactional.id bumps its epoch and fences the
+    instance before it: an epoch above 0 means a second instance (or a restart) took the id over,
+    and the one with the older epoch now fails with PRODUCER_FENCED."""
+    bumped = sorted((d for d in descs if d.producer_epoch >= 1),
+                    key=lambda d: (-(d.start_time_ms if d.start_time_ms >= 0 else 0), -d.producer_epoch))
+    evidence = []
+    for d in bumped[:10]:
+        age = f", its current transaction began {(now_ms - d.start_time_ms) / 1000:,.0f} s ago" if d.start_time_ms >= 0 else ""
+        evidence.append(Evidence(f"Transactional id {d.transactional_id}",
+                                 f"producer id {d.producer_id}, epoch {d.producer_epoch} (initialised {d.producer_epoch + 1} "
+                                 f"times), state {d.state}, coordinator {d.coordinator_id}{age}",
+                                 "live: list/describe_transactions", "bad"))
+    if not bumped:
+        return LiveFindings(f"No transactional id was re-initialised ({len(descs)} described): nothing shows one "
+                            "instance fencing another.", "ok", evidence)
+    top = bumped[0]
+    verdict = (f"Transactional id {top.transactional_id} was taken over: producer id {top.producer_id} is at epoch "
+               f"{top.producer_epoch}, so an instance initialised it after another one. With two live instances on "
+               "one transactional.id every InitProducerId fences the other and the older one's sends and commits fail "
+               "with PRODUCER_FENCED. Give each instance its own transactional.id; a fenced producer must be closed, "
+               "not retried.")
+    return LiveFindings(verdict, "warning", evidence,
+                        [("producer-fencing", f"live: {top.transactional_id} re-initialised (producer {top.producer_id}, "
+                                              f"epoch {top.producer_epoch})")])
+
+
+async def check_fencing(gw: AdminGateway) -> LiveFindings:
+    listings, unread = await gw.list_transactions_partial()
+    ids = list(dict.fromkeys(t.transactional_id for t in listings))[:MAX_FENCING_IDS]
+    descs = list((await gw.describe_transactions(ids)).values()) if ids else []
+    found = fencing_findings(descs, int(time.time() * 1000))
+    if unread:
+        found.notes.append(f"Coordinators on broker(s) {broker_list(unread)} were not read: their transactional ids are missing.")
+    return found
+
+
 Check = Callable[[AdminGateway], Awaitable[LiveFindings]]
 
 # Which live check answers a symptom, by the runbook entry the symptom resolves to first.
@@ -413,6 +473,7 @@ CHECKS: dict[str, Check] = {
     "hot-partition": metric_checks.check_hot_partition,
     "full-disk": metric_checks.check_disks,
     "metadata-lag": check_metadata_lag,
+    "producer-fencing": check_fencing,
 }
 
 

@@ -101,3 +101,16 @@ def test_urp_cause_follows_the_probe():
     assert cause({101, 102}, {103: "answers"}) == "network-partition"
     assert cause({101, 102, 103}, {103: "silent"}) == "gc-pauses"  # hung before its session expired
     assert cause({101, 102, 103}, {103: "answers"}) == "slow-follower"
+
+
+def test_fencing_names_the_transactional_id_that_was_taken_over():
+    from commands.live_checks import fencing_findings
+
+    fresh = TransactionDescription("app-a", 101, "Empty", 4, 0, 60_000, -1, [])
+    taken = TransactionDescription("app-b", 102, "Ongoing", 9, 1, 60_000, NOW - 5_000, [("orders", 1)])
+    found = fencing_findings([fresh, taken], NOW)
+    assert found.lead[0][0] == "producer-fencing" and found.severity == "warning"
+    assert found.verdict.startswith("Transactional id app-b was taken over: producer id 9 is at epoch 1")
+    assert found.evidence[0].value == ("producer id 9, epoch 1 (initialised 2 times), state Ongoing, coordinator 102, "
+                                       "its current transaction began 5 s ago")
+    assert fencing_findings([fresh], NOW).severity == "ok"
