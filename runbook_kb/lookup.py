@@ -15,8 +15,13 @@ Ranking is structure first, then words:
 4. Small, named nudges from the question's form: "what is / how does / difference between" leans to
    reference topics, "died / stuck / failing" to failure modes, a topic's intent words ("default")
    to that topic, and "should I <something the runbook says not to do>" to the entry that says so.
+5. A word model learnt from example questions (ranker.py: naive Bayes over the question's words,
+   word pairs and the keys found) adds how likely each entry is given the wording: it knows that
+   "the VM running broker 1 was deleted" is a lost broker although no key says so. It is trained
+   when the Lookup is built, from data shipped in the package.
 
-All weights are constants below; scripts/kb_eval.py measures them on tests/kb/eval_questions.yaml.
+All weights are constants below; scripts/kb_eval.py measures them on tests/kb/eval_questions.yaml
+(``--cv 5`` cross-validates the word model on the tune split).
 
 ``search()`` ranks failure modes only (what ``why`` and ``triage`` diagnose); ``answer()`` ranks
 failure modes and reference topics together.
@@ -27,12 +32,14 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from rapidfuzz import fuzz, process
 
 from .loader import KnowledgeBase, table_rows
+from .ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
 from .schema import FailureMode, ReferenceTopic
 from .text import (
     IDENT, PAREN, QUOTED, CONFIG_KEY, comparisons, condition_holds, identifiers, iter_strings, number, stem,
@@ -103,6 +110,13 @@ WORD_SCALE = 2.2  # BM25 points -> key points
 FIELD_WEIGHTS = {"name": 3.0, "keys": 1.5, "body": 1.0, "donot": 2.0, "facts": 0.4}
 K1, B = 1.2, 0.75
 KEEP_RATIO = 0.35  # answers scoring under this share of the best are the long tail
+# The word model's probability (0-1) -> key points. With ranker.TEMPERATURE spreading the
+# probabilities, a sure model outweighs a name and a torn one barely counts. Measured with 5-fold
+# cross-validation on the tune split (scripts/kb_eval.py --cv 5): keys and words alone 92.3 % top-1,
+# the model alone 95 %, both 96.8 %; W_MODEL from 150 to 600 (TEMPERATURE scaled along) scores
+# within one question of that.
+W_MODEL = 300.0
+P_MIN = 0.1  # an entry no key or word reached answers only when the word model is this sure
 
 
 _STOP_STEMS = frozenset(stem(w) for w in _STOP) | _STOP
@@ -148,7 +162,9 @@ _BUILT: dict[int, tuple[KnowledgeBase, "Lookup"]] = {}
 
 
 class Lookup:
-    def __init__(self, kb: KnowledgeBase):
+    def __init__(self, kb: KnowledgeBase, examples: Mapping[str, Sequence[str]] | None = None):
+        """``examples``: example questions per entry id for the word model; the shipped ones
+        (ranker.shipped_examples) when None. scripts/kb_eval.py passes folds of its own to cross-validate."""
         self.kb = kb
         self._order: dict[str, int] = {eid: i for i, eid in enumerate(kb.catalogue)}
         for i, tid in enumerate(kb.topics):
@@ -168,17 +184,29 @@ class Lookup:
             self._index_topic(topic)
         self._index_tables()
         self._index_vocabulary()
-        self._max_n = max((len(p) for p in self._phrases), default=1)
-        self._gappable: dict[str, list[tuple[str, ...]]] = defaultdict(list)
-        for p in sorted(self._phrases, key=len, reverse=True):
+        # The lengths of the key phrases starting with each word: the span search tries only those
+        # (training the word model runs it over ~1,700 texts at every build).
+        lengths: dict[str, set[int]] = defaultdict(set)
+        for p in self._phrases:
+            if p:
+                lengths[p[0]].add(len(p))
+        self._lengths = {w: sorted(ns, reverse=True) for w, ns in lengths.items()}
+        # Phrases that may match with one extra word inside, by (first word, last word, length): with
+        # the extra word, the last word sits one place further, and both ends are known before trying.
+        self._gappable: dict[tuple[str, str, int], list[tuple[str, ...]]] = defaultdict(list)
+        gap_lengths: dict[str, set[int]] = defaultdict(set)
+        for p in self._phrases:
             if len(p) >= 2:
-                self._gappable[p[0]].append(p)
+                self._gappable[(p[0], p[-1], len(p))].append(p)
+                gap_lengths[p[0]].add(len(p))
+        self._gap_lengths = {w: sorted(ns) for w, ns in gap_lengths.items()}
         self._prepare_bm25()
+        self._train(shipped_examples() if examples is None else examples)
 
     @classmethod
     def for_kb(cls, kb: KnowledgeBase) -> "Lookup":
         """The lookup for a knowledge base, built once per process: a request's Context asks for it
-        every time, and the index build (~40 ms of tokenising) should not be paid per question."""
+        every time, and the build (~100 ms of indexing and training the word model) should not be paid per question."""
         cached = _BUILT.get(id(kb))
         if cached is None or cached[0] is not kb:
             if len(_BUILT) >= 4:  # tests load a few KB copies; never hold more than a handful
@@ -304,7 +332,8 @@ class Lookup:
         if signals is not None:
             if "alert-thresholds" in topics:
                 for metric in signals.metrics:
-                    for name in identifiers(metric.name) or [metric.name]:
+                    # A metric named by one plain word ("Size") is no key: the word is ordinary English.
+                    for name in identifiers(metric.name) or ([metric.name] if len(tokens(metric.name)) > 1 else []):
                         self._add(name, "alert-thresholds", W_CONFIG - 2, f"metric {name}")
             for alert in signals.alerts:
                 names = identifiers(alert.metric) or [PAREN.sub("", alert.metric)]
@@ -384,17 +413,22 @@ class Lookup:
         # a short exact one inside it. A filler word ("is") costs nothing, another word a little
         # certainty; two-word names allow only fillers.
         candidates: list[tuple[int, int, int, tuple[str, ...], float]] = []
-        for n in range(min(self._max_n, len(toks)), 0, -1):
-            for i in range(len(toks) - n + 1):
+        for i, tok in enumerate(toks):
+            for n in self._lengths.get(tok, ()):
+                if i + n > len(toks):
+                    continue
                 phrase = tuple(toks[i : i + n])
                 # A one-word topic id ("memory") names the topic only when it is the whole query.
                 if phrase in self._phrases and not (phrase in self._whole_only and n != len(toks)):
                     candidates.append((n, 1, i, phrase, 1.0))
         for i, tok in enumerate(toks):
-            for phrase in self._gappable.get(tok, ()):
-                got = self._gapped_end(toks, i, phrase)
-                if got is not None:
-                    candidates.append((len(phrase) + 1, 0, i, phrase, 1.0 if got[1] in _FILLER else GAP_FACTOR))
+            for n in self._gap_lengths.get(tok, ()):
+                if i + n >= len(toks):
+                    break
+                for phrase in self._gappable.get((tok, toks[i + n], n), ()):
+                    got = self._gapped_end(toks, i, phrase)
+                    if got is not None:
+                        candidates.append((n + 1, 0, i, phrase, 1.0 if got[1] in _FILLER else GAP_FACTOR))
         # The name that explains most of the question's words wins; exact before gapped on a tie.
         for covered, exact, i, phrase, factor in sorted(candidates, key=lambda c: (-c[0], -c[1], c[2])):
             end = i + covered
@@ -405,9 +439,12 @@ class Lookup:
     @staticmethod
     def _gapped_end(toks: list[str], start: int, phrase: tuple[str, ...]) -> tuple[int, str] | None:
         """(end, extra token) when phrase matches from start with exactly one extra token inside it."""
-        window = toks[start : start + len(phrase) + 1]
-        if len(window) != len(phrase) + 1:
+        end = start + len(phrase)
+        # one word inserted strictly inside: the phrase's last word must close the window (a cheap
+        # test first, as this runs for every key phrase starting with each word of ~1,700 texts)
+        if end >= len(toks) or toks[end] != phrase[-1]:
             return None
+        window = toks[start : end + 1]
         for skip in range(1, len(phrase)):
             if number(window[skip]) is not None:
                 continue  # a number inside is a reading ("LastStableOffsetLag 2000000 on ..."), not a filler
@@ -415,12 +452,6 @@ class Lookup:
                 if len(phrase) < 3 and window[skip] not in _VERB_FILLER:
                     return None
                 return start + len(phrase) + 1, window[skip]
-        return None
-        for skip in range(1, len(phrase)):
-            if number(window[skip]) is not None:
-                continue  # a number inside is a reading ("LastStableOffsetLag 2000000 on ..."), not a filler
-            if tuple(window[:skip] + window[skip + 1 :]) == phrase:
-                return start + len(phrase) + 1
         return None
 
     def _hits(self, phrase: tuple[str, ...]) -> list[_KeyHit]:
@@ -486,11 +517,21 @@ class Lookup:
                 best = max(best, len(shared) / len(item))
         return best if best >= 0.5 else 0.0
 
+    def _analyse(self, text: str) -> tuple[list[str], list, bool, bool]:
+        """Tokens, key spans (a key after 'no' / 'without' is a requirement, not evidence), and whether
+        the text asks what something is and whether it says something broke."""
+        toks = tokens(text)
+        if not toks:
+            return toks, [], False, False
+        spans = [sp for sp in self._spans(toks) if not (sp[0] > 0 and toks[sp[0] - 1] in _NEGATION)]
+        definitional = bool(_DEFINITION.search(norm(text)))
+        problem = any(t in _PROBLEM_STEMS for t in toks) or "can't" in text.lower()
+        return toks, spans, definitional, problem
+
     def _rank(self, query: str, kinds: set[str]) -> list[Hit]:
-        toks = tokens(query)
+        toks, spans, definitional, problem = self._analyse(query)
         if not toks:
             return []
-        spans = [sp for sp in self._spans(toks) if not (sp[0] > 0 and toks[sp[0] - 1] in _NEGATION)]
         per_doc, number_bonus, number_note = self._key_evidence(toks, spans)
         in_key = {i for s, e, _p, _f in spans for i in range(s, e)}
         words = list(dict.fromkeys(
@@ -498,8 +539,8 @@ class Lookup:
             if i not in in_key and t not in _STOP_STEMS and t not in _NOISE_STEMS and len(t) > 1 and number(t) is None
         ))
         content = {t for t in toks if t not in _STOP_STEMS and number(t) is None}
-        definitional = bool(_DEFINITION.search(norm(query)))
-        problem = any(t in _PROBLEM_STEMS for t in toks) or "can't" in query.lower()
+        allowed = [d.id for d in self._docs.values() if d.kind in kinds]
+        learnt = self._model.posteriors(self._features(toks, spans, definitional, problem), allowed)
         results: list[Hit] = []
         for doc in self._docs.values():
             if doc.kind not in kinds:
@@ -517,7 +558,8 @@ class Lookup:
             if overlap:
                 score += DO_NOT_BONUS * overlap
                 matched.append("a do-not item")
-            if hits or matched:
+            p = learnt.get(doc.id, 0.0)
+            if hits or matched or p >= P_MIN:
                 if doc.kind == "reference" and definitional:
                     score += DEFINITION_BONUS
                 if doc.kind == "reference":
@@ -525,6 +567,9 @@ class Lookup:
                 # a question can be both ("lost a broker, how long can we run like this?"): both nudge
                 if doc.kind == "failure-mode" and problem:
                     score += PROBLEM_BONUS
+                score += W_MODEL * p
+                if not (hits or matched):
+                    reason = "worded like its example questions"
             else:
                 # A typo of a name ("hangingtransaction") still deserves an answer.
                 fuzzy = max(fuzz.token_set_ratio(norm(query), norm(n)) for n in doc.names)
@@ -544,6 +589,40 @@ class Lookup:
         # Everything a key reached stays (the same symptom always lists the same entries); word-only
         # answers far below the best are the long tail.
         return [h for h in results if h.score >= top * KEEP_RATIO or h.id in per_doc]
+
+    # ---- the word model learnt from example questions (ranker.py) -------------------------------
+
+    def _features(self, toks: list[str], spans: list, definitional: bool, problem: bool) -> list[str]:
+        """What the word model sees of a question: its words and word pairs, the key phrases found in
+        it and the entries they point at, and whether it asks what something is or says what broke.
+        Stop words stay in: unlike for BM25, "what / how / should / which" tell the model much about
+        whether a question asks for a reference topic or for what broke. Words that only say a metric
+        moved ("spiking") stay out here too, so they cannot reorder what a key found."""
+        words = [t for t in toks if number(t) is None and len(t) > 1 and t not in _NOISE_STEMS]
+        feats = set(words)
+        feats.update(f"{a} {b}" for a, b in zip(words, words[1:]))
+        for _s, _e, phrase, _f in spans:
+            feats.add("key:" + " ".join(phrase))
+            feats.update("to:" + h.doc for h in self._hits(phrase))
+        if definitional:
+            feats.add("#definition")
+        if problem:
+            feats.add("#problem")
+        return sorted(feats)
+
+    def _question_features(self, text: str) -> list[str]:
+        return self._features(*self._analyse(text))
+
+    def _train(self, examples: Mapping[str, Sequence[str]]) -> None:
+        """Train the word model on the example questions and on the entries' own text."""
+        labelled = [
+            (self._question_features(q), eid, 1.0) for eid, qs in examples.items() if eid in self._docs for q in qs
+        ]
+        labelled += [
+            (self._question_features(s), eid, KB_TEXT_WEIGHT)
+            for eid, sents in kb_sentences(self.kb).items() for s in sents
+        ]
+        self._model = WordModel(labelled)
 
     # ---- queries ----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ import pytest
 
 from runbook_kb import default_kb
 from runbook_kb.lookup import Lookup, norm
+from runbook_kb.ranker import WordModel, shipped_examples
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +181,40 @@ def test_building_and_one_search_stay_fast():
 def test_the_lookup_is_built_once_per_knowledge_base():
     kb = default_kb()
     assert Lookup.for_kb(kb) is Lookup.for_kb(kb)
+
+
+# ---- the word model learnt from example questions (runbook_kb/ranker.py) ------------------------------
+
+
+def test_the_word_model_prefers_the_entry_whose_examples_share_the_words():
+    model = WordModel([
+        (["disk", "full", "disk full"], "full-disk", 1.0),
+        (["heap", "size"], "memory", 1.0),
+        (["disk", "slow"], "slow-follower", 1.0),
+    ])
+    post = model.posteriors(["disk", "full", "zorblax"])
+    assert max(post, key=post.get) == "full-disk"
+    assert abs(sum(post.values()) - 1) < 1e-9
+    assert model.posteriors(["zorblax", "quux"]) == {}, "words no example used say nothing"
+    only = model.posteriors(["disk", "full"], labels=["memory", "slow-follower"])
+    assert set(only) == {"memory", "slow-follower"} and only["slow-follower"] > only["memory"]
+
+
+def test_examples_for_unknown_entries_are_ignored():
+    kb = default_kb()
+    plain = Lookup(kb, examples={})
+    odd = Lookup(kb, examples={"no-such-entry": ["broker died and URP is flat"]})
+    question = "broker died and URP is flat"
+    assert [h.id for h in odd.answer(question)] == [h.id for h in plain.answer(question)]
+
+
+def test_the_shipped_examples_are_what_a_default_lookup_learns_from():
+    kb = default_kb()
+    default, explicit = Lookup(kb), Lookup(kb, examples=shipped_examples())
+    question = "the VM running broker 1 was deleted by mistake"
+    assert [(h.id, h.score) for h in default.answer(question)] == [(h.id, h.score) for h in explicit.answer(question)]
+
+
+def test_an_ordinary_word_that_names_a_metric_is_no_key(lookup):
+    """The log 'Size' metric must not make every question about sizes an alert question."""
+    assert all("metric Size" not in h.reason for h in lookup.answer("partition size on disk", limit=10))
