@@ -29,6 +29,9 @@ def main(argv: list[str]) -> int:
     try:
         if not argv:
             kb = load_kb()
+            from .lookup import Lookup
+
+            Lookup(kb)  # the search's word model trains on the example-question files: check them too
             print(f"knowledge base ok: {len(kb.failure_modes)} failure modes, {len(kb.reference)} reference files")
         for arg in argv:
             print(validate_file(Path(arg)))

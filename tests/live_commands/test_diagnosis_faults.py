@@ -7,53 +7,18 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 
 import pytest
 
 from commands import abort_txn
-from commands.context import Context
 from commands.dispatch import answer
 from commands.registry import ROUTER
-from live.pool import GatewayPool
 from localkafka import procs
 from localkafka.testing import produce_one, read_committed
 
+from conftest import ADMIN_TIMEOUT_S, unique_name as _name, wait_until as _wait
+
 pytestmark = pytest.mark.kafka
-
-ADMIN_TIMEOUT_S = 10.0
-
-
-def _env(cluster) -> dict:
-    return {"KBOT_BOOTSTRAP": cluster.bootstrap_servers, "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
-            "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
-            "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in sorted(cluster.metrics_urls.items()))}
-
-
-@pytest.fixture
-async def ctx(kafka_cluster):
-    pool = GatewayPool(env=_env(kafka_cluster))
-    yield Context(live=pool)
-    await pool.close()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception as exc:  # metadata moves while brokers come and go
-            value, last = None, exc
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
-
 
 def _refuses(port: int) -> bool:
     return not procs.port_open(port)

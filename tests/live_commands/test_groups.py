@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,8 @@ from commands.context import Context
 from commands.dispatch import answer
 from commands.lag import GroupFacts, LagSignals, rank, signals_from_kb
 from runbook_kb import default_kb
+
+from conftest import cluster_env as _env, unique_name as _name, wait_until as _wait
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,34 +117,6 @@ def test_behind_but_not_growing_is_info():
 
 
 # ---- the real cluster ----------------------------------------------------------------------------------
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def _wait(predicate, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _env(cluster) -> dict:
-    return {"KBOT_BOOTSTRAP": cluster.bootstrap_servers, "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
-            "KBOT_ADMIN_TIMEOUT_S": "10"}
-
-
-@pytest.fixture
-async def ctx(kafka_cluster):
-    from live.pool import GatewayPool
-
-    pool = GatewayPool(env=_env(kafka_cluster))
-    yield Context(live=pool)
-    await pool.close()
-
 
 def _outside_admin(cluster):
     """A client of the test's own (kafka-python), to watch the fault from outside the bot."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
 
@@ -13,30 +12,9 @@ from commands.context import Context
 from commands.dispatch import answer
 from live.pool import GatewayPool
 
+from conftest import unique_name as _name, wait_until as _wait
+
 pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture
-async def ctx(kafka_cluster):
-    env = {"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers, "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
-           "KBOT_ADMIN_TIMEOUT_S": "10"}
-    pool = GatewayPool(env=env)
-    yield Context(live=pool)
-    await pool.close()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _isr_shrunk(cluster, topic: str, broker: int):
