@@ -4,7 +4,7 @@ bot pages on the same numbers the runbook tells people to alert on.
 
 - handler saturation: RequestHandlerAvgIdlePercent per broker (plus the network threads' idle);
 - fetch-session eviction: IncrementalFetchSessionEvictionsPerSec and the cache's fill level;
-- hot partition: per-partition write rate from two LogEndOffset reads, against its topic's median;
+- hot partition: per-partition write rate from two end-offset reads, against its topic's median;
 - full disk: every log directory's usable bytes (DescribeLogDirs), and directories that failed.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
+import time
 from collections import defaultdict
 
 from live import exporters
@@ -25,7 +26,7 @@ from .reply import Action, Evidence, Severity
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
 HOT_MIN_RATE = 20.0  # records/s: below this nothing is hot, however uneven (idle topics)
-RATE_GAP_S = 1.5  # between the two LogEndOffset reads of the hot-partition check
+RATE_GAP_S = 1.0  # between the two end-offset reads of the hot-partition check
 # A live answer must come in seconds: an exporter that does not answer in this time is reported
 # (its JVM may be paused) rather than waited for. The lake's collector uses the full 10 s.
 LIVE_SCRAPE_TIMEOUT_S = 4.0
@@ -162,23 +163,10 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
 
 # ---- hot partition ----------------------------------------------------------------------------------
 
-LEO = "kafka_log_log_logendoffset"
-
-
-def partition_rates(first: exporters.Reading, second: exporters.Reading) -> dict[tuple[str, int], float]:
-    """Records/s per partition between two reads (the highest LEO any replica reports: the leader's)."""
-    def leo(reading):
-        out: dict[tuple[str, int], float] = {}
-        for s in reading.named(LEO):
-            topic, part = s.label("topic"), s.label("partition")
-            if topic is None or part is None or not part.isdigit() or topic.startswith("__"):
-                continue
-            key = (topic, int(part))
-            out[key] = max(out.get(key, 0.0), s.value)
-        return out
-    a, b = leo(first), leo(second)
-    gap = max(1e-3, second.at - first.at)
-    return {k: max(0.0, (b[k] - a[k]) / gap) for k in a.keys() & b.keys()}
+def partition_rates(first: dict, second: dict, seconds: float) -> dict[tuple[str, int], float]:
+    """Records/s per partition from two reads of the high watermarks ``seconds`` apart."""
+    gap = max(1e-3, seconds)
+    return {k: max(0.0, (second[k].high_watermark - first[k].high_watermark) / gap) for k in first.keys() & second.keys()}
 
 
 def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str, int], float, float]]:
@@ -195,26 +183,27 @@ def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str,
 
 
 async def check_hot_partition(gw: AdminGateway) -> LiveFindings:
-    urls = _urls(gw)
-    first = await exporters.read(urls, frozenset({LEO}), LIVE_SCRAPE_TIMEOUT_S)
+    """Per-partition write rates from two ListOffsets reads a moment apart: the admin API answers
+    in milliseconds where the exporters take a second to render, and needs no metrics endpoint."""
+    topics = await gw.describe_topics()
+    leaders = {(p.topic, p.partition): p.leader for t in topics if not t.internal for p in t.partitions if p.leader is not None}
+    first = await gw.stable_offsets(list(leaders))
+    t0 = time.monotonic()
     await asyncio.sleep(RATE_GAP_S)
-    second = await exporters.read(urls, frozenset({LEO}), LIVE_SCRAPE_TIMEOUT_S)
-    rates = partition_rates(first, second)
+    second = await gw.stable_offsets(list(leaders))
+    took = time.monotonic() - t0
+    rates = partition_rates(first, second, took)
     hot = hot_partitions(rates)
-    evidence = [Evidence(f"{t}-{p}", f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x)",
-                         f"live: LogEndOffset over {second.at - first.at:.1f} s", "bad") for (t, p), r, m in hot[:5]]
-    evidence += _failed_evidence(second)
+    evidence = [Evidence(f"{t}-{p}", f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x), "
+                                     f"leader broker {leaders.get((t, p))}",
+                         f"live: end offsets over {took:.1f} s", "bad") for (t, p), r, m in hot[:5]]
     if not hot:
         busiest = sorted(rates.items(), key=lambda kv: -kv[1])[:3]
-        evidence += [Evidence(f"{t}-{p}", f"{r:,.0f} records/s", "live: LogEndOffset", "ok") for (t, p), r in busiest if r > 0]
+        evidence += [Evidence(f"{t}-{p}", f"{r:,.0f} records/s", f"live: end offsets over {took:.1f} s", "ok")
+                     for (t, p), r in busiest if r > 0]
         return LiveFindings("No partition is written much faster than the rest of its topic right now.", "ok", evidence)
     (topic, part), rate, median = hot[0]
-    leader = None
-    try:
-        info = await gw.describe_topics([topic])
-        leader = next((p.leader for p in info[0].partitions if p.partition == part), None)
-    except GatewayError:
-        pass
+    leader = leaders.get((topic, part))
     verdict = (f"{topic}-{part} is hot: {rate:,.0f} records/s against its topic's median {median:,.0f} "
                f"({rate / max(median, 1):,.0f}x)" + (f", all of it on leader broker {leader}" if leader is not None else "")
                + ". A skewed key (or a custom partitioner) sends most records to one partition; adding partitions does not "

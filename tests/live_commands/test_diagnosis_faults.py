@@ -199,7 +199,7 @@ async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster)
         producer.stop()
     assert reply.diagnoses[0].entry_id == "hot-partition", reply.verdict
     assert reply.verdict.startswith(f"{topic}-{hot} is hot:"), reply.verdict
-    assert any(e.label == f"{topic}-{hot}" and e.source.startswith("live: LogEndOffset") for e in reply.evidence)
+    assert any(e.label == f"{topic}-{hot}" and e.source.startswith("live: end offsets") for e in reply.evidence)
 
 
 async def test_disk_check_reads_every_log_dir(ctx, kafka_cluster):
