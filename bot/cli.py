@@ -4,6 +4,7 @@
     kbot console                  interactive, with history; the /kafka prefix is optional
     kbot cluster up|down|status   the local Apache Kafka cluster used for the demo and tests
     kbot lake collect|ingest|status   the metric lake
+    kbot lab list|run MODE|heal   the failure lab: reproduce a failure mode, judge the bot's answer
     kbot serve                    the Slack app
     kbot run                      the main job: local cluster if none is configured, then console
 
@@ -67,7 +68,7 @@ async def _close(ctx: Context) -> None:
 async def _ask(text: str, as_json: bool) -> int:
     ctx = make_context(lake=False)
     try:
-        result = await answer(text, ctx, user=os.environ.get("USER", "terminal"))
+        result = await answer(text, ctx, user=ctx.gate.acting_user)  # the OS account, never $USER (bot/identity.py)
     finally:
         await _close(ctx)
     _emit(result, as_json)
@@ -80,8 +81,11 @@ def _console_lines(prompt: str):
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
 
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        session = PromptSession(history=FileHistory(str(STATE_DIR / "console_history")))
+        from .settings import private_dir, private_file
+
+        # the history holds every command typed, tokens of confirmations included: private
+        history = private_file(private_dir(STATE_DIR) / "console_history")
+        session = PromptSession(history=FileHistory(str(history)))
         while True:
             try:
                 yield session.prompt(prompt)
@@ -106,7 +110,7 @@ def console(as_json: bool) -> int:
                 continue
             if text.lower() in ("exit", "quit", r"\q"):
                 break
-            result = loop.run_until_complete(answer(text, ctx, user=os.environ.get("USER", "terminal")))
+            result = loop.run_until_complete(answer(text, ctx, user=ctx.gate.acting_user))  # OS account, not $USER
             _emit(result, as_json)
             sys.stdout.flush()
     finally:
@@ -141,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     from lake.cli import register as register_lake
 
     register_lake(sub)
+    try:
+        from lab.cli import register as register_lab
+    except ImportError:  # an install made before the lab package existed: everything else still works
+        register_lab = None
+    if register_lab is not None:
+        register_lab(sub)
     from .run import register as register_run
     from .slack_app import register as register_serve
 
@@ -170,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "console":
         return console(args.json)
     if args.command == "check":
+        from runbook_kb.lookup import Lookup
+
+        try:
+            Lookup.for_kb(kb)  # trains the search's word model: the example-question files are checked too
+        except KBError as exc:
+            print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
+            return 1
         summary = {"failure_modes": len(kb.failure_modes), "reference_files": sorted(kb.reference)}
         if args.json:
             import json
@@ -186,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         from lake.cli import run as run_lake
 
         return run_lake(args)
+    if args.command == "lab":
+        from lab.cli import run as run_lab
+
+        return run_lab(args)
     if args.command == "serve":
         from .slack_app import run as run_serve
 

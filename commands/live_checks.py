@@ -30,7 +30,7 @@ def brokers_evidence(snap: Snapshot) -> Evidence:
     return Evidence("Brokers registered", value, "live: describe_cluster", "bad" if missing else "ok")
 
 
-LOG_DIRS_BUDGET_S = 2.5
+LOG_DIRS_BUDGET_S = 1.5  # a healthy broker answers DescribeLogDirs in milliseconds
 
 
 async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
@@ -113,7 +113,7 @@ _CAUSE_TEXT = {
     "broker-loss": "not registered: its replicas are gone from {n:,} ISR(s)",
     "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
     "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
-    "log-dir-failure": "registered, but a log dir failed; {n:,} replica(s) out of ISR",
+    "log-dir-failure": "registered, but its log dir {dirs} failed; {n:,} replica(s) out of ISR",
     "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
     "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
 }
@@ -146,7 +146,8 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     evidence += probes
     for f in findings:
         evidence.append(
-            Evidence(f"Broker {f.broker}", _CAUSE_TEXT[f.cause].format(n=len(f.partitions)) + f" ({name_partitions(f.partitions, 4)})",
+            Evidence(f"Broker {f.broker}", _CAUSE_TEXT[f.cause].format(n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ())))
+                     + f" ({name_partitions(f.partitions, 4)})",
                      "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""), "bad")
         )
     if any(f.cause == "slow-follower" for f in findings):
@@ -173,7 +174,11 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
                    + (" (its port refuses connections: the process is not running)" if confirmed else "")
                    + f": {len(urp):,} partitions are under-replicated because its replicas left their ISRs.")
     elif top and top.cause == "log-dir-failure":
-        verdict = f"Broker {top.broker} is up but lost a log directory: its replicas on that disk are out of ISR."
+        dirs = ", ".join(snap.brokers.failed_log_dirs.get(top.broker, ())) or "a log directory"
+        verdict = (f"Broker {top.broker} is up but lost its log directory {dirs}: its {len(top.partitions):,} replica(s) "
+                   "there are out of ISR. A full disk fails a directory exactly like a broken one (both are I/O "
+                   "errors to Kafka): check free space on that filesystem first, then the disk's health. Only a broker "
+                   "restart brings the directory back.")
     elif top and top.cause == "slow-follower":
         verdict = (f"Every broker is up, but broker {top.broker} is not keeping up: "
                    f"{len(top.partitions):,} of its replicas are out of ISR.")

@@ -15,12 +15,13 @@ import re
 import statistics
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from runbook_kb import default_kb
 
-from .evidence import broker_list
+from .evidence import broker_list, config_value
 from .findings import LiveFindings
 from .reply import Action, Evidence, Severity
 
@@ -266,44 +267,83 @@ async def check_disks(gw: AdminGateway) -> LiveFindings:
 
 UNCLEAN_TOTAL = "kafka_controller_controllerstats_uncleanleaderelectionspersec_total"
 UNCLEAN_RATE = "kafka_controller_controllerstats_uncleanleaderelectionspersec_oneminuterate"
-# One election lifts the exporter's one-minute rate to ~1/60 per second, decaying over minutes:
-# above this, an election happened in roughly the last five minutes.
+STARTED = "process_start_time_seconds"
+# One election lifts the exporter's one-minute rate to ~1/60 per second at its next 5 s tick,
+# decaying over minutes: above this, an election happened in roughly the last five minutes.
 RECENT_UNCLEAN_RATE = 1e-3
 
 
-async def unclean_elections(gw: AdminGateway) -> tuple[list[Evidence], float]:
-    """Evidence of unclean elections from the controllers' exporters, and the highest recent rate."""
-    reading = await exporters.read(_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE}), LIVE_SCRAPE_TIMEOUT_S)
-    totals = {s.node: s.value for s in reading.named(UNCLEAN_TOTAL)}
-    evidence, recent = [], 0.0
-    for s in reading.named(UNCLEAN_RATE):
-        total = totals.get(s.node, 0.0)
-        recent = max(recent, s.value)
-        evidence.append(Evidence(f"Controller {s.node} unclean elections",
-                                 f"{total:,.0f} since it started" + ("; one or more in the last few minutes" if s.value >= RECENT_UNCLEAN_RATE else ""),
-                                 "live: JMX exporter (UncleanLeaderElectionsPerSec)", "bad" if s.value >= RECENT_UNCLEAN_RATE else "neutral"))
-    return evidence, recent
+@dataclass
+class UncleanCount:
+    total: float = 0.0  # elections since the controller started (the meter's count)
+    recent: bool = False
+    started_at: float | None = None  # the controller's process start, epoch seconds
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+async def unclean_elections(gw: AdminGateway) -> UncleanCount:
+    """The controllers' own count of unclean elections (exporter), and since when it counts."""
+    reading = await exporters.read(_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE, STARTED}), LIVE_SCRAPE_TIMEOUT_S)
+    rates = {s.node: s.value for s in reading.named(UNCLEAN_RATE)}
+    starts = {s.node: s.value for s in reading.named(STARTED)}
+    out = UncleanCount()
+    for s in reading.named(UNCLEAN_TOTAL):
+        recent = rates.get(s.node, 0.0) >= RECENT_UNCLEAN_RATE
+        since = starts.get(s.node)
+        when = f" since it started at {time.strftime('%H:%M UTC %d %b', time.gmtime(since))}" if since else " since it started"
+        out.evidence.append(Evidence(f"Controller {s.node} unclean elections",
+                                     f"{s.value:,.0f}{when}" + ("; one or more in the last few minutes" if recent else ""),
+                                     "live: JMX exporter (UncleanLeaderElectionsPerSec)", "bad" if s.value > 0 else "ok"))
+        if s.value > out.total:
+            out.total, out.started_at = s.value, since
+        out.recent = out.recent or recent
+    return out
+
+
+def unclean_candidates(snap) -> list:
+    """Partitions of topics that allow unclean elections and whose ISR lost replicas: where an
+    out-of-sync leader may have been elected (the replicas that held the lost records are still
+    out of sync, or down)."""
+    allowed = {t for t, cfg in snap.configs.items() if config_value(cfg, "unclean.leader.election.enable") == "true"}
+    return [p for p in snap.states if p.topic in allowed and (not p.has_leader or len(p.isr) < len(p.replicas))]
 
 
 async def check_unclean(gw: AdminGateway) -> LiveFindings:
-    """Offline partitions and the unclean-election setting (check_offline), plus whether the
-    controller has just elected an out-of-sync leader: data written only to the old leader is gone."""
+    """The controllers' count of unclean elections (it only grows while a controller runs, so any
+    count is an election that happened) with the partitions where it most likely happened, plus
+    what check_offline sees. An unclean election loses acknowledged records: critical."""
+    from .evidence import name_partitions, snapshot
     from .live_checks import check_offline
 
-    offline, metrics = await asyncio.gather(check_offline(gw), unclean_elections(gw), return_exceptions=True)
+    offline, counted, snap = await asyncio.gather(check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"),
+                                                  return_exceptions=True)
     if isinstance(offline, BaseException):
         raise offline
-    if isinstance(metrics, BaseException):
-        offline.notes.append(f"Unclean elections not counted: {metrics}")
+    if isinstance(counted, BaseException):
+        offline.notes.append(f"Unclean elections not counted: {counted}")
         return offline
-    evidence, recent = metrics
-    offline.evidence += evidence
-    if recent >= RECENT_UNCLEAN_RATE:
-        offline.lead.insert(0, ("unclean-election", "live: the controller made an unclean leader election in the last few minutes"))
-        still_offline = offline.verdict if offline.severity != "ok" else ""
-        offline.severity = "critical"
-        offline.verdict = ("An unclean leader election happened in the last few minutes: an out-of-sync replica became leader, "
-                           "so records acknowledged by the old leader but not yet copied are lost. Find the topics with "
-                           "unclean.leader.election.enable=true and reconcile their data from the producers or upstream. "
-                           + still_offline).strip()
+    offline.evidence += counted.evidence
+    suspects = [] if isinstance(snap, BaseException) else unclean_candidates(snap)
+    if suspects:
+        offline.evidence.append(Evidence("Unclean election allowed, ISR shrunk",
+                                         "; ".join(f"{p.topic}-{p.partition} leader {p.leader if p.has_leader else 'none'}, "
+                                                   f"ISR {broker_list(p.isr)}, replicas {broker_list(p.replicas)}"
+                                                   for p in suspects[:5]) + (f" (+{len(suspects) - 5} more)" if len(suspects) > 5 else ""),
+                                         "live: metadata + topic configs", "bad"))
+    if counted.total <= 0:
+        if suspects:
+            offline.notes.append("Topics that allow unclean elections have partitions with a shrunken ISR: one more "
+                                 "loss there elects an out-of-sync leader and loses data.")
+        return offline
+    when = "in the last few minutes" if counted.recent else (
+        f"since the controller started at {time.strftime('%H:%M UTC', time.gmtime(counted.started_at))}"
+        if counted.started_at else "since the controller started")
+    where = (f" Most likely on {name_partitions(suspects, 4)}: it allows unclean elections and the replicas that "
+             "held the newest records are out of its ISR." if suspects else "")
+    offline.lead.insert(0, ("unclean-election", f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
+    offline.severity = "critical"
+    offline.verdict = (f"{counted.total:,.0f} unclean leader election(s) {when}: an out-of-sync replica became leader, "
+                       f"so records acknowledged by the old leader but not yet copied are lost.{where} Reconcile that data "
+                       "from the producers or upstream, and set unclean.leader.election.enable=false unless availability "
+                       "really matters more than those records.")
     return offline

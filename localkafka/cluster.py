@@ -15,6 +15,13 @@ Port layout for ``port_base`` P (default 19090 for "dev"; tests use 29090)::
     broker      id 102        P+2        P+12
     broker      id 103        P+3        P+13
 
+Topology options (the failure lab, ``lab/``): ``controllers=3`` runs a three-voter
+quorum (ids 1, 2, 3; controller 1 keeps port P, controllers 2 and 3 take P+4 and P+5,
+metrics +10 as usual), ``overrides`` appends settings per role ("broker"/"controller") or per
+node id to the rendered properties (a later key wins in java.util.Properties), and
+``extra_log_dirs`` gives a broker more log directories next to its ``data/`` (e.g. a small
+filesystem the lab mounts, to fill or break one disk of a broker).
+
 Directory layout under ``base_dir`` (default ``<cache root>/clusters/<name>``,
 cache root = ``$KBOT_CACHE_DIR`` or ``~/.cache/kbot``)::
 
@@ -46,6 +53,7 @@ from .metrics import ACTIVE_CONTROLLERS, metric_value, scrape  # noqa: F401 (re-
 
 CONFIG_DIR = Path(__file__).with_name("config")
 CONTROLLER_ID = 1
+CONTROLLER_IDS = (1, 2, 3)  # with controllers=3; ids 2 and 3 sit after the brokers' ports
 BROKER_IDS = (101, 102, 103)
 METRICS_OFFSET = 10
 DEFAULT_PORT_BASE = 19090
@@ -76,13 +84,13 @@ def ephemeral_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def port_layout_warning(port_base: int) -> str | None:
+def port_layout_warning(port_base: int, controllers: int = 1) -> str | None:
     """Ports inside the kernel's ephemeral range are unsafe for a broker that
     gets killed: a client reconnecting to the dead port can be handed that
     same port as its *source* port (TCP self-connect), and the restarted
     broker then fails with "Address already in use". Seen in practice."""
     lo, hi = ephemeral_port_range()
-    first, last = port_base, port_base + METRICS_OFFSET + len(BROKER_IDS)
+    first, last = port_base, port_base + METRICS_OFFSET + len(BROKER_IDS) + controllers - 1
     if first <= hi and last >= lo:
         return (f"ports {first}-{last} overlap the ephemeral port range {lo}-{hi}; a killed broker "
                 f"may fail to restart with 'Address already in use' - use a port_base below {lo - 20}")
@@ -153,27 +161,49 @@ def admin_client(bootstrap: str, **extra):
 
 class LocalCluster:
     def __init__(self, name: str = "dev", base_dir: str | Path | None = None,
-                 port_base: int = DEFAULT_PORT_BASE):
+                 port_base: int = DEFAULT_PORT_BASE, *, controllers: int = 1,
+                 overrides: dict[str | int, dict[str, str]] | None = None,
+                 extra_log_dirs: dict[int, list[str | Path]] | None = None):
+        if controllers not in (1, 3):
+            raise ClusterError(f"controllers must be 1 or 3, not {controllers}")
         self.name = name
         self.base_dir = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser().resolve()
         self.port_base = port_base
-        self.controller = Node("controller", CONTROLLER_ID, port_base,
-                               port_base + METRICS_OFFSET, self.base_dir / f"node-{CONTROLLER_ID}")
+        self.controllers = {}
+        for i, cid in enumerate(CONTROLLER_IDS[:controllers]):
+            # controller 1 keeps port P (the single-controller layout); 2 and 3 follow the brokers
+            port = port_base if i == 0 else port_base + len(BROKER_IDS) + i
+            self.controllers[cid] = Node("controller", cid, port, port + METRICS_OFFSET,
+                                         self.base_dir / f"node-{cid}")
+        self.controller = self.controllers[CONTROLLER_ID]
         self.brokers = {
             bid: Node("broker", bid, port_base + 1 + i, port_base + METRICS_OFFSET + 1 + i,
                       self.base_dir / f"node-{bid}")
             for i, bid in enumerate(BROKER_IDS)
         }
+        self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
+        self.extra_log_dirs = {b: [Path(d) for d in dirs] for b, dirs in (extra_log_dirs or {}).items()}
+        unknown = set(self.extra_log_dirs) - set(self.brokers)
+        if unknown:
+            raise ClusterError(f"extra_log_dirs for unknown broker(s) {sorted(unknown)}")
         self._faults = None
         self._admin = None
-        self.port_warning = port_layout_warning(port_base)
+        self.port_warning = port_layout_warning(port_base, controllers)
         if self.port_warning:
             log.warning("cluster %s: %s", name, self.port_warning)
 
     # ---- addresses -------------------------------------------------------
     @property
     def nodes(self) -> list[Node]:
-        return [self.controller, *self.brokers.values()]
+        return [*self.controllers.values(), *self.brokers.values()]
+
+    def log_dirs(self, node: Node) -> list[Path]:
+        """Every log directory of ``node``: ``data/`` first, then its extra ones."""
+        return [node.dir / "data", *self.extra_log_dirs.get(node.node_id, [])]
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{c.node_id}@127.0.0.1:{c.port}" for c in self.controllers.values())
 
     @property
     def bootstrap_servers(self) -> str:
@@ -195,12 +225,13 @@ class LocalCluster:
         return self._faults
 
     def node(self, node_id: int) -> Node:
-        if node_id == CONTROLLER_ID:
-            return self.controller
+        if node_id in self.controllers:
+            return self.controllers[node_id]
         try:
             return self.brokers[node_id]
         except KeyError:
-            raise ClusterError(f"no node {node_id} in cluster {self.name!r} (brokers: {list(self.brokers)})")
+            raise ClusterError(f"no node {node_id} in cluster {self.name!r} (controllers: "
+                               f"{list(self.controllers)}, brokers: {list(self.brokers)})")
 
     def admin(self, **extra):
         """A confluent_kafka AdminClient for the brokers. Without ``extra`` the
@@ -217,13 +248,18 @@ class LocalCluster:
         """cluster.json: created once; later runs must agree on ports."""
         path = self.base_dir / "cluster.json"
         want = {"name": self.name, "port_base": self.port_base,
-                "kafka_version": fetch.pom_versions().kafka}
+                "kafka_version": fetch.pom_versions().kafka, "controllers": len(self.controllers)}
         if path.exists():
             meta = json.loads(path.read_text())
             if meta.get("port_base") != self.port_base:
                 raise ClusterError(
                     f"{self.base_dir} was created with port_base {meta.get('port_base')}, "
                     f"not {self.port_base}; use another base_dir or delete it")
+            # a formatted KRaft quorum cannot change its voter set by editing the properties
+            if meta.get("controllers", 1) != len(self.controllers):
+                raise ClusterError(
+                    f"{self.base_dir} was created with {meta.get('controllers', 1)} controller(s), "
+                    f"not {len(self.controllers)}; use another base_dir or delete it")
             return meta
         self.base_dir.mkdir(parents=True, exist_ok=True)
         meta = {**want, "cluster_id": new_cluster_id()}
@@ -233,9 +269,14 @@ class LocalCluster:
     def _render(self, node: Node) -> None:
         tmpl = string.Template((CONFIG_DIR / f"{node.role}.properties").read_text())
         node.props_file.parent.mkdir(parents=True, exist_ok=True)
-        node.props_file.write_text(tmpl.substitute(
-            node_id=node.node_id, port=node.port, data_dir=node.dir / "data",
-            voters=f"{CONTROLLER_ID}@127.0.0.1:{self.controller.port}"))
+        text = tmpl.substitute(
+            node_id=node.node_id, port=node.port,
+            data_dir=",".join(str(d) for d in self.log_dirs(node)), voters=self.voters)
+        extra = {**self.overrides.get(node.role, {}), **self.overrides.get(node.node_id, {})}
+        if extra:
+            text += "\n# topology overrides (LocalCluster(overrides=...))\n" + "".join(
+                f"{k}={v}\n" for k, v in extra.items())
+        node.props_file.write_text(text)
 
     def _java_cmd(self, libs: Path, node: Node, main: str, *args: str) -> list[str]:
         return ["java", *COMMON_JVM_OPTS, *JVM_OPTS[node.role],
@@ -246,7 +287,8 @@ class LocalCluster:
     def _format(self, libs: Path, cluster_id: str, nodes: list[Node]) -> None:
         """kafka-storage format (kafka.tools.StorageTool in 4.x) for nodes
         whose data dir was never formatted; all in parallel."""
-        todo = [n for n in nodes if not (n.dir / "data" / "meta.properties").exists()]
+        todo = [n for n in nodes
+                if not all((d / "meta.properties").exists() for d in self.log_dirs(n))]
         if not todo:
             return
         def run(n: Node):
@@ -339,8 +381,14 @@ class LocalCluster:
         raise ClusterError(f"cluster {self.name!r} not ready after {timeout:.0f}s: {last}")
 
     def _metrics_up(self) -> bool:
-        ctl = scrape(self.controller.metrics_url)
-        if ctl is None or metric_value(ctl, ACTIVE_CONTROLLERS) != 1:
+        """Every node's exporter answers and exactly one controller is active."""
+        active = 0
+        for c in self.controllers.values():
+            ctl = scrape(c.metrics_url)
+            if ctl is None:
+                return False
+            active += metric_value(ctl, ACTIVE_CONTROLLERS) or 0
+        if active != 1:
             return False
         return all(scrape(n.metrics_url) is not None for n in self.brokers.values())
 
@@ -376,7 +424,7 @@ class LocalCluster:
         with self._locked():
             pids = [p for p in (b.pid() for b in self.brokers.values()) if p]
             procs.terminate(pids, grace)
-            self.stop_node(self.controller, grace)
+            procs.terminate([p for p in (c.pid() for c in self.controllers.values()) if p], grace)
             for n in self.nodes:
                 n.pid_file.unlink(missing_ok=True)
 
@@ -397,7 +445,7 @@ class LocalCluster:
                 "metrics_url": n.metrics_url, "log": str(n.log_dir / "server.log"),
             })
         registered, error = [], None
-        if self.controller.pid():
+        if any(c.pid() for c in self.controllers.values()):
             try:
                 registered = self.registered_brokers(timeout=3)
             except Exception as e:

@@ -296,6 +296,14 @@ class FaultInjector:
             bp.stop()
         self._background.clear()
 
+    def track_transaction(self, transactional_id: str) -> None:
+        """Have heal() end whatever ``transactional_id`` leaves open (for transactional producers
+        that callers start themselves, e.g. the failure lab's fencing mode)."""
+        state = self._load_state()
+        if transactional_id not in state["hanging_transactions"]:
+            state["hanging_transactions"].append(transactional_id)
+            self._save_state(state)
+
     def abort_hanging_transactions(self) -> list[str]:
         """Re-init each recorded transactional.id: the coordinator bumps the
         epoch, fencing the dead producer and aborting its open transaction."""

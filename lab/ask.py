@@ -1,0 +1,66 @@
+"""Ask the bot a question the way the console does, in process, and time the answer.
+
+The console (bot/cli.py) builds one Context with the live gateway pool and hands each typed line
+to commands.dispatch.answer; the lab does the same, with a pool whose environment points at the
+lab's cluster (so the engineer's own KBOT_* settings never leak into a lab run), and judges the
+JSON form of the Reply from the outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from bot.render import render_json
+from commands.context import Context
+from commands.dispatch import answer
+from live.pool import GatewayPool
+from runbook_kb import default_kb
+
+
+def cluster_env(cluster) -> dict[str, str]:
+    """What `kbot run` exports for the local cluster (bot/run.py _local_env), for the lab's one."""
+    return {
+        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+        "KBOT_CLUSTER_NAME": "lab",
+        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
+        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
+    }
+
+
+@dataclass
+class Asked:
+    question: str
+    outcome: str          # commands.dispatch outcome: answered / bad_input / unavailable / failed
+    reply: dict           # Reply.to_dict(), via the product's JSON renderer
+    seconds: float        # from handing over the text to having the rendered JSON
+
+
+class Asker:
+    """One Context (like one console session) for every question of a lab run."""
+
+    def __init__(self, cluster):
+        self.env = cluster_env(cluster)
+        self.ctx = Context(kb=default_kb(), live=GatewayPool(env=self.env))
+
+    async def ask(self, question: str) -> Asked:
+        t0 = time.monotonic()
+        result = await answer(question, self.ctx, user="kbot-lab")
+        reply = json.loads(render_json(result.reply))
+        return Asked(question, result.outcome, reply, round(time.monotonic() - t0, 3))
+
+    async def close(self) -> None:
+        await self.ctx.live.close()
+
+
+def ask_once(cluster, question: str) -> Asked:
+    """Synchronous one-off (a fresh console session: the first question pays the connection)."""
+    async def go():
+        asker = Asker(cluster)
+        try:
+            return await asker.ask(question)
+        finally:
+            await asker.close()
+    return asyncio.run(go())

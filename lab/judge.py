@@ -1,0 +1,86 @@
+"""Judge the bot's answer from the outside of its JSON (Reply.to_dict()).
+
+A good answer: the expected runbook entry first, the entity the fault hit named in the verdict or
+evidence, that entry's mechanism source lines exactly as the knowledge base lists them (read from
+the KB, never restated here), the expected severity, and all of it within 3 s of asking.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+ANSWER_BUDGET_S = 3.0
+
+
+@dataclass(frozen=True)
+class Judgement:
+    top1: str | None
+    top1_ok: bool
+    named: list[str]          # what the answer had to name
+    named_missing: list[str]
+    mechanism_ok: bool
+    severity: str | None
+    severity_ok: bool
+    seconds: float
+    fast: bool
+
+    @property
+    def named_ok(self) -> bool:
+        return not self.named_missing
+
+    @property
+    def passed(self) -> bool:
+        return self.top1_ok and self.named_ok and self.mechanism_ok and self.severity_ok and self.fast
+
+    def failures(self) -> list[str]:
+        out = []
+        if not self.top1_ok:
+            out.append(f"top-1 {self.top1!r}")
+        if self.named_missing:
+            out.append(f"does not name {', '.join(self.named_missing)}")
+        if not self.mechanism_ok:
+            out.append("mechanism lines differ from the runbook entry's")
+        if not self.severity_ok:
+            out.append(f"severity {self.severity!r}")
+        if not self.fast:
+            out.append(f"{self.seconds:.1f} s > {ANSWER_BUDGET_S:.0f} s")
+        return out
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "named_ok": self.named_ok, "passed": self.passed, "failures": self.failures()}
+
+
+def answer_text(reply: dict) -> str:
+    """The parts of a reply where an engineer reads what was hit: verdict and evidence."""
+    parts = [reply.get("verdict") or ""]
+    for e in reply.get("evidence") or []:
+        parts.append(f"{e.get('label', '')}: {e.get('value', '')}")
+    return "\n".join(parts)
+
+
+def names(text: str, entity: str) -> bool:
+    """``entity`` appears as a whole token: '102' must not match inside '1,102' or 'lab-102x';
+    a topic counts as named by one of its partitions ('orders' in 'orders-3')."""
+    return re.search(rf"(?<![\w.,-]){re.escape(entity)}(?!\w|-[^\d])", text, re.IGNORECASE) is not None
+
+
+def judge(reply: dict, seconds: float, *, expect_entry: str, expect_severity: str,
+          named: list[str], kb) -> Judgement:
+    diagnoses = reply.get("diagnoses") or []
+    top = diagnoses[0] if diagnoses else None
+    top1 = top.get("entry_id") if top else None
+    want_lines = [ref.label for ref in kb.failure_modes[expect_entry].mechanism]
+    got_lines = [m.get("label") for m in (top.get("mechanism") or [])] if top else None
+    text = answer_text(reply)
+    return Judgement(
+        top1=top1,
+        top1_ok=top1 == expect_entry,
+        named=list(named),
+        named_missing=[n for n in named if not names(text, str(n))],
+        mechanism_ok=top1 == expect_entry and got_lines == want_lines,
+        severity=reply.get("severity"),
+        severity_ok=reply.get("severity") == expect_severity,
+        seconds=seconds,
+        fast=seconds <= ANSWER_BUDGET_S,
+    )

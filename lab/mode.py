@@ -1,0 +1,32 @@
+"""What one failure mode of the lab is: how to cause it, how to see it, what to ask, what the
+right answer is. Each module in lab/modes/ builds one Mode; lab/modes/__init__.py lists them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Facts = dict[str, Any]  # what the injection did: broker id, topic, partitions, transactional id ...
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str                      # the `kbot lab run <name>` word
+    summary: str                   # what the lab does, in one line
+    expect_entry: str              # the runbook entry id that must come first
+    expect_severity: str           # the Reply severity a good answer has
+    questions: tuple[str, ...]     # as an engineer would ask; the first one is judged
+    inject: Callable[[Any], Facts] | None = None              # (cluster) -> facts, from outside
+    wait_for_symptom: Callable[[Any, Facts], Any] | None = None  # a condition seen from outside
+    named: Callable[[Facts], list[str]] = lambda facts: []    # strings the answer must name
+    heal: Callable[[Any, Facts], None] | None = None          # mode-specific undo (before the generic heal)
+    topics: tuple[str, ...] = ()   # topics the mode creates: deleted at heal even if inject failed half-way
+    topology: str = "standard"     # which lab cluster (lab/topology.py)
+    feasible: bool = True
+    note: str = ""                 # why not reproducible here, or what the lab substitutes
+    needs: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("tmpfs",): checked before running
+
+    def questions_for(self, facts: Facts) -> list[str]:
+        """Questions may name what the injection made, e.g. 'lag {group}'."""
+        return [q.format(**facts) for q in self.questions]

@@ -1,0 +1,32 @@
+"""The explicit list of the lab's failure modes, one module each (no import-time registration)."""
+
+from __future__ import annotations
+
+from lab.mode import Mode
+
+from . import (broker_loss, controller_quorum_loss, fetch_session_eviction, full_disk, handler_saturation,
+               hanging_transaction, hot_partition, log_dir_failure, not_here, offline_partitions, paused_broker, producer_fencing, rebalance_storm, slow_follower,
+               unclean_election, under_min_isr)
+
+MODES: list[Mode] = [
+    broker_loss.MODE,
+    paused_broker.MODE,
+    slow_follower.MODE,
+    under_min_isr.MODE,
+    offline_partitions.MODE,
+    controller_quorum_loss.MODE,
+    hanging_transaction.MODE,
+    producer_fencing.MODE,
+    hot_partition.MODE,
+    rebalance_storm.MODE,
+    handler_saturation.MODE,
+    fetch_session_eviction.MODE,
+    unclean_election.MODE,
+    full_disk.MODE,
+    log_dir_failure.MODE,
+    *not_here.MODES,
+]
+
+
+def by_name() -> dict[str, Mode]:
+    return {m.name: m for m in MODES}

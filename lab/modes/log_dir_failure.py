@@ -1,0 +1,44 @@
+"""Log-dir failure: one of broker 103's two log dirs starts refusing writes. From outside, the lab
+puts a directory where the broker writes its checkpoint temp file in that log dir
+(``replication-offset-checkpoint.tmp``), so the broker's next checkpoint (every 5 s) fails with an
+I/O error (EISDIR) - the broker takes the whole dir offline, as it does on a failing disk, and
+keeps serving from its other dir."""
+
+import shutil
+
+from lab.mode import Mode
+
+from . import _disk
+
+TOPIC = "lab-log-dir"
+TRAP = "replication-offset-checkpoint.tmp"
+
+
+def inject(cluster):
+    on2 = _disk.topic_on_disk2(cluster, TOPIC)
+    _disk.produce(cluster, TOPIC, on2, 50)
+    (cluster.disk2 / TRAP).mkdir(exist_ok=True)
+    return {"broker_id": _disk.BROKER, "topic": TOPIC, "topics": [TOPIC], "log_dir": str(cluster.disk2),
+            "partitions_in_dir": on2}
+
+
+def wait_for_symptom(cluster, facts):
+    return _disk.wait_out_of_isr(cluster, TOPIC, facts["partitions_in_dir"],
+                                 f"broker {_disk.BROKER}'s replicas in {cluster.disk2} to leave their ISRs")
+
+
+def heal(cluster, facts):
+    shutil.rmtree(cluster.disk2 / TRAP, ignore_errors=True)
+    _disk.restart_broker(cluster)
+
+
+MODE = Mode(
+    name="log-dir-failure",
+    summary="one of broker 103's two log dirs fails writes (an I/O error from outside): that dir goes offline",
+    expect_entry="log-dir-failure", expect_severity="warning",
+    questions=("why URP", "why KafkaStorageException"),
+    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    topics=(TOPIC,),
+    named=lambda f: [f["broker_id"]],
+    needs=("disk2",),
+)

@@ -1,0 +1,61 @@
+"""The lab's judge on hand-written replies (no cluster): what counts as right, named, fast."""
+
+import pytest
+
+from lab.judge import ANSWER_BUDGET_S, judge, names
+from runbook_kb import default_kb
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return default_kb()
+
+
+def _reply(kb, entry_id: str, severity: str, verdict: str, evidence=()) -> dict:
+    """A reply shaped like Reply.to_dict(), its diagnosis carrying the entry's own mechanism lines."""
+    mode = kb.failure_modes[entry_id]
+    return {
+        "title": "Why URP?", "severity": severity, "verdict": verdict,
+        "evidence": [{"label": label, "value": value, "source": "live: metadata", "status": "bad"} for label, value in evidence],
+        "diagnoses": [{"entry_id": entry_id, "mechanism": [{"label": r.label} for r in mode.mechanism]}],
+    }
+
+
+def test_a_right_answer_passes(kb):
+    reply = _reply(kb, "broker-loss", "warning", "Broker 102 is gone: 3 partitions are under-replicated.")
+    j = judge(reply, 0.4, expect_entry="broker-loss", expect_severity="warning", named=["102"], kb=kb)
+    assert j.passed and j.failures() == []
+
+
+def test_each_wrong_part_is_reported(kb):
+    reply = _reply(kb, "slow-follower", "ok", "Every broker is up.", [("Brokers registered", "3 of 3")])
+    j = judge(reply, ANSWER_BUDGET_S + 0.5, expect_entry="broker-loss", expect_severity="warning", named=["102"], kb=kb)
+    assert not j.passed
+    assert (j.top1_ok, j.named_ok, j.mechanism_ok, j.severity_ok, j.fast) == (False, False, False, False, False)
+    assert j.failures() == ["top-1 'slow-follower'", "does not name 102", "mechanism lines differ from the runbook entry's",
+                            "severity 'ok'", f"{ANSWER_BUDGET_S + 0.5:.1f} s > 3 s"]
+
+
+def test_mechanism_must_be_the_entrys_own_lines(kb):
+    reply = _reply(kb, "under-min-isr", "critical", "lab-min-isr-0 is under min ISR")
+    reply["diagnoses"][0]["mechanism"] = reply["diagnoses"][0]["mechanism"][:1]  # one line left out
+    j = judge(reply, 0.1, expect_entry="under-min-isr", expect_severity="critical", named=["lab-min-isr"], kb=kb)
+    assert j.top1_ok and j.named_ok and not j.mechanism_ok
+
+
+def test_no_diagnosis_is_a_wrong_top1(kb):
+    reply = {"severity": "error", "verdict": "Cannot reach the cluster", "evidence": [], "diagnoses": []}
+    j = judge(reply, 0.1, expect_entry="broker-loss", expect_severity="warning", named=[], kb=kb)
+    assert j.top1 is None and not j.top1_ok and not j.mechanism_ok
+
+
+@pytest.mark.parametrize("text,entity,found", [
+    ("Broker 102 is gone", "102", True),
+    ("brokers 101, 102.", "102", True),
+    ("1,102 partitions", "102", False),          # a count, not the broker
+    ("topic lab-102x", "102", False),
+    ("lab-min-isr-0, lab-min-isr-1", "lab-min-isr", True),  # a topic named by its partitions
+    ("lab-min-isr-other-0", "lab-min-isr", False),        # another topic that starts the same
+])
+def test_names_whole_tokens_only(text, entity, found):
+    assert names(text, entity) is found
