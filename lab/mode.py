@@ -14,7 +14,7 @@ Facts = dict[str, Any]  # what the injection did: broker id, topic, partitions, 
 class Mode:
     name: str                      # the `kbot lab run <name>` word
     summary: str                   # what the lab does, in one line
-    expect_entry: str              # the runbook entry id that must come first
+    expect_entry: str              # the runbook entry id that must come first ("" : none applies, see expect_verdict)
     expect_severity: str           # the Reply severity a good answer has
     questions: tuple[str, ...]     # as an engineer would ask; the first one is judged
     inject: Callable[[Any], Facts] | None = None              # (cluster) -> facts, from outside
@@ -26,6 +26,10 @@ class Mode:
     feasible: bool = True
     note: str = ""                 # why not reproducible here, or what the lab substitutes
     needs: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("tmpfs",): checked before running
+    # When no runbook entry is the cause (consumers that stopped are the application's fault, not
+    # Kafka's): what the verdict must say, and the entry that must NOT come first.
+    expect_verdict: str = ""
+    not_top: str = ""
 
     def questions_for(self, facts: Facts) -> list[str]:
         """Questions may name what the injection made, e.g. 'lag {group}'."""

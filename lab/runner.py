@@ -109,7 +109,8 @@ def run_mode(mode: Mode, cluster: LabCluster | None = None, *, heal: bool = True
                               "reply": a.reply} for a in asked]
         first = asked[0]
         j = judge(first.reply, first.seconds, expect_entry=mode.expect_entry,
-                  expect_severity=mode.expect_severity, named=[str(n) for n in mode.named(facts)], kb=kb)
+                  expect_severity=mode.expect_severity, named=[str(n) for n in mode.named(facts)], kb=kb,
+                  expect_verdict=mode.expect_verdict, not_top=mode.not_top)
         result["judgement"] = j.to_dict()
     except (KafkaException, RuntimeError, OSError, TimeoutError) as exc:
         result["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"

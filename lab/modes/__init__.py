@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.mode import Mode
 
-from . import (broker_loss, controller_quorum_loss, fetch_session_eviction, full_disk, handler_saturation,
+from . import (broker_loss, consumer_stop, controller_quorum_loss, fetch_session_eviction, full_disk, handler_saturation,
                hanging_transaction, hot_partition, log_dir_failure, not_here, offline_partitions, paused_broker, producer_fencing, rebalance_storm, slow_follower,
                unclean_election, under_min_isr)
 
@@ -19,6 +19,7 @@ MODES: list[Mode] = [
     producer_fencing.MODE,
     hot_partition.MODE,
     rebalance_storm.MODE,
+    consumer_stop.MODE,
     handler_saturation.MODE,
     fetch_session_eviction.MODE,
     unclean_election.MODE,

@@ -59,3 +59,18 @@ def test_no_diagnosis_is_a_wrong_top1(kb):
 ])
 def test_names_whole_tokens_only(text, entity, found):
     assert names(text, entity) is found
+
+
+def test_a_mode_without_a_runbook_entry_is_judged_by_its_verdict(kb):
+    """Consumers that stopped are no Kafka failure mode: the verdict must say so, and the rebalance
+    storm the bot once led with must not come first."""
+    stopped = {"severity": "warning", "verdict": "Group g has no members and is 54 records behind: its consumers "
+                                                 "stopped (Burrow: STOP).", "diagnoses": [], "evidence": []}
+    j = judge(stopped, 2.0, expect_entry="", expect_severity="warning", named=["g"], kb=kb,
+              expect_verdict="its consumers stopped (Burrow: STOP)", not_top="rebalance-storm")
+    assert j.passed, j.failures()
+    storm = {**stopped, "verdict": "Group g is rebalancing again and again.",
+             "diagnoses": [{"entry_id": "rebalance-storm", "mechanism": []}]}
+    wrong = judge(storm, 2.0, expect_entry="", expect_severity="warning", named=["g"], kb=kb,
+                  expect_verdict="its consumers stopped (Burrow: STOP)", not_top="rebalance-storm")
+    assert not wrong.passed and wrong.failures() == ["top-1 'rebalance-storm'"]
