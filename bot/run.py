@@ -32,10 +32,11 @@ def _say(message: str) -> None:
     print(f"kbot: {message}", file=sys.stderr, flush=True)
 
 
-def _local_env(cluster) -> dict[str, str]:
+def local_env(cluster, name: str = "local") -> dict[str, str]:
+    """The environment that points the bot at a local cluster (its brokers and exporters)."""
     return {
         "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
-        "KBOT_CLUSTER_NAME": "local",
+        "KBOT_CLUSTER_NAME": name,
         "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
         "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
     }
@@ -49,7 +50,7 @@ def embedded_cluster() -> dict[str, str]:
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
     cluster.up(timeout=300)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
-    return _local_env(cluster)
+    return local_env(cluster)
 
 
 def use_running_local_cluster() -> None:
@@ -61,7 +62,7 @@ def use_running_local_cluster() -> None:
 
     cluster = LocalCluster(name="dev")
     if any(n.pid() for n in cluster.nodes):
-        os.environ.update(_local_env(cluster))
+        os.environ.update(local_env(cluster))
 
 
 def cluster_configured() -> bool:

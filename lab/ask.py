@@ -21,13 +21,10 @@ from runbook_kb import default_kb
 
 
 def cluster_env(cluster) -> dict[str, str]:
-    """What `kbot run` exports for the local cluster (bot/run.py _local_env), for the lab's one."""
-    return {
-        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
-        "KBOT_CLUSTER_NAME": "lab",
-        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
-        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
-    }
+    """What `kbot run` exports for the local cluster, for the lab's one."""
+    from bot.run import local_env
+
+    return local_env(cluster, "lab")
 
 
 @dataclass
