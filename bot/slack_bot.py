@@ -14,7 +14,11 @@ Slack retries a request it thinks we missed (X-Slack-Retry-Num); a retry of one 
 is acked again and not run again (``Deliveries``). A signed request whose body is not a Slack
 payload gets 400 and one log line; request bodies and response URLs never reach the logs.
 Every Web API call goes through one AsyncWebClient with retry handlers, so a 429 is retried after
-its Retry-After and a dropped connection is retried, for our calls and Bolt's alike.
+its Retry-After and a dropped connection is retried, for our calls and Bolt's alike. Posts and edits
+in a channel also go through that channel's delivery queue (bot/delivery.py): paced at Slack's
+per-channel rate, in order, retried until delivered or reported (audit + log, with the request id).
+The same read-only question asked again in a channel while it is answered (or up to 30 s after) is
+pointed to the first asker's thread instead of being built again (``Coalescer``).
 
 bot/slack_app.py runs it (``kbot serve``: HTTP or Socket Mode).
 """
@@ -27,6 +31,7 @@ import hashlib
 import logging
 import re
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 
@@ -46,6 +51,7 @@ from commands.reply import Reply, error_reply
 from commands.router import BadInput, Router
 
 from .audit import AuditLog, RedactingFilter, open_audit, scrub
+from .delivery import Coalescer, Delivery, DeliveryFailed
 from .gate import ConfirmationGate, default_gate
 from .rbac import Authorizer, Directory, Policy, Verdict
 from .render import render_blocks, slack_escape
@@ -151,6 +157,12 @@ def make_client(settings: Settings, session: aiohttp.ClientSession | None = None
     )
 
 
+def _queue_client(client: AsyncWebClient) -> AsyncWebClient:
+    """The same client (token, URL, session), minus the rate-limit retry handler."""
+    return AsyncWebClient(token=client.token, base_url=client.base_url, timeout=client.timeout, session=client.session,
+                          retry_handlers=[h for h in client.retry_handlers if not isinstance(h, AsyncRateLimitErrorRetryHandler)])
+
+
 class KafkaBot:
     def __init__(self, settings: Settings, *, ctx: Context | None = None, client: AsyncWebClient | None = None,
                  router: Router | None = None, gate: ConfirmationGate | None = None, audit: AuditLog | None = None,
@@ -173,6 +185,11 @@ class KafkaBot:
         self.gate = gate or default_gate(settings, authorize=self._authorize_action, router=router,
                                          transport="slack", audit=self.audit, clock=clock)
         self.deliveries = Deliveries()
+        # Every post to a channel: paced, in order, retried (bot/delivery.py). Its client leaves 429s to
+        # the queue: a 429 retried inside slack_sdk would leave the queue's pace ignorant of it, and
+        # the next post would meet the same limit.
+        self.delivery = Delivery(_queue_client(self.client))
+        self.coalescer = Coalescer()
         self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
@@ -291,14 +308,15 @@ class KafkaBot:
         # ack path never waits here); the bound keeps a burst's background work from queueing in
         # front of the next acks on the event loop.
         started = time.monotonic()
+        rid = uuid.uuid4().hex[:12]  # ties the request's audit records and log lines together
         async with self._slots:
-            await self._handle_text(text, started=started, **kw)
+            await self._handle_text(text, started=started, rid=rid, **kw)
 
     async def _handle_text(self, text: str, *, user: str | None, channel: str | None, team: str | None, source: str,
-                           started: float, thread_ts: str | None = None, response_url: str | None = None,
+                           started: float, rid: str, thread_ts: str | None = None, response_url: str | None = None,
                            message: dict | None = None) -> None:
         await self.audit.write("request", transport="slack", source=source, user=user, team=team, channel=channel,
-                               text=text[:AUDIT_TEXT_CHARS], text_len=len(text))
+                               text=text[:AUDIT_TEXT_CHARS], text_len=len(text), request_id=rid)
         where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, response_url=response_url)
         try:
             identity = await self.authorizer.identity(user)
@@ -321,23 +339,85 @@ class KafkaBot:
             await self._refuse(verdict, "rbac", **where, command=request.spec.name)
             return
 
+        key = _coalesce_key(request, channel) if thread_ts is None else None
+        entry = None
+        if key is not None:
+            leader, entry = self.coalescer.join(key, user)
+            if not leader:
+                if await self._point_to(entry, request, rid=rid, started=started, **where):
+                    return
+                entry = None  # the first asker could not start a thread: answer this one ourselves
+        ok = False
+        try:
+            ok = await self._answer_in_thread(request, rid=rid, started=started, message=message, entry=entry, **where)
+        finally:
+            if entry is not None:
+                self.coalescer.finished(key, entry, ok)
+
+    async def _answer_in_thread(self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
+                                response_url, message, entry) -> bool:
+        """Working message, the command, the answer in its thread; True when the answer was delivered.
+        A delivery that fails after its retries is reported (audit + log, with the request id), and
+        the working message is marked, so no hourglass is left behind."""
         # Slash command text is private until we echo it: never echo a token someone pasted.
         label = f"`/kafka {slack_escape(_clip(scrub(text), 200))}` for <@{user}>"
-        thread = SlackThread(self.client, channel, thread_ts=thread_ts, label=label)
+        thread = SlackThread(self.delivery, channel, thread_ts=thread_ts, label=label)
         try:
             await thread.start(f":hourglass_flowing_sand: Working on {label}…")
         except SlackApiError as exc:
-            # Not in the channel (or a DM we cannot post to): answer privately where Slack lets us.
+            # Slack's answer, not a rate limit (the delivery queue waits those out): not in the
+            # channel, or a DM we cannot post to. Answer privately where Slack lets us.
             log.warning("cannot post in %s (%s); answering privately", channel, exc.response.get("error") if exc.response else exc)
             result = await run_request(request, self.ctx)
             await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, response_url=response_url)
-            await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="private")
-            return
-        result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress))
-        await thread.finish(result.reply)
-        await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="thread")
+            await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="private", request_id=rid)
+            return False
+        except DeliveryFailed as exc:
+            await self._delivery_failed(exc, request, rid, started, user, channel, team, step="working message")
+            return False
+        if entry is not None:
+            self.coalescer.started(entry, (thread.channel, thread.ts))
+        try:
+            result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress))
+            await thread.finish(result.reply)
+        except Exception as exc:
+            await thread.fail("the answer could not be posted; it is in the bot's log and audit" if isinstance(exc, DeliveryFailed)
+                              else "the request failed; it is in the bot's log and audit")
+            await self._delivery_failed(exc, request, rid, started, user, channel, team, step="answer")
+            return False
+        await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="thread",
+                                 thread_ts=thread.ts, request_id=rid)
         if message:
             await self._settle(message, channel, request, result.outcome, user)
+        return True
+
+    async def _point_to(self, entry, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
+                        response_url) -> bool:
+        """Point a repeated question to the thread that answers it (privately: one line for the asker,
+        none in the channel). False when the first asker could not start a thread."""
+        where = await entry.where
+        if where is None:
+            return False
+        thread_channel, ts = where
+        link = None
+        try:
+            link = (await self.client.chat_getPermalink(channel=thread_channel, message_ts=ts)).get("permalink")
+        except SlackApiError as exc:
+            log.info("no permalink for %s/%s: %s", thread_channel, ts, exc.response.get("error") if exc.response else exc)
+        asked = f"<@{entry.leader}> asked" if entry.leader and entry.leader != user else "You asked"
+        place = f"<{link}|this thread>" if link else "the thread of that question in this channel"
+        pointer = Reply(title="Already answered in a thread", severity="info",
+                        verdict=f"{asked} the same question here moments ago; the answer is in {place}.")
+        await self._tell_privately(pointer, user=user, channel=channel, response_url=response_url)
+        await self._audit_answer(request, "coalesced", started, user, channel, team, delivered="pointer",
+                                 thread_ts=ts, request_id=rid)
+        return True
+
+    async def _delivery_failed(self, exc: Exception, request, rid: str, started: float, user, channel, team, *, step: str) -> None:
+        log.error("request %s (%s in %s): %s failed: %s", rid, request.spec.name, channel, step, exc,
+                  exc_info=not isinstance(exc, (DeliveryFailed, SlackApiError)))  # a bug gets its traceback
+        await self._audit_answer(request, "failed", started, user, channel, team, delivered="failed", step=step,
+                                 error=str(exc)[:AUDIT_TEXT_CHARS], request_id=rid)
 
     async def _audit_answer(self, request, outcome: str, started: float, user, channel, team, **extra) -> None:
         await self.audit.write("answer", transport="slack", user=user, team=team, channel=channel,
@@ -363,8 +443,8 @@ class KafkaBot:
         blocks = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
         try:
-            await self.client.chat_update(channel=channel, ts=message["ts"], text=message.get("text") or name, blocks=blocks)
-        except SlackApiError as exc:
+            await self.delivery.update(channel, ts=message["ts"], text=message.get("text") or name, blocks=blocks)
+        except (SlackApiError, DeliveryFailed) as exc:
             log.warning("could not update the answered message: %s", exc.response.get("error") if exc.response else exc)
 
     async def _refuse(self, verdict: Verdict, step: str, user, channel, team, text: str, *, thread_ts=None,
@@ -400,9 +480,9 @@ class KafkaBot:
         started = time.monotonic()
         result = await answer(schedule.text, self.ctx, user="scheduler", channel=schedule.channel, router=self.router)
         pages = render_blocks(result.reply)
-        first = await self.client.chat_postMessage(channel=schedule.channel, **pages[0])
+        first = await self.delivery.post(schedule.channel, **pages[0])
         for page in pages[1:]:
-            await self.client.chat_postMessage(channel=first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
+            await self.delivery.post(first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
         await self.audit.write("scheduled", transport="slack", schedule=schedule.source, channel=schedule.channel,
                                text=schedule.text, due=due.isoformat(), outcome=result.outcome,
                                latency_ms=round((time.monotonic() - started) * 1000, 1))
@@ -430,6 +510,7 @@ class KafkaBot:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
         await self.drain(drain_s)
+        await self.delivery.close()
         close = getattr(self.ctx.live, "close", None)  # any evidence pool with a close()
         if close is not None:
             await close()
@@ -480,6 +561,15 @@ class KafkaBot:
 
 async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
+
+
+def _coalesce_key(request, channel: str | None):
+    """What makes two questions the same: channel, cluster, command and its arguments. Only read-only
+    commands: an action must be previewed and confirmed for each requester."""
+    if request.spec.mutating or channel is None:
+        return None
+    return (channel, request.cluster, request.spec.name, repr(sorted(request.args.items())),
+            repr(sorted(request.options.items())))
 
 
 def _clip(text: str, n: int) -> str:

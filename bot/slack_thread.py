@@ -5,8 +5,10 @@ ready that message becomes a one-line summary and the full answer goes into its 
 incident channel shows one line per question. A request already inside a thread (a button, a
 mention in a thread) answers in that thread: the working reply becomes the answer's first page.
 
-Progress edits are throttled (chat.update is rate limited per channel); the final answer always
-wins over a late progress edit.
+Every message goes through the channel's delivery queue (bot/delivery.py): in order, paced, and
+retried after a 429. Progress edits are throttled (chat.update is rate limited) and not waited for,
+so a busy channel's queue never slows the command down; the queue's order makes the final answer
+land after any progress edit.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from slack_sdk.errors import SlackApiError
 from commands.reply import Reply
 
 from .audit import scrub
+from .delivery import Delivery
 from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
 
 log = logging.getLogger(__name__)
@@ -36,9 +39,10 @@ def _clip(text: str, n: int) -> str:
 
 
 class SlackThread:
-    def __init__(self, client, channel: str, *, thread_ts: str | None = None, label: str = "",
+    def __init__(self, sender: Delivery | object, channel: str, *, thread_ts: str | None = None, label: str = "",
                  min_interval_s: float = MIN_PROGRESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
-        self.client = client
+        # A Delivery shared by the whole app; a bare client (a test, a one-off) gets queues of its own.
+        self.delivery = sender if isinstance(sender, Delivery) else Delivery(sender)
         self.channel = channel
         self.thread_ts = thread_ts  # set: answer inside this existing thread
         self.label = label  # what was asked, already escaped for mrkdwn
@@ -50,7 +54,7 @@ class SlackThread:
         self._lock = asyncio.Lock()
 
     async def start(self, text: str) -> str:
-        resp = await self.client.chat_postMessage(channel=self.channel, text=text, thread_ts=self.thread_ts)
+        resp = await self.delivery.post(self.channel, text=text, thread_ts=self.thread_ts)
         self.ts = resp["ts"]
         self.channel = resp.get("channel") or self.channel  # a #name becomes the channel id
         return self.ts
@@ -63,11 +67,9 @@ class SlackThread:
             if self._done:
                 return
             self._last_edit = self.clock()
-            try:
-                await self.client.chat_update(channel=self.channel, ts=self.ts,
-                                              text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000))
-            except SlackApiError as exc:  # progress is a courtesy; the answer still comes
-                log.warning("progress update failed: %s", exc.response.get("error") if exc.response else exc)
+            sent = self.delivery.submit("chat_update", self.channel, ts=self.ts,
+                                        text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000))
+            sent.add_done_callback(_progress_sent)
 
     async def finish(self, reply: Reply) -> list[str]:
         """Post the answer; returns the ts of every message that carries it."""
@@ -80,11 +82,11 @@ class SlackThread:
             summary = scrub(f"{SEVERITY_EMOJI.get(reply.severity, '')} {self.label} — *{slack_escape(_clip(reply.title, 150))}*"
                        + (f": {slack_escape(_clip(reply.verdict, MAX_SUMMARY_VERDICT))}" if reply.verdict else "")
                        + " (answer in the thread)")
-            await self.client.chat_update(channel=self.channel, ts=self.ts, text=_clip(summary, MAX_SECTION_TEXT))
+            await self.delivery.update(self.channel, ts=self.ts, text=_clip(summary, MAX_SECTION_TEXT))
             for page in pages:
                 posted.append(await self._post(page, thread_ts=self.ts, reply=reply))
         else:
-            await self.client.chat_update(channel=self.channel, ts=self.ts, **pages[0])
+            await self.delivery.update(self.channel, ts=self.ts, **pages[0])
             posted.append(self.ts)
             for page in pages[1:]:
                 posted.append(await self._post(page, thread_ts=self.thread_ts, reply=reply))
@@ -92,12 +94,29 @@ class SlackThread:
 
     async def _post(self, page: dict, *, thread_ts: str, reply: Reply) -> str:
         try:
-            resp = await self.client.chat_postMessage(channel=self.channel, thread_ts=thread_ts, **page)
+            resp = await self.delivery.post(self.channel, thread_ts=thread_ts, **page)
         except SlackApiError as exc:
             # Blocks Slack refuses (a limit we missed) must not swallow the answer: fall back to text.
             if exc.response is None or exc.response.get("error") not in ("invalid_blocks", "msg_too_long", "invalid_blocks_format"):
                 raise
             log.error("Slack refused the rendered blocks (%s); posting the answer as text", exc.response.get("error"))
-            resp = await self.client.chat_postMessage(channel=self.channel, thread_ts=thread_ts,
-                                                      text=_clip(scrub(render_text(reply)), 39000))
+            resp = await self.delivery.post(self.channel, thread_ts=thread_ts, text=_clip(scrub(render_text(reply)), 39000))
         return resp["ts"]
+
+    async def fail(self, text: str) -> None:
+        """Best effort: the working message says the answer could not be delivered, so no hourglass stays."""
+        if self.ts is None:
+            return
+        async with self._lock:
+            self._done = True
+        try:
+            await self.delivery.update(self.channel, ts=self.ts, text=_clip(f":x: {self.label} — {text}", MAX_SECTION_TEXT))
+        except Exception as exc:  # the caller already reports the failure; this is the courtesy edit
+            log.warning("could not mark the working message as failed: %s", exc)
+
+
+def _progress_sent(done) -> None:
+    """Progress is a courtesy; the answer still comes. A failed edit is one log line, never a traceback."""
+    if not done.cancelled() and done.exception() is not None:
+        exc = done.exception()
+        log.warning("progress update failed: %s", exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response else exc)

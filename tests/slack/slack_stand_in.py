@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import json
 import time
 import uuid
@@ -41,6 +42,8 @@ class StandIn:
     # method -> [(status, retry_after or error), ...] answered before the normal answer
     faults: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     url: str = ""
+    pace: tuple[int, float] | None = None  # (burst, messages per second) per channel, when switched on
+    _buckets: dict = field(default_factory=dict)  # channel -> (tokens, stamp)
     _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
     _sockets: list = field(default_factory=list)
     _socket_acks: dict = field(default_factory=dict)
@@ -55,6 +58,22 @@ class StandIn:
 
     def rate_limit(self, method: str, retry_after: int = 1, times: int = 1) -> None:
         self.faults.setdefault(method, []).extend([(429, str(retry_after))] * times)
+
+    def pace_channels(self, burst: int = 3, per_s: float = 1.0) -> None:
+        """Rate-limit chat.postMessage per channel as Slack does: ``burst`` at once, then ``per_s``."""
+        self.pace, self._buckets = (burst, per_s), {}
+
+    def _paced_out(self, channel: str) -> int | None:
+        """Whole seconds to Retry-After when this post is over the channel's rate, else None (token taken)."""
+        burst, per_s = self.pace
+        now = time.monotonic()
+        tokens, stamp = self._buckets.get(channel, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - stamp) * per_s)
+        if tokens < 1.0:
+            self._buckets[channel] = (tokens, now)
+            return max(1, math.ceil((1.0 - tokens) / per_s))  # Slack sends whole seconds
+        self._buckets[channel] = (tokens - 1.0, now)
+        return None
 
     def fail(self, method: str, error: str, times: int = 1) -> None:
         self.faults.setdefault(method, []).extend([(200, error)] * times)
@@ -107,6 +126,12 @@ class StandIn:
             if status == 429:
                 return web.json_response(body, status=429, headers={"Retry-After": value})
             return web.json_response(body)
+        if method == "chat.postMessage" and self.pace is not None:
+            wait = self._paced_out(args.get("channel", ""))
+            if wait is not None:
+                body = {"ok": False, "error": "ratelimited"}
+                self.calls.append(Call(method, args, time.monotonic(), 429, body))
+                return web.json_response(body, status=429, headers={"Retry-After": str(wait)})
         call = Call(method, args, time.monotonic())
         self.calls.append(call)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
@@ -136,6 +161,10 @@ class StandIn:
         if args.get("channel") == "C0NOTIN":
             return {"ok": False, "error": "channel_not_found"}
         return {"ok": True, "message_ts": self._new_ts()}
+
+    def _m_chat_getPermalink(self, args):
+        return {"ok": True, "channel": args.get("channel"),
+                "permalink": f"https://standin.slack.com/archives/{args.get('channel')}/p{str(args.get('message_ts')).replace('.', '')}"}
 
     def _m_users_info(self, args):
         user = self.users.get(args.get("user"))

@@ -291,4 +291,7 @@ async def test_progress_through_the_thread_with_a_clock(stand):
     await thread.progress("two")  # same second: dropped
     now[0] += 1.5
     await thread.progress("three")
+    # Progress edits are queued, not waited for (a busy channel must not slow the command down).
+    await stand.wait_for(lambda: len(stand.called("chat.update")) >= 2)
+    await thread.delivery.close()
     assert [c.args["text"].rsplit(" ", 1)[-1] for c in stand.called("chat.update")] == ["one", "three"]

@@ -1,0 +1,237 @@
+"""Posting to Slack without losing anything: one delivery queue per channel, and coalesced questions.
+
+Slack lets an app post about one message per second per channel (short bursts allowed) and answers
+anything faster with 429 + Retry-After. A storm of requests in one incident channel must therefore
+queue, not race: every chat.postMessage / chat.update for a channel goes through that channel's
+``ChannelQueue``, which
+
+  * sends in FIFO order, so the messages of one thread (working message, summary, pages) land in
+    the order they were written and a late progress edit never overwrites the final answer;
+  * paces chat.postMessage itself (a token bucket: ``burst`` at once, then one per ``pace_s``), so
+    a storm rarely meets a 429 at all;
+  * on a 429 waits the Retry-After Slack gave (the whole channel waits: the limit is per channel)
+    and sends the same message again; a dropped connection is retried with backoff;
+  * never drops a message silently: when the retries are spent the caller gets ``DeliveryFailed``,
+    which it reports (audit log and the bot's log, with the request id).
+
+A Slack error that is an answer (not_in_channel, invalid_blocks, ...) is raised to the caller at
+once: retrying it cannot help, and the caller knows the fallback (answer privately, post as text).
+
+``Coalescer``: when the same read-only question about the same cluster is asked in a channel while
+its answer is being built, or was posted less than ``window_s`` ago, the first asker's thread answers
+everyone; the others are pointed to it instead of building the same answer N times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+log = logging.getLogger(__name__)
+
+PACED_METHODS = frozenset({"chat_postMessage", "files_upload_v2", "files_completeUploadExternal"})
+PACE_S = 1.0  # Slack: "1 message per second per channel", with short bursts allowed
+BURST = 3
+MAX_RATE_LIMITED = 20  # 429s one message may meet before we call it failed (each waited out)
+MAX_TRANSPORT_RETRIES = 3  # dropped connections / timeouts, with 1, 2, 4 s backoff
+DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a usable Retry-After header
+COALESCE_WINDOW_S = 30.0
+
+
+class DeliveryFailed(Exception):
+    """A message could not be delivered after its retries; ``cause`` is the last error."""
+
+    def __init__(self, method: str, channel: str, attempts: int, cause: BaseException):
+        self.method, self.channel, self.attempts, self.cause = method, channel, attempts, cause
+        super().__init__(f"{method} to {channel} failed after {attempts} attempts: {_describe(cause)}")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SlackApiError) and exc.response is not None:
+        return f"Slack answered {exc.response.status_code} {exc.response.get('error')}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def retry_after(exc: SlackApiError) -> float | None:
+    """Seconds to wait when Slack rate-limited this call, None when it is not a 429."""
+    resp = exc.response
+    if resp is None or resp.status_code != 429:
+        return None
+    headers = {k.lower(): v for k, v in (resp.headers or {}).items()}
+    value = headers.get("retry-after")
+    if isinstance(value, list):  # slack_sdk keeps some headers as lists
+        value = value[0] if value else None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER_S
+
+
+@dataclass
+class _Job:
+    method: str
+    kwargs: dict
+    future: asyncio.Future
+
+
+@dataclass
+class ChannelQueue:
+    """The FIFO of one channel and its token bucket; a worker task runs while there is work."""
+
+    client: object
+    channel: str
+    pace_s: float = PACE_S
+    burst: int = BURST
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    jobs: collections.deque = field(default_factory=collections.deque)
+    worker: asyncio.Task | None = None
+    rate_limited: int = 0  # 429s met (for the bench and the tests)
+    _tokens: float = 0.0
+    _stamp: float | None = None
+
+    def _take_token(self) -> float:
+        """Seconds to wait before the next paced message may go (0: go now, the token is taken)."""
+        now = self.clock()
+        if self._stamp is None:
+            self._tokens, self._stamp = float(self.burst), now
+        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) / self.pace_s)
+        self._stamp = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) * self.pace_s
+
+    async def run(self) -> None:
+        # No await between the emptiness check and returning: a job added later starts a new worker.
+        while self.jobs:
+            job = self.jobs[0]
+            try:
+                result = await self._send(job)
+            except Exception as exc:  # every failure goes to the caller; the queue itself goes on
+                if not job.future.done():
+                    job.future.set_exception(exc)
+            else:
+                if not job.future.done():
+                    job.future.set_result(result)
+            self.jobs.popleft()
+
+    async def _send(self, job: _Job):
+        limited = transport = 0
+        while True:
+            if job.method in PACED_METHODS:
+                while (wait := self._take_token()) > 0:
+                    await self.sleep(wait)
+            try:
+                return await getattr(self.client, job.method)(channel=self.channel, **job.kwargs)
+            except SlackApiError as exc:
+                wait = retry_after(exc)
+                if wait is None:
+                    raise  # Slack's answer, not a hiccup: the caller decides
+                limited += 1
+                self.rate_limited += 1
+                if limited > MAX_RATE_LIMITED:
+                    raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
+                log.info("%s in %s rate limited; retrying after %.1f s", job.method, self.channel, wait)
+                await self.sleep(wait)
+                # Slack's clock wins over ours: once its Retry-After is over one message may go, then the pace.
+                self._tokens, self._stamp = 1.0, self.clock()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                transport += 1
+                if transport > MAX_TRANSPORT_RETRIES:
+                    raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
+                await self.sleep(2.0 ** (transport - 1))
+
+
+class Delivery:
+    """The per-channel queues of one Slack client; ``call`` returns Slack's response or raises."""
+
+    def __init__(self, client, *, pace_s: float = PACE_S, burst: int = BURST,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+        self.client = client
+        self.pace_s, self.burst, self.clock, self.sleep = pace_s, burst, clock, sleep
+        self.queues: dict[str, ChannelQueue] = {}
+
+    def submit(self, method: str, channel: str, **kwargs) -> asyncio.Future:
+        """Queue one call behind everything already queued for ``channel``; its future holds the answer."""
+        queue = self.queues.get(channel)
+        if queue is None:
+            queue = self.queues[channel] = ChannelQueue(self.client, channel, self.pace_s, self.burst, self.clock, self.sleep)
+        future = asyncio.get_running_loop().create_future()
+        queue.jobs.append(_Job(method, kwargs, future))
+        if queue.worker is None or queue.worker.done():
+            queue.worker = asyncio.create_task(queue.run())
+        return future
+
+    async def call(self, method: str, channel: str, **kwargs):
+        return await self.submit(method, channel, **kwargs)
+
+    async def post(self, channel: str, **kwargs):
+        return await self.call("chat_postMessage", channel, **kwargs)
+
+    async def update(self, channel: str, **kwargs):
+        return await self.call("chat_update", channel, **kwargs)
+
+    @property
+    def rate_limited(self) -> int:
+        return sum(q.rate_limited for q in self.queues.values())
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Let what is queued go out (bounded), then stop the workers."""
+        workers = [q.worker for q in self.queues.values() if q.worker is not None and not q.worker.done()]
+        if workers:
+            _, pending = await asyncio.wait(workers, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        for queue in self.queues.values():  # whoever still waits learns it will not be sent
+            while queue.jobs:
+                job = queue.jobs.popleft()
+                if not job.future.done():
+                    job.future.set_exception(DeliveryFailed(job.method, queue.channel, 0, RuntimeError("shutting down")))
+
+
+@dataclass
+class _Answer:
+    leader: str | None  # the user whose request builds the answer
+    where: asyncio.Future  # (channel, ts) of the thread, or None when the leader could not start one
+    done_at: float | None = None
+
+
+class Coalescer:
+    """Same question, same cluster, same channel, at once: one answer, everyone pointed to it."""
+
+    def __init__(self, window_s: float = COALESCE_WINDOW_S, clock: Callable[[], float] = time.monotonic):
+        self.window_s, self.clock = window_s, clock
+        self._answers: dict[Hashable, _Answer] = {}
+
+    def join(self, key: Hashable, user: str | None) -> tuple[bool, _Answer]:
+        """(True, new entry) for the first asker, who must call ``started`` and ``finished``;
+        (False, the leader's entry) for a question already being answered or answered recently."""
+        now = self.clock()
+        for k in [k for k, a in self._answers.items() if a.done_at is not None and now - a.done_at > self.window_s]:
+            del self._answers[k]
+        found = self._answers.get(key)
+        if found is not None:
+            return False, found
+        entry = self._answers[key] = _Answer(user, asyncio.get_running_loop().create_future())
+        return True, entry
+
+    def started(self, entry: _Answer, where: tuple[str, str] | None) -> None:
+        if not entry.where.done():
+            entry.where.set_result(where)
+
+    def finished(self, key: Hashable, entry: _Answer, ok: bool) -> None:
+        """The answer is posted (kept ``window_s`` for late askers), or failed (forgotten at once)."""
+        self.started(entry, None)  # followers waiting on a leader that never started: they run themselves
+        if ok and entry.where.result() is not None:
+            entry.done_at = self.clock()
+        elif self._answers.get(key) is entry:
+            del self._answers[key]
