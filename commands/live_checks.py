@@ -30,7 +30,7 @@ def brokers_evidence(snap: Snapshot) -> Evidence:
     return Evidence("Brokers registered", value, "live: describe_cluster", "bad" if missing else "ok")
 
 
-LOG_DIRS_BUDGET_S = 1.5  # a healthy broker answers DescribeLogDirs in milliseconds
+LOG_DIRS_BUDGET_S = 1.5  # a healthy broker answers DescribeLogDirs (and the reassignment listing) in milliseconds
 
 
 async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
@@ -65,7 +65,9 @@ async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
         # to answer, so one whose disk is stalled does not answer at all - which is itself the
         # finding, and must not hold the whole diagnosis for the admin timeout.
         per_broker = [asyncio.wait_for(gw.log_dirs([b]), LOG_DIRS_BUDGET_S) for b in registered_suspects]
-        *dirs_by_broker, moves = await asyncio.gather(*per_broker, gw.reassignments(), return_exceptions=True)
+        # The reassignment listing may be routed to that same stalled broker: same short budget.
+        listing = asyncio.wait_for(gw.reassignments(), LOG_DIRS_BUDGET_S)
+        *dirs_by_broker, moves = await asyncio.gather(*per_broker, listing, return_exceptions=True)
         for b, dirs in zip(registered_suspects, dirs_by_broker):
             if isinstance(dirs, asyncio.TimeoutError):
                 evidence.append(Evidence(f"Broker {b} log dirs", f"no answer to DescribeLogDirs within {LOG_DIRS_BUDGET_S:g} s "
@@ -78,7 +80,9 @@ async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
                 for d in dirs:
                     if d.error:
                         failed[d.broker] = (*failed.get(d.broker, ()), d.path)
-        if isinstance(moves, BaseException):
+        if isinstance(moves, asyncio.TimeoutError):
+            notes.append(f"Reassignments not listed: no answer within {LOG_DIRS_BUDGET_S:g} s.")
+        elif isinstance(moves, BaseException):
             notes.append(f"Could not list reassignments ({moves}).")
         else:
             adding = {(r.topic, r.partition): tuple(r.adding) for r in moves}
