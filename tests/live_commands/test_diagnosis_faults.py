@@ -219,7 +219,36 @@ def _alter(cluster, resource_type, name: str, key: str, value: str | None) -> No
         fut.result()
 
 
+def _backlog(cluster, topic: str, partitions: int, mib_per_partition: int) -> None:
+    """Write ``mib_per_partition`` MiB into every partition with a separate producer (acks=1)."""
+    from confluent_kafka import Producer
+
+    from localkafka.cluster import quiet_logger
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1",
+                         "linger.ms": 20, "logger": quiet_logger()})
+    value = b"b" * 1024
+    for i in range(mib_per_partition * 1024):
+        for partition in range(partitions):
+            while True:
+                try:
+                    producer.produce(topic, value=value, partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        if i % 256 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0, "the backlog was not written"
+
+
 async def test_throttled_follower_is_a_slow_follower_with_its_throttle_named(ctx, kafka_cluster):
+    """A follower that fell behind cannot catch up under a throttle set too low.
+
+    Kafka throttles only followers that are out of sync ("to avoid ISR thrashing",
+    ReplicaFetcherThread.shouldFollowerThrottle), so an in-sync follower never leaves the ISR because
+    of its throttle alone. The world's sequence is: broker 103 stalls (here SIGSTOP until it is
+    fenced), a backlog larger than one fetch (replica.fetch.max.bytes, 1 MiB) builds up, it comes
+    back, and the 1 B/s throttle keeps it out of the ISR."""
     from confluent_kafka.admin import ResourceType
 
     topic = _name("slow")
@@ -227,13 +256,28 @@ async def test_throttled_follower_is_a_slow_follower_with_its_throttle_named(ctx
     _alter(kafka_cluster, ResourceType.TOPIC, topic, "follower.replication.throttled.replicas", "*")
     _alter(kafka_cluster, ResourceType.BROKER, "103", "follower.replication.throttled.rate", "1")
     producer = kafka_cluster.faults.hot_key_producer(topic, "k", None, 500, 0.0, 3)
+    paused = False
     try:
-        _wait(lambda: any(103 not in p["isr"] and p["leader"] != 103 for p in kafka_cluster.faults.describe([topic])[topic]),
-              90, "broker 103 to fall out of an ISR under its throttle")
+        kafka_cluster.faults.pause_broker(103)
+        paused = True
+        _wait(lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60,
+              "the ISRs to drop paused broker 103")
+        _backlog(kafka_cluster, topic, 3, 6)
+        kafka_cluster.faults.resume_broker(103)
+        paused = False
+        _wait(lambda: 103 in kafka_cluster.registered_brokers(timeout=3), 60, "broker 103 to be unfenced")
+        _wait(lambda: all(p["leader"] != 103 and 103 not in p["isr"]
+                          for p in kafka_cluster.faults.describe([topic])[topic]),
+              30, "broker 103 to be a follower that is out of every ISR of the topic")
         reply = (await answer("why URP", ctx)).reply
+        still_out = all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic])
     finally:
+        if paused:
+            kafka_cluster.faults.resume_broker(103)
         producer.stop()
         _alter(kafka_cluster, ResourceType.BROKER, "103", "follower.replication.throttled.rate", None)
+        _alter(kafka_cluster, ResourceType.TOPIC, topic, "follower.replication.throttled.replicas", None)
+    assert still_out, "broker 103 caught up while the bot answered: the backlog was too small for the test"
     assert reply.diagnoses[0].entry_id == "slow-follower", reply.verdict
     assert reply.verdict.startswith("Every broker is up, but broker 103 is not keeping up"), reply.verdict
     assert "A replication throttle is set" in reply.verdict
