@@ -1,7 +1,10 @@
 """Render a Reply to terminal text, JSON, or Slack Block Kit messages that Slack will accept.
 
-Slack's limits are enforced here and nowhere else. A reply that does not fit one message is
-split into several, each marked as a continuation, never truncated silently.
+By default an answer is short and ordered for acting (bot/layout.py: verdict, do now beside the
+"do not" warnings, evidence, why, other causes, more); ``full=True`` renders everything the Reply
+holds, as the long runbook form. Slack's limits are enforced here and nowhere else. A reply that
+does not fit one message is split into several, each marked as a continuation, never truncated
+silently.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from commands.reply import Reply, Section, Series, Table
 
-from commands.reply import Reply
+from .layout import (EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize,
+                     short_answer)
 
-# Slack Block Kit limits (https://api.slack.com/reference/block-kit/blocks).
+# Slack Block Kit limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS_PER_MESSAGE = 50
 MAX_SECTION_TEXT = 3000
 MAX_HEADER_TEXT = 150
@@ -23,32 +27,232 @@ MAX_ACTION_ELEMENTS = 25
 MAX_BUTTON_TEXT = 75
 MAX_BUTTON_VALUE = 2000
 MAX_FALLBACK_TEXT = 3000  # chat.postMessage `text`; Slack cuts at 40,000, a notification needs far less
-
-_ENV = Environment(
-    loader=FileSystemLoader(Path(__file__).parent / "templates"),
-    undefined=StrictUndefined,
-    keep_trailing_newline=False,
-    autoescape=False,  # Slack mrkdwn is not HTML; the `esc` filter applies Slack's own escaping
-)
-
+MAX_TABLE_ROWS = 100  # a table block: at most 100 rows of at most 20 cells, one table per message
+MAX_TABLE_CELLS = 20
+MAX_TABLE_CELL_TEXT = 500
+# Slack refuses messages with `msg_blocks_too_long` well below its documented per-block limits
+# (reports put the ceiling near 13,200 characters of block text): stay under 12,000 per message.
+MAX_BLOCK_TEXT_PER_MESSAGE = 12_000
+MARKER_ROOM = 300  # the "part n of m" context block added to split messages
 
 def slack_escape(text: object) -> str:
     """Slack's mrkdwn escaping: only &, < and > are control characters."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-_ENV.filters["esc"] = slack_escape
+class _Templates:
+    """The Jinja templates of the full form, loaded on first use: a one-shot `kbot ask` that prints
+    a short answer never pays for importing Jinja."""
+
+    def __init__(self):
+        self._env = None
+
+    def get_template(self, name: str):
+        if self._env is None:
+            from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+            self._env = Environment(
+                loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                undefined=StrictUndefined,
+                keep_trailing_newline=False,
+                autoescape=False,  # Slack mrkdwn is not HTML; the `esc` filter applies Slack's own escaping
+            )
+            self._env.filters["esc"] = slack_escape
+        return self._env.get_template(name)
 
 
-def render_text(reply: Reply) -> str:
-    return _ENV.get_template("text.j2").render(reply=reply).rstrip() + "\n"
+_ENV = _Templates()
 
 
-def render_json(reply: Reply) -> str:
-    return json.dumps(reply.to_dict(), indent=2, ensure_ascii=False)
+# ---- values --------------------------------------------------------------------------------------
+
+
+def fmt_cell(value: object) -> str:
+    """A table value for people: thousands separators, at most two decimals; JSON keeps the number."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def _numeric_columns(table: Table) -> list[bool]:
+    def numeric(i: int) -> bool:
+        values = [r[i] for r in table.rows if r[i] is not None]
+        return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+    return [numeric(i) for i in range(len(table.columns))]
+
+
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float]) -> str:
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = hi - lo
+    return "".join(SPARK_BARS[0 if span == 0 else min(len(SPARK_BARS) - 1, int((v - lo) / span * len(SPARK_BARS)))]
+                   for v in values)
+
+
+def series_line(series: Series) -> str:
+    """One line for a terminal: the shape, the range and the latest value."""
+    values = [v for _t, v in series.points]
+    if not values:
+        return f"{series.title}: no data"
+    first, last = series.points[0][0], series.points[-1][0]
+    return (f"{series.title}: {sparkline(values[-60:])}  {fmt_cell(min(values))}..{fmt_cell(max(values))} {series.unit}, "
+            f"now {fmt_cell(values[-1])}  ({first[11:16]}-{last[11:16]} UTC)")
+
+
+# ---- terminal ------------------------------------------------------------------------------------
+
+_ANSI = {"critical": "\033[1;31m", "warning": "\033[1;33m", "ok": "\033[1;32m", "error": "\033[1;31m",
+         "unknown": "\033[1;35m", "info": "\033[1m", "warn": "\033[31m", "dim": "\033[2m", "bold": "\033[1m"}
+_RESET = "\033[0m"
+
+
+class _Paint:
+    def __init__(self, color: bool):
+        self.color = color
+
+    def __call__(self, style: str, text: str) -> str:
+        return f"{_ANSI[style]}{text}{_RESET}" if self.color and style in _ANSI else text
+
+
+def table_lines(table: Table, indent: str = "  ") -> list[str]:
+    numeric = _numeric_columns(table)
+    cells = [[fmt_cell(v) for v in row] for row in table.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(table.columns)]
+
+    def line(values: list[str]) -> str:
+        return indent + "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [table.title, line(table.columns)] + [line(r) for r in cells]
+    if table.more:
+        out.append(f"{indent}(+{table.more:,} more rows)")
+    return out
+
+
+def _evidence_lines(reply: Reply, limit: int | None) -> list[str]:
+    shown = reply.evidence if limit is None else reply.evidence[:limit]
+    if not shown:
+        return []
+    mark = {"ok": "+", "bad": "!", "neutral": "-"}
+    width = min(32, max(len(e.label) for e in shown))
+    out = ["Evidence"] + [f"  {mark[e.status]} {e.label.ljust(width)}  {e.value}  ({e.source})" for e in shown]
+    if len(reply.evidence) > len(shown):
+        out.append(f"  (+{len(reply.evidence) - len(shown)} more: add --full)")
+    return out
+
+
+def _section_lines(section: Section, limit: int | None) -> list[str]:
+    shown = section.lines if limit is None else section.lines[:limit]
+    out = [section.heading] + [f"  {line}" for line in shown]
+    if len(section.lines) > len(shown):
+        out.append(f"  (+{len(section.lines) - len(shown)} more: add --full)")
+    return out
+
+
+def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
+    sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
+    out = [f"{paint(reply.severity, f'[{sev}]')} {paint('bold', reply.title)}"]
+    if reply.verdict:
+        out.append(reply.verdict)
+    if reply.window:
+        out.append(paint("dim", f"Window: {reply.window}"))
+    if short.heading:
+        out += ["", paint("bold", short.heading)]
+        for n, step in enumerate(short.steps, 1):
+            out.append(f"  {n}. {step.text}")
+            if step.command:
+                out.append(f"     $ {step.command}")
+            out += [f"     {k}={v}" for k, v in (step.config or {}).items()]
+    for w in short.warnings:
+        if w.last_resort:
+            out.append(paint("warn", f"  ! Last resort, destroys data: {w.what}"))
+        else:
+            out.append(paint("warn", f"  x Do not: {w.what}" + (f" ({w.why})" if w.why else "")))
+    body = _evidence_lines(reply, EVIDENCE_ROWS)
+    for table in reply.tables:
+        body += [""] + table_lines(table)
+    body += [series_line(s) for s in reply.series]
+    for section in reply.sections:
+        body += [""] + _section_lines(section, SECTION_LINES)
+    if body:
+        out += [""] + (body[1:] if body[0] == "" else body)
+    if short.why is not None:
+        w = short.why
+        out += ["", f"Why: {w.label} {w.symbol}: {first_sentence(w.does, 120)}", f"     {w.url}"]
+    elif short.why_note:
+        out += ["", f"Why: {short.why_note}"]
+    if short.others:
+        out += ["", short.others_heading] + [f"  - {o}" for o in short.others]
+    if reply.actions:
+        out += ["", "Actions"] + [f"  {a.label}: /kafka {a.command}" + ("  (asks for confirmation)" if a.mutating else "")
+                                  for a in reply.actions]
+    out += [f"Note: {n}" for n in reply.notes]
+    if short.more:
+        out.append("More: " + "  |  ".join(short.more))
+    return out
+
+
+def render_text(reply: Reply, *, full: bool = False, color: bool = False) -> str:
+    """The terminal form: short by default; ``full`` gives the whole runbook form. ``color`` only
+    when writing to a TTY."""
+    reply = localize(reply, "terminal")
+    if full:
+        text = _ENV.get_template("text.j2").render(reply=reply).rstrip() + "\n"
+        extra: list[str] = []
+        for table in reply.tables:
+            extra += [""] + table_lines(table)
+        extra += [series_line(s) for s in reply.series]
+        return text + ("\n".join(extra).lstrip("\n") + "\n" if extra else "")
+    lines = _short_text(reply, short_answer(reply), _Paint(color))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def addition_reply(early: Reply, final: Reply) -> Reply:
+    """What the complete answer adds to an early one already shown (the metric lake's part)."""
+    seen = {(e.label, e.value) for e in early.evidence}
+    notes = [n for n in final.notes if n not in early.notes]
+    verdict = "No further evidence from the metric lake."
+    if final.diagnoses and early.diagnoses and final.diagnoses[0].entry_id != early.diagnoses[0].entry_id:
+        verdict = f"The lake's trend changes the ranking: {final.diagnoses[0].title} first."
+    elif final.verdict != early.verdict:
+        verdict = f"Verdict now: {final.verdict}"
+    elif any((e.label, e.value) not in seen for e in final.evidence):
+        verdict = "The metric lake's evidence, added to the answer above."
+    return Reply(title=f"Metric lake{f' ({final.window})' if final.window else ''}", severity=final.severity,
+                 verdict=verdict, evidence=[e for e in final.evidence if (e.label, e.value) not in seen],
+                 series=final.series, notes=notes, tables=[t for t in final.tables if t not in early.tables])
+
+
+def render_addition(early: Reply, final: Reply) -> str:
+    """The lake's part for a terminal that already printed the early answer."""
+    add = addition_reply(early, final)
+    mark = {"ok": "+", "bad": "!", "neutral": "-"}
+    out = [f"+ {add.title}: {add.verdict}"]
+    out += [f"  {mark[e.status]} {e.label}: {e.value}  ({e.source})" for e in add.evidence]
+    out += [f"  {series_line(s)}" for s in add.series]
+    out += [f"  Note: {n}" for n in add.notes]
+    return "\n".join(out) + "\n"
+
+
+def render_json(reply: Reply, *, indent: int | None = 2) -> str:
+    # JSON is read by scripts on the bot's side: the terminal's advice.
+    return json.dumps(localize(reply, "terminal").to_dict(), indent=indent, ensure_ascii=False)
 
 
 # ---- Block Kit ----------------------------------------------------------------------------------
+
+SEVERITY_EMOJI = {"ok": ":large_green_circle:", "info": ":information_source:", "warning": ":warning:",
+                  "critical": ":red_circle:", "error": ":x:", "unknown": ":grey_question:"}
 
 
 def _clip(text: str, limit: int) -> str:
@@ -83,19 +287,64 @@ def _sections(text: str) -> list[dict]:
     return [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}} for chunk in _split_text(text.strip())]
 
 
-def reply_blocks(reply: Reply) -> list[dict]:
-    """All blocks of a reply, each within its own limits, before splitting into messages."""
-    blocks: list[dict] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _clip(reply.title, MAX_HEADER_TEXT), "emoji": True}}
-    ]
-    blocks += _sections(_ENV.get_template("slack_verdict.j2").render(reply=reply))
-    if reply.evidence:
-        blocks += _sections(_ENV.get_template("slack_evidence.j2").render(evidence=reply.evidence))
-    for i, d in enumerate(reply.diagnoses, 1):
-        blocks.append({"type": "divider"})
-        blocks += _sections(_ENV.get_template("slack_diagnosis.j2").render(d=d, index=i))
-    for s in reply.sections:
-        blocks += _sections(_ENV.get_template("slack_section.j2").render(s=s))
+def _context(texts: list[str]) -> list[dict]:
+    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(t, MAX_CONTEXT_TEXT)}
+                                             for t in texts[start: start + MAX_CONTEXT_ELEMENTS]]}
+            for start in range(0, len(texts), MAX_CONTEXT_ELEMENTS)]
+
+
+def _cell(text: str) -> dict:
+    return {"type": "raw_text", "text": _clip(text, MAX_TABLE_CELL_TEXT) or " "}
+
+
+def _table_blocks(title: str, columns: list[str], rows: list[list[str]], numeric: list[bool], more: int = 0) -> list[dict]:
+    """A titled Block Kit table (raw text cells: nothing in them is mrkdwn), split at 100 rows."""
+    columns, numeric = columns[:MAX_TABLE_CELLS], numeric[:MAX_TABLE_CELLS]
+    rows = [[_clip(c, MAX_TABLE_CELL_TEXT) for c in row[:MAX_TABLE_CELLS]] for row in rows]
+    # A piece is one table block, in a message of its own when need be: at most 100 rows (the
+    # header repeats in every piece) and within the block-text ceiling with room for its title.
+    budget = MAX_BLOCK_TEXT_PER_MESSAGE - MARKER_ROOM - 400 - sum(len(c) for c in columns)
+    pieces: list[list[list[str]]] = []
+    piece: list[list[str]] = []
+    chars = 0
+    for row in rows:
+        size = sum(len(c) or 1 for c in row)
+        if piece and (len(piece) >= MAX_TABLE_ROWS - 1 or chars + size > budget):
+            pieces.append(piece)
+            piece, chars = [], 0
+        piece.append(row)
+        chars += size
+    pieces = pieces + [piece] if piece or not pieces else pieces
+    blocks: list[dict] = []
+    for n, piece in enumerate(pieces, 1):
+        label = f"*{slack_escape(title)}*" + (f" ({n} of {len(pieces)})" if len(pieces) > 1 else "")
+        blocks += _sections(label)
+        blocks.append({"type": "table",
+                       "column_settings": [{"align": "right" if num else "left", "is_wrapped": not num} for num in numeric],
+                       "rows": [[_cell(c) for c in columns]] + [[_cell(c) for c in row] for row in piece]})
+    if more:
+        blocks += _context([f"+{more:,} more rows"])
+    return blocks
+
+
+def _reply_table_blocks(table: Table) -> list[dict]:
+    return _table_blocks(table.title, table.columns, [[fmt_cell(v) for v in row] for row in table.rows],
+                         _numeric_columns(table), table.more)
+
+
+def _evidence_blocks(reply: Reply, limit: int | None) -> list[dict]:
+    shown = reply.evidence if limit is None else reply.evidence[:limit]
+    if not shown:
+        return []
+    mark = {"ok": "✅", "bad": "❗", "neutral": "•"}
+    blocks = _table_blocks("Evidence", [" ", "What", "Value", "Source"],
+                           [[mark[e.status], e.label, e.value, e.source] for e in shown], [False] * 4)
+    if len(reply.evidence) > len(shown):
+        blocks += _context([f"+{len(reply.evidence) - len(shown)} more (Show full answer)"])
+    return blocks
+
+
+def _buttons(reply: Reply, short: ShortAnswer | None) -> list[dict]:
     buttons = [
         {
             "type": "button",
@@ -106,30 +355,129 @@ def reply_blocks(reply: Reply) -> list[dict]:
         }
         for i, a in enumerate(reply.actions)
     ]
-    for start in range(0, len(buttons), MAX_ACTION_ELEMENTS):
-        blocks.append({"type": "actions", "elements": buttons[start : start + MAX_ACTION_ELEMENTS]})
-    footer = [*(f":memo: {slack_escape(n)}" for n in reply.notes), *(slack_escape(f) for f in reply.followups)]
-    for start in range(0, len(footer), MAX_CONTEXT_ELEMENTS):
-        blocks.append(
-            {
-                "type": "context",
-                "elements": [
-                    {"type": "mrkdwn", "text": _clip(t, MAX_CONTEXT_TEXT)} for t in footer[start : start + MAX_CONTEXT_ELEMENTS]
-                ],
-            }
-        )
+    if short is not None and reply.more_command and (reply.diagnoses or short.shortened):
+        buttons.append({"type": "button", "text": {"type": "plain_text", "text": "Show full runbook" if reply.diagnoses
+                                                   else "Show full answer"},
+                        "action_id": f"kbot_action_{len(reply.actions)}", "value": _clip(reply.more_command, MAX_BUTTON_VALUE)})
+    return [{"type": "actions", "elements": buttons[start: start + MAX_ACTION_ELEMENTS]}
+            for start in range(0, len(buttons), MAX_ACTION_ELEMENTS)]
+
+
+def _verdict_text(reply: Reply) -> str:
+    sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
+    return (f"{SEVERITY_EMOJI.get(reply.severity, '')} *{sev}* {slack_escape(reply.verdict)}"
+            + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else ""))
+
+
+def _short_blocks(reply: Reply, short: ShortAnswer) -> list[dict]:
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(reply.title, MAX_HEADER_TEXT), "emoji": True}}
+    ]
+    blocks += _sections(_verdict_text(reply))
+    if short.heading:
+        lines = [f"*{slack_escape(short.heading)}*"]
+        for n, step in enumerate(short.steps, 1):
+            lines.append(f"{n}. {slack_escape(step.text)}")
+            if step.command:
+                lines.append(f"    `{slack_escape(step.command)}`")
+            lines += [f"    `{slack_escape(k)}={slack_escape(v)}`" for k, v in (step.config or {}).items()]
+        blocks += _sections("\n".join(lines))
+    if short.warnings:
+        lines = [(f":warning: *Last resort, destroys data:* {slack_escape(w.what)}" if w.last_resort else
+                  f":no_entry: *Do not* {slack_escape(w.what[:1].lower() + w.what[1:])}"
+                  + (f" — {slack_escape(w.why)}" if w.why else "")) for w in short.warnings]
+        blocks += _sections("\n".join(lines))
+    blocks += _evidence_blocks(reply, EVIDENCE_ROWS)
+    for table in reply.tables:
+        blocks += _reply_table_blocks(table)
+    for section in reply.sections:
+        shown = section.lines[:SECTION_LINES]
+        left = len(section.lines) - len(shown)
+        blocks += _sections(_ENV.get_template("slack_section.j2").render(s=Section(section.heading, shown))
+                            + (f"\n_+{left} more (Show full answer)_" if left else ""))
+    if short.why is not None:
+        w = short.why
+        blocks += _context([f"*Why:* <{w.url}|{slack_escape(w.label)}> `{slack_escape(w.symbol)}`: "
+                            f"{slack_escape(first_sentence(w.does, 200))}"])
+    elif short.why_note:
+        blocks += _context([f"*Why:* {slack_escape(short.why_note)}"])
+    if short.others:
+        blocks += _sections(f"*{short.others_heading}*\n" + "\n".join(f"• {slack_escape(o)}" for o in short.others))
+    blocks += _buttons(reply, short)
+    footer = [f":memo: {slack_escape(n)}" for n in reply.notes]
+    footer += [slack_escape(m) for m in short.more if not m.endswith("--full")]
+    blocks += _context(footer)
     return blocks
 
 
-def render_blocks(reply: Reply) -> list[dict]:
-    """One or more chat.postMessage payloads (``blocks`` + fallback ``text``) that Slack accepts."""
-    blocks = reply_blocks(reply)
-    # Leave room in every message after the first for a "continued" context block.
-    per_message = MAX_BLOCKS_PER_MESSAGE - 1
-    pages = [blocks[i : i + per_message] for i in range(0, len(blocks), per_message)] or [[]]
+def reply_blocks(reply: Reply, *, full: bool = False) -> list[dict]:
+    """All blocks of a reply, each within its own limits, before splitting into messages."""
+    if not full:
+        return _short_blocks(reply, short_answer(reply))
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(reply.title, MAX_HEADER_TEXT), "emoji": True}}
+    ]
+    blocks += _sections(_ENV.get_template("slack_verdict.j2").render(reply=reply))
+    blocks += _evidence_blocks(reply, None)
+    for table in reply.tables:
+        blocks += _reply_table_blocks(table)
+    for i, d in enumerate(reply.diagnoses, 1):
+        blocks.append({"type": "divider"})
+        blocks += _sections(_ENV.get_template("slack_diagnosis.j2").render(d=d, index=i))
+    for s in reply.sections:
+        blocks += _sections(_ENV.get_template("slack_section.j2").render(s=s))
+    blocks += _buttons(reply, None)
+    blocks += _context([*(f":memo: {slack_escape(n)}" for n in reply.notes), *(slack_escape(f) for f in reply.followups)])
+    return blocks
+
+
+def block_text_chars(value: object) -> int:
+    """Characters of text a block (or message) carries: every "text" string, at any depth. What
+    Slack's `msg_blocks_too_long` counts is not documented; this errs on the large side."""
+    if isinstance(value, dict):
+        own = len(value["text"]) if isinstance(value.get("text"), str) else 0
+        return own + sum(block_text_chars(v) for k, v in value.items() if not (k == "text" and isinstance(v, str)))
+    if isinstance(value, list):
+        return sum(block_text_chars(v) for v in value)
+    return 0
+
+
+def _paginate(blocks: list[dict]) -> list[list[dict]]:
+    """Pages within Slack's block count, block-text ceiling and one table per message."""
+    pages: list[list[dict]] = []
+    page: list[dict] = []
+    chars = tables = 0
+    for block in blocks:
+        size = block_text_chars(block)
+        is_table = block["type"] == "table"
+        full = (len(page) >= MAX_BLOCKS_PER_MESSAGE - 1 or chars + size > MAX_BLOCK_TEXT_PER_MESSAGE - MARKER_ROOM
+                or (is_table and tables >= 1))
+        if page and full:
+            # Keep a table's title with its table.
+            carry = [page.pop()] if is_table and page[-1]["type"] == "section" else []
+            pages.append(page)
+            page, chars, tables = carry, sum(block_text_chars(b) for b in carry), 0
+        page.append(block)
+        chars += size
+        tables += is_table
+    if page or not pages:
+        pages.append(page)
+    return [p for p in pages if p] or [[]]
+
+
+def fallback_text(reply: Reply) -> str:
     # The fallback `text` is mrkdwn too (notifications, screen readers): a title or verdict that
     # echoes user text ("why <!here> URP") would ping the channel or show a disguised link.
-    fallback = _clip(slack_escape(f"{reply.title}: {reply.verdict}" if reply.verdict else reply.title), MAX_FALLBACK_TEXT)
+    sev = SEVERITY_WORD.get(reply.severity, "")
+    head = f"{sev} {reply.title}" if reply.severity not in ("info",) else reply.title
+    return _clip(slack_escape(f"{head}: {reply.verdict}" if reply.verdict else head), MAX_FALLBACK_TEXT)
+
+
+def render_blocks(reply: Reply, *, full: bool = False) -> list[dict]:
+    """One or more chat.postMessage payloads (``blocks`` + fallback ``text``) that Slack accepts."""
+    reply = localize(reply, "slack")
+    pages = _paginate(reply_blocks(reply, full=full))
+    fallback = fallback_text(reply)
     messages = []
     for n, page in enumerate(pages, 1):
         if len(pages) > 1:

@@ -24,13 +24,14 @@ from commands.reply import Reply
 
 from .audit import scrub
 from .delivery import Delivery
+from .layout import for_transport
 from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
 
 log = logging.getLogger(__name__)
 
 SEVERITY_EMOJI = {"ok": ":white_check_mark:", "info": ":information_source:", "warning": ":warning:",
-                  "critical": ":rotating_light:", "error": ":x:"}
-MIN_PROGRESS_INTERVAL_S = 1.0  # chat.update is Tier 3 (about 50 a minute); one edit a second per answer is plenty
+                  "critical": ":rotating_light:", "error": ":x:", "unknown": ":grey_question:"}
+MIN_PROGRESS_INTERVAL_S = 3.0  # chat.update is Tier 3 (about 50 a minute), shared by every answer in the channel
 MAX_SUMMARY_VERDICT = 300
 
 
@@ -71,16 +72,18 @@ class SlackThread:
                                         text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000))
             sent.add_done_callback(_progress_sent)
 
-    async def finish(self, reply: Reply) -> list[str]:
-        """Post the answer; returns the ts of every message that carries it."""
+    async def finish(self, reply: Reply, *, full: bool = False) -> list[str]:
+        """Post the answer (short, or the whole runbook form with ``full``); returns the ts of every
+        message that carries it."""
         async with self._lock:
             self._done = True
         # A token pasted into a private slash command must not be echoed into the channel.
-        pages = [scrub(p) for p in render_blocks(reply)]
+        pages = [scrub(p) for p in render_blocks(reply, full=full)]
         posted: list[str] = []
         if self.thread_ts is None:
             summary = scrub(f"{SEVERITY_EMOJI.get(reply.severity, '')} {self.label} — *{slack_escape(_clip(reply.title, 150))}*"
-                       + (f": {slack_escape(_clip(reply.verdict, MAX_SUMMARY_VERDICT))}" if reply.verdict else "")
+                       + (f": {slack_escape(_clip(for_transport(reply.verdict, 'slack'), MAX_SUMMARY_VERDICT))}"
+                          if reply.verdict else "")
                        + " (answer in the thread)")
             await self.delivery.update(self.channel, ts=self.ts, text=_clip(summary, MAX_SECTION_TEXT))
             for page in pages:
@@ -90,7 +93,31 @@ class SlackThread:
             posted.append(self.ts)
             for page in pages[1:]:
                 posted.append(await self._post(page, thread_ts=self.thread_ts, reply=reply))
+        if reply.series:
+            await self._chart(reply, thread_ts=self.thread_ts or self.ts)
         return posted
+
+    async def add(self, reply: Reply) -> list[str]:
+        """More of the same answer (the metric lake's part), posted in the answer's thread."""
+        thread_ts = self.thread_ts or self.ts
+        posted = [await self._post(scrub(page), thread_ts=thread_ts, reply=reply) for page in render_blocks(reply)]
+        if reply.series:
+            await self._chart(reply, thread_ts=thread_ts)
+        return posted
+
+    async def _chart(self, reply: Reply, *, thread_ts: str | None) -> None:
+        """The reply's trend as a PNG in the thread. A chart is a courtesy beside the answer: a
+        failure is one log line and a note in the thread, never a lost answer."""
+        from .charts import chart_png
+
+        title = reply.series[0].title if len({s.title for s in reply.series}) == 1 else reply.title
+        try:
+            png = await asyncio.get_running_loop().run_in_executor(None, chart_png, reply.series, title)
+            await self.delivery.call("files_upload_v2", self.channel, thread_ts=thread_ts, file=png,
+                                     filename="kbot-chart.png", title=_clip(title, 200),
+                                     alt_txt=_clip(f"Chart: {title}", 1000))
+        except Exception as exc:  # noqa: BLE001 - the answer is already posted
+            log.warning("could not post the chart for %s: %s", reply.title, exc)
 
     async def _post(self, page: dict, *, thread_ts: str, reply: Reply) -> str:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway, name_partitions, snapshot
-from .reply import Evidence, Reply, Section
+from .reply import Evidence, Reply, Section, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
@@ -26,11 +26,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  "live: metadata + topic configs", "bad" if cats[name] else "ok")
         for name in ("AtMinIsr", "UnderMinIsr", "UnderReplicated", "Offline")
     ]
-    lines = []
-    for p in sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition)):
-        floor = p.effective_min_isr
-        clamp = f" (configured {p.min_isr}, clamped to RF)" if p.min_isr > len(p.replicas) else ""
-        lines.append(f"{p.topic}-{p.partition}: ISR {list(p.isr)} of replicas {list(p.replicas)}, min ISR {floor}{clamp}")
+    rows: list[list] = []
+    found = sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition))
+    for p in found[:MAX_ROWS]:
+        clamped = p.min_isr if p.min_isr > len(p.replicas) else None
+        rows.append([f"{p.topic}-{p.partition}", ",".join(map(str, p.isr)), ",".join(map(str, p.replicas)),
+                     p.effective_min_isr, clamped])
     at, under = len(cats["AtMinIsr"]), len(cats["UnderMinIsr"])
     if under:
         verdict, severity = f"{under:,} partition(s) under min ISR: acks=all writes fail there now.", "critical"
@@ -43,11 +44,14 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")] if (at or under) else []
     return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity=severity,
                  verdict=verdict, evidence=evidence, diagnoses=diagnoses,
-                 sections=([Section("At or under min ISR", _capped(lines))] if lines else []) + [Section("Categories (KIP-427)", legend)])
+                 tables=[Table("At or under min ISR", ["partition", "ISR", "replicas", "min ISR",
+                                                       "configured min ISR (clamped to RF)"], rows,
+                               more=len(found) - len(rows))] if rows else [],
+                 notes=[f"{len(found) - len(rows):,} more partitions: name a topic to narrow."] if len(found) > len(rows) else [],
+                 sections=[Section("Categories (KIP-427)", legend)] if request.full else [])
 
 
-def _capped(lines: list[str], limit: int = 200) -> list[str]:
-    return lines[:limit] + ([f"… and {len(lines) - limit:,} more (name a topic to narrow)"] if len(lines) > limit else [])
+MAX_ROWS = 200
 
 
 COMMAND = Command(SPEC, run)

@@ -5,10 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Optional
 
 from runbook_kb import KnowledgeBase, default_kb
 from runbook_kb.lookup import Lookup
+
+if TYPE_CHECKING:  # types only: importing these at run time would pull Kafka and Spark into every command
+    from lake.service import LakeService
+    from live.pool import GatewayPool
+
+    from .actions import Gate
 
 
 async def _no_progress(_message: str) -> None:
@@ -23,9 +29,9 @@ class Context:
     # Slack updates the "working on it" message.
     progress: Callable[[str], Awaitable[None]] = _no_progress
     # Evidence providers, present when configured: the live admin gateway and the metric lake.
-    live: Any = None  # live.pool.GatewayPool
-    lake: Any = None
-    gate: Any = None  # commands.actions.Gate: proposes, confirms and cancels mutating actions
+    live: Optional["GatewayPool"] = None
+    lake: Optional["LakeService"] = None
+    gate: Optional["Gate"] = None  # proposes, confirms and cancels mutating actions
     _lookup: Lookup | None = None
 
     @property

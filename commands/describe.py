@@ -6,7 +6,7 @@ from runbook_kb.diagnose import categories
 
 from .context import Context
 from .evidence import config_value, gateway, snapshot
-from .reply import Evidence, Reply, Section
+from .reply import Evidence, Reply, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
@@ -25,21 +25,28 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     topic = str(request.args["topic"])
     snap = await snapshot(gw, topics=[topic], min_isr="all")  # reads this topic's configs too
     configs = snap.configs.get(topic, {})
-    rows = []
+    rows: list[list] = []
     bad = 0
     for p in sorted(snap.states, key=lambda p: p.partition):
         cats = categories(p)
         bad += cats != ["InSync"]
-        leader = p.leader if p.has_leader else "none"
-        preferred = "" if not p.has_leader or p.leader == p.replicas[0] else f" (preferred {p.replicas[0]})"
-        rows.append(f"{p.partition}: leader {leader}{preferred}, replicas {list(p.replicas)}, ISR {list(p.isr)}  {'/'.join(cats)}")
+        preferred = None if not p.has_leader or p.leader == p.replicas[0] else p.replicas[0]
+        rows.append([p.partition, p.leader if p.has_leader else None, preferred, _ids(p.replicas), _ids(p.isr),
+                     "/".join(cats)])
     rf = max((len(p.replicas) for p in snap.states), default=0)
-    cfg_lines = [f"{k} = {config_value(configs, k, '?')}" + (" (default)" if configs.get(k) and configs[k].is_default else "")
-                 for k in INCIDENT_CONFIGS if k in configs]
+    cfg_rows = [[k, config_value(configs, k, "?"), bool(configs.get(k) and configs[k].is_default)]
+                for k in INCIDENT_CONFIGS if k in configs]
     evidence = [Evidence("Partitions", f"{len(rows)} (RF {rf}); {bad} not fully in sync", "live: metadata", "bad" if bad else "ok")]
     return Reply(title=f"Topic {topic}", severity="warning" if bad else "ok",
                  verdict=f"{topic}: {len(rows)} partitions, RF {rf}, {bad} out of sync.",
-                 evidence=evidence, sections=[Section("Partitions", rows), Section("Configs", cfg_lines)])
+                 evidence=evidence,
+                 tables=[Table("Partitions", ["partition", "leader", "preferred leader (if not leading)", "replicas",
+                                              "ISR", "state"], rows),
+                         Table("Configs", ["config", "value", "default"], cfg_rows)])
+
+
+def _ids(ids) -> str:
+    return ",".join(str(i) for i in ids)
 
 
 COMMAND = Command(SPEC, run)

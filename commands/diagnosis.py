@@ -19,8 +19,10 @@ def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_ste
         title=entry.title,
         cause=entry.cause,
         mechanism=source_lines(kb, entry),
-        mitigation=[Step(text=s.action, command=s.command, config=s.config) for s in entry.mitigation],
+        mitigation=[Step(text=s.action, command=s.command, config=s.config, destroys_data=s.destroys_data)
+                    for s in entry.mitigation],
         do_not=[f"{d.action}: {d.why}" for d in entry.do_not],
         first_steps=list(entry.triage if first_steps is None else entry.triage[:first_steps]),
         why_ranked=reason,
+        mechanism_note=" ".join((entry.no_source_line or "").split()),
     )

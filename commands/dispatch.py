@@ -41,7 +41,54 @@ def parse(text: str, router: Router = ROUTER) -> CommandRequest:
     return router.parse(text)
 
 
-async def run_request(request: CommandRequest, ctx: Context) -> Answer:
+# The Reply's own outcome (its JSON form) for each way a request ends.
+_REPLY_OUTCOME = {"bad_input": "bad_input", "unavailable": "source_down", "failed": "failed"}
+
+
+async def run_request(request: CommandRequest, ctx: Context, *, early: bool = False) -> Answer:
+    """Run a parsed request. A command may answer before its slower evidence is in (``reply.later``):
+    with ``early`` the transport gets that first answer and shows the rest when it comes (see
+    ``complete``); without it, this waits and returns the complete answer."""
+    answer = await _run(request, ctx)
+    if not early and answer.reply.later is not None:
+        answer = await complete(answer)
+    reply = answer.reply
+    if answer.outcome != "answered":
+        reply.outcome = _REPLY_OUTCOME[answer.outcome]  # type: ignore[assignment]
+    elif not request.full and reply.more_command is None and _offers_full(request):
+        reply.more_command = _with_full(request.raw)
+    return answer
+
+
+async def complete(answer: Answer) -> Answer:
+    """The complete answer once the evidence still coming is in; the early one if that failed."""
+    later, answer.reply.later = answer.reply.later, None
+    if later is None:
+        return answer
+    try:
+        reply = await later
+    except Exception:  # the lake's own errors become notes inside ``later``; this is a bug
+        log.exception("the rest of the answer to %r failed", answer.request.spec.name if answer.request else "?")
+        answer.reply.notes = [n for n in answer.reply.notes if "still coming" not in n]
+        answer.reply.notes.append("The metric lake's evidence could not be added; the bot's log has the error.")
+        return answer
+    if answer.request is not None and not answer.request.full and reply.more_command is None:
+        reply.more_command = answer.reply.more_command
+    return Answer(reply, answer.outcome, answer.request)
+
+
+def _offers_full(request: CommandRequest) -> bool:
+    # Actions and the gate's own commands carry a confirmation token in their text: never echo it
+    # into a button other people can see.
+    return request.command.action is None and request.spec.name not in ("confirm", "cancel")
+
+
+def _with_full(raw: str) -> str:
+    text = " ".join(raw.split())
+    return text if " --full" in f" {text}" else f"{text} --full"
+
+
+async def _run(request: CommandRequest, ctx: Context) -> Answer:
     if request.options.get("help"):
         return Answer(command_help(request.spec), "answered", request)
     try:
@@ -78,10 +125,10 @@ async def _propose(request: CommandRequest, ctx: Context) -> Reply:
 
 
 async def answer(text: str, ctx: Context, *, user: str | None = None, channel: str | None = None,
-                 router: Router = ROUTER) -> Answer:
+                 router: Router = ROUTER, early: bool = False) -> Answer:
     try:
         request = router.parse(text)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input")
     request.user, request.channel = user, channel
-    return await run_request(request, ctx)
+    return await run_request(request, ctx, early=early)

@@ -25,8 +25,9 @@ async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
     None: the default one)."""
     if ctx.live is None:
         raise Unavailable(
-            "No Kafka cluster is configured. Set KBOT_BOOTSTRAP=host:port (or a clusters file), "
-            "or start the local one with `kbot cluster up`."
+            "No Kafka cluster is configured."
+            "[[terminal: Set KBOT_BOOTSTRAP=host:port (or a clusters file), or start the local one with `kbot cluster up`.]]"
+            "[[slack: Whoever runs the bot points it at a cluster (KBOT_BOOTSTRAP or a clusters file).]]"
         )
     from live.config import ConfigError
 

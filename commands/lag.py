@@ -15,7 +15,7 @@ from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway
-from .reply import Action, Evidence, Reply, Section, Severity
+from .reply import Action, Evidence, Reply, Section, Severity, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
@@ -35,6 +35,7 @@ READ_GAP_S = 0.5
 LIST_LIMIT = 200       # groups read by `lag` without a group (batched: a few requests per coordinator)
 LIST_CONCURRENCY = 8   # reads in flight when a gateway cannot batch them
 SHOWN = 15             # groups named per line group in the listing
+MAX_ROWS = 200         # partitions shown in the per-partition table
 
 REBALANCING = frozenset({"PREPARING_REBALANCE", "COMPLETING_REBALANCE", "ASSIGNING", "RECONCILING"})
 NO_MEMBERS = frozenset({"EMPTY", "DEAD"})
@@ -447,12 +448,9 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     last, members_known = reads[-1]
     g = last.lag
     rows = sorted(g.partitions, key=lambda p: -(p.lag or 0))
-    lines = [
-        f"{p.topic}-{p.partition}: committed {p.committed if p.committed is not None else 'none'}, "
-        f"end {p.log_end if p.log_end is not None else '?'}, lag {p.lag if p.lag is not None else '?'}"
-        + (f" ({p.error})" if p.error else "")
-        for p in rows
-    ]
+    per_partition = Table("Per partition (largest first)", ["partition", "committed", "log end", "lag", "error"],
+                          [[f"{p.topic}-{p.partition}", p.committed, p.log_end, p.lag, p.error] for p in rows[:MAX_ROWS]],
+                          more=max(0, len(rows) - MAX_ROWS))
     states = sorted(set(facts.states), key=facts.states.index)
     evidence = [
         Evidence("Group state", (g.state if len(states) == 1 else " -> ".join(states))
@@ -482,7 +480,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
                  for c in ranked if c.entry_id in ctx.kb.failure_modes]
     cause_lines = [f"{i}. {_title(ctx, c)}: {c.reason}" for i, c in enumerate(ranked, 1)]
     cause_lines += [f"Considered: {_title(ctx, c)}: {c.reason}" for c in ranking.causes if c.considered]
-    sections = [Section("Per partition (largest first)", lines)]
+    sections: list[Section] = []
     severity = ranking.severity
     notes = ["Lag over a few seconds of live reads; the trend over minutes needs the metric lake's window."]
     if lake is not None:
@@ -507,7 +505,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
                   "total_lag": getattr(lake, "total_lag", None)} if lake_facts is not None else None),
     }
     return LagReply(title=f"Lag of {group}", severity=severity, verdict=ranking.verdict, evidence=evidence,
-                    diagnoses=diagnoses, sections=sections, notes=notes,
+                    diagnoses=diagnoses, sections=sections, notes=notes, tables=[per_partition],
                     window=lake.window.label if lake is not None and lake.available else None, lag=data)
 
 

@@ -55,7 +55,9 @@ async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
     unprobed = sorted(missing - set(liveness))
     if unprobed:
         notes.append(f"Broker {broker_list(unprobed)}: address unknown to this process, so whether it is dead or "
-                     "paused was not checked; `kill -0 <pid>` / its GC log on the host tell the two apart.")
+                     "paused was not checked."
+                     "[[terminal: `kill -0 <pid>` or its GC log on the host tell the two apart.]]"
+                     "[[slack: On its host, the process state (kill -0) or its GC log tells the two apart.]]")
     registered_suspects = sorted(b for b in out_of_isr & snap.brokers.registered
                                  if liveness.get(b) is None or liveness[b].state != "silent")
     failed: dict[int, tuple[str, ...]] = {}
@@ -466,24 +468,28 @@ async def check_fencing(gw: AdminGateway) -> LiveFindings:
 Check = Callable[[AdminGateway], Awaitable[LiveFindings]]
 
 # Which live check answers a symptom, by the runbook entry the symptom resolves to first.
-CHECKS: dict[str, Check] = {
-    "broker-loss": check_urp,
-    "slow-follower": check_urp,
-    "network-partition": check_urp,
-    "gc-pauses": check_urp,
-    "log-dir-failure": check_urp,
-    "offline-partitions": check_offline,
-    "unclean-election": metric_checks.check_unclean,
-    "under-min-isr": check_under_min_isr,
-    "hanging-transaction": check_hanging,
-    "controller-quorum-loss": check_controller,
-    "handler-saturation": metric_checks.check_handler_saturation,
-    "fetch-session-eviction": metric_checks.check_fetch_sessions,
-    "hot-partition": metric_checks.check_hot_partition,
-    "full-disk": metric_checks.check_disks,
-    "metadata-lag": check_metadata_lag,
-    "producer-fencing": check_fencing,
+# The live checks by the name the runbook binds them under (an entry's `checks.live`).
+LIVE_CHECKS: dict[str, Check] = {
+    "urp": check_urp,
+    "offline": check_offline,
+    "unclean": metric_checks.check_unclean,
+    "under_min_isr": check_under_min_isr,
+    "hanging": check_hanging,
+    "controller": check_controller,
+    "handler_saturation": metric_checks.check_handler_saturation,
+    "fetch_sessions": metric_checks.check_fetch_sessions,
+    "hot_partition": metric_checks.check_hot_partition,
+    "disks": metric_checks.check_disks,
+    "metadata_lag": check_metadata_lag,
+    "fencing": check_fencing,
 }
+
+
+def check_for(kb, entry_id: str) -> Check | None:
+    """The live check the runbook binds to ``entry_id`` (None when it names none)."""
+    entry = kb.failure_modes.get(entry_id)
+    name = entry.checks.live if entry is not None else None
+    return LIVE_CHECKS[name] if name else None
 
 
 async def run_check(check: Check, gw: AdminGateway) -> LiveFindings:

@@ -6,10 +6,17 @@ terminal text or JSON. Nothing here knows about Slack.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from collections.abc import Awaitable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Literal, Optional
 
-Severity = Literal["ok", "info", "warning", "critical", "error"]
+# "unknown": the bot could not see whether the symptom is present (no cluster, a source down).
+Severity = Literal["ok", "info", "warning", "critical", "error", "unknown"]
+# How the answer came about, for scripts (JSON) and the audit log.
+Outcome = Literal["answered", "partial", "source_down", "bad_input", "failed"]
+# Bumped when a field of the JSON form changes meaning or goes away (adding one does not).
+SCHEMA_VERSION = 2
+Cell = str | int | float | None
 
 
 @dataclass
@@ -37,6 +44,32 @@ class Step:
     text: str
     command: str | None = None
     config: dict[str, str] | None = None
+    destroys_data: bool = False  # never offered as a numbered "do now" step
+
+
+@dataclass
+class Table:
+    """Rows of plain values (numbers stay numbers) under named columns: rendered as a Block Kit
+    table, aligned terminal columns, or a JSON array of objects."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    more: int = 0  # rows left out of ``rows`` (the full answer or a narrower question has them)
+
+    def records(self) -> list[dict[str, Cell]]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+@dataclass
+class Series:
+    """A time series to chart: points are (UTC ISO time, value)."""
+
+    title: str
+    unit: str
+    points: list[tuple[str, float]] = field(default_factory=list)
+    window: tuple[str, str] | None = None  # the incident window to mark, UTC ISO times
+    label: str = ""  # the series' name in a legend ("broker 101")
 
 
 @dataclass
@@ -49,6 +82,7 @@ class Diagnosis:
     do_not: list[str] = field(default_factory=list)
     first_steps: list[str] = field(default_factory=list)
     why_ranked: str = ""  # what made this entry match: "symptom UnderReplicatedPartitions", ...
+    mechanism_note: str = ""  # why no source line applies, for an entry without mechanism lines
 
 
 @dataclass
@@ -80,9 +114,29 @@ class Reply:
     followups: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     window: str | None = None  # the time window the evidence covers, when it has one
+    tables: list[Table] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    outcome: Outcome = "answered"
+    more_command: str | None = None  # the /kafka text that gives the full answer (--full)
+    # Not data: set when slower evidence (the metric lake) is still being gathered; resolves to
+    # the complete Reply. Transports that can show it later do; others wait (commands.dispatch).
+    later: Optional[Awaitable["Reply"]] = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "later"}
+        data["schema_version"] = SCHEMA_VERSION
+        data["tables"] = [{"title": t.title, "columns": t.columns, "rows": t.records(), "more": t.more}
+                          for t in self.tables]
+        data["series"] = [{**asdict(s), "points": [{"time": t, "value": v} for t, v in s.points]} for s in self.series]
+        return data
+
+
+def _plain(value):
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def error_reply(message: str, suggestions: list[str] | None = None, title: str = "Cannot answer that") -> Reply:
@@ -90,6 +144,7 @@ def error_reply(message: str, suggestions: list[str] | None = None, title: str =
     return Reply(
         title=title,
         severity="error",
+        outcome="bad_input",
         verdict=message,
         followups=[f"Try: {s}" for s in (suggestions or [])],
     )

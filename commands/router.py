@@ -26,7 +26,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u206
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 _GROUP = re.compile(r"^[A-Za-z0-9._:@+=/-]+$")
 
-GLOBAL_FLAGS = ("json", "cluster", "help")
+GLOBAL_FLAGS = ("json", "full", "cluster", "help")
 
 
 class BadInput(Exception):
@@ -138,6 +138,8 @@ class Router:
                 request.options["help"] = True
             elif tok == "--json":
                 request.json = True
+            elif tok == "--full":
+                request.full = True
             elif tok.startswith("--"):
                 name, eq, inline = tok[2:].partition("=")
                 name = name.lower()
@@ -153,7 +155,11 @@ class Router:
                     else:
                         request.options[name] = _convert(options[name].kind, name, inline) if takes else True
                 else:
-                    raise BadInput(f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.", [spec.usage()])
+                    # `runbook URP --since 30m`: say which commands take it instead of only refusing.
+                    others = [c.spec.usage() for c in self._by_words if any(o.name == name for o in c.spec.options)]
+                    hint = f" It belongs to {', '.join(c.split()[0] for c in others[:3])}." if others else ""
+                    raise BadInput(f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.{hint}",
+                                   [spec.usage(), *others[:2]])
             elif tok.startswith("-") and not _is_number(tok):
                 raise BadInput(f"Arguments may not start with '-': '{_clip(tok)}'.", [spec.usage()])
             else:

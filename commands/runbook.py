@@ -40,6 +40,8 @@ def entry_sections(kb: KnowledgeBase, e: FailureMode) -> list[Section]:
     ]
     if e.errors:
         sections.append(Section("Client errors", [", ".join(e.errors)]))
+    if e.no_source_line:
+        sections.append(Section("Why no source line", [" ".join(e.no_source_line.split())]))
     if e.mechanism_notes:
         sections.append(Section("More on the mechanism", list(e.mechanism_notes)))
     sections.append(Section("Levers and their limit class", levers))

@@ -78,6 +78,7 @@ class CommandRequest:
     options: dict[str, object] = field(default_factory=dict)
     raw: str = ""
     json: bool = False
+    full: bool = False  # --full: the whole runbook form instead of the short answer
     cluster: str | None = None
     user: str | None = None  # Slack user id, or the local user on a terminal
     channel: str | None = None

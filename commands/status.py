@@ -9,7 +9,7 @@ from live.gateway import GatewayError
 from .context import Context
 from .evidence import at_min_isr_by_design, gateway, name_partitions, snapshot
 from .live_checks import brokers_evidence, read_quorum
-from .reply import Action, Evidence, Reply
+from .reply import Action, Evidence, Reply, Table
 from .spec import Command, CommandRequest, CommandSpec
 
 SPEC = CommandSpec(
@@ -77,7 +77,15 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if cats["UnderReplicated"]:
         actions.append(Action("Why URP", "why URP"))
     return Reply(title=f"Cluster status ({gw.name})", severity=severity, verdict=verdict, evidence=evidence,
-                 actions=actions, notes=notes)
+                 actions=actions, notes=notes, tables=[_brokers_table(snap, liveness)])
+
+
+def _brokers_table(snap, liveness) -> Table:
+    """One row per broker the cluster expects: registered or not, what its listener answered."""
+    rows = [[b, "registered" if b in snap.brokers.registered else "missing",
+             liveness[b].describe() if b in liveness else None]
+            for b in sorted(snap.brokers.expected | snap.brokers.registered)]
+    return Table("Brokers", ["broker", "state", "listener probe"], rows)
 
 
 async def _liveness(gw, missing: list[int]) -> dict:

@@ -319,22 +319,22 @@ def _j_urp_shape(f: dict, entry: str) -> Outcome:
     return Outcome("URP moves up and down", f["source"], "bad", points_to="slow-follower")
 
 
-# (pattern in the runbook's step text, fact gathered (cached under this name), gather, judge).
-# Several may match one step; several judges may read the same fact.
-PROBES = [
-    (re.compile(r"registered brokers|brokers? (is |are )?(actually )?down|down or fenced", re.I), "brokers", _g_brokers, _j_brokers),
-    (re.compile(r"\blevel\b.*\bmoving\b|moving up and down", re.I), "urp_shape", _g_urp_shape, _j_urp_shape),
-    (re.compile(r"concentrat", re.I), "concentration", _g_concentration, _j_concentration),
-    (re.compile(r"min\.insync\.replicas|AtMinIsr|UnderMinIsr", re.I), "min_isr", _g_min_isr, _j_min_isr),
-    (re.compile(r"open transactions|hanging transaction|LastStableOffsetLag|PartitionsWithLateTransactions", re.I),
-     "hanging", _g_hanging, _j_hanging),
-    (re.compile(r"describe the producers", re.I), "hanging", _g_hanging, _j_producers),
-    (re.compile(r"coordinator still tracks", re.I), "hanging", _g_hanging, _j_coordinator),
-    (re.compile(r"OfflinePartitionsCount|leaderless|without a leader", re.I), "offline", _g_offline, _j_offline),
-    (re.compile(r"ActiveControllerCount|controller quorum|metadata-quorum", re.I), "quorum", _g_quorum, _j_quorum),
-    (re.compile(r"log[- ]dir|OfflineLogDirectoryCount|failed directory", re.I), "log_dirs", _g_log_dirs, _j_log_dirs),
-    (re.compile(r"\brack|\bAZs?\b", re.I), "racks", _g_racks, _j_racks),
-]
+# The probes by the name the runbook binds them to triage steps under (an entry's
+# `checks.triage`: step index -> probe names): (fact gathered, cached under this name; gather; judge).
+# Several probes may answer one step; several judges may read the same fact.
+PROBES: dict[str, tuple[str, object, object]] = {
+    "brokers": ("brokers", _g_brokers, _j_brokers),
+    "urp_shape": ("urp_shape", _g_urp_shape, _j_urp_shape),
+    "concentration": ("concentration", _g_concentration, _j_concentration),
+    "min_isr": ("min_isr", _g_min_isr, _j_min_isr),
+    "hanging": ("hanging", _g_hanging, _j_hanging),
+    "producers": ("hanging", _g_hanging, _j_producers),
+    "coordinator": ("hanging", _g_hanging, _j_coordinator),
+    "offline": ("offline", _g_offline, _j_offline),
+    "quorum": ("quorum", _g_quorum, _j_quorum),
+    "log_dirs": ("log_dirs", _g_log_dirs, _j_log_dirs),
+    "racks": ("racks", _g_racks, _j_racks),
+}
 _GC = re.compile(r"\bGC\b")
 
 
@@ -402,9 +402,9 @@ async def _walk(state: TriageState, ctx: Context, live: _Live | None) -> TriageS
             _conclude(state, ctx)
             continue
         text = entry.triage[state.step]
-        matching = [p for p in PROBES if p[0].search(text)]
+        matching = [PROBES[name] for name in entry.checks.triage.get(state.step, [])]
         outcomes: list[Outcome] = []
-        for _pattern, name, gather, judge in matching:
+        for name, gather, judge in matching:
             if name not in state.facts:
                 if live is None:
                     continue
@@ -496,7 +496,7 @@ async def answer(state: TriageState, question_id: str, choice: str, ctx: Context
 
 # ---- the reply ------------------------------------------------------------------------------
 
-def _suggested(state: TriageState) -> list[Action]:
+def _suggested(state: TriageState, kb) -> list[Action]:
     """Gated actions the conclusion suggests, as exact commands; the gate previews them first."""
     entry = (state.conclusion or {}).get("entry")
     f = state.facts
@@ -507,7 +507,9 @@ def _suggested(state: TriageState) -> list[Action]:
         out += [Action(f"{when}elect preferred leaders on {t}", f"elect-leaders {t}", mutating=True)
                 for t in f.get("brokers", {}).get("not_preferred", [])[:3]]
         if entry == "broker-loss" and f.get("maintenance") == "no":
-            out.append(Action("If it will not come back: throttle re-replication (50 MB/s)", "throttle set 50MB/s", mutating=True))
+            rate = kb.failure_modes["broker-loss"].checks.thresholds["reassignment_throttle_bytes_per_s"]
+            rate_text = f"{rate / 1e6:g}MB/s"  # the throttle command reads MB as 1000^2
+            out.append(Action(f"If it will not come back: throttle re-replication ({rate_text})", f"throttle set {rate_text}", mutating=True))
     if entry == "hanging-transaction":
         out += [Action(f"Abort producer {p['producer_id']} on {p['topic']}-{p['partition']}",
                        f"abort-txn {p['topic']} {p['partition']} --producer-id {p['producer_id']}", mutating=True)
@@ -539,7 +541,7 @@ def _reply(state: TriageState, kb=None) -> Reply:
     planned = " Planned maintenance: wait for it to return." if state.facts.get("maintenance") == "yes" else ""
     return Reply(title=f"Triage: {state.symptom}", severity="warning", verdict=f"{entry.title}{who}: {state.conclusion['reason']}.{planned}",
                  evidence=evidence, diagnoses=[diagnosis(kb, entry, reason="triage: " + state.conclusion["reason"])],
-                 actions=_suggested(state) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")], notes=notes)
+                 actions=_suggested(state, kb) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")], notes=notes)
 
 
 def _clip(text: str, n: int = 90) -> str:

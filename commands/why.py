@@ -15,7 +15,7 @@ from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway
-from .live_checks import CHECKS, LiveFindings, run_check
+from .live_checks import LiveFindings, check_for, run_check
 from .reference import reference_reply
 from .reply import Evidence, Reply
 from .router import BadInput
@@ -59,17 +59,38 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     # The metric lake's window query runs while the live check reads the cluster.
     lake_task = asyncio.ensure_future(lake_evidence.for_symptom(ctx, request, matches[0].entry.id))
     live: LiveFindings | None = None
-    check = CHECKS.get(matches[0].entry.id)
+    check = check_for(ctx.kb, matches[0].entry.id)
     try:
         if check is not None and ctx.live is not None:
             await ctx.progress(f"reading the cluster for '{symptom}'")
             live = await run_check(check, await gateway(ctx, request.cluster))
-            ranked = _lead_first(live.lead, ranked)
     except BaseException:
         lake_task.cancel()
         raise
-    lake = await lake_task
-    if live is None and lake is not None and lake.lead:
+    if live is not None and not lake_task.done():
+        # Answer from the cluster now; the lake's trend follows when its query is done (a cold
+        # Spark takes seconds). Transports that can show it later get it as reply.later.
+        try:
+            await asyncio.wait_for(asyncio.shield(lake_task), LAKE_GRACE_S)
+        except asyncio.TimeoutError:
+            early = _reply(ctx, symptom, matches, ranked, check, live, None)
+            early.notes.append("The metric lake's evidence is still coming; it is added when ready.")
+            early.later = asyncio.ensure_future(_after_lake(ctx, symptom, matches, ranked, check, live, lake_task))
+            return early
+    return _reply(ctx, symptom, matches, ranked, check, live, await lake_task)
+
+
+LAKE_GRACE_S = 0.3  # how long a live answer waits for a lake query that is almost done
+
+
+async def _after_lake(ctx, symptom, matches, ranked, check, live, lake_task) -> Reply:
+    return _reply(ctx, symptom, matches, ranked, check, live, await lake_task)
+
+
+def _reply(ctx: Context, symptom: str, matches, ranked, check, live: LiveFindings | None, lake) -> Reply:
+    if live is not None:
+        ranked = _lead_first(live.lead, ranked)
+    elif lake is not None and lake.lead:
         ranked = _lead_first(lake.lead, ranked)  # no live data: the lake's trend points the way
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[eid], reason=why) for eid, why in ranked[:MAX_DIAGNOSES]]
     top = diagnoses[0].title
@@ -77,8 +98,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         verdict, severity, evidence = live.verdict, live.severity, list(live.evidence)
         notes, actions = list(live.notes), list(live.actions)
     else:
-        verdict = f"{len(matches)} runbook explanation{'s' if len(matches) > 1 else ''} for '{symptom}'; check '{top}' first."
-        severity, actions = "warning", []
+        # Nothing showed whether the symptom is present now: say so rather than guess a severity.
+        unseen = ("No cluster is configured" if ctx.live is None else "The runbook has no live check for this")
+        verdict = (f"{unseen}, so whether '{symptom}' is happening now is unknown. {len(matches)} runbook "
+                   f"explanation{'s' if len(matches) > 1 else ''}; check '{top}' first.")
+        severity, actions = "unknown", []
         evidence = [Evidence("Runbook match", f"{m.entry.title}: {m.reason}", "kb") for m in matches]
         lake_led = lake is not None and bool(lake.lead)
         notes = [("No live evidence in this answer: ranked from the metric lake's trend and the runbook." if lake_led
@@ -100,6 +124,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes=notes,
         followups=[f"/kafka runbook {eid}" for eid, _ in ranked[:2]],
         window=lake.window.label if lake is not None and lake.available else None,
+        series=list(getattr(lake, "series", None) or []),
     )
 
 

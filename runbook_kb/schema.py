@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Family = Literal["replication", "storage", "control-plane", "saturation", "client"]
 LimitClass = Literal["HARD", "SOFT", "EMERGENT"]
@@ -82,6 +82,19 @@ class Step(Strict):
     action: str = Field(min_length=5)
     command: str | None = Field(default=None, description="Exact command line, if the step has one")
     config: dict[str, str] | None = Field(default=None, description="Exact config keys and values to set")
+    destroys_data: bool = Field(default=False, description=(
+        "The step can throw acknowledged records away (an unclean election): answers never put it in "
+        "the numbered 'do now' list, only beside the warnings as a last resort"))
+
+    @model_validator(mode="after")
+    def _unclean_is_marked(self) -> "Step":
+        # Turning unclean election on is the one data-destroying lever the runbook offers; an entry
+        # that forgets the flag would put it in an on-call engineer's numbered list.
+        enables_unclean = (self.config or {}).get("unclean.leader.election.enable") == "true" or (
+            "unclean.leader.election.enable=true" in (self.command or ""))
+        if enables_unclean and not self.destroys_data:
+            raise ValueError("a step that enables unclean leader election must say destroys_data: true")
+        return self
 
 
 class DoNot(Strict):
@@ -92,6 +105,20 @@ class DoNot(Strict):
 class Empirical(Strict):
     claim: str = Field(min_length=10)
     source: str = Field(min_length=2, description="The named source of an empirical figure")
+
+
+class Bindings(Strict):
+    """Which of the bot's functions gather evidence for an entry, by the names they are registered
+    under (commands/live_checks.py, commands/lake_evidence.py, commands/triage.py). The runbook says
+    what to check; the Python side only holds the functions. A test fails when a name here has no
+    function or a function is bound to no entry."""
+
+    live: str | None = Field(default=None, description="the live check run by `why` for this entry")
+    lake: str | None = Field(default=None, description="the metric-lake check run by `why` for this entry")
+    triage: dict[int, list[str]] = Field(default_factory=dict, description=(
+        "triage step index (0-based) -> the probes that answer that step from the cluster"))
+    thresholds: dict[str, float] = Field(default_factory=dict, description=(
+        "numbers the checks and suggested actions of this entry use, by name (units in the name)"))
 
 
 class FailureMode(Strict):
@@ -105,12 +132,16 @@ class FailureMode(Strict):
     configs: list[str] = Field(default_factory=list, description="Config keys involved")
     mechanism: list[SourceRef] = Field(default_factory=list)
     mechanism_notes: list[str] = Field(default_factory=list, description="Mechanism without a source line (architecture)")
+    no_source_line: str | None = Field(default=None, min_length=40, description=(
+        "Required when mechanism is empty: why no line of Kafka's broker source produces this "
+        "behaviour (it lives in the client, the OS ...), naming what does"))
     levers: list[Lever] = Field(min_length=1)
     triage: list[str] = Field(min_length=1, description="First diagnostic steps, in order")
     mitigation: list[Step] = Field(min_length=1)
     do_not: list[DoNot] = Field(default_factory=list)
     empirical: list[Empirical] = Field(default_factory=list)
     related: list[str] = Field(default_factory=list)
+    checks: Bindings = Field(default_factory=Bindings)
 
     @field_validator("id")
     @classmethod
@@ -118,6 +149,22 @@ class FailureMode(Strict):
         if not _ID.match(v):
             raise ValueError("id must be lower-case words joined by '-'")
         return v
+
+    @model_validator(mode="after")
+    def _mechanism_or_why_none(self) -> "FailureMode":
+        # Every answer cites the line that produces the behaviour; an entry without one says why.
+        if not self.mechanism and not self.no_source_line:
+            raise ValueError("an entry without mechanism source lines must say why in no_source_line")
+        if self.mechanism and self.no_source_line:
+            raise ValueError("no_source_line is only for entries without mechanism source lines")
+        return self
+
+    @model_validator(mode="after")
+    def _triage_bindings_in_range(self) -> "FailureMode":
+        bad = [i for i in self.checks.triage if not 0 <= i < len(self.triage)]
+        if bad:
+            raise ValueError(f"checks.triage binds step(s) {bad}, but the entry has {len(self.triage)} triage steps")
+        return self
 
 
 # ---- reference knowledge (seeds 001-004 and the runbook's tables) ---------------------------

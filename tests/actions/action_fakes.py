@@ -17,6 +17,8 @@ def cv(value, source="DYNAMIC_TOPIC_CONFIG"):
 
 class FakeGateway:
     name = "fake"
+    # no JMX exporters configured: the metric checks say so instead of reading
+    config = type("FakeConfig", (), {"name": "fake", "metrics_urls": {}})()
 
     def __init__(self, brokers=(101, 102, 103), topics=None, producers=None, reassignments=(), fail=()):
         self.brokers = list(brokers)
@@ -118,6 +120,17 @@ class FakeGateway:
     async def consumer_group_lag(self, group, read_committed=False):
         self._check("consumer_group_lag")
         return GroupLag(group, "STABLE", [PartitionLag("orders", 0, 5, 15, 10)])
+
+    async def list_consumer_groups(self, broker_ids=None):
+        from live.model import GroupListing, GroupListings
+
+        return GroupListings([GroupListing("payments", "STABLE", "consumer", 101)])
+
+    async def consumer_groups_read(self, groups):
+        from live.model import GroupMember, GroupRead
+
+        return {g: GroupRead(await self.consumer_group_lag(g), [GroupMember("m1", "c", "/h")], "consumer", "range", 0.0)
+                for g in groups}
 
     async def metadata_quorum(self):
         return QuorumInfo(1, 3, 100, [QuorumVoter(1, 100, 0)], [])

@@ -86,8 +86,8 @@ async def test_at_min_isr_and_clamp(ctx, kafka_cluster):
     at = next(e for e in reply.evidence if e.label == "AtMinIsr")
     assert at.value.startswith("1:") and f"{topic}-0" in at.value
     reply = (await answer(f"at-min-isr {clamped}", ctx)).reply
-    lines = next(s for s in reply.sections if s.heading == "At or under min ISR").lines
-    assert lines and "configured 2, clamped to RF" in lines[0]
+    rows = next(t for t in reply.tables if t.title == "At or under min ISR").records()
+    assert rows and rows[0]["min ISR"] == 1 and rows[0]["configured min ISR (clamped to RF)"] == 2, rows
 
 
 async def test_audit_flags_clamp_rf1_and_unclean(ctx, kafka_cluster):
@@ -143,10 +143,11 @@ async def test_describe_and_unknown_topic(ctx, kafka_cluster):
     topic = _name("desc")
     kafka_cluster.faults.create_topic(topic, partitions=2, replication_factor=3, config={"min.insync.replicas": "2"})
     reply = (await answer(f"describe {topic}", ctx)).reply
-    parts = next(s for s in reply.sections if s.heading == "Partitions").lines
-    assert len(parts) == 2 and "InSync" in parts[0]
-    configs = next(s for s in reply.sections if s.heading == "Configs").lines
-    assert "min.insync.replicas = 2" in configs
+    parts = next(t for t in reply.tables if t.title == "Partitions").records()
+    assert len(parts) == 2 and parts[0]["state"] == "InSync" and parts[0]["partition"] == 0
+    assert parts[0]["leader"] in (101, 102, 103) and len(parts[0]["ISR"].split(",")) == 3
+    configs = next(t for t in reply.tables if t.title == "Configs").records()
+    assert {"config": "min.insync.replicas", "value": "2", "default": False} in configs
     missing = await answer("describe no-such-topic-xyz", ctx)
     assert missing.outcome == "bad_input"
     assert "unknown topic no-such-topic-xyz" in missing.reply.verdict

@@ -68,9 +68,21 @@ async def test_why_urp_answer_has_cause_source_line_and_mitigation(slack):
     await slack.slash("why URP")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
     await slack.bot.drain(10)
-    text = _blocks_text(slack.stand.thread_replies())
+    replies = slack.stand.thread_replies()
+    text = _blocks_text(replies)
     assert "Partition.scala:232" in text
-    assert "Mitigation" in text or "mitigation" in text
+    # No cluster here: the short answer says so, and leads with the top cause's first checks.
+    assert "*UNKNOWN*" in text and "*Check first: Broker loss*" in text
+    assert "Mitigation" not in text
+    # The "Show full runbook" button gives the whole runbook form in the thread.
+    message, buttons = slack.previews()[-1]
+    assert buttons["Show full runbook"]["value"] == "why URP --full"
+    before = len(replies)
+    await slack.click(buttons["Show full runbook"], message)
+    await slack.stand.wait_for(lambda: len(slack.stand.thread_replies()) > before)
+    await slack.bot.drain(10)
+    full = _blocks_text(slack.stand.thread_replies()[before:])
+    assert "*Mitigation:*" in full and "*First steps:*" in full
 
 
 async def test_ack_is_under_300ms_once_warm(slack):

@@ -17,7 +17,9 @@ from bot.render import (
     render_json,
     render_text,
 )
-from commands.reply import Action, Diagnosis, Evidence, Reply, Section, SourceLine, Step
+from commands.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
+
+from block_limits import violations
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 
@@ -69,26 +71,110 @@ def _golden(name: str, actual: str) -> None:
 
 def test_block_kit_golden():
     _golden("why_urp.blocks.json", json.dumps(render_blocks(sample_reply()), indent=2, ensure_ascii=False) + "\n")
+    _golden("why_urp.full.blocks.json",
+            json.dumps(render_blocks(sample_reply(), full=True), indent=2, ensure_ascii=False) + "\n")
 
 
 def test_text_golden():
     _golden("why_urp.txt", render_text(sample_reply()))
+    _golden("why_urp.full.txt", render_text(sample_reply(), full=True))
+
+
+def test_short_answer_leads_with_verdict_then_do_now_beside_the_warnings():
+    lines = render_text(sample_reply()).splitlines()
+    assert lines[0] == "[WARNING] Why URP?"
+    assert lines[1].startswith("2 partitions under-replicated")
+    do_now = lines.index("Do now: Broker loss")
+    assert lines[do_now + 1] == "  1. Bring the broker back."
+    assert lines[do_now + 2] == "  2. Throttle the reassignment."
+    warning = next(i for i, line in enumerate(lines) if "Do not:" in line)
+    evidence = lines.index("Evidence")
+    assert do_now < warning < evidence, "the warnings sit beside the steps, before the evidence"
+    assert any(line.startswith("Why: Partition.scala:232 isUnderReplicated") for line in lines)
+
+
+def test_a_step_that_destroys_data_is_never_numbered():
+    reply = sample_reply()
+    reply.severity = "critical"
+    reply.diagnoses[0].mitigation.insert(0, Step("Enable unclean leader election on the topic.",
+                                                 config={"unclean.leader.election.enable": "true"}, destroys_data=True))
+    text = render_text(reply)
+    numbered = [line for line in text.splitlines() if line.lstrip()[:2] in ("1.", "2.", "3.")]
+    assert all("unclean" not in line for line in numbered), numbered
+    assert "  ! Last resort, destroys data: Enable unclean leader election on the topic." in text
+    slack = json.dumps(render_blocks(reply))
+    assert ":warning: *Last resort, destroys data:* Enable unclean leader election" in slack
+    assert "1. Enable unclean" not in slack
+
+
+def test_colour_only_when_asked():
+    assert "\033[" not in render_text(sample_reply())
+    coloured = render_text(sample_reply(), color=True)
+    assert coloured.startswith("\033[1;33m[WARNING]\033[0m")
+
+
+def test_absent_symptom_says_so_first_and_lists_causes_one_line_each():
+    reply = sample_reply()
+    reply.severity, reply.verdict = "ok", "No under-replicated partitions right now."
+    text = render_text(reply)
+    assert text.startswith("[OK] Why URP?\nNo under-replicated partitions right now.")
+    assert "Do now" not in text and "Do not" not in text
+    assert "Possible causes if it comes back\n  - Broker loss: A broker left the cluster." in text
+
+
+def test_full_keeps_everything_and_short_offers_it():
+    reply = sample_reply()
+    reply.more_command = "why URP --full"
+    full = render_text(reply, full=True)
+    assert "Cause: A broker left the cluster." in full and "First steps:" in full and "Mitigation:" in full
+    assert "/kafka why URP --full" in render_text(reply)
+    buttons = [e for m in render_blocks(reply) for b in m["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert ("Show full runbook", "why URP --full") in [(e["text"]["text"], e["value"]) for e in buttons]
+    assert len({e["action_id"] for e in buttons}) == len(buttons)
 
 
 def test_json_round_trips_every_field():
-    data = json.loads(render_json(sample_reply()))
+    reply = sample_reply()
+    reply.tables = [Table("Partitions", ["partition", "leader", "lag"], [[0, 101, 1220], [1, None, 3.5]], more=4)]
+    reply.series = [Series("URP", "partitions", [("2026-11-22T08:00:00Z", 0.0), ("2026-11-22T08:01:00Z", 2.0)])]
+    data = json.loads(render_json(reply))
+    assert data["schema_version"] == 2 and data["outcome"] == "answered"
     assert data["diagnoses"][0]["mechanism"][0]["label"] == "Partition.scala:232"
     assert data["evidence"][0]["status"] == "bad"
     assert data["actions"][0]["mutating"] is True
     assert data["window"] == "2026-11-22 08:00 to 08:15 UTC"
+    assert data["tables"][0]["rows"] == [{"partition": 0, "leader": 101, "lag": 1220},
+                                         {"partition": 1, "leader": None, "lag": 3.5}]
+    assert data["tables"][0]["more"] == 4
+    assert data["series"][0]["points"][1] == {"time": "2026-11-22T08:01:00Z", "value": 2.0}
+
+
+def test_tables_align_numbers_right_in_the_terminal_and_become_one_table_block_per_message():
+    reply = Reply(title="Lag", verdict="v", tables=[
+        Table("Per partition", ["partition", "lag"], [[0, 1220], [11, 7]]),
+        Table("Second", ["a"], [["x"]]),
+    ])
+    text = render_text(reply)
+    assert "  partition    lag\n          0  1,220\n         11      7" in text
+    messages = render_blocks(reply)
+    assert [sum(b["type"] == "table" for b in m["blocks"]) for m in messages] == [1, 1]
+    first = next(b for b in messages[0]["blocks"] if b["type"] == "table")
+    assert first["rows"][1] == [{"type": "raw_text", "text": "0"}, {"type": "raw_text", "text": "1,220"}]
+    assert first["column_settings"][1]["align"] == "right"
+    for m in messages:
+        assert violations(m) == []
 
 
 def test_slack_escaping_of_user_visible_text():
-    blocks = render_blocks(sample_reply())[0]["blocks"]
-    text = json.dumps(blocks)
-    assert "Topic &lt;orders&gt; &amp; co" in text
+    for full in (False, True):
+        blocks = render_blocks(sample_reply(), full=full)[0]["blocks"]
+        mrkdwn = json.dumps([b for b in blocks if b["type"] != "table"])
+        assert "<orders>" not in mrkdwn  # never unescaped where Slack parses mrkdwn
+        # Table cells are raw text: Slack shows them as typed, nothing in them is a link or a ping.
+        cells = [c["text"] for b in blocks if b["type"] == "table" for r in b["rows"] for c in r]
+        assert "Topic <orders> & co" in cells
     # links stay links
-    assert "<https://github.com/apache/kafka/blob/04bfe7d/" in text
+    assert "<https://github.com/apache/kafka/blob/04bfe7d/" in json.dumps(render_blocks(sample_reply())[0]["blocks"])
 
 
 def huge_reply() -> Reply:
@@ -119,9 +205,10 @@ def _all_text(block: dict) -> list[str]:
 
 
 def test_oversized_reply_is_split_into_messages_slack_accepts():
-    messages = render_blocks(huge_reply())
+    messages = render_blocks(huge_reply(), full=True)
     assert len(messages) > 1
     for n, msg in enumerate(messages, 1):
+        assert violations(msg) == [], n
         blocks = msg["blocks"]
         assert 0 < len(blocks) <= MAX_BLOCKS_PER_MESSAGE
         assert f"part {n} of {len(messages)}" in json.dumps(blocks)
@@ -139,13 +226,35 @@ def test_oversized_reply_is_split_into_messages_slack_accepts():
 
 def test_split_loses_nothing():
     reply = huge_reply()
-    text = "\n".join(t for m in render_blocks(reply) for b in m["blocks"] for t in _all_text(b))
+    messages = render_blocks(reply, full=True)
+    text = "\n".join(t for m in messages for b in m["blocks"] for t in _all_text(b))
+    cells = {c["text"] for m in messages for b in m["blocks"] if b["type"] == "table" for r in b["rows"] for c in r}
     for i in range(120):
-        assert f"*item {i}*" in text
+        assert f"item {i}" in cells
     for i in range(10):
         for j in range(30):
             assert f"line {j} " + "y" * 200 in text
     assert text.count("word") == 30 * 900
-    buttons = [e for m in render_blocks(reply) for b in m["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    buttons = [e for m in messages for b in m["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert [e["value"] for e in buttons] == [f"cmd {i}" for i in range(40)]
     assert all(f"f{i}" in text for i in range(25))
+
+
+def test_short_form_of_a_huge_reply_fits_one_or_more_messages_slack_accepts():
+    messages = render_blocks(huge_reply())
+    for msg in messages:
+        assert violations(msg) == []
+    assert len(render_text(huge_reply()).splitlines()) < len(render_text(huge_reply(), full=True).splitlines()) / 3
+
+
+def test_advice_is_rendered_per_transport():
+    reply = Reply(title="Evidence source unavailable", severity="error",
+                  verdict="No Kafka cluster is configured.[[terminal: Start one with `kbot cluster up`.]]"
+                          "[[slack: Whoever runs the bot points it at a cluster.]]")
+    text = render_text(reply)
+    assert "No Kafka cluster is configured. Start one with `kbot cluster up`." in text
+    assert "Whoever runs" not in text and "[[" not in text
+    slack = json.dumps(render_blocks(reply))
+    assert "No Kafka cluster is configured. Whoever runs the bot points it at a cluster." in slack
+    assert "kbot" not in slack and "[[" not in slack
+    assert "kbot cluster up" in json.loads(render_json(reply))["verdict"]

@@ -1,0 +1,35 @@
+"""The runbook names the functions that gather its evidence (issue 12): every name it uses has a
+function, and every function is bound to some entry. Rewording a triage step cannot change which
+probe answers it, because the binding is by step number, not by matching the prose."""
+
+from __future__ import annotations
+
+from commands.live_checks import LIVE_CHECKS
+from commands.triage import PROBES
+from runbook_kb import default_kb
+
+KB = default_kb()
+
+
+def test_every_live_check_name_has_a_function_and_every_function_an_entry():
+    named = {e.id: e.checks.live for e in KB.failure_modes.values() if e.checks.live}
+    unknown = {eid: name for eid, name in named.items() if name not in LIVE_CHECKS}
+    assert not unknown, f"entries name live checks that do not exist: {unknown}"
+    unbound = set(LIVE_CHECKS) - set(named.values())
+    assert not unbound, f"live checks no entry binds: {unbound}"
+
+
+def test_every_triage_probe_name_has_a_function_and_every_probe_a_step():
+    used: set[str] = set()
+    for entry in KB.failure_modes.values():
+        for step, names in entry.checks.triage.items():
+            assert 0 <= step < len(entry.triage), (entry.id, step)
+            missing = set(names) - set(PROBES)
+            assert not missing, f"{entry.id} step {step} names unknown probes {missing}"
+            used |= set(names)
+    assert set(PROBES) == used, f"probes no step binds: {set(PROBES) - used}"
+
+
+def test_the_urp_entries_share_one_live_check():
+    urp = {eid for eid, e in KB.failure_modes.items() if e.checks.live == "urp"}
+    assert {"broker-loss", "slow-follower", "network-partition", "gc-pauses", "log-dir-failure"} == urp
