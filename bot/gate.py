@@ -8,6 +8,11 @@
     cancel  -> pending -> cancelled (the requester, or someone allowed to run that action)
     start-up: a record left "executing" by a crash is reconciled (ActionSpec.reconcile) to
               done / not_done / unknown, and never run again automatically.
+    messages: the chat messages that show a record (a Slack preview with its buttons, the working
+              message of a confirm) are stored with it; when the record is resolved anywhere (expiry
+              sweep, a terminal confirm in another process, crash reconciliation) the transport finds
+              them with ``unsettled_messages`` and edits them (``outcome_note``), so no Confirm button
+              or hourglass is left that no longer means anything.
 
 Who may confirm is asked of ``authorize(user, channel, record)``: rbac.Authorizer in Slack, and in
 the terminal identity.TerminalAuthorizer (the OS account mapped through the policy's
@@ -156,6 +161,10 @@ CREATE TABLE IF NOT EXISTS pending (
     state TEXT NOT NULL, approvals TEXT NOT NULL, result TEXT, updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS pending_state ON pending(state);
+CREATE TABLE IF NOT EXISTS messages (
+    token TEXT NOT NULL, channel TEXT NOT NULL, ts TEXT NOT NULL, role TEXT NOT NULL, payload TEXT NOT NULL,
+    settled_state TEXT, PRIMARY KEY (token, channel, ts)
+);
 """
 
 
@@ -216,6 +225,30 @@ class PendingStore:
     def in_state(self, state: str) -> list[Record]:
         with self._connect() as conn:
             return [self._row(r) for r in conn.execute("SELECT * FROM pending WHERE state = ?", (state,))]
+
+    def attach_message(self, token: str, channel: str, ts: str, role: str, payload: dict) -> None:
+        """Remember a chat message that shows this record (its preview with buttons, or the working
+        message of a confirm), so whoever resolves the record, in any process, gets it edited."""
+        with self._connect() as conn:
+            conn.execute("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,NULL)",
+                         (token, channel, ts, role, json.dumps(payload)))
+
+    def unsettled_messages(self) -> list[tuple[Record, dict]]:
+        """Messages of records that left "pending" (or moved on again) since their message was last edited."""
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT p.*, m.channel, m.ts, m.role, m.payload FROM messages m JOIN pending p ON p.token = m.token "
+                "WHERE p.state NOT IN ('pending', 'executing') AND (m.settled_state IS NULL OR "
+                # a working message, once settled, became an answer: it is never edited again
+                "(m.settled_state != p.state AND m.role != 'working'))"
+            ).fetchall()
+        return [(self._row(r[:12]), {"channel": r[12], "ts": r[13], "role": r[14], "payload": json.loads(r[15])})
+                for r in rows]
+
+    def mark_settled(self, token: str, channel: str, ts: str, state: str) -> None:
+        with self._connect() as conn:
+            conn.execute("UPDATE messages SET settled_state = ? WHERE token = ? AND channel = ? AND ts = ?",
+                         (state, token, channel, ts))
 
     def expired_pending(self, now: float) -> list[Record]:
         with self._connect() as conn:
@@ -318,8 +351,9 @@ class ConfirmationGate(Gate):
         spec = self._action(rec.command)
 
         async def close(state: str, event: str, **fields) -> None:
-            await self._db(self.store.transition, rec.token, "executing", state, self.clock(),
-                           result={k: v for k, v in fields.items() if k in ("detail", "before", "after", "ok", "preconditions")})
+            result = {k: v for k, v in fields.items() if k in ("detail", "before", "after", "ok", "preconditions")}
+            # Who confirmed, for the chat message edited later (possibly by another process: outcome_note).
+            await self._db(self.store.transition, rec.token, "executing", state, self.clock(), result={**result, "by": user})
             await self._audit(event, rec, user=user, state=state,
                               latency_ms=round((time.monotonic() - started) * 1000, 1), **fields)
 
@@ -376,7 +410,7 @@ class ConfirmationGate(Gate):
             await self._audit("refusal", rec, user=user, step="cancel", code=d.code, reason=d.reason,
                               token_id=None if rec else token_id(token))
             return error_reply(d.reason, title="Not cancelled")
-        if not await self._db(self.store.transition, token, "pending", "cancelled", now):
+        if not await self._db(self.store.transition, token, "pending", "cancelled", now, result={"by": user}):
             return error_reply("This action is no longer pending; it was confirmed or cancelled meanwhile.", title="Not cancelled")
         await self._audit("cancel", rec, user=user)
         return Reply(title=f"Cancelled: {rec.plan.kind}", severity="info", verdict=f"{rec.plan.summary} — cancelled by {user}. Nothing changed.")
@@ -393,6 +427,16 @@ class ConfirmationGate(Gate):
         now = self.clock()
         return [r for r in await self._db(self.store.expired_pending, now) if await self._expire(r, now)]
 
+    # -- the chat messages that show a record (kept true when the record is resolved elsewhere) --
+    async def attach_message(self, token: str, channel: str, ts: str, role: str, payload: dict) -> None:
+        await self._db(self.store.attach_message, token, channel, ts, role, payload)
+
+    async def unsettled_messages(self) -> list[tuple[Record, dict]]:
+        return await self._db(self.store.unsettled_messages)
+
+    async def mark_settled(self, token: str, channel: str, ts: str, state: str) -> None:
+        await self._db(self.store.mark_settled, token, channel, ts, state)
+
     async def reconcile_incomplete(self, ctx) -> list[tuple[Record, str]]:
         """At start-up: records a crash left "executing" are reconciled, never executed again."""
         out = []
@@ -403,6 +447,36 @@ class ConfirmationGate(Gate):
                 await self._audit("reconciled", rec, outcome=outcome)
                 out.append((rec, outcome))
         return out
+
+
+_RECONCILED = {
+    "done": "the bot stopped while this was executing; checked the cluster afterwards: the change is in place",
+    "not_done": "the bot stopped while this was executing; checked the cluster afterwards: the change did not land "
+                "(run the command again if it is still needed)",
+    "unknown": "the bot stopped while this was executing; the cluster could not tell whether the change landed: "
+               "check before running it again",
+}
+
+
+def outcome_note(rec: Record) -> str:
+    """One line saying how a record was resolved, for the message that showed its preview: plain
+    text (the transport escapes it). Names who acted when the gate recorded it."""
+    by = (rec.result or {}).get("by")
+    detail = (rec.result or {}).get("detail") or ""
+    when = _utc(rec.updated_at) + " UTC" if rec.updated_at else ""
+    if rec.state == "executed":
+        return f"Executed{f' (confirmed by {by})' if by else ''} at {when}." + (f" {detail}" if detail else "")
+    if rec.state == "failed":
+        return f"Failed{f' (confirmed by {by})' if by else ''} at {when}: {detail or 'see the audit log'}"
+    if rec.state == "aborted":
+        return f"Not executed at {when}: {detail or 'a precondition no longer held'}. Nothing was changed."
+    if rec.state == "cancelled":
+        return f"Cancelled{f' by {by}' if by else ''} at {when}. Nothing was changed."
+    if rec.state == "expired":
+        return f"Expired unused at {_utc(rec.expires_at)} UTC; run the command again for a fresh preview."
+    if rec.state in _RECONCILED:
+        return f"Reconciled ({rec.state}) at {when}: {_RECONCILED[rec.state]}."
+    return f"State: {rec.state}."
 
 
 def _result_reply(rec: Record, user: str, result: ActionResult) -> Reply:

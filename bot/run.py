@@ -6,6 +6,9 @@
 2. The metric lake: collection from the cluster's metrics endpoints into the local lake, and a
    warm Spark session for the history queries (when the lake is available).
 3. The Slack app when Slack tokens are set, else the terminal console.
+4. With --alerts: Prometheus and Alertmanager (Debian packages) on loopback, scraping the cluster's
+   exporters with deploy/prometheus/kafka-rules.yaml and sending alerts to the Slack app's webhook,
+   which opens one diagnosed thread per alert group (bot/alerts.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-cluster", action="store_true", help="do not start the local cluster when none is configured")
     p.add_argument("--no-lake", action="store_true", help="do not collect metrics or start Spark")
     p.add_argument("--json", action="store_true", help="console answers as JSON")
+    p.add_argument("--alerts", action="store_true",
+                   help="also run Prometheus and Alertmanager on loopback with the shipped Kafka rules; alerts open "
+                        "threads in Slack (KBOT_ALERT_CHANNEL, default #kafka-alerts; needs the Slack app)")
     return p
 
 
@@ -98,13 +104,21 @@ def run(args) -> int:
             os.environ.update(embedded_cluster())
         except Exception as exc:  # the run goes on: runbook answers need no cluster
             _say(f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only")
-    collector = None
+    collector = stack = None
+    if getattr(args, "alerts", False):
+        try:
+            stack = start_alert_stack()
+        except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
+            _say(f"--alerts: {exc}")
+            return 2
     if not args.no_lake:
         os.environ.setdefault("KBOT_LAKE", "1")
         collector = start_collection()
     try:
         return _serve_or_console(args)
     finally:
+        if stack is not None:
+            stack.stop()
         if collector is not None:
             collector.terminate()
             try:
@@ -122,3 +136,40 @@ def _serve_or_console(args) -> int:
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
     return console(args.json)
+
+
+def start_alert_stack():
+    """Prometheus + Alertmanager for `kbot run --alerts`; None (and why, on stderr) when it cannot run.
+    The webhook token is made up for this run unless KBOT_ALERT_TOKEN is set; Alertmanager reads it
+    from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
+    import secrets
+
+    from .alerts import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+    from .alerts_stack import RULES, StackError, local_stack
+    from .settings import Settings
+    from .slack_app import configured
+
+    if not configured():
+        _say("--alerts: alerts open threads in Slack, and no Slack tokens are set (SLACK_BOT_TOKEN with "
+             "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager")
+        return None
+    targets = os.environ.get("KBOT_METRICS_TARGETS", "")
+    if not targets:
+        _say("--alerts: no metrics targets (KBOT_METRICS_TARGETS) to scrape: not starting Prometheus and Alertmanager")
+        return None
+    os.environ.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))
+    if not os.environ.get(ROUTES_ENV) and not os.environ.get(CHANNEL_ENV):
+        os.environ[CHANNEL_ENV] = "#kafka-alerts"
+        _say(f"--alerts: alert threads go to #kafka-alerts (set {CHANNEL_ENV} or {ROUTES_ENV} to choose)")
+    AlertConfig.from_env()  # a wrong routes file stops here, before anything starts
+    settings = Settings.from_env()
+    stack = local_stack(settings.state_dir, targets, f"http://127.0.0.1:{settings.port}{PATH}", os.environ[TOKEN_ENV],
+                        cluster=os.environ.get("KBOT_CLUSTER_NAME") or "local")
+    try:
+        stack.start()
+    except StackError as exc:
+        _say(f"--alerts: {exc}")
+        return None
+    _say(f"Prometheus on {stack.prometheus_url} (rules: {RULES}), Alertmanager on {stack.alertmanager_url}, "
+         f"alerts to the bot's {PATH}")
+    return stack

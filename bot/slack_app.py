@@ -2,7 +2,9 @@
 
     HTTP mode     SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET: aiohttp serves POST /slack/events (slash
                   commands, interactivity and events; every request's signature and timestamp are
-                  verified by Bolt, a bad one gets 401) and GET /healthz, on KBOT_PORT (default 3000)
+                  verified by Bolt, a bad one gets 401), GET /healthz (200, or 503 when Kafka, the lake or
+                  Slack is down: bot/health.py), GET /metrics (Prometheus) and, with KBOT_ALERT_TOKEN set,
+                  POST /alerts/alertmanager (bot/alerts.py), on KBOT_PORT (default 3000)
     Socket Mode   SLACK_BOT_TOKEN + SLACK_APP_TOKEN: no public endpoint; /healthz still listens so a
                   platform's `web:` process sees its port bound
     neither       says what is missing and exits 3, so a wrapper can fall back to `kbot console`
@@ -40,8 +42,8 @@ class SecretFilter(RedactingFilter):
     request bodies and response URLs in any log line, whoever logs it."""
 
 
-def install_log_redaction(settings: Settings) -> None:
-    f = SecretFilter(settings.secrets())
+def install_log_redaction(settings: Settings, extra: tuple[str, ...] = ()) -> None:
+    f = SecretFilter([*settings.secrets(), *(e for e in extra if e)])
     for handler in logging.getLogger().handlers:
         handler.addFilter(f)
 
@@ -71,23 +73,41 @@ def run(args: argparse.Namespace) -> int:
     if as_json:
         import json
 
+        from .alerts import AlertConfig, AlertConfigError
+
         warning = settings.open_origin_warning() if settings.mode else ""
+        try:
+            cfg = AlertConfig.from_env()
+            alerts = {"configured": cfg is not None, "routes": len(cfg.routes) if cfg else 0,
+                      "default_channel": cfg.default_channel if cfg else None}
+        except AlertConfigError as exc:
+            alerts = {"configured": False, "error": str(exc)}
         print(json.dumps({"configured": settings.mode is not None, "mode": settings.mode, "missing": settings.missing() or None,
-                          "warnings": [warning] if warning else []}))
+                          "warnings": [warning] if warning else [], "alerts": alerts}))
         if warning:
             print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
+        if "error" in alerts:
+            return 2
         return 0 if settings.mode else EXIT_NOT_CONFIGURED
     if settings.mode is None:
         print(f"kbot serve: Slack is not configured: {settings.missing()}. Use `kbot console` for the terminal.",
               file=sys.stderr)
         return EXIT_NOT_CONFIGURED
+    from .alerts import AlertConfig, AlertConfigError
+
+    try:
+        alerts = AlertConfig.from_env()
+    except AlertConfigError as exc:  # one line naming the file and the entry, never a traceback
+        print(f"kbot serve: {exc}", file=sys.stderr)
+        return 2
     warning = settings.open_origin_warning()
     if getattr(args, "check", False):
         if warning:
             print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
-        print(f"kbot serve: Slack configured ({settings.mode} mode)")
+        print(f"kbot serve: Slack configured ({settings.mode} mode)"
+              + (f"; Alertmanager webhook on /alerts/alertmanager ({len(alerts.routes)} routes)" if alerts else ""))
         return 0
-    install_log_redaction(settings)
+    install_log_redaction(settings, (alerts.token,) if alerts else ())
     if warning:
         print(f"kbot serve: WARNING: {warning}", file=sys.stderr, flush=True)
     if logging.getLogger().level > logging.INFO:

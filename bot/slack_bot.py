@@ -46,7 +46,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from commands.context import Context
-from commands.dispatch import answer, run_request
+from commands.dispatch import answer, complete, run_request
 from commands.reply import Reply, error_reply
 from commands.router import BadInput, Router
 
@@ -54,7 +54,7 @@ from .audit import AuditLog, RedactingFilter, open_audit, scrub
 from .delivery import Coalescer, Delivery, DeliveryFailed
 from .gate import ConfirmationGate, default_gate
 from .rbac import Authorizer, Directory, Policy, Verdict
-from .render import render_blocks, slack_escape
+from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
 from .slack_thread import SlackThread
@@ -364,6 +364,7 @@ class KafkaBot:
         thread = SlackThread(self.delivery, channel, thread_ts=thread_ts, label=label)
         try:
             await thread.start(f":hourglass_flowing_sand: Working on {label}…")
+            await remember_working_message(self, request, thread)
         except SlackApiError as exc:
             # Slack's answer, not a rate limit (the delivery queue waits those out): not in the
             # channel, or a DM we cannot post to. Answer privately where Slack lets us.
@@ -378,8 +379,15 @@ class KafkaBot:
         if entry is not None:
             self.coalescer.started(entry, (thread.channel, thread.ts))
         try:
-            result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress))
-            await thread.finish(result.reply)
+            result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress), early=True)
+            full = result.request is not None and result.request.full
+            posted = await thread.finish(result.reply, full=full)
+            if result.reply.later is not None:
+                # The live answer is up; the metric lake's part follows in the same thread.
+                early_reply = result.reply
+                result = await complete(result)
+                posted += await thread.add(addition_reply(early_reply, result.reply))
+            await remember_answer_messages(self, request, result.reply, thread, posted, message)
         except Exception as exc:
             await thread.fail("the answer could not be posted; it is in the bot's log and audit" if isinstance(exc, DeliveryFailed)
                               else "the request failed; it is in the bot's log and audit")
@@ -479,7 +487,7 @@ class KafkaBot:
     async def post_scheduled(self, schedule: Schedule, due) -> None:
         started = time.monotonic()
         result = await answer(schedule.text, self.ctx, user="scheduler", channel=schedule.channel, router=self.router)
-        pages = render_blocks(result.reply)
+        pages = render_blocks(result.reply, full=True)  # a digest is read at leisure: all of it
         first = await self.delivery.post(schedule.channel, **pages[0])
         for page in pages[1:]:
             await self.delivery.post(first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
@@ -493,6 +501,7 @@ class KafkaBot:
         for rec, outcome in await self.gate.reconcile_incomplete(self.ctx):
             log.warning("action %s (%s) was executing when the bot stopped: reconciled as %s", rec.plan.kind, rec.command, outcome)
         self._background.append(asyncio.create_task(self._sweep_expired()))
+        self._background.append(asyncio.create_task(settle_forever(self)))
         if self.schedules:
             self._background.append(asyncio.create_task(Scheduler(self.schedules, self.post_scheduled, clock=self.clock).run_forever()))
 
@@ -546,7 +555,7 @@ class KafkaBot:
             with_slack = self.settings.mode == "http"
         if with_slack:
             app.router.add_post("/slack/events", self.handle_http)
-        app.router.add_get("/healthz", _healthz)
+        install_routes(self, app)
 
         async def startup(_app):
             await self.start_background()
@@ -575,3 +584,127 @@ def _coalesce_key(request, channel: str | None):
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
+
+
+# ---- pending actions' messages kept true, and the routes of bot/alerts.py and bot/health.py -------
+# (functions rather than KafkaBot methods: added by the alerts/health work, called from a few lines above)
+SETTLE_INTERVAL_S = 5.0  # a terminal confirm or an expiry shows in Slack within this (sqlite read, cheap)
+_STATE_EMOJI = {"executed": ":white_check_mark:", "done": ":white_check_mark:", "failed": ":x:", "aborted": ":no_entry:",
+                "cancelled": ":heavy_multiplication_x:", "expired": ":hourglass:", "not_done": ":warning:",
+                "unknown": ":warning:"}
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+
+
+def _in_flight(bot: KafkaBot) -> set[str]:
+    """Tokens whose confirm this process is answering right now (a crash empties it, as it should)."""
+    if not hasattr(bot, "_confirms_in_flight"):
+        bot._confirms_in_flight = set()
+    return bot._confirms_in_flight
+
+
+def _action_token(reply: Reply) -> str | None:
+    """The gate token a preview's buttons carry ("cancel <token>" is on every preview)."""
+    for a in reply.actions:
+        words = a.command.split()
+        if len(words) == 2 and words[0] in ("confirm", "cancel"):
+            return words[1]
+    return None
+
+
+async def remember_working_message(bot: KafkaBot, request, thread: SlackThread) -> None:
+    """A confirm's working message belongs to its record: a crash while executing leaves it behind,
+    and the reconciliation at start-up must find it to replace the hourglass."""
+    if request.spec.name != "confirm" or not thread.ts:
+        return
+    token = str(request.args.get("token", ""))
+    if await bot.gate.status(token) is not None:
+        # While this request runs, its own answer will replace the working message: the settling
+        # must not edit it meanwhile (its edit could land after the answer and hide it).
+        _in_flight(bot).add(token)
+        await bot.gate.attach_message(token, thread.channel, thread.ts, "working", {})
+
+
+async def remember_answer_messages(bot: KafkaBot, request, reply: Reply, thread: SlackThread, posted: list[str],
+                                   message: dict | None) -> None:
+    """After an answer is posted: store a preview's message (the page with the buttons) with its
+    record; for a confirm / cancel that resolved its record, mark the messages this answer already
+    made true (its own working message, now the answer; the clicked preview, which _settle edits)."""
+    if request.command.action is not None:
+        token = _action_token(reply)
+        if token is None:
+            return
+        # Rendered as SlackThread.finish rendered it, so the pages line up with the ts it returned.
+        pages = (scrub(p) for p in render_blocks(reply, full=bool(getattr(request, "full", False))))
+        for page, ts in zip(pages, posted):
+            if any(b.get("type") == "actions" for b in page.get("blocks") or []):
+                await bot.gate.attach_message(token, thread.channel, ts, "preview", page)
+        return
+    if request.spec.name not in ("confirm", "cancel"):
+        return
+    token = str(request.args.get("token", ""))
+    _in_flight(bot).discard(token)
+    rec = await bot.gate.status(token)
+    if rec is None:
+        return
+    if thread.ts:  # the working message is this answer now: never edited again (the gate skips settled ones)
+        await bot.gate.mark_settled(token, thread.channel, thread.ts, rec.state)
+    if (message or {}).get("ts") and rec.state not in ("pending", "executing"):
+        await bot.gate.mark_settled(token, thread.channel, message["ts"], rec.state)
+
+
+def _slack_note(rec) -> str:
+    from .gate import outcome_note
+
+    by = (rec.result or {}).get("by")
+    text = slack_escape(outcome_note(rec))
+    if by and _SLACK_USER.match(by):  # a Slack user (a terminal mapped to one, too): mention them
+        text = text.replace(slack_escape(by), f"<@{by}>", 1)
+    return f"{_STATE_EMOJI.get(rec.state, ':information_source:')} {text}"
+
+
+async def settle_pending_messages(bot: KafkaBot) -> int:
+    """Edit every stored message whose record was resolved since: the preview loses its buttons and
+    says what happened; a working message left by a crash says how it was reconciled."""
+    edited = 0
+    for rec, msg in await bot.gate.unsettled_messages():
+        if rec.token in _in_flight(bot):
+            continue  # its confirm is being answered in this process; the answer makes it true
+        note = _slack_note(rec)
+        if msg["role"] == "preview":
+            page = msg["payload"]
+            blocks = [b for b in page.get("blocks") or [] if b.get("type") != "actions"]
+            blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(note, 3000)}]})
+            edit = {"text": page.get("text") or rec.plan.kind, "blocks": blocks}
+        else:
+            edit = {"text": _clip(note, 3000), "blocks": []}
+        try:
+            await bot.delivery.update(msg["channel"], ts=msg["ts"], **edit)
+        except DeliveryFailed as exc:  # Slack unreachable: the next round tries again
+            log.warning("could not edit the message of action %s: %s", rec.plan.kind, exc)
+            continue
+        except SlackApiError as exc:  # Slack's answer (message deleted, channel archived): retrying cannot help
+            log.warning("could not edit the message of action %s: %s", rec.plan.kind,
+                        exc.response.get("error") if exc.response else exc)
+        await bot.gate.mark_settled(rec.token, msg["channel"], msg["ts"], rec.state)
+        edited += 1
+    return edited
+
+
+async def settle_forever(bot: KafkaBot, interval_s: float | None = None) -> None:
+    """Edit the messages of records resolved anywhere (a terminal confirm in another process, the
+    expiry sweep, the start-up reconciliation), every ``interval_s``."""
+    while True:
+        try:
+            await settle_pending_messages(bot)
+        except Exception:
+            log.exception("settling the messages of resolved actions failed")
+        await asyncio.sleep(interval_s or SETTLE_INTERVAL_S)
+
+
+def install_routes(bot: KafkaBot, app: web.Application) -> None:
+    """/healthz and /metrics (bot/health.py), and the Alertmanager webhook when configured (bot/alerts.py)."""
+    from .alerts import install as install_alerts
+    from .health import install as install_health
+
+    install_health(bot, app)
+    install_alerts(bot, app)

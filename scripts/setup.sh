@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepare a fresh machine: system packages (Java for Kafka and Spark, Maven for the Kafka jars),
+# Prepare a fresh machine: system packages (Java for Kafka and Spark, Maven for the Kafka jars,
+# Prometheus and Alertmanager for the alert loop),
 # the Python virtualenv with the project and its test extras. Idempotent and quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,6 +8,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+# Prometheus and Alertmanager: the alert loop (`kbot run --alerts`, tests/alerts) runs its own copies on loopback.
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} from Debian packages" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

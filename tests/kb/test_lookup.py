@@ -165,19 +165,6 @@ def test_one_word_topic_ids_name_a_topic_only_as_the_whole_query(lookup):
     assert lookup.answer("transaction open for hours, coordinator does not abort it")[0].id == "hanging-transaction"
 
 
-def test_building_and_one_search_stay_fast():
-    """The bot answers within 1 s; the lookup's share must stay small (measured ~10-40 ms on a busy
-    2-core machine, the bound leaves room for load)."""
-    import time
-
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        Lookup(default_kb()).answer("RF=2 with min.insync.replicas=2, what happens when one broker dies?")
-        best = min(best, time.perf_counter() - started)
-    assert best < 0.25, f"build + search took {best * 1000:.0f} ms"
-
-
 def test_the_lookup_is_built_once_per_knowledge_base():
     kb = default_kb()
     assert Lookup.for_kb(kb) is Lookup.for_kb(kb)

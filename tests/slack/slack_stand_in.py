@@ -100,6 +100,7 @@ class StandIn:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/response/{id}", self._response_url)
+        app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link", self._websocket)
         return app
 
@@ -157,6 +158,26 @@ class StandIn:
     def _m_chat_update(self, args):
         return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
 
+    # files_upload_v2: getUploadURLExternal -> POST the bytes to the URL -> completeUploadExternal
+    def _m_files_getUploadURLExternal(self, args):
+        file_id = "F" + uuid.uuid4().hex[:10].upper()
+        return {"ok": True, "file_id": file_id, "upload_url": f"{self.url}/upload/{file_id}"}
+
+    def _m_files_completeUploadExternal(self, args):
+        files = args.get("files")
+        files = json.loads(files) if isinstance(files, str) else files or []
+        uploaded = {c.args["file_id"]: c.args["bytes"] for c in self.calls if c.method == "file_upload"}
+        missing = [f.get("id") for f in files if f.get("id") not in uploaded]
+        if missing:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "files": [{"id": f["id"], "title": f.get("title"), "size": uploaded[f["id"]],
+                                       "thread_ts": args.get("thread_ts"), "channel": args.get("channel_id")}
+                                      for f in files]}
+
+    def uploads(self) -> list[Call]:
+        """Completed file uploads (files_upload_v2), with their channel, thread and titles."""
+        return self.called("files.completeUploadExternal")
+
     def _m_chat_postEphemeral(self, args):
         if args.get("channel") == "C0NOTIN":
             return {"ok": False, "error": "channel_not_found"}
@@ -181,6 +202,12 @@ class StandIn:
 
     def _m_apps_connections_open(self, _args):
         return {"ok": True, "url": self.url.replace("http://", "ws://") + "/link"}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.calls.append(Call("file_upload", {"file_id": request.match_info["file_id"], "bytes": len(body),
+                                               "png": body[:8] == b"\x89PNG\r\n\x1a\n"}, time.monotonic()))
+        return web.Response(text="OK - " + str(len(body)))
 
     async def _response_url(self, request: web.Request) -> web.Response:
         self.calls.append(Call("response_url", await self._args(request), time.monotonic()))

@@ -293,7 +293,7 @@ async def test_progress_updates_the_working_message_throttled(slack):
 async def test_progress_through_the_thread_with_a_clock(stand):
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.slack_thread import SlackThread
+    from bot.slack_thread import MIN_PROGRESS_INTERVAL_S, SlackThread
 
     now = [100.0]
     thread = SlackThread(AsyncWebClient(token=BOT_TOKEN, base_url=stand.url + "/api/"), OPS, label="`/kafka x`",
@@ -301,7 +301,9 @@ async def test_progress_through_the_thread_with_a_clock(stand):
     await thread.start("working")
     await thread.progress("one")
     await thread.progress("two")  # same second: dropped
-    now[0] += 1.5
+    now[0] += MIN_PROGRESS_INTERVAL_S / 2
+    await thread.progress("two and a half")  # within the interval: dropped too
+    now[0] += MIN_PROGRESS_INTERVAL_S
     await thread.progress("three")
     # Progress edits are queued, not waited for (a busy channel must not slow the command down).
     await stand.wait_for(lambda: len(stand.called("chat.update")) >= 2)

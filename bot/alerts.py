@@ -1,0 +1,553 @@
+"""Alertmanager opens triage threads: POST /alerts/alertmanager on the bot's HTTP server.
+
+Alertmanager's webhook receiver (payload version 4) posts one notification per alert group
+(``groupKey``) whenever the group changes or repeats. Each group gets ONE thread:
+
+    first firing notification   a parent message in the channel its labels route to, then in its
+                                thread the diagnosis: the same `why <symptom>` a person would ask
+                                (commands.dispatch), scoped by the labels (a topic gets `describe`,
+                                a consumer group `lag`), posted through the channel's delivery queue
+    same fingerprints again     the parent message is updated (count, last notified); nothing new
+                                is posted
+    a new alert in the group    the parent is updated; a diagnosis is posted only for a symptom or
+                                scope the thread has not diagnosed yet
+    resolved                    the parent says resolved and how long it fired; a short closing
+                                summary goes into the thread
+    unknown alert               a thread with its labels and "no runbook entry"
+
+The symptom of an alert is its ``kbot_symptom`` annotation (deploy/prometheus/kafka-rules.yaml sets
+it on every rule), else a ``kbot_symptom`` label, else its alertname, looked up in the runbook's
+vocabulary like any `why` question.
+
+Configuration (environment):
+
+    KBOT_ALERT_TOKEN    the bearer token Alertmanager sends (``http_config.authorization``);
+                        without it the endpoint is not served. Never logged.
+    KBOT_ALERT_ROUTES   YAML routing alerts to channels (below); optional with KBOT_ALERT_CHANNEL
+    KBOT_ALERT_CHANNEL  the channel for alerts no route matches (optional when routes cover all)
+
+    routes:                                # first match wins; every listed label must match
+      - match: {severity: critical}        # exact label values
+        match_re: {topic: "payments-.*"}   # or full-match regular expressions
+        channel: C0INCIDENTS               # a channel id (or #name)
+        cluster: prod                      # the configured cluster to diagnose (live/config.py)
+      - match: {}
+        channel: C0KAFKAALERTS
+    default_channel: C0KAFKAALERTS         # same as KBOT_ALERT_CHANNEL
+
+A request without the right token gets 401; a body that is not a version 4 notification gets 400;
+each with one log line. Thread state is kept in KBOT_STATE_DIR/alerts.sqlite3, so a restart keeps
+updating the threads it opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import hmac
+import json
+import logging
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from slack_sdk.errors import SlackApiError
+
+from commands.dispatch import run_request
+from commands.reply import Reply, Section
+from commands.router import BadInput, check_group, check_topic
+from commands.spec import CommandRequest
+
+from .delivery import DeliveryFailed
+from .render import slack_escape
+from .settings import private_dir, private_file
+from .slack_thread import SlackThread
+
+log = logging.getLogger(__name__)
+
+PATH = "/alerts/alertmanager"
+ROUTES_ENV, TOKEN_ENV, CHANNEL_ENV = "KBOT_ALERT_ROUTES", "KBOT_ALERT_TOKEN", "KBOT_ALERT_CHANNEL"
+MAX_BODY = 1024 * 1024
+MAX_LABELS_SHOWN = 12
+# Label names that scope a diagnosis. The JMX exporter names them after the MBean tags (topic,
+# partition); kafka_exporter calls a group "consumergroup"; our scrape config adds node_id.
+TOPIC_LABELS = ("topic",)
+GROUP_LABELS = ("group", "consumergroup", "consumer_group")
+BROKER_LABELS = ("node_id", "broker", "broker_id", "node")
+
+
+class AlertConfigError(ValueError):
+    """The alert routing configuration is wrong; the message is one line naming the place."""
+
+
+# ---- routing configuration ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    channel: str
+    match: dict[str, str] = field(default_factory=dict)
+    match_re: dict[str, re.Pattern] = field(default_factory=dict)
+    cluster: str | None = None
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match.items()) and \
+            all(p.fullmatch(labels.get(k, "")) is not None for k, p in self.match_re.items())
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    token: str = dataclasses.field(repr=False, default="")
+    routes: tuple[Route, ...] = ()
+    default_channel: str | None = None
+
+    def route(self, labels: dict[str, str]) -> Route | None:
+        for r in self.routes:
+            if r.matches(labels):
+                return r
+        return Route(self.default_channel) if self.default_channel else None
+
+    @classmethod
+    def from_env(cls, env=None) -> "AlertConfig | None":
+        """None when the webhook is not configured (no token); AlertConfigError when it is, wrongly."""
+        env = os.environ if env is None else env
+        token = (env.get(TOKEN_ENV) or "").strip()
+        routes_file = (env.get(ROUTES_ENV) or "").strip()
+        channel = (env.get(CHANNEL_ENV) or "").strip() or None
+        if not token:
+            if routes_file or channel:
+                raise AlertConfigError(f"{TOKEN_ENV} is not set: the Alertmanager webhook needs a bearer token")
+            return None
+        routes, default = (), None
+        if routes_file:
+            routes, default = load_routes(Path(routes_file).expanduser())
+        default = channel or default
+        if not routes and not default:
+            raise AlertConfigError(f"alerts have nowhere to go: set {CHANNEL_ENV} or {ROUTES_ENV}")
+        return cls(token, routes, default)
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                              for k, v in value.items()):
+        raise AlertConfigError(f"{where}: must be a mapping of label name to value")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _channel(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"#[\w.-]{1,80}|[CGD][A-Z0-9]{2,}", value.strip()):
+        raise AlertConfigError(f"{where}: must be a channel id (C0123ABC) or #name, got {value!r}"[:300])
+    return value.strip()
+
+
+def load_routes(path: Path) -> tuple[tuple[Route, ...], str | None]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise AlertConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise AlertConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: not valid YAML") from None
+    if not isinstance(data, dict):
+        raise AlertConfigError(f"{path}: must be a mapping with 'routes' (and optionally 'default_channel')")
+    unknown = set(data) - {"routes", "default_channel"}
+    if unknown:
+        raise AlertConfigError(f"{path}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
+    raw = data.get("routes") or []
+    if not isinstance(raw, list):
+        raise AlertConfigError(f"{path}: routes must be a list")
+    routes = []
+    for i, r in enumerate(raw):
+        where = f"{path}: routes[{i}]"
+        if not isinstance(r, dict):
+            raise AlertConfigError(f"{where}: must be a mapping")
+        extra = set(r) - {"match", "match_re", "channel", "cluster"}
+        if extra:
+            raise AlertConfigError(f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
+        patterns = {}
+        for k, v in _str_map(r.get("match_re"), f"{where}.match_re").items():
+            try:
+                patterns[k] = re.compile(v)
+            except re.error as exc:
+                raise AlertConfigError(f"{where}.match_re.{k}: not a regular expression ({exc})") from None
+        cluster = r.get("cluster")
+        if cluster is not None and (not isinstance(cluster, str) or not cluster.strip()):
+            raise AlertConfigError(f"{where}.cluster: must be a cluster name")
+        routes.append(Route(_channel(r.get("channel"), f"{where}.channel"), _str_map(r.get("match"), f"{where}.match"),
+                            patterns, cluster.strip() if cluster else None))
+    default = data.get("default_channel")
+    return tuple(routes), _channel(default, f"{path}: default_channel") if default is not None else None
+
+
+# ---- the notification --------------------------------------------------------------------------
+
+
+class BadNotification(ValueError):
+    pass
+
+
+@dataclass
+class Alert:
+    status: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: str
+    ends_at: str
+    fingerprint: str
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "unnamed alert")
+
+    def first(self, names: tuple[str, ...]) -> str | None:
+        return next((self.labels[n] for n in names if self.labels.get(n)), None)
+
+    @property
+    def symptom(self) -> str:
+        return (self.annotations.get("kbot_symptom") or self.labels.get("kbot_symptom") or self.name).strip()
+
+    @property
+    def explicit_symptom(self) -> bool:
+        return bool(self.annotations.get("kbot_symptom") or self.labels.get("kbot_symptom"))
+
+    @property
+    def entity(self) -> str:
+        """What it is about, for a one-line list: broker 101, topic orders, group billing ..."""
+        parts = [f"{kind} {v}" for kind, names in (("broker", BROKER_LABELS), ("topic", TOPIC_LABELS),
+                                                    ("partition", ("partition",)), ("group", GROUP_LABELS))
+                 if (v := self.first(names))]
+        return ", ".join(parts) or self.labels.get("instance") or self.fingerprint
+
+
+@dataclass
+class Notification:
+    group_key: str
+    status: str
+    receiver: str
+    group_labels: dict[str, str]
+    common_labels: dict[str, str]
+    common_annotations: dict[str, str]
+    external_url: str
+    alerts: list[Alert]
+    truncated: int = 0
+
+
+def _labels(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise BadNotification(f"{where} is not a map of strings")
+    return dict(value)
+
+
+def parse_notification(body: bytes) -> Notification:
+    """Alertmanager's webhook payload, version 4; BadNotification says what is wrong in one line."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadNotification(f"not JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise BadNotification(f"a JSON {type(data).__name__}, not an object")
+    if str(data.get("version")) != "4":
+        raise BadNotification(f"version {str(data.get('version'))[:20]!r}, expected '4'")
+    for key in ("groupKey", "status"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise BadNotification(f"'{key}' missing or not a string")
+    if data["status"] not in ("firing", "resolved"):
+        raise BadNotification(f"status {data['status'][:20]!r} is neither firing nor resolved")
+    raw = data.get("alerts")
+    if not isinstance(raw, list) or not raw or not all(isinstance(a, dict) for a in raw):
+        raise BadNotification("'alerts' is not a non-empty list of objects")
+    alerts = []
+    for i, a in enumerate(raw):
+        if a.get("status") not in ("firing", "resolved") or not isinstance(a.get("fingerprint"), str):
+            raise BadNotification(f"alerts[{i}] lacks a status or fingerprint")
+        alerts.append(Alert(a["status"], _labels(a.get("labels"), f"alerts[{i}].labels"),
+                            _labels(a.get("annotations"), f"alerts[{i}].annotations"), str(a.get("startsAt") or ""),
+                            str(a.get("endsAt") or ""), a["fingerprint"]))
+    truncated = data.get("truncatedAlerts") or 0
+    return Notification(data["groupKey"], data["status"], str(data.get("receiver") or ""),
+                        _labels(data.get("groupLabels"), "groupLabels"), _labels(data.get("commonLabels"), "commonLabels"),
+                        _labels(data.get("commonAnnotations"), "commonAnnotations"), str(data.get("externalURL") or ""),
+                        alerts, truncated if isinstance(truncated, int) else 0)
+
+
+def _parse_time(value: str) -> float | None:
+    """Alertmanager's RFC 3339 times (nanoseconds, 'Z'); the zero time (0001-01-01) is None."""
+    if not value or value.startswith("0001-"):
+        return None
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", value)
+    if not m:
+        return None
+    frac = float(m.group(2) or 0)
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    try:
+        return dt.datetime.fromisoformat(m.group(1) + tz).timestamp() + frac
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S UTC")
+
+
+# ---- thread state ------------------------------------------------------------------------------
+
+
+@dataclass
+class Thread:
+    group_key: str
+    channel: str
+    ts: str
+    opened_at: float
+    fingerprints: dict[str, dict] = field(default_factory=dict)  # fp -> {status, entity, name, starts_at}
+    diagnosed: list[str] = field(default_factory=list)  # diagnosis keys already posted
+    closed_at: float | None = None
+
+
+class ThreadStore:
+    """One row per open (or last) thread of a group key, in sqlite next to the gate's store."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        private_dir(self.path.parent)
+        private_file(self.path)
+        with self._connect() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS threads (group_key TEXT PRIMARY KEY, data TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+
+    def get(self, group_key: str) -> Thread | None:
+        with self._connect() as conn:
+            row = conn.execute("SELECT data FROM threads WHERE group_key = ?", (group_key,)).fetchone()
+        return Thread(**json.loads(row[0])) if row else None
+
+    def put(self, thread: Thread) -> None:
+        with self._connect() as conn:
+            conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?)",
+                         (thread.group_key, json.dumps(dataclasses.asdict(thread))))
+
+
+# ---- the handler -------------------------------------------------------------------------------
+
+
+class AlertThreads:
+    def __init__(self, bot, config: AlertConfig, *, clock=time.time):
+        self.bot, self.config, self.clock = bot, config, clock
+        self.store = ThreadStore(bot.settings.state_dir / "alerts.sqlite3")
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- HTTP --
+    def _authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.config.token.encode())
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            log.warning("alert webhook: refused a request from %s without the right bearer token", request.remote)
+            return web.json_response({"error": "unauthorized"}, status=401)
+        try:
+            note = parse_notification(await request.read())
+        except BadNotification as exc:
+            log.warning("alert webhook: rejected a malformed notification (%d bytes): %s", request.content_length or 0, exc)
+            return web.json_response({"error": f"malformed notification: {exc}"}, status=400)
+        # Alertmanager waits for our answer (10 s by default) and retries on error: answer at once,
+        # work off the request path, one group at a time.
+        self.bot.spawn(self.process(note))
+        return web.json_response({"ok": True})
+
+    # -- one notification --
+    async def process(self, note: Notification) -> None:
+        lock = self._locks.setdefault(note.group_key, asyncio.Lock())
+        async with lock:
+            try:
+                result = await self._process(note)
+            except (DeliveryFailed, SlackApiError) as exc:
+                result = "failed"
+                log.error("alert group %s: could not post: %s", note.group_key[:120], exc)
+            await self.bot.audit.write("alert", transport="alertmanager", group_key=note.group_key[:500],
+                                       status=note.status, alerts=len(note.alerts), result=result,
+                                       alertname=note.common_labels.get("alertname") or note.alerts[0].name)
+
+    async def _process(self, note: Notification) -> str:
+        thread = await asyncio.to_thread(self.store.get, note.group_key)
+        if thread is not None and thread.closed_at is not None:
+            thread = None if note.status == "firing" else thread  # a group firing again: a new incident, a new thread
+        if thread is None:
+            if note.status == "resolved":
+                log.info("alert group %s resolved, but no thread of it is open: nothing to update", note.group_key[:120])
+                return "resolved_unknown"
+            route = self.config.route({**note.common_labels, **note.alerts[0].labels})
+            if route is None:
+                log.warning("alert group %s: no route matches its labels and no default channel is set; not posted",
+                            note.group_key[:120])
+                return "unrouted"
+            thread = Thread(note.group_key, route.channel, "", self.clock())
+            result = "opened"
+        else:
+            route = self.config.route({**note.common_labels, **note.alerts[0].labels}) or Route(thread.channel)
+            result = "updated"
+        was_closed = thread.closed_at is not None
+        for a in note.alerts:
+            thread.fingerprints[a.fingerprint] = {"status": a.status, "entity": a.entity, "name": a.name,
+                                                  "starts_at": a.starts_at, "ends_at": a.ends_at}
+        if note.status == "resolved" and not was_closed:
+            thread.closed_at = self.clock()
+            result = "resolved"
+        await self._edit_parent(thread, note)
+        await asyncio.to_thread(self.store.put, thread)
+        if note.status == "firing":
+            for alert in [a for a in note.alerts if a.status == "firing"]:
+                key = _diagnosis_key(alert)
+                if key in thread.diagnosed:
+                    continue
+                thread.diagnosed.append(key)
+                await asyncio.to_thread(self.store.put, thread)
+                await self._diagnose(thread, alert, route)
+        elif result == "resolved":
+            await self._close(thread, note)
+        return result
+
+    def _parent(self, thread: Thread, note: Notification) -> dict:
+        """The parent message: what fires, where, since when; its state in the first word."""
+        alerts = list(thread.fingerprints.values())
+        firing = [a for a in alerts if a["status"] == "firing"]
+        names = sorted({a["name"] for a in alerts})
+        severity = note.common_labels.get("severity")
+        summary = note.common_annotations.get("summary") or note.alerts[0].annotations.get("summary") or ""
+        title = ", ".join(names)
+        if thread.closed_at is not None:
+            started = min((t for a in alerts if (t := _parse_time(a["starts_at"])) is not None), default=thread.opened_at)
+            ended = max((t for a in alerts if (t := _parse_time(a["ends_at"])) is not None), default=thread.closed_at)
+            head = (f":white_check_mark: *RESOLVED* `{slack_escape(title)}` — fired for {_duration(ended - started)} "
+                    f"({_utc(started)} to {_utc(ended)})")
+        else:
+            head = (f":rotating_light: *FIRING* `{slack_escape(title)}`" + (f" ({slack_escape(severity)})" if severity else "")
+                    + f" — {len(firing)} alert{'s' if len(firing) != 1 else ''} firing")
+        lines = [head]
+        if summary:
+            lines.append(slack_escape(summary[:500]))
+        shown = alerts if thread.closed_at is not None else firing
+        entities = [slack_escape(a["entity"]) for a in shown][:MAX_LABELS_SHOWN]
+        if entities:
+            lines.append("on: " + "; ".join(entities) + (" …" if len(shown) > MAX_LABELS_SHOWN else ""))
+        if thread.closed_at is None:
+            lines.append(f"_last notified {_utc(self.clock())}; diagnosis in the thread_")
+        text = "\n".join(lines)
+        return {"text": text[:3000], "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}]}
+
+    async def _edit_parent(self, thread: Thread, note: Notification) -> None:
+        """Post the parent of a new thread, or edit it: repeats never add a message."""
+        if thread.ts:
+            await self.bot.delivery.update(thread.channel, ts=thread.ts, **self._parent(thread, note))
+            return
+        resp = await self.bot.delivery.post(thread.channel, **self._parent(thread, note))
+        thread.channel, thread.ts = resp.get("channel") or thread.channel, resp["ts"]
+
+    async def _diagnose(self, thread: Thread, alert: Alert, route: Route) -> None:
+        """The same path as `/kafka why <symptom>`: the router's command, run by commands.dispatch,
+        posted into the thread through the channel's delivery queue."""
+        bot = self.bot
+        label = f"alert `{slack_escape(alert.name)}` ({slack_escape(alert.entity)})"
+        matches = bot.ctx.lookup.search(alert.symptom, limit=1)
+        # An alertname is not a question: a loose word match ("CoffeeMachineEmpty" -> "empty") is no
+        # runbook entry. A kbot_symptom the rule states is taken as the operator wrote it.
+        if not matches or (not alert.explicit_symptom and matches[0].reason.startswith("words")):
+            return await self._post_reply(thread, label, _no_entry(alert))
+        requests = [self._request("why", {"symptom": alert.symptom}, route, thread)]
+        topic, group = alert.first(TOPIC_LABELS), alert.first(GROUP_LABELS)
+        try:
+            if topic:
+                requests.append(self._request("describe", {"topic": check_topic(topic)}, route, thread))
+            if group:
+                requests.append(self._request("lag", {"group": check_group(group)}, route, thread))
+        except BadInput as exc:  # a label that is no valid topic / group name: diagnose without that scope
+            log.info("alert %s: label not usable as a scope: %s", alert.name, exc.message)
+        for req in [r for r in requests if r is not None]:
+            await self._post_reply(thread, label, None, request=req, alert=alert)
+
+    def _request(self, name: str, args: dict, route: Route, thread: Thread) -> CommandRequest | None:
+        # Built from the command and checked values, never by formatting label text into /kafka text.
+        command = self.bot.router.find(name)
+        if command is None:
+            return None
+        return CommandRequest(command, args=args, raw=f"{name} (from an alert)", cluster=route.cluster,
+                              user="alertmanager", channel=thread.channel)
+
+    async def _post_reply(self, thread: Thread, label: str, reply: Reply | None, *, request: CommandRequest | None = None,
+                          alert: Alert | None = None) -> None:
+        bot = self.bot
+        slack_thread = SlackThread(bot.delivery, thread.channel, thread_ts=thread.ts, label=label)
+        await slack_thread.start(f":hourglass_flowing_sand: Diagnosing {label}…")
+        t0 = time.monotonic()
+        if reply is None:
+            result = await run_request(request, dataclasses.replace(bot.ctx, progress=slack_thread.progress))
+            reply, outcome = result.reply, result.outcome
+            if request.spec.name == "why" and alert is not None:
+                reply.notes.append(f"Asked by Alertmanager for {alert.name} on {alert.entity}.")
+        else:
+            outcome = "answered"
+        try:
+            await slack_thread.finish(reply)
+        except Exception:
+            await slack_thread.fail("the diagnosis could not be posted; it is in the bot's log and audit")
+            raise
+        await bot.audit.write("answer", transport="alertmanager", user="alertmanager", channel=thread.channel,
+                              command=request.spec.name if request else "no-runbook-entry",
+                              args=request.args if request else {}, cluster=request.cluster if request else None,
+                              outcome=outcome, latency_ms=round((time.monotonic() - t0) * 1000, 1), delivered="thread",
+                              thread_ts=thread.ts)
+
+    async def _close(self, thread: Thread, note: Notification) -> None:
+        alerts = list(thread.fingerprints.values())
+        started = min((t for a in alerts if (t := _parse_time(a["starts_at"])) is not None), default=thread.opened_at)
+        ended = max((t for a in alerts if (t := _parse_time(a["ends_at"])) is not None), default=thread.closed_at)
+        entities = "; ".join(slack_escape(a["entity"]) for a in alerts[:MAX_LABELS_SHOWN])
+        text = (f":white_check_mark: Resolved after {_duration(ended - started)} (first fired {_utc(started)}, "
+                f"resolved {_utc(ended)}). {len(alerts)} alert{'s' if len(alerts) != 1 else ''}: {entities}. "
+                f"Diagnoses posted: {len(thread.diagnosed)}.")
+        await self.bot.delivery.post(thread.channel, thread_ts=thread.ts, text=text[:3000])
+
+
+def _diagnosis_key(alert: Alert) -> str:
+    """Alerts of one group that share a symptom and scope share a diagnosis (URP on three brokers is
+    one broker-loss question, not three)."""
+    return json.dumps([alert.symptom.lower(), alert.first(TOPIC_LABELS), alert.first(GROUP_LABELS)])
+
+
+def _no_entry(alert: Alert) -> Reply:
+    shown = sorted(alert.labels.items())[:MAX_LABELS_SHOWN * 2]
+    return Reply(title=f"No runbook entry for {alert.name}", severity="warning",
+                 verdict=f"The runbook has no entry for '{alert.symptom}'; here is what Alertmanager sent.",
+                 sections=[Section("Labels", [f"{k} = {v}" for k, v in shown])]
+                 + ([Section("Annotations", [f"{k}: {v}" for k, v in sorted(alert.annotations.items())])] if alert.annotations else []),
+                 followups=["/kafka status", "/kafka help why"])
+
+
+def install(bot, app: web.Application, env=None) -> AlertThreads | None:
+    """Serve the webhook when KBOT_ALERT_TOKEN is set; AlertConfigError when the configuration is wrong."""
+    config = AlertConfig.from_env(env)
+    if config is None:
+        return None
+    bot.alerts = AlertThreads(bot, config)
+    app.router.add_post(PATH, bot.alerts.handle)
+    return bot.alerts
