@@ -124,7 +124,8 @@ class SlackThread:
             resp = await self.delivery.post(self.channel, thread_ts=thread_ts, **page)
         except SlackApiError as exc:
             # Blocks Slack refuses (a limit we missed) must not swallow the answer: fall back to text.
-            if exc.response is None or exc.response.get("error") not in ("invalid_blocks", "msg_too_long", "invalid_blocks_format"):
+            if exc.response is None or exc.response.get("error") not in ("invalid_blocks", "msg_too_long", "msg_blocks_too_long",
+                                                                         "invalid_blocks_format"):
                 raise
             log.error("Slack refused the rendered blocks (%s); posting the answer as text", exc.response.get("error"))
             resp = await self.delivery.post(self.channel, thread_ts=thread_ts, text=_clip(scrub(render_text(reply)), 39000))

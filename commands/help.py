@@ -47,15 +47,17 @@ def overview(commands: list[Command]) -> Reply:
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    from .registry import ROUTER  # the registry imports this module; look it up at call time
     from .router import BadInput
 
+    router = request.router  # the router that parsed this request: its commands are the ones to list
+    if router is None:
+        raise BadInput("help needs the command router that parsed it.", ["help"])
     name = str(request.args.get("command") or "").strip()
     if not name:
-        return overview(ROUTER.commands)
-    command = ROUTER.find(name)
+        return overview(router.commands)
+    command = router.find(name)
     if command is None:
-        raise BadInput(f"No command called '{name}'.", ROUTER.closest(name) or ["help"])
+        raise BadInput(f"No command called '{name}'.", router.closest(name) or ["help"])
     return command_help(command.spec)
 
 

@@ -16,7 +16,6 @@ from live.model import QuorumInfo, TransactionDescription
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
-from . import metric_checks
 from .findings import LiveFindings
 from .reply import Action, Evidence, Severity
 from .txn_evidence import TxnReport, describe_txn, read_open_transactions
@@ -468,30 +467,6 @@ async def check_fencing(gw: AdminGateway) -> LiveFindings:
 Check = Callable[[AdminGateway], Awaitable[LiveFindings]]
 
 # Which live check answers a symptom, by the runbook entry the symptom resolves to first.
-# The live checks by the name the runbook binds them under (an entry's `checks.live`).
-LIVE_CHECKS: dict[str, Check] = {
-    "urp": check_urp,
-    "offline": check_offline,
-    "unclean": metric_checks.check_unclean,
-    "under_min_isr": check_under_min_isr,
-    "hanging": check_hanging,
-    "controller": check_controller,
-    "handler_saturation": metric_checks.check_handler_saturation,
-    "fetch_sessions": metric_checks.check_fetch_sessions,
-    "hot_partition": metric_checks.check_hot_partition,
-    "disks": metric_checks.check_disks,
-    "metadata_lag": check_metadata_lag,
-    "fencing": check_fencing,
-}
-
-
-def check_for(kb, entry_id: str) -> Check | None:
-    """The live check the runbook binds to ``entry_id`` (None when it names none)."""
-    entry = kb.failure_modes.get(entry_id)
-    name = entry.checks.live if entry is not None else None
-    return LIVE_CHECKS[name] if name else None
-
-
 async def run_check(check: Check, gw: AdminGateway) -> LiveFindings:
     """A check whose cluster read fails still leaves the runbook answer standing."""
     try:

@@ -23,6 +23,7 @@ from runbook_kb import default_kb
 
 from .evidence import broker_list, config_value
 from .findings import LiveFindings
+from .live_checks import check_offline
 from .reply import Action, Evidence, Severity
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
@@ -313,7 +314,6 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
     count is an election that happened) with the partitions where it most likely happened, plus
     what check_offline sees. An unclean election loses acknowledged records: critical."""
     from .evidence import name_partitions, snapshot
-    from .live_checks import check_offline
 
     offline, counted, snap = await asyncio.gather(check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"),
                                                   return_exceptions=True)

@@ -123,7 +123,7 @@ class Router:
         if command is None:
             guess = " ".join(lowered[:2])
             raise BadInput(f"Unknown command '{_clip(tokens[0])}'.", self.closest(guess) or ["help"])
-        request = CommandRequest(command=command, raw=text)
+        request = CommandRequest(command=command, raw=text, router=self)
         self._bind(request, tokens[len(command.spec.words) :])
         return request
 

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .actions import ActionSpec
     from .context import Context
     from .reply import Reply
+    from .router import Router
 
 ParamKind = Literal["text", "topic", "group", "int", "word"]
 
@@ -82,6 +83,7 @@ class CommandRequest:
     cluster: str | None = None
     user: str | None = None  # Slack user id, or the local user on a terminal
     channel: str | None = None
+    router: "Router | None" = None  # the router that parsed this request: `help` lists its commands
 
     @property
     def spec(self) -> CommandSpec:

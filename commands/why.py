@@ -15,7 +15,8 @@ from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway
-from .live_checks import LiveFindings, check_for, run_check
+from .checks import check_for
+from .live_checks import LiveFindings, run_check
 from .reference import reference_reply
 from .reply import Evidence, Reply
 from .router import BadInput

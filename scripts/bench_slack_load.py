@@ -42,6 +42,7 @@ import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "slack"))
+sys.path.insert(0, str(ROOT / "tests"))  # block_limits, which the stand-in checks every post with
 sys.path.insert(0, str(ROOT))
 
 from slack_stand_in import APP_ID, TEAM, StandIn, start  # noqa: E402

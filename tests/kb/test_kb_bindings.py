@@ -4,7 +4,7 @@ probe answers it, because the binding is by step number, not by matching the pro
 
 from __future__ import annotations
 
-from commands.live_checks import LIVE_CHECKS
+from commands.checks import LIVE_CHECKS
 from commands.triage import PROBES
 from runbook_kb import default_kb
 

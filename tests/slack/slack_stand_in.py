@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
+from block_limits import violations  # tests/block_limits.py: Slack's limits, checked on every post
 
 TEAM = "T0TEAM"
 BOT_USER = "U0BOT"
@@ -146,16 +147,35 @@ class StandIn:
         return {"ok": True, "url": "https://stand-in.slack/", "team": "Stand-in", "user": "kbot", "team_id": TEAM,
                 "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": False}
 
+    def _refused_blocks(self, args) -> dict | None:
+        """Slack's answer to blocks it would not accept: `msg_blocks_too_long` past the block-text
+        ceiling, `invalid_blocks` for any other broken limit (tests/block_limits.py)."""
+        blocks = args.get("blocks")
+        if not blocks:
+            return None
+        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        problems = violations({"text": args.get("text") or "-", "blocks": blocks})
+        if not problems:
+            return None
+        error = "msg_blocks_too_long" if any("block text" in p for p in problems) else "invalid_blocks"
+        return {"ok": False, "error": error, "errors": problems}
+
     def _m_chat_postMessage(self, args):
         channel = args.get("channel", "")
         if channel == "C0NOTIN":
             return {"ok": False, "error": "not_in_channel"}
+        refused = self._refused_blocks(args)
+        if refused:
+            return refused
         channel_id = "C0" + channel[1:].upper().replace("-", "") if channel.startswith("#") else channel
         ts = self._new_ts()
         return {"ok": True, "channel": channel_id, "ts": ts,
                 "message": {"text": args.get("text"), "ts": ts, "thread_ts": args.get("thread_ts"), "blocks": args.get("blocks")}}
 
     def _m_chat_update(self, args):
+        refused = self._refused_blocks(args)
+        if refused:
+            return refused
         return {"ok": True, "channel": args.get("channel"), "ts": args.get("ts"), "text": args.get("text")}
 
     # files_upload_v2: getUploadURLExternal -> POST the bytes to the URL -> completeUploadExternal
@@ -206,7 +226,8 @@ class StandIn:
     async def _upload(self, request: web.Request) -> web.Response:
         body = await request.read()
         self.calls.append(Call("file_upload", {"file_id": request.match_info["file_id"], "bytes": len(body),
-                                               "png": body[:8] == b"\x89PNG\r\n\x1a\n"}, time.monotonic()))
+                                               "png": body[:8] == b"\x89PNG\r\n\x1a\n", "content": body},
+                               time.monotonic()))
         return web.Response(text="OK - " + str(len(body)))
 
     async def _response_url(self, request: web.Request) -> web.Response:

@@ -309,3 +309,28 @@ async def test_progress_through_the_thread_with_a_clock(stand):
     await stand.wait_for(lambda: len(stand.called("chat.update")) >= 2)
     await thread.delivery.close()
     assert [c.args["text"].rsplit(" ", 1)[-1] for c in stand.called("chat.update")] == ["one", "three"]
+
+
+async def test_stand_in_refuses_blocks_past_the_ceiling_and_the_answer_still_arrives(stand):
+    """The stand-in holds posts to Slack's limits (tests/block_limits.py); a page the renderer got
+    wrong is refused with `msg_blocks_too_long`, and the thread falls back to the answer as text."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack_thread import SlackThread
+    from commands.reply import Reply
+
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=stand.url + "/api/")
+    too_long = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 2900}} for _ in range(5)]
+    from slack_sdk.errors import SlackApiError
+
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_postMessage(channel=OPS, text="t", blocks=too_long)
+    assert refused.value.response["error"] == "msg_blocks_too_long"
+
+    thread = SlackThread(client, OPS, thread_ts="1700000000.000001", label="`/kafka x`")
+    reply = Reply(title="Big", verdict="the verdict")
+    ts = await thread._post({"text": "t", "blocks": too_long}, thread_ts="1700000000.000001", reply=reply)
+    await thread.delivery.close()
+    fallback = stand.called("chat.postMessage")[-1]
+    assert fallback.result["ts"] == ts and "blocks" not in fallback.args
+    assert "the verdict" in fallback.args["text"]

@@ -1,0 +1,37 @@
+"""The live checks by the name the runbook binds them under (an entry's `checks.live`).
+
+The runbook says which check gathers an entry's evidence; this module holds the functions, from
+commands/live_checks.py (metadata, the quorum, transactions) and commands/metric_checks.py (the
+brokers' JMX exporters). tests/kb/test_kb_bindings.py keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from runbook_kb import KnowledgeBase
+
+from . import metric_checks
+from .live_checks import (Check, check_controller, check_fencing, check_hanging, check_metadata_lag, check_offline,
+                          check_under_min_isr, check_urp)
+
+# The live checks by the name the runbook binds them under (an entry's `checks.live`).
+LIVE_CHECKS: dict[str, Check] = {
+    "urp": check_urp,
+    "offline": check_offline,
+    "unclean": metric_checks.check_unclean,
+    "under_min_isr": check_under_min_isr,
+    "hanging": check_hanging,
+    "controller": check_controller,
+    "handler_saturation": metric_checks.check_handler_saturation,
+    "fetch_sessions": metric_checks.check_fetch_sessions,
+    "hot_partition": metric_checks.check_hot_partition,
+    "disks": metric_checks.check_disks,
+    "metadata_lag": check_metadata_lag,
+    "fencing": check_fencing,
+}
+
+
+def check_for(kb: KnowledgeBase, entry_id: str) -> Check | None:
+    """The live check the runbook binds to ``entry_id`` (None when it names none)."""
+    entry = kb.failure_modes.get(entry_id)
+    name = entry.checks.live if entry is not None else None
+    return LIVE_CHECKS[name] if name else None
