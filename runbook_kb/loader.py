@@ -219,7 +219,24 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
     )
 
 
+# The packaged knowledge base when this process parsed it itself: its lookup, once built, is
+# cached for the next process (runbook_kb/cache.py).
+fresh_default: KnowledgeBase | None = None
+
+
 @lru_cache(maxsize=1)
 def default_kb() -> KnowledgeBase:
-    """The packaged knowledge base, loaded and validated once per process."""
-    return load_kb()
+    """The packaged knowledge base, loaded and validated once per process (or, when neither the data
+    nor the code changed since, taken with its built lookup from the cache an earlier process left)."""
+    global fresh_default
+    from . import cache
+
+    built = cache.load(DATA_DIR)
+    if built is not None:
+        kb, lookup = built
+        from .lookup import remember
+
+        remember(kb, lookup)
+        return kb
+    fresh_default = load_kb()
+    return fresh_default

@@ -161,6 +161,14 @@ class _KeyHit:
 _BUILT: dict[int, tuple[KnowledgeBase, "Lookup"]] = {}
 
 
+def remember(kb: KnowledgeBase, lookup: "Lookup") -> "Lookup":
+    """Make ``lookup`` the one Lookup.for_kb returns for ``kb`` in this process."""
+    if len(_BUILT) >= 4:  # tests load a few KB copies; never hold more than a handful
+        _BUILT.clear()
+    _BUILT[id(kb)] = (kb, lookup)
+    return lookup
+
+
 class Lookup:
     def __init__(self, kb: KnowledgeBase, examples: Mapping[str, Sequence[str]] | None = None):
         """``examples``: example questions per entry id for the word model; the shipped ones
@@ -209,9 +217,12 @@ class Lookup:
         every time, and the build (~100 ms of indexing and training the word model) should not be paid per question."""
         cached = _BUILT.get(id(kb))
         if cached is None or cached[0] is not kb:
-            if len(_BUILT) >= 4:  # tests load a few KB copies; never hold more than a handful
-                _BUILT.clear()
-            cached = _BUILT[id(kb)] = (kb, cls(kb))
+            lookup = remember(kb, cls(kb))
+            from . import cache, loader
+
+            if kb is loader.fresh_default:  # the packaged runbook: the next process loads both ready-made
+                cache.store(loader.DATA_DIR, kb, lookup)
+            return lookup
         return cached[1]
 
     # ---- index: structured keys ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_why_urp.py [--partitions 5000] [--runs 5] [--bootstrap HOST:PORT]
 
-Without --bootstrap it starts its own local cluster ("bench", port base 27090), creates topics
+Without --bootstrap it starts its own local cluster ("bench", port base 27090 or --port-base), creates topics
 totalling --partitions partitions at RF=3, kills one broker and waits until every partition that
 had a replica there is under-replicated. Then, side by side in one run and interleaved:
 
@@ -92,6 +92,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--bootstrap", help="use an existing cluster (already degraded) instead of starting one")
     ap.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    ap.add_argument("--port-base", type=int, default=27090, help="ports of the bench cluster (default 27090)")
     args = ap.parse_args()
 
     cluster = None
@@ -99,7 +100,7 @@ def main() -> int:
         bootstrap = args.bootstrap
         urp = None
     else:
-        cluster = LocalCluster(name="bench", port_base=27090)
+        cluster = LocalCluster(name="bench", port_base=args.port_base)
         cluster.destroy()
         print("starting the bench cluster...", flush=True)
         cluster.up(timeout=240)
