@@ -472,5 +472,11 @@ async def run_check(check: Check, gw: AdminGateway) -> LiveFindings:
     try:
         return await check(gw)
     except GatewayError as exc:
-        return LiveFindings("The cluster did not answer, so this is ranked from the runbook alone.", "warning",
-                            [Evidence("Cluster", str(exc), "live", "bad")])
+        return unreachable(exc)
+
+
+def unreachable(exc: GatewayError) -> LiveFindings:
+    """The cluster did not answer: the runbook's ranking stands, and whether the symptom is
+    present is unknown."""
+    return LiveFindings("The cluster did not answer, so this is ranked from the runbook alone.", "unknown",
+                        [Evidence("Cluster", str(exc), "live", "bad")])

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 
+from live.gateway import GatewayError
+
 from . import lake_evidence
 from .context import Context
 from .diagnosis import diagnosis
-from .evidence import gateway
 from .checks import check_for
-from .live_checks import LiveFindings, run_check
+from .evidence import gateway
+from .live_checks import LiveFindings, run_check, unreachable
 from .reference import reference_reply
 from .reply import Evidence, Reply
 from .router import BadInput
@@ -64,7 +66,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     try:
         if check is not None and ctx.live is not None:
             await ctx.progress(f"reading the cluster for '{symptom}'")
-            live = await run_check(check, await gateway(ctx, request.cluster))
+            try:
+                gw = await gateway(ctx, request.cluster)
+            except GatewayError as exc:  # nothing listens there: the runbook's answer still stands
+                live = unreachable(exc)
+            else:
+                live = await run_check(check, gw)
     except BaseException:
         lake_task.cancel()
         raise

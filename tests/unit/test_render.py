@@ -256,5 +256,5 @@ def test_advice_is_rendered_per_transport():
     assert "Whoever runs" not in text and "[[" not in text
     slack = json.dumps(render_blocks(reply))
     assert "No Kafka cluster is configured. Whoever runs the bot points it at a cluster." in slack
-    assert "kbot" not in slack and "[[" not in slack
+    assert "kbot" not in slack and "[[terminal" not in slack and "[[slack" not in slack
     assert "kbot cluster up" in json.loads(render_json(reply))["verdict"]
