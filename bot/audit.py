@@ -101,17 +101,31 @@ def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
 
 
 class KafkaMirror:
-    """Produces each audit record to a topic. Delivery failures are counted and logged."""
+    """Produces each audit record to a topic. Delivery failures are counted and logged.
+
+    A broker outage must not lose records or reorder them: the producer is idempotent with
+    acks=all (a retried batch is neither duplicated nor overtaken by a later one, so the topic
+    holds the file's order) and keeps a record for up to ``MIRROR_TIMEOUT_MS`` while it waits for
+    the cluster to come back. The queue stays bounded so a long outage cannot grow memory."""
+
+    MIRROR_TIMEOUT_MS = 15 * 60 * 1000
 
     def __init__(self, topic: str, conf: dict, producer=None):
         from confluent_kafka import Producer
 
         self.topic = topic
-        # Bounded so a down cluster cannot grow memory or hold shutdown for long.
-        conf = {"message.timeout.ms": 30000, "queue.buffering.max.messages": 10000, **conf}
-        self._producer = producer if producer is not None else Producer(conf)
         self.delivered = 0
         self.failed = 0
+        self.last_error: str | None = None   # librdkafka's last client-level error, for status and tests
+        conf = {"message.timeout.ms": self.MIRROR_TIMEOUT_MS, "queue.buffering.max.messages": 10000,
+                "enable.idempotence": True, "acks": "all", "error_cb": self._on_error, **conf}
+        self._producer = producer if producer is not None else Producer(conf)
+
+    def _on_error(self, err) -> None:
+        self.last_error = f"{err.name()}: {err.str()}"
+        # a rejected login or certificate does not heal itself: say so once it happens
+        if err.fatal() or err.name() in ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"):
+            log.warning("audit mirror to topic %s: %s (the local audit log has every record)", self.topic, self.last_error)
 
     def _on_delivery(self, err, _msg) -> None:
         if err is not None:
@@ -248,7 +262,30 @@ def open_audit(state_dir: Path, topic: str | None = None, cluster: str | None = 
         try:
             conf = get_cluster(cluster).confluent_conf()
             conf["client.id"] = "kbot-audit"
+            conf["logger"] = _quiet_rdkafka()
             mirror = KafkaMirror(topic, conf)
         except (ConfigError, Exception) as exc:  # a misconfigured mirror must not stop the bot
             log.warning("audit mirror to topic %s disabled: %s", topic, exc)
-    return AuditLog(Path(state_dir) / "audit.jsonl", mirror, secrets=secrets)
+    return AuditLog(Path(state_dir) / "audit.jsonl", mirror, secrets=(*secrets, *cluster_secrets()))
+
+
+def cluster_secrets() -> tuple[str, ...]:
+    """Every configured cluster's passwords: masked wherever they would appear in a record."""
+    try:
+        from live.config import load_clusters
+
+        clusters = load_clusters()
+    except Exception:  # a broken clusters file is reported where it is used, not here
+        return ()
+    return tuple(str(v) for c in clusters.values()
+                 for v in (c.sasl_password, c.ssl_key_password, c.operator_sasl_password, c.operator_ssl_key_password) if v)
+
+
+def _quiet_rdkafka() -> logging.Logger:
+    """librdkafka's connection chatter during an outage goes to DEBUG on its own logger; the
+    delivery callback already says what matters."""
+    lg = logging.getLogger("bot.audit.rdkafka")
+    lg.propagate = False
+    if not lg.handlers:
+        lg.addHandler(logging.NullHandler())
+    return lg

@@ -21,24 +21,30 @@ import sys
 from pathlib import Path
 
 from commands.context import Context
-from commands.dispatch import Answer, answer
+from commands.dispatch import Answer, answer, complete
 from runbook_kb import KBError, default_kb
 
-from .render import render_json, render_text
+from .render import render_addition, render_json, render_text
+from .spinner import Spinner
 
 STATE_DIR = Path(os.environ.get("KBOT_HOME", Path.home() / ".kbot"))
 EXIT_BAD_INPUT = 2
 
 
-def _emit(result: Answer, as_json: bool) -> None:
+def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
     if as_json or (result.request is not None and result.request.json):
-        print(render_json(result.reply))
+        # The console prints one JSON document per line, so a script can read it line by line.
+        print(render_json(result.reply, indent=None if compact_json else 2))
     else:
-        print(render_text(result.reply), end="")
+        full = result.request is not None and result.request.full
+        print(render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
+
+
+SPINNER = Spinner()
 
 
 async def _progress(message: str) -> None:
-    print(f"… {message}", file=sys.stderr, flush=True)
+    await SPINNER.progress(message)
 
 
 def make_context(lake: bool = True) -> Context:
@@ -65,13 +71,65 @@ async def _close(ctx: Context) -> None:
         ctx.lake.stop()
 
 
-async def _ask(text: str, as_json: bool) -> int:
+def _split_png(words: list[str], png: str | None) -> tuple[list[str], str | None]:
+    """`--png FILE` written after the question belongs to kbot, not to the question."""
+    words = list(words)
+    for i, word in enumerate(words):
+        if word == "--png" and i + 1 < len(words):
+            return words[:i] + words[i + 2:], words[i + 1]
+        if word.startswith("--png="):
+            return words[:i] + words[i + 1:], word.split("=", 1)[1]
+    return words, png
+
+
+def _write_png(result: Answer, path: str) -> None:
+    """`--png FILE`: the answer's trend as a chart; a short line on stderr when it has none."""
+    if not result.reply.series:
+        print(f"kbot: this answer has no time series to chart; {path} not written", file=sys.stderr)
+        return
+    from .charts import chart_png
+
+    try:
+        Path(path).write_bytes(chart_png(result.reply.series, result.reply.title))
+    except OSError as exc:
+        print(f"kbot: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        return
+    print(f"chart written to {path}", file=sys.stderr)
+
+
+async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_json: bool = False) -> Answer:
+    """Print the answer; when the lake's evidence is still coming, print the live answer first and
+    the lake's part when it is in (JSON waits: one document per answer)."""
+    try:
+        result = await answer(text, ctx, user=ctx.gate.acting_user, early=True)  # the OS account, never $USER
+    finally:
+        SPINNER.stop()
+    if result.reply.later is None:
+        _emit(result, as_json, compact_json)
+        return result
+    if as_json or (result.request is not None and result.request.json):
+        result = await complete(result)
+        _emit(result, as_json, compact_json)
+        return result
+    _emit(result, as_json)
+    sys.stdout.flush()
+    await SPINNER.progress("adding the metric lake's evidence")
+    try:
+        final = await complete(result)
+    finally:
+        SPINNER.stop()
+    print(render_addition(result.reply, final.reply), end="")
+    return final
+
+
+async def _ask(text: str, as_json: bool, png: str | None = None) -> int:
     ctx = make_context(lake=False)
     try:
-        result = await answer(text, ctx, user=ctx.gate.acting_user)  # the OS account, never $USER (bot/identity.py)
+        result = await _answer_and_emit(text, ctx, as_json)
     finally:
         await _close(ctx)
-    _emit(result, as_json)
+    if png:
+        _write_png(result, png)
     return result.exit_code
 
 
@@ -98,6 +156,20 @@ def _console_lines(prompt: str):
             yield line.rstrip("\n")
 
 
+def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
+    """Ctrl-C cancels the request in flight, not the console (and prints no asyncio traceback)."""
+    task = loop.create_task(coro)
+    try:
+        loop.run_until_complete(task)
+    except KeyboardInterrupt:
+        task.cancel()
+        try:
+            loop.run_until_complete(task)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            pass
+        print("\nCancelled.", file=sys.stderr)
+
+
 def console(as_json: bool) -> int:
     ctx = make_context()
     if sys.stdin.isatty():
@@ -110,13 +182,27 @@ def console(as_json: bool) -> int:
                 continue
             if text.lower() in ("exit", "quit", r"\q"):
                 break
-            result = loop.run_until_complete(answer(text, ctx, user=ctx.gate.acting_user))  # OS account, not $USER
-            _emit(result, as_json)
+            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True))
             sys.stdout.flush()
     finally:
         loop.run_until_complete(_close(ctx))
         loop.close()
     return 0
+
+
+def _choose_cluster(name: str) -> str | None:
+    """``--cluster NAME``: make NAME this process's default cluster (KBOT_CLUSTER, which
+    live/config.py honours), after checking it is configured. Returns the problem, if any."""
+    from live.config import ConfigError, load_clusters
+
+    try:
+        known = sorted(load_clusters())
+    except ConfigError as exc:
+        return str(exc)
+    if name not in known:
+        return f"unknown Kafka cluster {name!r}; configured clusters: {', '.join(known) or 'none'}"
+    os.environ["KBOT_CLUSTER"] = name
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,11 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     ask = sub.add_parser("ask", help="ask one question, e.g. kbot ask \"why URP\"",
                          description="Ask one question, exactly as you would type it after /kafka in Slack.")
-    ask.add_argument("text", nargs="+", help="the question, e.g. 'why URP' (quotes optional)")
+    # REMAINDER: the question's own options (`--since 30m`, `--full`, `--json`) pass through to the
+    # bot's parser, so quotes are optional as the help says.
+    ask.add_argument("text", nargs=argparse.REMAINDER, help="the question, e.g. 'why URP' (quotes optional)")
     ask.add_argument("--json", action="store_true", help="print the answer as JSON")
+    ask.add_argument("--cluster", metavar="NAME", help="the configured cluster to ask about (clusters.yaml)")
+    ask.add_argument("--png", metavar="FILE", help="write the answer's chart (a trend over time) to FILE as PNG")
     console = sub.add_parser("console", help="interactive console with history",
                              description="Interactive console; type what you would type after /kafka. 'exit' quits.")
     console.add_argument("--json", action="store_true", help="print every answer as JSON")
+    console.add_argument("--cluster", metavar="NAME", help="the configured cluster this console talks to")
     check = sub.add_parser("check", help="validate the runbook knowledge base and exit",
                            description="Load and validate the whole runbook knowledge base.")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -175,8 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     except KBError as exc:
         print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
         return 1
+    if args.command in ("ask", "console") and args.cluster is not None:
+        problem = _choose_cluster(args.cluster)
+        if problem:
+            print(f"kbot: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if args.command == "ask":
-        return asyncio.run(_ask(" ".join(args.text), args.json))
+        text, png = _split_png(args.text, args.png)
+        if not text:
+            parser.error("ask needs a question, e.g. kbot ask why URP")
+        return asyncio.run(_ask(" ".join(text), args.json, png))
     if args.command == "console":
         return console(args.json)
     if args.command == "check":

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from live.gateway import GatewayError, UnknownTopic
 from live.model import ProducerState, TopicInfo
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
 from .evidence import gateway
 from .router import BadInput
@@ -188,7 +188,8 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     a = plan.args
     before = await _state(gw, a["topic"], a["partition"])
     try:
-        await gw.abort_transaction(a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"])
+        # WriteTxnMarkers as the operator (ALTER on CLUSTER, KIP-664); every read stays the observer's
+        await (await operator_gateway(ctx, plan.cluster)).abort_transaction(a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"])
     except GatewayError as exc:
         return ActionResult(False, f"The abort failed: {exc}", before, {})
     producers = await gw.describe_producers(a["topic"], a["partition"])

@@ -133,3 +133,23 @@ def _clock(ts: float) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S")
+
+
+async def operator_gateway(ctx: "Context", cluster: str | None):
+    """The gateway an action changes ``cluster`` with: the operator principal's credentials
+    (``operator:`` in clusters.yaml). Reads - previews, rechecks, read-backs - use the observer's
+    (commands.evidence.gateway), so the rights to change the cluster are used only for the change
+    itself and its validate_only dry run, which changes nothing but proves the operator may."""
+    from live.config import ConfigError
+
+    from .errors import Unavailable
+    from .evidence import gateway
+
+    pool = ctx.live
+    operator = getattr(pool, "operator", None)
+    if pool is None or operator is None:  # no pool, or a pool with one principal per cluster
+        return await gateway(ctx, cluster)
+    try:
+        return await operator(cluster)
+    except ConfigError as exc:
+        raise Unavailable(str(exc)) from None

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import re
 
-from live.gateway import UnknownTopic
+from live.gateway import GatewayError, UnknownTopic
 from live.model import TopicInfo
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
 from .evidence import gateway
 from .router import BadInput
@@ -145,7 +145,11 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     topic, pairs = plan.args["topic"], plan.args["partitions"]
     numbers = [n for n, _ in pairs]
     before = _leaders((await _read(gw, topic))[0], numbers)
-    results = await gw.elect_preferred_leaders([(topic, n) for n in numbers])
+    try:
+        # ElectLeaders as the operator (ALTER on CLUSTER); the reads around it stay the observer's
+        results = await (await operator_gateway(ctx, plan.cluster)).elect_preferred_leaders([(topic, n) for n in numbers])
+    except GatewayError as exc:
+        return ActionResult(False, f"The election failed: {exc}", {"leaders": before}, {})
     want = {str(n): pref for n, pref in pairs}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_S

@@ -11,7 +11,7 @@ import re
 
 from live.gateway import GatewayError, UnknownTopic
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
 from .evidence import config_value, gateway
 from .router import BadInput
@@ -113,7 +113,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     if cfg is None:
         raise BadInput(f"Topic {topic} does not exist.", ["status"])
     before = before if before is not None else 7 * 86_400_000  # Kafka's default when the value is hidden
-    error = await _validate(gw, topic, target)
+    # the dry run is the operator's: it shows now, not after a confirmation, if the operator lacks the right
+    error = await _validate(await operator_gateway(ctx, request.cluster), topic, target)
     deleting = lowers(before, target)
     changes = [f"{topic} {KEY}: {human_ms(before)} -> {human_ms(target)}"]
     if deleting:
@@ -144,7 +145,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
         return [Precondition("topic exists", False, f"{a['topic']} no longer exists")]
     # Someone else changed it since the preview: what the approver saw is no longer what happens.
     unchanged = now is None or now == a["before"]
-    error = await _validate(gw, a["topic"], a["target"])
+    error = await _validate(await operator_gateway(ctx, plan.cluster), a["topic"], a["target"])
     return [Precondition("unchanged since the preview", unchanged, f"{KEY} is {human_ms(now) if now is not None else 'hidden'} now"),
             Precondition("validate_only dry run", error is None, error or "accepted")]
 
@@ -154,7 +155,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     a = plan.args
     _, before = await _current(gw, a["topic"])
     try:
-        await gw.alter_topic_config(a["topic"], KEY, str(a["target"]))
+        await (await operator_gateway(ctx, plan.cluster)).alter_topic_config(a["topic"], KEY, str(a["target"]))
     except GatewayError as exc:
         return ActionResult(False, f"The change failed: {exc}", {KEY: before}, {})
     _, after = await _current(gw, a["topic"])

@@ -19,7 +19,7 @@ import re
 from live.gateway import GatewayError
 from live.model import Reassignment
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
 from .evidence import gateway
 from .router import BadInput
@@ -152,7 +152,7 @@ async def plan_set(request: CommandRequest, ctx: Context) -> ActionPlan:
     before_b = await _broker_state(gw, brokers)
     before_t = await _topic_state(gw, sorted(lists))
     target_b = {str(b): {k: str(rate) for k in RATE_KEYS} for b in brokers}
-    errors = await _dry_run(gw, target_b, lists)
+    errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, lists)
     notes = []
     if not lists:
         notes.append("No reassignment is in progress, so no topic lists throttled replicas: the rates throttle nothing until one does.")
@@ -174,7 +174,7 @@ async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
     target_t = {t: {k: None for k, v in kv.items() if v is not None} for t, kv in before_t.items()}
     target_b = {b: kv for b, kv in target_b.items() if kv}
     target_t = {t: kv for t, kv in target_t.items() if kv}
-    errors = await _dry_run(gw, target_b, target_t)
+    errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, target_t)
     return _make_plan(CLEAR_SPEC.name, gw, f"Remove the replication throttle from {len(target_b)} broker(s) and {len(target_t)} topic(s).",
                       brokers, target_b, target_t, before_b, {t: before_t[t] for t in target_t}, errors, [])
 
@@ -183,7 +183,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     gw = await gateway(ctx, plan.cluster)
     now = (await gw.describe_cluster()).broker_ids
     same = sorted(now) == sorted(plan.args["brokers"])
-    errors = await _dry_run(gw, plan.args["target_brokers"], plan.args["target_topics"])
+    errors = await _dry_run(await operator_gateway(ctx, plan.cluster), plan.args["target_brokers"], plan.args["target_topics"])
     # A broker that joined since the preview would be left unthrottled: preview again instead.
     return [Precondition("same brokers as previewed", same, f"registered now: {now}, previewed: {plan.args['brokers']}"),
             Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) or "accepted")]
@@ -205,17 +205,18 @@ def _matches(state: dict, plan: ActionPlan) -> tuple[int, int]:
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     gw = await gateway(ctx, plan.cluster)
     before = await _read_back(gw, plan)
+    op = await operator_gateway(ctx, plan.cluster)  # writes as the operator; reads stay the observer's
     failed = []
     for b, kv in plan.args["target_brokers"].items():
         for k, v in kv.items():
             try:
-                await gw.alter_broker_config(int(b), k, v)
+                await op.alter_broker_config(int(b), k, v)
             except GatewayError as exc:
                 failed.append(f"broker {b} {k}: {exc}")
     for t, kv in plan.args["target_topics"].items():
         for k, v in kv.items():
             try:
-                await gw.alter_topic_config(t, k, v)
+                await op.alter_topic_config(t, k, v)
             except GatewayError as exc:
                 failed.append(f"topic {t} {k}: {exc}")
     after = await _read_back(gw, plan)

@@ -12,6 +12,8 @@ Two sources, merged by :func:`load_clusters`:
     KBOT_SSL_CA               CA bundle (PEM) to verify the brokers
     KBOT_SSL_CERT / KBOT_SSL_KEY / KBOT_SSL_KEY_PASSWORD   client certificate (mTLS)
     KBOT_EXPECTED_BROKERS     optional comma list of broker ids, e.g. 1,2,3
+    KBOT_OPERATOR_SASL_USERNAME / KBOT_OPERATOR_SASL_PASSWORD   the operator principal (actions)
+    KBOT_OPERATOR_SSL_CERT / KBOT_OPERATOR_SSL_KEY / KBOT_OPERATOR_SSL_KEY_PASSWORD   ... with mTLS
 
 * a YAML file, ``$KBOT_CLUSTERS_FILE`` or ``$KBOT_HOME/clusters.yaml``
   (``KBOT_HOME`` defaults to ``~/.kbot``)::
@@ -28,6 +30,14 @@ Two sources, merged by :func:`load_clusters`:
         sasl_password: ${KBOT_PROD_PASSWORD}     # ${VAR} is read from the environment
         ssl_ca: /etc/kbot/ca.pem
         expected_brokers: [1, 2, 3]
+        operator:                                # the principal confirmed actions run as
+          sasl_username: kbot-operator
+          sasl_password: ${KBOT_PROD_OPERATOR_PASSWORD}
+
+Two principals per cluster: every read runs as the configured (observer) credentials, which need
+only Describe / DescribeConfigs rights; a confirmed action runs as the ``operator`` credentials
+(:meth:`ClusterConfig.as_operator`), which hold exactly the rights the actions need
+(docs/security.md). Without ``operator`` settings actions run as the observer credentials.
 
 Which cluster is the default (``get_cluster(None)``): ``$KBOT_CLUSTER`` if set,
 else the env cluster if ``KBOT_BOOTSTRAP`` is set, else the file's ``default:``,
@@ -99,12 +109,21 @@ class ClusterConfig:
     # exporters the live checks read for what the admin API does not show (handler idle time,
     # fetch-session evictions, per-partition write rates).
     metrics_targets: str | None = None
+    # The operator principal: the credentials confirmed actions use (None: the same as above).
+    operator_sasl_username: str | None = None
+    operator_sasl_password: Secret | None = field(default=None, repr=False)
+    operator_ssl_cert: str | None = None
+    operator_ssl_key: str | None = None
+    operator_ssl_key_password: Secret | None = field(default=None, repr=False)
+    role: str = "observer"          # whose credentials these are: "observer" or "operator" (for messages)
     source: str = "code"            # "env", "file:<path>" or "code" (for messages)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
         set_("sasl_password", _secret(self.sasl_password))
         set_("ssl_key_password", _secret(self.ssl_key_password))
+        set_("operator_sasl_password", _secret(self.operator_sasl_password))
+        set_("operator_ssl_key_password", _secret(self.operator_ssl_key_password))
         set_("expected_brokers", tuple(_broker_ids(self.expected_brokers, self.name)))
         proto = (self.security_protocol or "PLAINTEXT").upper()
         set_("security_protocol", proto)
@@ -139,6 +158,17 @@ class ClusterConfig:
                 raise ConfigError(f"{where}: metrics target {item!r} is not <node id>=<http(s) url>")
         if bool(self.ssl_cert) != bool(self.ssl_key):
             raise ConfigError(f"{where}: mTLS needs both ssl_cert and ssl_key")
+        if self.role not in ("observer", "operator"):
+            raise ConfigError(f"{where}: role {self.role!r} is not observer or operator")
+        if bool(self.operator_sasl_username) != bool(self.operator_sasl_password):
+            raise ConfigError(f"{where}: the operator needs both sasl_username and sasl_password")
+        if self.operator_sasl_username and not self.uses_sasl:
+            raise ConfigError(f"{where}: operator SASL credentials given but security_protocol is "
+                              f"{self.security_protocol}; use SASL_SSL")
+        if bool(self.operator_ssl_cert) != bool(self.operator_ssl_key):
+            raise ConfigError(f"{where}: the operator's mTLS needs both ssl_cert and ssl_key")
+        if self.operator_ssl_cert and not self.uses_ssl:
+            raise ConfigError(f"{where}: an operator client certificate needs security_protocol SSL or SASL_SSL")
         if not self.uses_ssl and (self.ssl_ca or self.ssl_cert or self.ssl_key):
             raise ConfigError(f"{where}: SSL files given but security_protocol is "
                               f"{self.security_protocol}; use SSL or SASL_SSL")
@@ -168,6 +198,34 @@ class ClusterConfig:
     @property
     def mtls(self) -> bool:
         return bool(self.ssl_cert and self.ssl_key)
+
+    @property
+    def principal(self) -> str:
+        """Who these credentials authenticate as, for messages (never a secret)."""
+        if self.uses_sasl:
+            return f"User:{self.sasl_username}"
+        if self.mtls:
+            return f"the client certificate {self.ssl_cert}"
+        return "User:ANONYMOUS"
+
+    @property
+    def has_operator(self) -> bool:
+        return bool(self.operator_sasl_username or self.operator_ssl_cert)
+
+    def as_operator(self) -> "ClusterConfig":
+        """The same cluster with the operator's credentials (role "operator"): what a confirmed
+        action connects with. Without operator settings: the same credentials, labelled operator."""
+        from dataclasses import replace
+
+        changes: dict = {"role": "operator", "client_id": f"{self.client_id}-operator",
+                         "operator_sasl_username": None, "operator_sasl_password": None,
+                         "operator_ssl_cert": None, "operator_ssl_key": None, "operator_ssl_key_password": None}
+        if self.operator_sasl_username:
+            changes.update(sasl_username=self.operator_sasl_username, sasl_password=self.operator_sasl_password)
+        if self.operator_ssl_cert:
+            changes.update(ssl_cert=self.operator_ssl_cert, ssl_key=self.operator_ssl_key,
+                           ssl_key_password=self.operator_ssl_key_password)
+        return replace(self, **changes)
 
     def confluent_conf(self) -> dict:
         """Settings for confluent-kafka / librdkafka (dotted names)."""
@@ -235,8 +293,9 @@ class ClusterConfig:
 _FILE_KEYS = {
     "bootstrap", "bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username",
     "sasl_password", "ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password", "expected_brokers",
-    "client_id", "metrics_targets",
+    "client_id", "metrics_targets", "operator",
 }
+_OPERATOR_KEYS = {"sasl_username", "sasl_password", "ssl_cert", "ssl_key", "ssl_key_password"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -290,6 +349,11 @@ def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
         ssl_key_password=env.get("KBOT_SSL_KEY_PASSWORD") or None,
         expected_brokers=_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env"),
         metrics_targets=g("KBOT_METRICS_TARGETS"),
+        operator_sasl_username=g("KBOT_OPERATOR_SASL_USERNAME"),
+        operator_sasl_password=env.get("KBOT_OPERATOR_SASL_PASSWORD") or None,
+        operator_ssl_cert=g("KBOT_OPERATOR_SSL_CERT"),
+        operator_ssl_key=g("KBOT_OPERATOR_SSL_KEY"),
+        operator_ssl_key_password=env.get("KBOT_OPERATOR_SSL_KEY_PASSWORD") or None,
         source="env",
     )
 
@@ -303,10 +367,10 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a mapping with 'clusters:' and 'default:'")
-    unknown_top = set(doc) - {"clusters", "default"}
+    unknown_top = set(doc) - {"clusters", "default", "channels"}
     if unknown_top:
         raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown_top)}; "
-                          f"expected 'clusters' and 'default'")
+                          f"expected 'clusters', 'default' and 'channels'")
     raw = doc.get("clusters") or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: 'clusters' must map cluster names to settings")
@@ -319,7 +383,14 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         bad = set(settings) - _FILE_KEYS
         if bad:
             raise ConfigError(f"{where}: unknown key(s) {sorted(bad)}; allowed: {sorted(_FILE_KEYS)}")
-        s = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items()}
+        operator = settings.get("operator") or {}
+        if not isinstance(operator, dict):
+            raise ConfigError(f"{where}: 'operator' must map to sasl_username / sasl_password (or ssl_cert / ssl_key)")
+        bad = set(operator) - _OPERATOR_KEYS
+        if bad:
+            raise ConfigError(f"{where}: unknown operator key(s) {sorted(bad)}; allowed: {sorted(_OPERATOR_KEYS)}")
+        s = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items() if k != "operator"}
+        s.update({f"operator_{k}": _expand(v, env, f"{where} key 'operator.{k}'") for k, v in operator.items()})
         bootstrap = s.pop("bootstrap", None) or s.pop("bootstrap_servers", None)
         s.pop("bootstrap_servers", None)
         if isinstance(bootstrap, list):
@@ -361,6 +432,33 @@ def load_config(env: Mapping[str, str] | None = None,
     if default is None and len(clusters) == 1:
         default = next(iter(clusters))
     return clusters, default
+
+
+def load_channels(env: Mapping[str, str] | None = None, path: str | Path | None = None) -> dict[str, str]:
+    """Slack channel id -> cluster name: the clusters file's ``channels:`` mapping, then
+    ``KBOT_CHANNEL_CLUSTERS`` ("C0PROD=prod,C0STAGE=staging") on top. Every name must be a
+    configured cluster, so a typo fails at start-up rather than in the middle of an incident."""
+    import yaml
+
+    env = os.environ if env is None else env
+    clusters, _default = load_config(env, path)
+    file = Path(path).expanduser() if path is not None else clusters_file(env)
+    out: dict[str, str] = {}
+    if file.is_file():
+        raw = (yaml.safe_load(file.read_text()) or {}).get("channels") or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{file}: 'channels' must map Slack channel ids to cluster names")
+        out.update({str(k): str(v) for k, v in raw.items()})
+    for item in filter(None, (x.strip() for x in (env.get("KBOT_CHANNEL_CLUSTERS") or "").split(","))):
+        channel, sep, name = item.partition("=")
+        if not sep or not channel.strip() or not name.strip():
+            raise ConfigError(f"KBOT_CHANNEL_CLUSTERS entry {item!r} is not <channel id>=<cluster>")
+        out[channel.strip()] = name.strip()
+    for channel, name in out.items():
+        if name not in clusters:
+            raise ConfigError(f"channel {channel} is mapped to cluster {name!r}, which is not configured; "
+                              f"configured clusters: {', '.join(sorted(clusters)) or 'none'}")
+    return out
 
 
 def load_clusters(env: Mapping[str, str] | None = None,

@@ -119,6 +119,47 @@ class AuthenticationFailed(GatewayError):
     """SASL/SSL handshake or authorization failure."""
 
 
+class TlsFailed(AuthenticationFailed):
+    """The TLS handshake with the brokers failed (wrong CA, expired or misnamed certificate)."""
+
+
+class NotAuthorized(AuthenticationFailed):
+    """The broker refused a request: the principal lacks an ACL. Names the right that is missing,
+    as an operator grants it: ``the operator principal needs ALTER_CONFIGS on TOPIC orders``."""
+
+    def __init__(self, role: str, principal: str, operation: str, resource_type: str, resource_name: str,
+                 what: str, cluster: str | None = None, code: str | None = None):
+        self.role, self.principal = role, principal
+        self.operation, self.resource_type, self.resource_name = operation, resource_type, resource_name
+        self.what = what
+        super().__init__(f"the {role} principal needs {operation} on {resource_type} {resource_name}: "
+                         f"{what} was refused for {principal} on cluster {cluster!r}", cluster, code)
+
+
+# Which ACL operation a request needs, by the gateway's own name for the call (``what``): the
+# broker's error says which resource type refused, not which operation, and a grant needs both.
+_REQUIRED_OP = (
+    ("incremental_alter_configs", "ALTER_CONFIGS"), ("describe_configs", "DESCRIBE_CONFIGS"),
+    ("elect_leaders", "ALTER"), ("abort_transaction", "ALTER"), ("describe_producers", "READ"),
+)
+# Authorization error (librdkafka name / kafka-python class) -> the resource type that refused it.
+_AUTHZ_RESOURCE = {
+    "TOPIC_AUTHORIZATION_FAILED": "TOPIC", "TopicAuthorizationFailedError": "TOPIC",
+    "GROUP_AUTHORIZATION_FAILED": "GROUP", "GroupAuthorizationFailedError": "GROUP",
+    "CLUSTER_AUTHORIZATION_FAILED": "CLUSTER", "ClusterAuthorizationFailedError": "CLUSTER",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "TRANSACTIONAL_ID",
+    "TransactionalIdAuthorizationFailedError": "TRANSACTIONAL_ID",
+}
+CLUSTER_RESOURCE = "kafka-cluster"   # the one resource name of Kafka's CLUSTER resource type
+
+
+def required_operation(what: str) -> str:
+    for prefix, op in _REQUIRED_OP:
+        if what.startswith(prefix):
+            return op
+    return "DESCRIBE"
+
+
 # ---- librdkafka callbacks ------------------------------------------------------------
 
 class _RdkafkaLogger:
@@ -301,13 +342,75 @@ class AdminGateway:
         results = await asyncio.gather(*(one(hp) for hp in self.config.bootstrap_list))
         return any(results)
 
+    def _not_authorized(self, error_name: str, what: str, topics: Iterable[str] = ()) -> NotAuthorized:
+        rtype = _AUTHZ_RESOURCE[error_name]
+        if rtype == "CLUSTER":
+            name = CLUSTER_RESOURCE
+        elif rtype == "TOPIC":
+            import re
+            named = sorted(set(topics) - {"?"})
+            if not named:  # kafka-python's errors do not name the topic; the call does
+                m = re.match(r"describe_producers (.+)-\d+", what)
+                named = [m.group(1)] if m else re.findall(r"'([^']+)'", what)
+            name = ", ".join(named) or "the topics asked about"
+        else:
+            import re
+            found = re.findall(r"'([^']+)'", what)
+            name = found[0] if found else f"the {rtype.lower().replace('_', ' ')}s asked about"
+        return NotAuthorized(self.config.role, self.config.principal, required_operation(what), rtype, name,
+                             what, self.config.name, error_name)
+
+    def _credentials_problem(self, since: float, lasting_only: bool = False) -> str | None:
+        """The last SASL or TLS failure librdkafka reported since ``since`` (its text), if any.
+        ``lasting_only``: only rejections that retrying cannot fix (a wrong password or an
+        unverifiable certificate), not a handshake cut short by a broker going down."""
+        with self._lock:
+            texts = [e[2] for e in self._errors if e[0] >= since]
+        for text in reversed(texts):
+            if "SASL authentication error" in text or "certificate verify failed" in text:
+                return text
+            if not lasting_only and "SSL handshake failed" in text:
+                return text
+        return None
+
+    async def _credentials_error(self, text: str, code: str | None) -> GatewayError:
+        """One clear line for a failed SASL login or TLS handshake (never the password itself)."""
+        c = self.config
+        if "SASL" in text and "SSL handshake" not in text:
+            return AuthenticationFailed(
+                f"SASL authentication to Kafka cluster {c.name!r} failed for {c.principal} ({c.sasl_mechanism}): "
+                f"wrong user name or password, or no such SCRAM user (the {c.role}'s sasl_username / sasl_password)",
+                c.name, code or "SASL_AUTHENTICATION_FAILED")
+        from . import tls
+        why = None
+        for hp in c.bootstrap_list:
+            host, _, port = hp.rpartition(":")
+            why = await asyncio.to_thread(tls.diagnose, host.strip("[]"), int(port), cafile=c.ssl_ca,
+                                          certfile=c.ssl_cert, keyfile=c.ssl_key, password=c.ssl_key_password,
+                                          timeout=PROBE_TIMEOUT_S * 2)
+            if why:
+                break
+        if why is None:
+            tail = text.split("SSL handshake failed: ", 1)[-1].split(" (after ", 1)[0]
+            why = f"the TLS handshake failed ({tail})"
+        return TlsFailed(f"TLS verification of Kafka cluster {c.name!r} failed: {why}", c.name, code or "_SSL")
+
     async def _failure(self, what: str, started: float, detail: str | None = None,
                        code: str | None = None) -> GatewayError:
-        """Turn a timeout / transport failure into ClusterUnreachable or Timeout."""
+        """Turn a timeout / transport failure into ClusterUnreachable or Timeout - or, when the
+        brokers refused the credentials or the certificate, into one line saying so."""
         try:
             self._admin.poll(0)   # serve pending error/log callbacks
         except Exception:
             pass
+        problem = self._credentials_problem(started)
+        if problem is None and detail and ("SASL authentication error" in detail or "SSL handshake failed" in detail
+                                           or "certificate verify failed" in detail):
+            problem = detail
+        if problem is None and code in ("SaslAuthenticationFailedError",):
+            problem = "SASL authentication error: " + (detail or "")
+        if problem is not None:
+            return await self._credentials_error(problem, code if code and "SASL" in code.upper() else None)
         reachable = await self._probe()
         all_down = self._all_down_at is not None and self._all_down_at >= started
         last = self._last_error_text(started)
@@ -334,17 +437,40 @@ class AdminGateway:
             return await self._failure(what, started, err.str(), err.name())
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return UnknownTopic(topics or ["?"], self.config.name, err.str())
+        if err.name() in _AUTHZ_RESOURCE:
+            return self._not_authorized(err.name(), what, topics)
         if code in _AUTH:
-            return AuthenticationFailed(f"{what} on cluster {self.config.name!r}: {err.name()}: {err.str()}",
-                                        self.config.name, err.name())
+            return await self._failure(what, started, err.str(), err.name())
         return GatewayError(f"{what} failed on cluster {self.config.name!r}: {err.name()}: {err.str()}",
                             self.config.name, err.name())
 
     # ---- plumbing: confluent futures, blocking calls -------------------------------------
+    async def _bounded(self, aw, started: float):
+        """Await ``aw`` for at most timeout_s + GRACE_S, like asyncio.wait_for - but give up at once
+        (asyncio.TimeoutError; the caller's _failure then names the cause) when the brokers have
+        rejected the credentials or the certificate since ``started``: librdkafka would go on
+        retrying until the timeout, and those mistakes do not fix themselves."""
+        task = asyncio.ensure_future(aw)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s + GRACE_S
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise asyncio.TimeoutError
+                done, _ = await asyncio.wait({task}, timeout=min(0.25, remaining))
+                if done:
+                    return task.result()
+                if self._credentials_problem(started, lasting_only=True) is not None:
+                    raise asyncio.TimeoutError
+        finally:
+            if not task.done():
+                task.cancel()
+
     async def _await(self, fut, what: str, started: float | None = None, topics: Iterable[str] = ()):
         started = time.monotonic() if started is None else started
         try:
-            result = await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout_s + GRACE_S)
+            result = await self._bounded(asyncio.wrap_future(fut), started)
         except asyncio.TimeoutError:
             raise await self._failure(what, started) from None
         except KafkaException as e:
@@ -357,9 +483,8 @@ class AdminGateway:
         started = time.monotonic()
         keys = list(futs)
         try:
-            done = await asyncio.wait_for(
-                asyncio.gather(*(asyncio.wrap_future(futs[k]) for k in keys), return_exceptions=True),
-                self.timeout_s + GRACE_S)
+            done = await self._bounded(
+                asyncio.gather(*(asyncio.wrap_future(futs[k]) for k in keys), return_exceptions=True), started)
         except asyncio.TimeoutError:
             raise await self._failure(what, started) from None
         out = {}
@@ -382,7 +507,7 @@ class AdminGateway:
         started = time.monotonic()
         E = _kp_errors()
         try:
-            result = await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), self.timeout_s + GRACE_S)
+            result = await self._bounded(asyncio.to_thread(fn, *args, **kwargs), started)
         except asyncio.TimeoutError:
             raise await self._failure(what, started) from None
         except KafkaException as e:
@@ -394,9 +519,13 @@ class AdminGateway:
         except (E.KafkaTimeoutError, E.KafkaConnectionError, E.RequestTimedOutError,
                 E.NodeNotReadyError) as e:
             raise await self._failure(what, started, f"{type(e).__name__}: {e}", type(e).__name__) from None
-        except (E.SaslAuthenticationFailedError, E.AuthorizationError) as e:
-            raise AuthenticationFailed(f"{what} on cluster {self.config.name!r}: {e}", self.config.name,
-                                       type(e).__name__) from None
+        except E.AuthorizationError as e:
+            name = type(e).__name__
+            if name in _AUTHZ_RESOURCE:
+                raise self._not_authorized(name, what, self._topics_in(e) if name.startswith("Topic") else ()) from None
+            raise AuthenticationFailed(f"{what} on cluster {self.config.name!r}: {e}", self.config.name, name) from None
+        except E.SaslAuthenticationFailedError as e:
+            raise await self._failure(what, started, f"SASL authentication error: {e}", type(e).__name__) from None
         except E.KafkaError as e:
             raise GatewayError(f"{what} failed on cluster {self.config.name!r}: {type(e).__name__}: {e}",
                                self.config.name, type(e).__name__) from None
@@ -591,16 +720,33 @@ class AdminGateway:
         """One Metadata request (all topics, or one topic) via list_topics."""
         self._check_open()
         started = time.monotonic()
-        kwargs: dict[str, Any] = {"timeout": self.timeout_s}
+        kwargs: dict[str, Any] = {}
         if topic is not None:
             kwargs["topic"] = topic
+        stop = threading.Event()
+        admin, deadline = self._admin, time.monotonic() + self.timeout_s
+
+        def sliced():
+            # list_topics blocks its thread for the whole timeout, and a thread cannot be
+            # cancelled: asking in 1 s slices lets a call _bounded gave up on (rejected
+            # credentials) end within a second instead of holding the process's exit.
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return admin.list_topics(timeout=max(0.1, min(1.0, left)), **kwargs)
+                except KafkaException as e:
+                    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                    # one long list_topics would have waited through these too
+                    if err is None or err.code() not in _CONNECTIVITY or stop.is_set() or left <= 1.0:
+                        raise
         try:
-            md = await asyncio.wait_for(asyncio.to_thread(self._admin.list_topics, **kwargs),
-                                        self.timeout_s + GRACE_S)
+            md = await self._bounded(asyncio.to_thread(sliced), started)
         except asyncio.TimeoutError:
             raise await self._failure("metadata request", started) from None
         except KafkaException as e:
             raise await self._translate(e, "metadata request", started) from None
+        finally:
+            stop.set()
         self._ok()
         return md
 

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
                    help=f"first port of the layout (default: {DEFAULT_PORT_BASE})")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
+    p.add_argument("--secure", action="store_true",
+                   help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/operator principals "
+                        "(localkafka/secure.py); give it with every action on that cluster")
     p.set_defaults(func=run)
 
 
@@ -75,7 +78,11 @@ FAULTS = {"kill": "kill_broker", "pause": "pause_broker", "resume": "resume_brok
 
 def run(args) -> int:
     try:
-        cluster = LocalCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
+        if getattr(args, "secure", False):
+            from .secure import SecureCluster
+            cluster = SecureCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
+        else:
+            cluster = LocalCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
         if args.action == "up":
             t0 = time.monotonic()
             cluster.up(timeout=args.timeout)
@@ -112,6 +119,10 @@ def run(args) -> int:
                 if "up_seconds" in st:
                     print(f"up in {st['up_seconds']}s")
                 print(format_status(st))
+                if st.get("security"):
+                    sec = st["security"]
+                    print(f"  security:             {sec['listener']} {sec['sasl_mechanism']}, CA {sec['ca']}")
+                    print(f"  principals:           {', '.join(sec['users'])} (passwords in {sec['secrets_file']})")
             sys.stdout.flush()
         except BrokenPipeError:  # `kbot cluster status | head`: not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -163,9 +163,11 @@ class LocalCluster:
     def __init__(self, name: str = "dev", base_dir: str | Path | None = None,
                  port_base: int = DEFAULT_PORT_BASE, *, controllers: int = 1,
                  overrides: dict[str | int, dict[str, str]] | None = None,
-                 extra_log_dirs: dict[int, list[str | Path]] | None = None):
+                 extra_log_dirs: dict[int, list[str | Path]] | None = None, brokers: int = 3):
         if controllers not in (1, 3):
             raise ClusterError(f"controllers must be 1 or 3, not {controllers}")
+        if not 1 <= brokers <= len(BROKER_IDS):
+            raise ClusterError(f"brokers must be 1 to {len(BROKER_IDS)}, not {brokers}")
         self.name = name
         self.base_dir = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser().resolve()
         self.port_base = port_base
@@ -179,7 +181,7 @@ class LocalCluster:
         self.brokers = {
             bid: Node("broker", bid, port_base + 1 + i, port_base + METRICS_OFFSET + 1 + i,
                       self.base_dir / f"node-{bid}")
-            for i, bid in enumerate(BROKER_IDS)
+            for i, bid in enumerate(BROKER_IDS[:brokers])
         }
         self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
         self.extra_log_dirs = {b: [Path(d) for d in dirs] for b, dirs in (extra_log_dirs or {}).items()}
@@ -232,6 +234,14 @@ class LocalCluster:
         except KeyError:
             raise ClusterError(f"no node {node_id} in cluster {self.name!r} (controllers: "
                                f"{list(self.controllers)}, brokers: {list(self.brokers)})")
+
+    def client_conf(self) -> dict:
+        """confluent-kafka settings for a client of this cluster (secure mode adds SASL/TLS)."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
+    def kafka_python_conf(self) -> dict:
+        """The same for kafka-python clients."""
+        return {"bootstrap_servers": self.bootstrap_servers.split(",")}
 
     def admin(self, **extra):
         """A confluent_kafka AdminClient for the brokers. Without ``extra`` the

@@ -19,6 +19,7 @@ waits until every partition's ISR equals its replica set again.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -54,7 +55,7 @@ class FaultInjector:
         return pid
 
     def _producer(self, **extra) -> Producer:
-        return Producer({"bootstrap.servers": self.c.bootstrap_servers, "logger": quiet_logger(),
+        return Producer({**self.c.client_conf(), "logger": quiet_logger(),
                          "linger.ms": 5, **extra})
 
     def _state_file(self) -> Path:
@@ -214,9 +215,21 @@ class FaultInjector:
         cmd = [sys.executable, str(Path(__file__).with_name("txn_child.py")),
                "--bootstrap", self.c.bootstrap_servers, "--topic", topic,
                "--partition", str(partition), "--transactional-id", tid, "--records", str(records)]
+        extra = {k: v for k, v in self.c.client_conf().items() if k != "bootstrap.servers"}
+        conf_file = None
+        if extra:  # SASL settings reach the child in a private file, never on its command line (ps)
+            conf_file = self.c.base_dir / f".txn-child-{uuid.uuid4().hex[:8]}.json"
+            fd = os.open(conf_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(extra, f)
+            cmd += ["--client-conf", str(conf_file)]
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True)
-        line = _read_line(child, timeout)
+        try:
+            line = _read_line(child, timeout)
+        finally:
+            if conf_file is not None:
+                conf_file.unlink(missing_ok=True)
         if not line.startswith("READY "):
             child.kill()
             _, err = child.communicate(timeout=10)
@@ -238,7 +251,7 @@ class FaultInjector:
         """producer id/epoch and coordinator of ``tid`` via kafka-python's
         DescribeTransactions (confluent_kafka has no such admin call)."""
         from kafka.admin import KafkaAdminClient
-        ka = KafkaAdminClient(bootstrap_servers=self.c.bootstrap_servers)
+        ka = KafkaAdminClient(**self.c.kafka_python_conf())
         try:
             d = ka.describe_transactions([tid])[tid]
             return {"producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
@@ -269,7 +282,7 @@ class FaultInjector:
             p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
         p.flush(30)
         consumer = Consumer({
-            "bootstrap.servers": self.c.bootstrap_servers, "group.id": group,
+            **self.c.client_conf(), "group.id": group,
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
             "logger": quiet_logger(),
         })

@@ -24,6 +24,7 @@ import pytest
 
 from .cluster import LocalCluster
 from .fetch import cache_root
+from .secure import SecureCluster
 
 TEST_NAME = "pytest"
 
@@ -78,11 +79,63 @@ def kafka_cluster():
     stop_test_cluster(cluster)
 
 
+class SecureTestCluster(SecureCluster, TestCluster):
+    """The shared secured test cluster (localkafka/secure.py) with the test cluster's settings."""
+
+    __test__ = False
+
+
+def secure_test_cluster() -> LocalCluster:
+    """SASL_SSL + ACLs, 1 controller + 3 brokers: port base ``KBOT_TEST_SECURE_PORT_BASE``
+    (default 28090), folder ``KBOT_TEST_SECURE_CLUSTER_DIR``."""
+    base = os.environ.get("KBOT_TEST_SECURE_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-secure"
+    return SecureTestCluster(name="pytest-secure", base_dir=base, port_base=int(os.environ.get("KBOT_TEST_SECURE_PORT_BASE", "28090")))
+
+
+# A one-broker cluster's internal topics and defaults cannot ask for three replicas.
+ONE_BROKER = {"controller": {"default.replication.factor": "1", "min.insync.replicas": "1"},
+              "broker": {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+                         "transaction.state.log.min.isr": "1", "min.insync.replicas": "1"}}
+
+
+def second_test_cluster() -> LocalCluster:
+    """A second, plain cluster of 1 controller + 1 broker (two-cluster tests): port base
+    ``KBOT_TEST_SECOND_PORT_BASE`` (default 23090), folder ``KBOT_TEST_SECOND_CLUSTER_DIR``."""
+    base = os.environ.get("KBOT_TEST_SECOND_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-second"
+    return TestCluster(name="pytest-second", base_dir=base, brokers=1, overrides=ONE_BROKER,
+                       port_base=int(os.environ.get("KBOT_TEST_SECOND_PORT_BASE", "23090")))
+
+
+def _start(cluster: LocalCluster, timeout: float = 180) -> LocalCluster:
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed: the local Kafka cluster needs a JDK 17+")
+    if shutil.which("openssl") is None and getattr(cluster, "secure", False):
+        pytest.skip("openssl is not installed: the secured cluster makes its certificates with it")
+    if not _keep():
+        cluster.destroy()
+    return cluster.up(timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def secure_kafka_cluster():
+    cluster = _start(secure_test_cluster())
+    yield cluster
+    stop_test_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def second_kafka_cluster():
+    cluster = _start(second_test_cluster())
+    yield cluster
+    stop_test_cluster(cluster)
+
+
 @pytest.fixture(autouse=True)
 def kafka_autoheal(request):
     yield
-    if "kafka_cluster" in request.fixturenames:
-        request.getfixturevalue("kafka_cluster").faults.heal()
+    for name in ("kafka_cluster", "secure_kafka_cluster"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).faults.heal()
 
 
 def produce_one(bootstrap: str, topic: str, partition: int, value: str) -> None:
@@ -96,15 +149,15 @@ def produce_one(bootstrap: str, topic: str, partition: int, value: str) -> None:
 
 
 def read_committed(bootstrap: str, topic: str, partition: int, seconds: float = 30,
-                   want: str | None = None) -> list[str]:
+                   want: str | None = None, **conf) -> list[str]:
     """Values a read_committed consumer gets from the start of the partition within ``seconds``
-    (returning early once ``want`` arrived)."""
+    (returning early once ``want`` arrived). ``conf``: extra client settings (SASL/TLS)."""
     import time
     import uuid
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+    c = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     values: list[str] = []
     try:

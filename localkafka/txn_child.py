@@ -25,9 +25,15 @@ def main() -> int:
     ap.add_argument("--transactional-id", required=True)
     ap.add_argument("--records", type=int, default=5)
     ap.add_argument("--timeout-ms", type=int, default=600000)
+    ap.add_argument("--client-conf", help="JSON file of extra client settings (SASL/TLS of a secured cluster)")
     a = ap.parse_args()
+    extra = {}
+    if a.client_conf:
+        with open(a.client_conf) as f:
+            extra = json.load(f)
 
     p = Producer({
+        **extra,
         "bootstrap.servers": a.bootstrap,
         "transactional.id": a.transactional_id,
         "transaction.timeout.ms": a.timeout_ms,

@@ -304,3 +304,64 @@ def test_secret_from_file_is_masked(clusters_path):
     secure = get_cluster("secure", env=env_for(clusters_path))
     assert PASSWORD not in repr(load_clusters(env=env_for(clusters_path)))
     assert KEY_PASSWORD not in repr(secure) and PASSWORD not in repr(prod)
+
+
+# ---- the operator principal (issue 13) ------------------------------------------------------
+
+OPERATOR_YAML = """
+clusters:
+  prod:
+    bootstrap: kafka-1:9093
+    security_protocol: SASL_SSL
+    sasl_mechanism: SCRAM-SHA-512
+    sasl_username: kbot-observer
+    sasl_password: ${OBS_PW}
+    ssl_ca: /etc/kbot/ca.pem
+    operator:
+      sasl_username: kbot-operator
+      sasl_password: ${OP_PW}
+"""
+
+
+def test_operator_credentials_from_the_file(tmp_path):
+    path = tmp_path / "clusters.yaml"
+    path.write_text(OPERATOR_YAML)
+    cfg = get_cluster("prod", {"KBOT_CLUSTERS_FILE": str(path), "OBS_PW": "obs-pw-1", "OP_PW": "op-pw-2"})
+    assert (cfg.role, cfg.sasl_username, cfg.principal) == ("observer", "kbot-observer", "User:kbot-observer")
+    op = cfg.as_operator()
+    assert (op.role, op.sasl_username, str(op.sasl_password)) == ("operator", "kbot-operator", "op-pw-2")
+    assert op.confluent_conf()["sasl.username"] == "kbot-operator"
+    assert op.kafka_python_conf()["sasl_plain_username"] == "kbot-operator"
+    assert op.ssl_ca == cfg.ssl_ca and op.bootstrap == cfg.bootstrap and not op.has_operator
+    for text in (repr(cfg), str(cfg), repr(cfg.safe_dict()), repr(op), repr(op.safe_dict())):
+        assert "obs-pw-1" not in text and "op-pw-2" not in text
+
+
+def test_operator_credentials_from_the_environment():
+    cfg = get_cluster(None, {"KBOT_BOOTSTRAP": "k:9093", "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
+                             "KBOT_SASL_MECHANISM": "SCRAM-SHA-512", "KBOT_SASL_USERNAME": "obs",
+                             "KBOT_SASL_PASSWORD": "a", "KBOT_OPERATOR_SASL_USERNAME": "op",
+                             "KBOT_OPERATOR_SASL_PASSWORD": "b"})
+    assert cfg.has_operator and cfg.as_operator().sasl_username == "op"
+
+
+def test_without_operator_settings_actions_use_the_same_credentials():
+    cfg = ClusterConfig(name="plain", bootstrap="k:9092")
+    op = cfg.as_operator()
+    assert op.role == "operator" and op.principal == "User:ANONYMOUS" and op.bootstrap == "k:9092"
+
+
+@pytest.mark.parametrize("operator, message", [
+    ({"sasl_username": "op"}, "the operator needs both sasl_username and sasl_password"),
+    ({"sasl_password": "x", "sasl_username": "op", "ssl_cert": "/c.pem"}, "the operator's mTLS needs both"),
+    ({"password": "x"}, "unknown operator key(s) ['password']"),
+])
+def test_bad_operator_settings_say_what_is_wrong(tmp_path, operator, message):
+    import yaml
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump({"clusters": {"prod": {
+        "bootstrap": "k:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": "obs", "sasl_password": "p", "operator": operator}}}))
+    with pytest.raises(ConfigError) as err:
+        load_clusters({"KBOT_CLUSTERS_FILE": str(path)})
+    assert message in str(err.value)

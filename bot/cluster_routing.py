@@ -1,0 +1,109 @@
+"""Which Kafka cluster a Slack command is about: ``/kafka @prod why URP`` names it, else the
+channel's mapping (``channels:`` in clusters.yaml or ``KBOT_CHANNEL_CLUSTERS``), else - when only
+one cluster is configured - that one. With several clusters and neither, the bot asks instead of
+guessing: on call, an answer about the wrong cluster is worse than a question.
+
+Pure: :func:`route` takes the text, the channel and a :class:`Routing` (the configuration read
+once), and returns either the text to run - with ``--cluster NAME`` added, which the command
+router already understands - or the "which cluster?" Reply. The Slack handler calls::
+
+    routed = route(text, channel_id, routing)
+    if isinstance(routed, Reply): post it
+    else: answer(routed.text, ctx, user=..., channel=...)
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from commands.reply import Action, Reply
+
+# Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
+NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel"})
+_AT = re.compile(r"^\s*@([A-Za-z0-9][A-Za-z0-9._-]*)(?:\s+|$)")
+_CLUSTER_FLAG = re.compile(r"(^|\s)--cluster(=|\s|$)")
+
+
+@dataclass(frozen=True)
+class Routing:
+    clusters: tuple[str, ...]                   # configured cluster names, sorted
+    channels: Mapping[str, str] = field(default_factory=dict)   # Slack channel id -> cluster
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Routing":
+        """From clusters.yaml / the environment (raises live.ConfigError with the reason)."""
+        from live.config import load_channels, load_clusters
+
+        return cls(tuple(sorted(load_clusters(env))), dict(load_channels(env)))
+
+
+@dataclass(frozen=True)
+class Routed:
+    text: str               # what to pass to commands.dispatch.answer
+    cluster: str | None     # the chosen cluster (None: the command needs none)
+    how: str                # "explicit" | "flag" | "channel" | "only" | "none"
+
+
+def _first_word(text: str) -> str:
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    return words[0].lower() if words else ""
+
+
+def _with_cluster(text: str, name: str) -> str:
+    return f"{text.rstrip()} --cluster {shlex.quote(name)}"
+
+
+def route(text: str, channel: str | None, routing: Routing) -> Routed | Reply:
+    text = text or ""
+    m = _AT.match(text)
+    if m:
+        name, rest = m.group(1), text[m.end():]
+        if name not in routing.clusters:
+            return unknown_cluster_reply(name, rest, routing)
+        if not rest.strip():
+            return which_cluster_reply("", routing, channel, note=f"Say what to ask {name}, e.g. `/kafka @{name} status`.")
+        if _CLUSTER_FLAG.search(rest):
+            return Reply(title="Two clusters named", severity="error", outcome="bad_input",
+                         verdict=f"The command names a cluster twice (@{name} and --cluster); keep one.")
+        return Routed(_with_cluster(rest, name), name, "explicit")
+    if _CLUSTER_FLAG.search(text):
+        return Routed(text, None, "flag")  # the router validates the name and says if it is unknown
+    if _first_word(text) in NO_CLUSTER or not text.strip():
+        return Routed(text, None, "none")
+    mapped = routing.channels.get(channel or "")
+    if mapped:
+        return Routed(_with_cluster(text, mapped), mapped, "channel")
+    if len(routing.clusters) == 1:
+        return Routed(text, routing.clusters[0], "only")
+    return which_cluster_reply(text, routing, channel)
+
+
+def which_cluster_reply(text: str, routing: Routing, channel: str | None = None, note: str | None = None) -> Reply:
+    """The question asked instead of guessing: every configured cluster, as a button that runs
+    the same command on it."""
+    names = list(routing.clusters)
+    if not names:
+        return Reply(title="No Kafka cluster configured", severity="error", outcome="source_down",
+                     verdict="No Kafka cluster is configured: set KBOT_BOOTSTRAP or create clusters.yaml.")
+    example = f"/kafka @{names[0]} {text.strip() or 'status'}"
+    verdict = note or (f"This channel is not mapped to a Kafka cluster and {len(names)} are configured: "
+                       f"which one? Name it first, e.g. `{example}`.")
+    return Reply(
+        title="Which cluster?", severity="info", verdict=verdict,
+        actions=[Action(name, f"@{name} {text.strip()}") for name in names] if text.strip() else [],
+        notes=[f"Configured clusters: {', '.join(names)}.",
+               "To answer in this channel without asking, map it to a cluster: `channels:` in clusters.yaml "
+               f"({channel or '<channel id>'}: <cluster>) or KBOT_CHANNEL_CLUSTERS."],
+    )
+
+
+def unknown_cluster_reply(name: str, rest: str, routing: Routing) -> Reply:
+    names = ", ".join(routing.clusters) or "none"
+    return Reply(title="Unknown cluster", severity="error", outcome="bad_input",
+                 verdict=f"There is no Kafka cluster named '{name}'. Configured clusters: {names}.",
+                 actions=[Action(n, f"@{n} {rest.strip()}") for n in routing.clusters] if rest.strip() else [])

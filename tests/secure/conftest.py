@@ -1,0 +1,108 @@
+"""tests/secure: the secured cluster (SASL_SSL + SCRAM-SHA-512, StandardAuthorizer, no ACL = no
+access), shared by every test here (localkafka.testing.secure_kafka_cluster), and the bot set up
+the way an operator would: a clusters.yaml whose cluster reads as the observer principal and acts
+as the operator principal. A test that needs a principal with fewer rights makes its own SCRAM
+user (as the super user) with exactly the ACLs it wants, so the shared principals never change."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from localkafka.secure import Grant, apply_acls, config_entry
+from localkafka.testing import _start, second_test_cluster, secure_test_cluster, stop_test_cluster
+
+from .securekit import write_clusters_file
+
+pytestmark = pytest.mark.kafka
+
+ADMIN_TIMEOUT_S = "10"
+
+
+# Package scope: the two clusters (6 JVMs) stop when this folder's tests are done, instead of
+# idling through the rest of a full run on a 2-core machine.
+@pytest.fixture(scope="package")
+def secure_kafka_cluster():
+    cluster = _start(secure_test_cluster())
+    yield cluster
+    stop_test_cluster(cluster)
+
+
+@pytest.fixture(scope="package")
+def second_kafka_cluster():
+    cluster = _start(second_test_cluster())
+    yield cluster
+    stop_test_cluster(cluster)
+
+
+@pytest.fixture(scope="package")
+def secure(secure_kafka_cluster):
+    return secure_kafka_cluster
+
+
+@pytest.fixture(scope="package")
+def topic(secure):
+    """One topic for the read and action tests, created by the super user."""
+    from confluent_kafka.admin import NewTopic
+
+    name = f"orders-{uuid.uuid4().hex[:6]}"
+    secure.admin().create_topics([NewTopic(name, 3, 3)])[name].result(30)
+    return name
+
+
+@pytest.fixture
+def kbot_env(secure, tmp_path):
+    """The environment `kbot` would run with: clusters.yaml naming the secured cluster."""
+    clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": config_entry(secure)})
+    return {"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": ADMIN_TIMEOUT_S,
+            "KBOT_HOME": str(tmp_path / "kbot-home"), "KBOT_STATE_DIR": str(tmp_path / "state")}
+
+
+@pytest.fixture
+async def ctx(kbot_env, tmp_path):
+    """The bot's context: a gateway pool on that file and a confirmation gate with its audit log."""
+    from bot.audit import AuditLog
+    from bot.gate import ConfirmationGate, PendingStore
+    from commands.context import Context
+    from live.pool import GatewayPool
+
+    pool = GatewayPool(env=kbot_env)
+    audit = AuditLog(tmp_path / "state" / "audit.jsonl")
+    gate = ConfirmationGate(PendingStore(tmp_path / "state" / "pending.sqlite3"), audit)
+    yield Context(live=pool, gate=gate)
+    await pool.close()
+    audit.close()
+
+
+@pytest.fixture
+def make_principal(secure):
+    """make_principal(*grants) -> (user, password): a new SCRAM user with exactly those ACLs
+    (``(operation, resource type, name)``), removed again after the test."""
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+                                       ScramCredentialInfo, ScramMechanism)
+    admin = secure.admin()
+    made = []
+
+    def make(*grants: tuple[str, str, str]) -> tuple[str, str]:
+        user, password = f"kbot-test-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        for fut in admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(user, info, password.encode())]).values():
+            fut.result(30)
+        made.append(user)
+        secure.wait_login(user, password)
+        if grants:
+            apply_acls(admin, tuple(Grant(user, op, res, name, "test") for op, res, name in grants))
+        return user, password
+
+    yield make
+    for user in made:
+        for fut in admin.alter_user_scram_credentials(
+                [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]).values():
+            fut.result(30)
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}", None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        admin.delete_acls([flt])[flt].result(30)
+
+

@@ -1,0 +1,171 @@
+"""One bot, two clusters: a plain one-broker cluster and the secured three-broker one, both in one
+clusters.yaml. The terminal picks with --cluster, Slack text with @name or the channel's mapping,
+and every answer and audit record is about the cluster asked for."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bot.cluster_routing import Routed, Routing, route
+from commands.dispatch import answer
+from localkafka.secure import config_entry
+
+from .securekit import write_clusters_file
+
+pytestmark = pytest.mark.kafka
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def two(secure, second_kafka_cluster, kbot_env, tmp_path):
+    clusters = {"plain": {"bootstrap": second_kafka_cluster.bootstrap_servers,
+                          "expected_brokers": sorted(second_kafka_cluster.brokers)},
+                "secure": config_entry(secure)}
+    path = tmp_path / "two.yaml"
+    path.write_text("")
+    write_clusters_file(path, clusters)
+    # no default: with two clusters a command must say which one
+    text = path.read_text().replace("default: plain\n", "")
+    path.write_text(text + "channels:\n  C0SECURE: secure\n")
+    return {**kbot_env, "KBOT_CLUSTERS_FILE": str(path)}
+
+
+def kbot(env: dict, *args: str) -> tuple[int, str, str]:
+    res = subprocess.run([sys.executable, "-m", "bot.cli", *args], cwd=ROOT, env={**os.environ, **env},
+                         capture_output=True, text=True, timeout=120)
+    return res.returncode, res.stdout, res.stderr
+
+
+def _brokers_in(status_json: str) -> str:
+    doc = json.loads(status_json)
+    return next(e["value"] for e in doc["evidence"] if e["label"].lower().startswith("brokers"))
+
+
+def test_the_terminal_picks_the_cluster_with_dash_dash_cluster(two):
+    rc, out, err = kbot(two, "ask", "--cluster", "plain", "--json", "status")
+    assert rc == 0, err
+    plain = _brokers_in(out)
+    rc, out, err = kbot(two, "ask", "--cluster", "secure", "--json", "status")
+    assert rc == 0, err
+    secure = _brokers_in(out)
+    assert plain.startswith("1 ") and secure.startswith("3 "), (plain, secure)
+    rc, _out, err = kbot(two, "ask", "--cluster", "staging", "status")
+    assert rc == 2 and "unknown Kafka cluster 'staging'; configured clusters: plain, secure" in err
+
+
+def test_without_a_cluster_the_terminal_says_which_exist(two):
+    rc, out, err = kbot(two, "ask", "status")
+    assert rc == 1
+    assert "several Kafka clusters are configured but none is the default" in out + err
+    assert "plain, secure" in out + err
+
+
+async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path):
+    from bot.audit import AuditLog
+    from bot.gate import ConfirmationGate, PendingStore
+    from commands.context import Context
+    from live.pool import GatewayPool
+
+    routing = Routing.from_env(two)
+    assert routing.clusters == ("plain", "secure") and routing.channels == {"C0SECURE": "secure"}
+    asked = route("status", "C0OTHER", routing)
+    assert not isinstance(asked, Routed) and asked.title == "Which cluster?"
+
+    audit = AuditLog(tmp_path / "two-state" / "audit.jsonl")
+    ctx = Context(live=GatewayPool(env=two), gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit))
+    try:
+        by_name = route("@plain status --json", "C0OTHER", routing)
+        by_channel = route("status --json", "C0SECURE", routing)
+        assert (by_name.cluster, by_channel.cluster) == ("plain", "secure")
+        plain = await answer(by_name.text, ctx, user="U0ALICE", channel="C0OTHER")
+        secure = await answer(by_channel.text, ctx, user="U0ALICE", channel="C0SECURE")
+        assert plain.outcome == secure.outcome == "answered"
+        assert ctx.live.connected() == [("plain", "observer"), ("secure", "observer")]
+
+        # the same action on each cluster: the audit log names the cluster of every step
+        for cluster, channel in (("plain", "C0OTHER"), ("secure", "C0SECURE")):
+            topic = f"audited-{uuid.uuid4().hex[:6]}"
+            gw = await ctx.live.get(cluster)
+            _create(cluster, topic, two)
+            await _visible(gw, topic)
+            text = route(f"@{cluster} retention {topic} 3d", channel, routing).text
+            preview = await answer(text, ctx, user="U0ALICE", channel=channel)
+            token = next((a.command.split()[1] for a in preview.reply.actions if a.label == "Confirm"), None)
+            assert token, (cluster, preview.reply.verdict, [(e.label, e.value) for e in preview.reply.evidence])
+            done = await answer(f"confirm {token}", ctx, user="U0ALICE", channel=channel)
+            assert done.reply.severity != "error", done.reply.verdict
+            assert gw.name == cluster
+        lines = [r for r in audit.read() if r.get("kind") == "retention"]
+        by_cluster = {}
+        for r in lines:
+            by_cluster.setdefault(r["cluster"], set()).add(r["event"])
+        assert set(by_cluster) == {"plain", "secure"}
+        assert all({"preview", "execution"} <= events for events in by_cluster.values()), by_cluster
+        assert ("plain", "operator") in ctx.live.connected() and ("secure", "operator") in ctx.live.connected()
+    finally:
+        await ctx.live.close()
+        audit.close()
+
+
+async def test_the_digest_is_per_cluster(two):
+    from commands.context import Context
+    from live.pool import GatewayPool
+
+    pool = GatewayPool(env=two)
+    try:
+        ctx = Context(live=pool)
+        plain = await answer("digest --cluster plain --json", ctx, user="U0ALICE")
+        secure = await answer("digest --cluster secure --json", ctx, user="U0ALICE")
+        assert plain.outcome == secure.outcome == "answered"
+        assert "plain" in json.dumps(plain.reply.to_dict()) and "secure" in json.dumps(secure.reply.to_dict())
+    finally:
+        await pool.close()
+
+
+async def _visible(gw, topic: str, seconds: float = 30) -> None:
+    """Wait until the bot's own (observer) gateway sees the new topic: the broker it asks may
+    learn about it a moment after the one that created it."""
+    import asyncio
+
+    from live.gateway import UnknownTopic
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        try:
+            await gw.describe_topics([topic])
+            return
+        except UnknownTopic:
+            assert loop.time() < deadline, f"{topic} never became visible to {gw.name}"
+            await asyncio.sleep(0.3)
+
+
+def _create(cluster: str, topic: str, env: dict) -> None:
+    """The topic, made from outside the bot with the cluster's own admin settings."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from live.config import get_cluster
+
+    conf = get_cluster(cluster, env)
+    if conf.uses_sasl:   # the observer may not create topics: make it as the cluster's super user
+        from localkafka.testing import secure_test_cluster
+        admin = secure_test_cluster().admin()
+        rf = 3
+    else:
+        admin = AdminClient(conf.confluent_conf())
+        rf = 1
+    admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
+    import time
+    deadline = time.monotonic() + 30   # created on the controller; wait until a broker serves it
+    while True:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and md.partitions and md.partitions[0].leader >= 0:
+            return
+        assert time.monotonic() < deadline, f"{topic} has no leader on {cluster}"
+        time.sleep(0.3)
