@@ -12,9 +12,9 @@
 `--check` (and every start) warns loudly when neither KBOT_ALLOWED_TEAM_IDS nor
 KBOT_ALLOWED_ENTERPRISE_IDS is set: then any workspace where the app is installed may call the bot.
 
-Slack app configuration (api.slack.com/apps): a slash command /kafka and Interactivity pointing at
-https://<host>/slack/events (HTTP mode), the app_mention event if mentions are wanted, and bot
-scopes commands, chat:write, users:read, usergroups:read (for group grants), app_mentions:read.
+Slack app configuration: slack/manifest.yaml (create the app "From an app manifest" at
+api.slack.com/apps) holds the /kafka command, Interactivity and the app_mention event, all pointing
+at https://<host>/slack/events (HTTP mode), and the bot scopes with why each is needed.
 
 This module stays cheap to import (bot/cli.py imports it to build its parser): Bolt, slack_sdk
 and aiohttp load only when the server starts.

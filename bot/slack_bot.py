@@ -1,15 +1,15 @@
 """The Slack app itself: Bolt AsyncApp in front of the same router and commands the terminal uses.
 
-    /kafka <text>     ack at once (empty, so Slack shows nothing yet), then off the ack path:
-                      identity (guest? unknown? other workspace?) -> parse -> RBAC ->
-                      working message -> commands.dispatch.run_request -> answer in its thread
-    buttons           every Reply action is a button whose value is /kafka text ("confirm <token>",
-                      "cancel <token>", "triage answer ...", "runbook broker-loss"); a click runs that
-                      text as the clicking user, in the thread the button lives in
-    @mention          "@kbot why URP" works like /kafka, answered in a thread
+    listeners         /kafka, Reply buttons and @mentions (bot/slack_listeners.py): a retry of a
+                      request already acked, or a request from a workspace, org or app outside the
+                      allow-lists, is stopped in Bolt listener middleware before its listener runs;
+                      the listener acks and hands the text to ``handle_text``, off the ack path
+    one request       identity (guest? unknown?) -> parse -> RBAC -> working message ->
+                      commands.dispatch.run_request -> answer in its thread
     scheduler         KBOT_DIGEST_SCHEDULES posts the digest to channels
 
-Refusals (bad input, RBAC, guests, other workspaces, orgs or apps) are answered privately and audited.
+Refusals (bad input, RBAC, guests, other workspaces, orgs or apps) are answered privately and audited;
+where the bot cannot post, privately through Bolt's ``respond`` (the request's response_url).
 Slack retries a request it thinks we missed (X-Slack-Retry-Num); a retry of one we already acked
 is acked again and not run again (``Deliveries``). A signed request whose body is not a Slack
 payload gets 400 and one log line; request bodies and response URLs never reach the logs.
@@ -39,16 +39,20 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler, AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from commands.context import Context
-from commands.dispatch import answer, complete, run_request
+from commands.dispatch import Answer, answer, complete, parse_request, run_request
 from commands.reply import Reply, error_reply
-from commands.router import BadInput, Router
+from commands.router import Router
+from commands.spec import CommandRequest
 
 from .audit import AuditLog, RedactingFilter, open_audit, scrub
 from .delivery import Coalescer, Delivery, DeliveryFailed
@@ -57,15 +61,14 @@ from .rbac import Authorizer, Directory, Policy, Verdict
 from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
+from .slack_listeners import Listeners
 from .slack_thread import SlackThread
 
 log = logging.getLogger(__name__)
 
-ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
 AUDIT_TEXT_CHARS = 500  # what of a request's text the audit keeps (with its full length)
 EXPIRY_SWEEP_S = 60.0
 MAX_RESPONSE_URL_POSTS = 5  # Slack's limit per response_url (within 30 minutes)
-_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
 RETRY_MEMORY_S = 30 * 60.0  # Slack retries within minutes; remember acked requests well past that
 RETRY_MEMORY_MAX = 50_000  # bounded: a flood of distinct requests cannot grow memory without end
 
@@ -97,18 +100,6 @@ class Deliveries:
         self._seen[key] = now
         self._seen.move_to_end(key)
         return True
-
-
-def _enterprise(body: dict) -> str | None:
-    """The Enterprise Grid org of a slash command, interaction or event (None outside Grid)."""
-    ent = body.get("enterprise")
-    found = body.get("enterprise_id") or (ent.get("id") if isinstance(ent, dict) else None) \
-        or ((body.get("team") or {}).get("enterprise_id") if isinstance(body.get("team"), dict) else None)
-    if not found:
-        for auth in body.get("authorizations") or []:
-            if isinstance(auth, dict) and auth.get("enterprise_id"):
-                return auth["enterprise_id"]
-    return found or None
 
 
 def malformed(body) -> str:
@@ -214,17 +205,13 @@ class KafkaBot:
                             process_before_response=False, logger=bolt_log,
                             # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
                             request_verification_enabled=settings.mode != "socket")
-        self.app.command("/kafka")(self.on_command)
-        self.app.action(ACTION_ID)(self.on_action)
-        self.app.event("app_mention")(self.on_mention)
-        self.app.event("message")(self._ignore)  # other channel chatter: acked, not answered
+        Listeners(self).register(self.app)
 
     def _check_schedules(self) -> None:
         for s in self.schedules:
-            try:
-                req = self.router.parse(s.text)
-            except BadInput as exc:
-                log.warning("schedule %r: %s (it will post that error until the command exists)", s.source, exc.message)
+            req = parse_request(s.text, router=self.router)
+            if isinstance(req, Answer):
+                log.warning("schedule %r: %s (it will post that error until the command exists)", s.source, req.reply.verdict)
                 continue
             if req.spec.mutating:
                 raise ValueError(f"schedule {s.source!r}: '{req.spec.name}' changes the cluster; schedules run read-only commands only")
@@ -251,56 +238,8 @@ class KafkaBot:
             if deadline is not None and time.monotonic() >= deadline:
                 break
 
-    # ---- listeners ---------------------------------------------------------------------------------
     async def _authorize_action(self, user: str, channel: str | None, record) -> Verdict:
         return await self.authorizer.for_action(user, channel, record.command)
-
-    async def on_command(self, ack, body: dict, request) -> None:
-        if not self.deliveries.first(request):
-            await ack()  # a retry of a request we already acked: it is running or done
-            return
-        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"), _enterprise(body))
-        if not origin.allowed:
-            await ack(text=f":no_entry: {origin.reason}")  # ephemeral by default
-            self.spawn(self._audit_refusal("origin", origin, body.get("user_id"), body.get("channel_id"),
-                                           body.get("team_id"), body.get("text", ""), api_app_id=body.get("api_app_id")))
-            return
-        await ack()
-        self.spawn(self.handle_text(body.get("text") or "", user=body.get("user_id"), channel=body.get("channel_id"),
-                                    team=body.get("team_id"), source="slash", response_url=body.get("response_url")))
-
-    async def on_action(self, ack, body: dict, action: dict, request) -> None:
-        await ack()
-        if not self.deliveries.first(request):
-            return  # a retried click we already took
-        team = (body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id")
-        user = (body.get("user") or {}).get("id")
-        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
-        message = body.get("message") or {}
-        container = body.get("container") or {}
-        thread_ts = message.get("thread_ts") or message.get("ts") or container.get("thread_ts") or container.get("message_ts")
-        origin = self.authorizer.origin(team, body.get("api_app_id"), _enterprise(body))
-        if not origin.allowed:
-            self.spawn(self._refuse(origin, "origin", user, channel, team, action.get("value", ""), thread_ts=thread_ts,
-                                    response_url=body.get("response_url")))
-            return
-        self.spawn(self.handle_text(action.get("value") or "", user=user, channel=channel, team=team, source="button",
-                                    thread_ts=thread_ts, response_url=body.get("response_url"), message=message))
-
-    async def on_mention(self, body: dict, event: dict, request) -> None:
-        # Slack redelivers an event it thinks we missed; we acked the first delivery, so it is being answered.
-        if request.headers.get("x-slack-retry-num") or body.get("retry_attempt"):
-            return
-        origin = self.authorizer.origin(body.get("team_id"), body.get("api_app_id"), _enterprise(body))
-        if not origin.allowed:
-            await self._audit_refusal("origin", origin, event.get("user"), event.get("channel"), body.get("team_id"), event.get("text", ""))
-            return
-        self.spawn(self.handle_text(_MENTION.sub("", event.get("text") or "", count=1), user=event.get("user"),
-                                    channel=event.get("channel"), team=body.get("team_id"), source="mention",
-                                    thread_ts=event.get("thread_ts") or event.get("ts")))
-
-    async def _ignore(self) -> None:
-        return None
 
     # ---- one request --------------------------------------------------------------------------------
     async def handle_text(self, text: str, **kw) -> None:
@@ -313,32 +252,14 @@ class KafkaBot:
             await self._handle_text(text, started=started, rid=rid, **kw)
 
     async def _handle_text(self, text: str, *, user: str | None, channel: str | None, team: str | None, source: str,
-                           started: float, rid: str, thread_ts: str | None = None, response_url: str | None = None,
+                           started: float, rid: str, thread_ts: str | None = None, respond: AsyncRespond | None = None,
                            message: dict | None = None) -> None:
         await self.audit.write("request", transport="slack", source=source, user=user, team=team, channel=channel,
                                text=text[:AUDIT_TEXT_CHARS], text_len=len(text), request_id=rid)
-        where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, response_url=response_url)
-        try:
-            identity = await self.authorizer.identity(user)
-        except SlackApiError as exc:
-            await self._refuse(Verdict.no("identity: Slack error", "Could not check your account with Slack "
-                               f"({exc.response.get('error') if exc.response else exc}); try again."), "identity", **where)
+        where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, respond=respond)
+        request = await self._admit(text, where)
+        if request is None:
             return
-        if not identity.allowed:
-            await self._refuse(identity, "identity", **where)
-            return
-        try:
-            request = self.router.parse(text)
-        except BadInput as exc:
-            await self._refuse(Verdict.no("bad_input", exc.message), "bad_input", **where,
-                               reply=error_reply(exc.message, exc.suggestions))
-            return
-        request.user, request.channel = user, channel
-        verdict = await self.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
-        if not verdict.allowed:
-            await self._refuse(verdict, "rbac", **where, command=request.spec.name)
-            return
-
         key = _coalesce_key(request, channel) if thread_ts is None else None
         entry = None
         if key is not None:
@@ -354,8 +275,30 @@ class KafkaBot:
             if entry is not None:
                 self.coalescer.finished(key, entry, ok)
 
+    async def _admit(self, text: str, where: dict) -> CommandRequest | None:
+        """The parsed request when its sender may run it: a known member of the workspace, a valid
+        command, allowed by RBAC. None once it has been refused (privately, and audited)."""
+        user, channel = where["user"], where["channel"]
+        try:
+            identity = await self.authorizer.identity(user)
+        except SlackApiError as exc:
+            identity = Verdict.no("identity: Slack error", "Could not check your account with Slack "
+                                  f"({exc.response.get('error') if exc.response else exc}); try again.")
+        if not identity.allowed:
+            await self.refuse(identity, "identity", **where)
+            return None
+        request = parse_request(text, user=user, channel=channel, router=self.router)
+        if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
+            await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)
+            return None
+        verdict = await self.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
+        if not verdict.allowed:
+            await self.refuse(verdict, "rbac", **where, command=request.spec.name)
+            return None
+        return request
+
     async def _answer_in_thread(self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
-                                response_url, message, entry) -> bool:
+                                respond, message, entry) -> bool:
         """Working message, the command, the answer in its thread; True when the answer was delivered.
         A delivery that fails after its retries is reported (audit + log, with the request id), and
         the working message is marked, so no hourglass is left behind."""
@@ -370,7 +313,7 @@ class KafkaBot:
             # channel, or a DM we cannot post to. Answer privately where Slack lets us.
             log.warning("cannot post in %s (%s); answering privately", channel, exc.response.get("error") if exc.response else exc)
             result = await run_request(request, self.ctx)
-            await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, response_url=response_url)
+            await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
             await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="private", request_id=rid)
             return False
         except DeliveryFailed as exc:
@@ -400,7 +343,7 @@ class KafkaBot:
         return True
 
     async def _point_to(self, entry, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
-                        response_url) -> bool:
+                        respond) -> bool:
         """Point a repeated question to the thread that answers it (privately: one line for the asker,
         none in the channel). False when the first asker could not start a thread."""
         where = await entry.where
@@ -416,7 +359,7 @@ class KafkaBot:
         place = f"<{link}|this thread>" if link else "the thread of that question in this channel"
         pointer = Reply(title="Already answered in a thread", severity="info",
                         verdict=f"{asked} the same question here moments ago; the answer is in {place}.")
-        await self._tell_privately(pointer, user=user, channel=channel, response_url=response_url)
+        await self._tell_privately(pointer, user=user, channel=channel, respond=respond)
         await self._audit_answer(request, "coalesced", started, user, channel, team, delivered="pointer",
                                  thread_ts=ts, request_id=rid)
         return True
@@ -455,31 +398,33 @@ class KafkaBot:
         except (SlackApiError, DeliveryFailed) as exc:
             log.warning("could not update the answered message: %s", exc.response.get("error") if exc.response else exc)
 
-    async def _refuse(self, verdict: Verdict, step: str, user, channel, team, text: str, *, thread_ts=None,
-                      response_url=None, reply: Reply | None = None, command: str | None = None) -> None:
+    async def refuse(self, verdict: Verdict, step: str, user, channel, team, text: str, *, thread_ts=None,
+                     respond: AsyncRespond | None = None, reply: Reply | None = None, command: str | None = None,
+                     **extra) -> None:
+        """Answer a refused request privately and audit it (``extra``: more fields for the audit record)."""
         reply = reply or error_reply(verdict.reason, title="Not allowed")
-        await self._audit_refusal(step, verdict, user, channel, team, text, command=command)
-        await self._tell_privately(reply, user=user, channel=channel, thread_ts=thread_ts, response_url=response_url)
+        await self.audit_refusal(step, verdict, user, channel, team, text, command=command, **extra)
+        await self._tell_privately(reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
 
-    async def _audit_refusal(self, step: str, verdict: Verdict, user, channel, team, text: str, **extra) -> None:
+    async def audit_refusal(self, step: str, verdict: Verdict, user, channel, team, text: str, **extra) -> None:
         await self.audit.write("refusal", transport="slack", step=step, rule=verdict.rule, reason=verdict.reason,
                                user=user, team=team, channel=channel, text=text[:AUDIT_TEXT_CHARS], text_len=len(text), **extra)
 
-    async def _tell_privately(self, reply: Reply, *, user, channel, thread_ts=None, response_url=None) -> None:
-        """Ephemeral, page by page; through the response_url when the bot cannot post in the channel."""
+    async def _tell_privately(self, reply: Reply, *, user, channel, thread_ts=None, respond: AsyncRespond | None = None) -> None:
+        """Ephemeral, page by page; through Bolt's respond() (the request's response_url) when the bot
+        cannot post in the channel: that works even where the bot is not a member."""
         pages = render_blocks(reply)
         try:
             for page in pages:
                 await self.client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, **page)
             return
         except SlackApiError as exc:
-            if not response_url:
+            if respond is None or respond.response_url is None:  # events carry no response_url
                 log.warning("could not answer %s privately: %s", user, exc.response.get("error") if exc.response else exc)
                 return
-        try:  # works even where the bot is not a member; Slack accepts 5 responses per response_url
-            hook = AsyncWebhookClient(response_url, session=self._session)
+        try:
             for page in pages[:MAX_RESPONSE_URL_POSTS]:
-                await hook.send(text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False)
+                await respond(text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False)
         except Exception as exc:
             log.warning("could not answer %s through the response_url: %s", user, exc)
 

@@ -14,7 +14,8 @@ from .actions import preview_reply
 from .context import Context
 from .errors import Unavailable
 from .help import command_help
-from live.gateway import GatewayError, UnknownGroup, UnknownTopic, UnknownTransactionalId
+from live.gateway import (AuthenticationFailed, GatewayError, NotAuthorized, UnknownGroup, UnknownTopic,
+                          UnknownTransactionalId)
 from .registry import ROUTER
 from .reply import Reply, error_reply
 from .router import BadInput, Router
@@ -104,6 +105,10 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
     except GatewayError as exc:
         if isinstance(exc, (UnknownTopic, UnknownGroup, UnknownTransactionalId)):
             return Answer(error_reply(str(exc), ["/kafka status"]), "bad_input", request)
+        if isinstance(exc, NotAuthorized):  # the cluster answered: the bot's principal lacks a right
+            return Answer(error_reply(str(exc), title="Not authorized"), "failed", request)
+        if isinstance(exc, AuthenticationFailed):
+            return Answer(error_reply(str(exc), title="Cannot log in to the cluster"), "unavailable", request)
         return Answer(error_reply(str(exc), title="Cannot reach the cluster"), "unavailable", request)
     except Exception:  # a bug: log it for us, give the user a short answer
         log.exception("command %r failed", request.spec.name)
@@ -124,11 +129,21 @@ async def _propose(request: CommandRequest, ctx: Context) -> Reply:
     return preview_reply(pending)
 
 
-async def answer(text: str, ctx: Context, *, user: str | None = None, channel: str | None = None,
-                 router: Router = ROUTER, early: bool = False) -> Answer:
+def parse_request(text: str, *, user: str | None = None, channel: str | None = None,
+                  router: Router = ROUTER) -> CommandRequest | Answer:
+    """The request the text asks for, or the bad_input Answer saying why it is not one. Every
+    transport parses here, so a mistake reads the same in the terminal and in Slack."""
     try:
         request = router.parse(text)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input")
     request.user, request.channel = user, channel
-    return await run_request(request, ctx, early=early)
+    return request
+
+
+async def answer(text: str, ctx: Context, *, user: str | None = None, channel: str | None = None,
+                 router: Router = ROUTER, early: bool = False) -> Answer:
+    parsed = parse_request(text, user=user, channel=channel, router=router)
+    if isinstance(parsed, Answer):
+        return parsed
+    return await run_request(parsed, ctx, early=early)

@@ -1,3 +1,4 @@
+import os
 """Lifecycle, status, metrics and CLI of the real local cluster."""
 import json
 import subprocess
@@ -41,7 +42,9 @@ def test_status_reports_controller_and_three_brokers(kafka_cluster):
         assert n["alive"] and n["pid"] > 0
         assert n["metrics_url"] == f"http://127.0.0.1:{n['ports']['metrics']}/metrics"
     assert st["bootstrap_servers"] == kafka_cluster.bootstrap_servers
-    assert kafka_cluster.port_base == 29090  # never the dev cluster's ports
+    # the test cluster's own ports (KBOT_TEST_PORT_BASE), never the dev cluster's
+    assert kafka_cluster.port_base == int(os.environ.get("KBOT_TEST_PORT_BASE", "29090"))
+    assert kafka_cluster.port_base != 19090
 
 
 def test_metrics_endpoints_serve_kafka_gauges(kafka_cluster):

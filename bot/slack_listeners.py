@@ -1,0 +1,145 @@
+"""The Slack app's Bolt listeners, and the listener middleware each of them runs first.
+
+    /kafka <text>   ack at once (empty, so Slack shows nothing yet), then answer off the ack path
+    buttons         every Reply button's value is /kafka text; a click runs it as the clicking user,
+                    in the thread the button lives in
+    @mention        "@kbot why URP" works like /kafka, answered in a thread
+    other messages  acked, not answered
+
+Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this order):
+
+    drop_retries    Slack retries a request it thinks we missed; a retry of one we already acked
+                    is acked again and not run again (``Deliveries`` in bot/slack_bot.py)
+    check_origin    a workspace, Enterprise Grid org or app outside the allow-lists is refused:
+                    acked, answered privately where Slack lets us, audited; its listener never runs
+
+A middleware that stops a request returns the ack's response itself: Bolt sends what a listener
+middleware returns when it does not call ``next``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
+
+if TYPE_CHECKING:
+    from .slack_bot import KafkaBot
+
+ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
+_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
+
+
+def _enterprise(body: dict) -> str | None:
+    """The Enterprise Grid org of a slash command, interaction or event (None outside Grid)."""
+    ent = body.get("enterprise")
+    found = body.get("enterprise_id") or (ent.get("id") if isinstance(ent, dict) else None) \
+        or ((body.get("team") or {}).get("enterprise_id") if isinstance(body.get("team"), dict) else None)
+    if not found:
+        for auth in body.get("authorizations") or []:
+            if isinstance(auth, dict) and auth.get("enterprise_id"):
+                return auth["enterprise_id"]
+    return found or None
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who sent a request, from where, and its /kafka text: read once, the same way for the
+    middleware and the listener, from whichever of the three payload kinds it is."""
+    source: str  # "slash", "button" or "mention" (the audit's name for it)
+    text: str
+    user: str | None
+    channel: str | None
+    team: str | None
+    enterprise: str | None
+    api_app_id: str | None
+    thread_ts: str | None = None  # where the answer goes: a button's or a mention's thread
+
+    @classmethod
+    def of(cls, body: dict) -> Sender:
+        common = {"enterprise": _enterprise(body), "api_app_id": body.get("api_app_id")}
+        if body.get("type") == "block_actions":
+            user, channel = body.get("user") or {}, body.get("channel") or {}
+            message, container = body.get("message") or {}, body.get("container") or {}
+            return cls("button", body["actions"][0].get("value") or "", user=user.get("id"),
+                       channel=channel.get("id") or container.get("channel_id"),
+                       team=(body.get("team") or {}).get("id") or user.get("team_id"),
+                       thread_ts=message.get("thread_ts") or message.get("ts") or container.get("thread_ts")
+                       or container.get("message_ts"), **common)
+        if body.get("type") == "event_callback":
+            event = body["event"]
+            return cls("mention", _MENTION.sub("", event.get("text") or "", count=1), user=event.get("user"),
+                       channel=event.get("channel"), team=body.get("team_id"),
+                       thread_ts=event.get("thread_ts") or event.get("ts"), **common)
+        return cls("slash", body.get("text") or "", user=body.get("user_id"), channel=body.get("channel_id"),
+                   team=body.get("team_id"), **common)
+
+    def where(self) -> dict:
+        """handle_text's keyword arguments."""
+        return {"user": self.user, "channel": self.channel, "team": self.team, "source": self.source,
+                "thread_ts": self.thread_ts}
+
+
+class Listeners:
+    def __init__(self, bot: KafkaBot):
+        self.bot = bot
+
+    def register(self, app: AsyncApp) -> None:
+        first = [self.drop_retries, self.check_origin]
+        app.command("/kafka", middleware=first)(self.slash)
+        app.action(ACTION_ID, middleware=first)(self.button)
+        app.event("app_mention", middleware=first)(self.mention)
+        app.event("message")(self.ignore)  # other channel chatter: acked, not answered
+
+    # ---- middleware -----------------------------------------------------------------------------
+    async def drop_retries(self, body: dict, request, ack, next_) -> BoltResponse | None:
+        if body.get("type") == "event_callback":
+            # An event is retried until acked, and we ack every event we receive: a retry means
+            # the first delivery is being answered.
+            repeat = bool(request.headers.get("x-slack-retry-num") or body.get("retry_attempt"))
+        else:  # by the signed body: a retry of a request that never reached us is its first delivery
+            repeat = not self.bot.deliveries.first(request)
+        if repeat:
+            return await ack()
+        await next_()
+        return None
+
+    async def check_origin(self, body: dict, ack, respond, next_) -> BoltResponse | None:
+        sender = Sender.of(body)
+        verdict = self.bot.authorizer.origin(sender.team, sender.api_app_id, sender.enterprise)
+        if verdict.allowed:
+            await next_()
+            return None
+        # How the sender hears of it: a slash command's ack text is shown to the caller alone, with
+        # no Web API call into a workspace we do not serve; a click is answered privately in its
+        # thread (through the response_url where the bot cannot post); a mention is only audited.
+        response = await ack(text=f":no_entry: {verdict.reason}") if sender.source == "slash" else await ack()
+        who = (sender.user, sender.channel, sender.team, sender.text)
+        if sender.source == "button":
+            self.bot.spawn(self.bot.refuse(verdict, "origin", *who, thread_ts=sender.thread_ts, respond=respond,
+                                           api_app_id=sender.api_app_id))
+        else:
+            self.bot.spawn(self.bot.audit_refusal("origin", verdict, *who, api_app_id=sender.api_app_id))
+        return response
+
+    # ---- listeners ----------------------------------------------------------------------------------
+    async def slash(self, ack, body: dict, respond) -> None:
+        await ack()
+        sender = Sender.of(body)
+        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where(), respond=respond))
+
+    async def button(self, ack, body: dict, respond) -> None:
+        await ack()
+        sender = Sender.of(body)
+        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where(), respond=respond,
+                                            message=body.get("message") or {}))
+
+    async def mention(self, body: dict) -> None:
+        sender = Sender.of(body)
+        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where()))
+
+    async def ignore(self) -> None:
+        return None
