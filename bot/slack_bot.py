@@ -58,6 +58,7 @@ from .audit import AuditLog, RedactingFilter, open_audit, scrub
 from .delivery import Coalescer, Delivery, DeliveryFailed
 from .gate import ConfirmationGate, default_gate
 from .rbac import Authorizer, Directory, Policy, Verdict
+from .cluster_routing import route
 from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
@@ -184,6 +185,7 @@ class KafkaBot:
         self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
+        self.routing = _routing()
         self.schedules = parse_schedules(settings.digest_schedules)
         self._check_schedules()
         self.tasks: set[asyncio.Task] = set()
@@ -287,6 +289,14 @@ class KafkaBot:
         if not identity.allowed:
             await self.refuse(identity, "identity", **where)
             return None
+        if self.routing is not None:
+            # Which cluster: `@name` first, else the channel's mapping; with several clusters and
+            # neither, ask (with a button per cluster) rather than answer about the wrong one.
+            routed = route(text, channel, self.routing)
+            if isinstance(routed, Reply):
+                await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", **where, reply=routed)
+                return None
+            text = routed.text
         request = parse_request(text, user=user, channel=channel, router=self.router)
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
             await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)
@@ -430,14 +440,25 @@ class KafkaBot:
 
     # ---- scheduled digests ----------------------------------------------------------------------------
     async def post_scheduled(self, schedule: Schedule, due) -> None:
+        """A schedule's command in its channel: about the channel's cluster; with several clusters
+        and no mapping, one post per cluster (a digest of each)."""
+        texts = [schedule.text]
+        if self.routing is not None:
+            routed = route(schedule.text, schedule.channel, self.routing)
+            texts = ([routed.text] if not isinstance(routed, Reply)
+                     else [f"{schedule.text} --cluster {name}" for name in self.routing.clusters])
+        for text in texts:
+            await self._post_scheduled(schedule, due, text)
+
+    async def _post_scheduled(self, schedule: Schedule, due, text: str) -> None:
         started = time.monotonic()
-        result = await answer(schedule.text, self.ctx, user="scheduler", channel=schedule.channel, router=self.router)
+        result = await answer(text, self.ctx, user="scheduler", channel=schedule.channel, router=self.router)
         pages = render_blocks(result.reply, full=True)  # a digest is read at leisure: all of it
         first = await self.delivery.post(schedule.channel, **pages[0])
         for page in pages[1:]:
             await self.delivery.post(first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
         await self.audit.write("scheduled", transport="slack", schedule=schedule.source, channel=schedule.channel,
-                               text=schedule.text, due=due.isoformat(), outcome=result.outcome,
+                               text=text, due=due.isoformat(), outcome=result.outcome,
                                latency_ms=round((time.monotonic() - started) * 1000, 1))
 
     # ---- life cycle -----------------------------------------------------------------------------------
@@ -653,3 +674,18 @@ def install_routes(bot: KafkaBot, app: web.Application) -> None:
 
     install_health(bot, app)
     install_alerts(bot, app)
+
+
+def _routing():
+    """The cluster routing (bot/cluster_routing.py) when clusters are configured; None routes
+    nothing (no cluster: the runbook still answers, and the commands say a cluster is missing)."""
+    from live.config import ConfigError
+
+    from .cluster_routing import Routing
+
+    try:
+        routing = Routing.from_env()
+    except ConfigError as exc:
+        log.error("cluster routing is off: %s", exc)
+        return None
+    return routing if routing.clusters else None
