@@ -18,176 +18,10 @@ import asyncio
 import logging
 import os
 import sys
-from pathlib import Path
 
-from commands.context import Context
-from commands.dispatch import Answer, answer, complete
 from runbook_kb import KBError, default_kb
 
-from .render import render_addition, render_json, render_text
-from .spinner import Spinner
-
-STATE_DIR = Path(os.environ.get("KBOT_HOME", Path.home() / ".kbot"))
 EXIT_BAD_INPUT = 2
-
-
-def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
-    if as_json or (result.request is not None and result.request.json):
-        # The console prints one JSON document per line, so a script can read it line by line.
-        print(render_json(result.reply, indent=None if compact_json else 2))
-    else:
-        full = result.request is not None and result.request.full
-        print(render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
-
-
-SPINNER = Spinner()
-
-
-async def _progress(message: str) -> None:
-    await SPINNER.progress(message)
-
-
-def make_context(lake: bool = True) -> Context:
-    """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
-    ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
-    start costs seconds that a single question should not pay."""
-    from lake.service import lake_from_env
-    from live.pool import GatewayPool
-
-    from .gate import default_gate
-    from .run import use_running_local_cluster
-
-    use_running_local_cluster()
-    pool = GatewayPool()
-    want_lake = lake or os.environ.get("KBOT_LAKE", "").strip().lower() in ("1", "true", "yes", "on")
-    return Context(kb=default_kb(), progress=_progress, live=pool if pool.configured() else None,
-                   gate=default_gate(), lake=lake_from_env() if want_lake else None)
-
-
-async def _close(ctx: Context) -> None:
-    if ctx.live is not None:
-        await ctx.live.close()
-    if ctx.lake is not None:
-        ctx.lake.stop()
-
-
-def _split_png(words: list[str], png: str | None) -> tuple[list[str], str | None]:
-    """`--png FILE` written after the question belongs to kbot, not to the question."""
-    words = list(words)
-    for i, word in enumerate(words):
-        if word == "--png" and i + 1 < len(words):
-            return words[:i] + words[i + 2:], words[i + 1]
-        if word.startswith("--png="):
-            return words[:i] + words[i + 1:], word.split("=", 1)[1]
-    return words, png
-
-
-def _write_png(result: Answer, path: str) -> None:
-    """`--png FILE`: the answer's trend as a chart; a short line on stderr when it has none."""
-    if not result.reply.series:
-        print(f"kbot: this answer has no time series to chart; {path} not written", file=sys.stderr)
-        return
-    from .charts import chart_png
-
-    try:
-        Path(path).write_bytes(chart_png(result.reply.series, result.reply.title))
-    except OSError as exc:
-        print(f"kbot: cannot write {path}: {exc.strerror}", file=sys.stderr)
-        return
-    print(f"chart written to {path}", file=sys.stderr)
-
-
-async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_json: bool = False) -> Answer:
-    """Print the answer; when the lake's evidence is still coming, print the live answer first and
-    the lake's part when it is in (JSON waits: one document per answer)."""
-    try:
-        result = await answer(text, ctx, user=ctx.gate.acting_user, early=True)  # the OS account, never $USER
-    finally:
-        SPINNER.stop()
-    if result.reply.later is None:
-        _emit(result, as_json, compact_json)
-        return result
-    if as_json or (result.request is not None and result.request.json):
-        result = await complete(result)
-        _emit(result, as_json, compact_json)
-        return result
-    _emit(result, as_json)
-    sys.stdout.flush()
-    await SPINNER.progress("adding the metric lake's evidence")
-    try:
-        final = await complete(result)
-    finally:
-        SPINNER.stop()
-    print(render_addition(result.reply, final.reply), end="")
-    return final
-
-
-async def _ask(text: str, as_json: bool, png: str | None = None) -> int:
-    ctx = make_context(lake=False)
-    try:
-        result = await _answer_and_emit(text, ctx, as_json)
-    finally:
-        await _close(ctx)
-    if png:
-        _write_png(result, png)
-    return result.exit_code
-
-
-def _console_lines(prompt: str):
-    """Lines typed by the user: prompt_toolkit with history on a terminal, plain stdin otherwise."""
-    if sys.stdin.isatty():
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory
-
-        from .settings import private_dir, private_file
-
-        # the history holds every command typed, tokens of confirmations included: private
-        history = private_file(private_dir(STATE_DIR) / "console_history")
-        session = PromptSession(history=FileHistory(str(history)))
-        while True:
-            try:
-                yield session.prompt(prompt)
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                return
-    else:
-        for line in sys.stdin:
-            yield line.rstrip("\n")
-
-
-def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
-    """Ctrl-C cancels the request in flight, not the console (and prints no asyncio traceback)."""
-    task = loop.create_task(coro)
-    try:
-        loop.run_until_complete(task)
-    except KeyboardInterrupt:
-        task.cancel()
-        try:
-            loop.run_until_complete(task)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            pass
-        print("\nCancelled.", file=sys.stderr)
-
-
-def console(as_json: bool) -> int:
-    ctx = make_context()
-    if sys.stdin.isatty():
-        print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")
-    loop = asyncio.new_event_loop()
-    try:
-        for line in _console_lines("kafka> "):
-            text = line.strip()
-            if not text:
-                continue
-            if text.lower() in ("exit", "quit", r"\q"):
-                break
-            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True))
-            sys.stdout.flush()
-    finally:
-        loop.run_until_complete(_close(ctx))
-        loop.close()
-    return 0
 
 
 def _choose_cluster(name: str) -> str | None:
@@ -272,11 +106,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kbot: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
     if args.command == "ask":
-        text, png = _split_png(args.text, args.png)
+        from .console import ask, split_png
+
+        text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(_ask(" ".join(text), args.json, png))
+        return asyncio.run(ask(" ".join(text), args.json, png))
     if args.command == "console":
+        from .console import console
+
         return console(args.json)
     if args.command == "check":
         from runbook_kb.lookup import Lookup

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .app import cluster_configured, local_env
+
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -38,16 +40,6 @@ def _say(message: str) -> None:
     print(f"kbot: {message}", file=sys.stderr, flush=True)
 
 
-def local_env(cluster, name: str = "local") -> dict[str, str]:
-    """The environment that points the bot at a local cluster (its brokers and exporters)."""
-    return {
-        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
-        "KBOT_CLUSTER_NAME": name,
-        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
-        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
-    }
-
-
 def embedded_cluster() -> dict[str, str]:
     """Start (or reuse) the local cluster; return the env that points the bot at it."""
     from localkafka.cluster import LocalCluster
@@ -57,28 +49,6 @@ def embedded_cluster() -> dict[str, str]:
     cluster.up(timeout=300)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
     return local_env(cluster)
-
-
-def use_running_local_cluster() -> None:
-    """With no cluster configured, point this process at the local cluster if it is running, so
-    `kbot ask` in another terminal sees what `kbot run` started."""
-    if cluster_configured():
-        return
-    from localkafka.cluster import LocalCluster
-
-    cluster = LocalCluster(name="dev")
-    if any(n.pid() for n in cluster.nodes):
-        os.environ.update(local_env(cluster))
-
-
-def cluster_configured() -> bool:
-    from live.config import ConfigError, load_config
-
-    try:
-        clusters, _default = load_config()
-    except ConfigError:
-        return True  # configured, if wrongly: the commands will say what is wrong
-    return bool(clusters)
 
 
 def start_collection() -> subprocess.Popen | None:
@@ -132,7 +102,7 @@ def _serve_or_console(args) -> int:
 
     if configured():
         return run_serve(args)
-    from .cli import console
+    from .console import console
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
     return console(args.json)

@@ -126,7 +126,7 @@ async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, 
     from .slack_bot import KafkaBot
 
     if ctx is None:
-        from .cli import make_context
+        from .app import make_context
 
         ctx = make_context()
     bot = KafkaBot(settings, ctx=ctx)

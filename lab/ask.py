@@ -22,7 +22,7 @@ from runbook_kb import default_kb
 
 def cluster_env(cluster) -> dict[str, str]:
     """What `kbot run` exports for the local cluster, for the lab's one."""
-    from bot.run import local_env
+    from bot.app import local_env
 
     return local_env(cluster, "lab")
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import fetch, procs
+from .common import ClusterError, quiet_logger  # noqa: F401 (re-exported: callers import them from here)
 from .metrics import ACTIVE_CONTROLLERS, metric_value, scrape  # noqa: F401 (re-exported)
 
 CONFIG_DIR = Path(__file__).with_name("config")
@@ -72,8 +73,6 @@ COMMON_JVM_OPTS = [
 log = logging.getLogger(__name__)
 
 
-class ClusterError(RuntimeError):
-    pass
 
 
 def ephemeral_port_range() -> tuple[int, int]:
@@ -133,16 +132,6 @@ def new_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
-
-
-def quiet_logger() -> logging.Logger:
-    """librdkafka logs every refused connection while nodes start; route that
-    to a logger that is silent unless the caller configures it."""
-    lg = logging.getLogger("localkafka.rdkafka")
-    lg.propagate = False
-    if not lg.handlers:
-        lg.addHandler(logging.NullHandler())
-    return lg
 
 
 def admin_client(bootstrap: str, **extra):

@@ -33,8 +33,13 @@ from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaExcept
                              TopicPartition)
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from typing import TYPE_CHECKING
+
 from . import procs
-from .cluster import ClusterError, LocalCluster, quiet_logger
+from .common import ClusterError, quiet_logger
+
+if TYPE_CHECKING:
+    from .cluster import LocalCluster
 
 
 class FaultInjector:

@@ -222,6 +222,9 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
 # The packaged knowledge base when this process parsed it itself: its lookup, once built, is
 # cached for the next process (runbook_kb/cache.py).
 fresh_default: KnowledgeBase | None = None
+# Lookups an earlier process built, by id of the KnowledgeBase they belong to: Lookup.for_kb takes
+# them from here (the loader does not import the lookup, which imports the loader).
+prebuilt_lookups: dict[int, object] = {}
 
 
 @lru_cache(maxsize=1)
@@ -234,9 +237,7 @@ def default_kb() -> KnowledgeBase:
     built = cache.load(DATA_DIR)
     if built is not None:
         kb, lookup = built
-        from .lookup import remember
-
-        remember(kb, lookup)
+        prebuilt_lookups[id(kb)] = lookup
         return kb
     fresh_default = load_kb()
     return fresh_default

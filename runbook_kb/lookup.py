@@ -217,9 +217,12 @@ class Lookup:
         every time, and the build (~100 ms of indexing and training the word model) should not be paid per question."""
         cached = _BUILT.get(id(kb))
         if cached is None or cached[0] is not kb:
-            lookup = remember(kb, cls(kb))
             from . import cache, loader
 
+            prebuilt = loader.prebuilt_lookups.pop(id(kb), None)
+            if prebuilt is not None:
+                return remember(kb, prebuilt)  # built by an earlier process, from the same inputs
+            lookup = remember(kb, cls(kb))
             if kb is loader.fresh_default:  # the packaged runbook: the next process loads both ready-made
                 cache.store(loader.DATA_DIR, kb, lookup)
             return lookup

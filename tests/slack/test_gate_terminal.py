@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from slack_fakes import FakeAction, router_with
 
 from bot.audit import AuditLog
@@ -93,11 +92,10 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
 
 
 def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
-    """The real CLI, once bot/cli.py's make_context() carries the gate (a line for the lead)."""
-    from bot.cli import make_context
+    """The real CLI reaches the gate: the terminal's context carries it (bot/app.py make_context)."""
+    from bot.app import make_context
 
-    if getattr(make_context(), "gate", None) is None:
-        pytest.skip("bot/cli.py make_context() does not set gate=default_gate() yet")
+    assert make_context(lake=False).gate is not None, "the terminal's context has no confirmation gate"
     env = {**os.environ, "KBOT_STATE_DIR": str(tmp_path), "USER": "alice"}
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "confirm NoSuchTokenAtAll123"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)

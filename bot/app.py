@@ -1,0 +1,71 @@
+"""The bot's assembly for a process: which cluster it talks to and the Context its commands get.
+
+Used by every transport (the terminal in bot/console.py, the Slack app in bot/slack_app.py, the
+failure lab); nothing here parses arguments or prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+
+from commands.context import Context
+from runbook_kb import default_kb
+
+
+def local_env(cluster, name: str = "local") -> dict[str, str]:
+    """The environment that points the bot at a local cluster (its brokers and exporters)."""
+    return {
+        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+        "KBOT_CLUSTER_NAME": name,
+        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
+        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
+    }
+
+
+def use_running_local_cluster() -> None:
+    """With no cluster configured, point this process at the local cluster if it is running, so
+    `kbot ask` in another terminal sees what `kbot run` started."""
+    if cluster_configured():
+        return
+    from localkafka.cluster import LocalCluster
+
+    cluster = LocalCluster(name="dev")
+    if any(n.pid() for n in cluster.nodes):
+        os.environ.update(local_env(cluster))
+
+
+def cluster_configured() -> bool:
+    from live.config import ConfigError, load_config
+
+    try:
+        clusters, _default = load_config()
+    except ConfigError:
+        return True  # configured, if wrongly: the commands will say what is wrong
+    return bool(clusters)
+
+
+def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None) -> Context:
+    """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
+    ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
+    start costs seconds that a single question should not pay."""
+    from lake.service import lake_from_env
+    from live.pool import GatewayPool
+
+    from .gate import default_gate
+
+    use_running_local_cluster()
+    pool = GatewayPool()
+    want_lake = lake or os.environ.get("KBOT_LAKE", "").strip().lower() in ("1", "true", "yes", "on")
+    ctx = Context(kb=default_kb(), live=pool if pool.configured() else None,
+                  gate=default_gate(), lake=lake_from_env() if want_lake else None)
+    if progress is not None:
+        ctx.progress = progress
+    return ctx
+
+
+async def close_context(ctx: Context) -> None:
+    if ctx.live is not None:
+        await ctx.live.close()
+    if ctx.lake is not None:
+        ctx.lake.stop()

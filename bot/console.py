@@ -1,0 +1,157 @@
+"""The terminal transport: `kbot ask` (one question) and `kbot console` (interactive).
+
+Answers print as text (short by default, colour on a TTY) or JSON; when the metric lake's part is
+slower than the cluster, the live answer prints first and the lake's part after it. Progress is a
+spinner on stderr when it is a TTY; Ctrl-C cancels the request in flight, not the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from commands.context import Context
+from commands.dispatch import Answer, answer, complete
+
+from .app import close_context, make_context
+from .render import render_addition, render_json, render_text
+from .spinner import Spinner
+
+STATE_DIR = Path(os.environ.get("KBOT_HOME", Path.home() / ".kbot"))
+
+
+def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
+    if as_json or (result.request is not None and result.request.json):
+        # The console prints one JSON document per line, so a script can read it line by line.
+        print(render_json(result.reply, indent=None if compact_json else 2))
+    else:
+        full = result.request is not None and result.request.full
+        print(render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
+
+
+SPINNER = Spinner()
+
+
+async def _progress(message: str) -> None:
+    await SPINNER.progress(message)
+
+
+def split_png(words: list[str], png: str | None) -> tuple[list[str], str | None]:
+    """`--png FILE` written after the question belongs to kbot, not to the question."""
+    words = list(words)
+    for i, word in enumerate(words):
+        if word == "--png" and i + 1 < len(words):
+            return words[:i] + words[i + 2:], words[i + 1]
+        if word.startswith("--png="):
+            return words[:i] + words[i + 1:], word.split("=", 1)[1]
+    return words, png
+
+
+def _write_png(result: Answer, path: str) -> None:
+    """`--png FILE`: the answer's trend as a chart; a short line on stderr when it has none."""
+    if not result.reply.series:
+        print(f"kbot: this answer has no time series to chart; {path} not written", file=sys.stderr)
+        return
+    from .charts import chart_png
+
+    try:
+        Path(path).write_bytes(chart_png(result.reply.series, result.reply.title))
+    except OSError as exc:
+        print(f"kbot: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        return
+    print(f"chart written to {path}", file=sys.stderr)
+
+
+async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_json: bool = False) -> Answer:
+    """Print the answer; when the lake's evidence is still coming, print the live answer first and
+    the lake's part when it is in (JSON waits: one document per answer)."""
+    try:
+        result = await answer(text, ctx, user=ctx.gate.acting_user, early=True)  # the OS account, never $USER
+    finally:
+        SPINNER.stop()
+    if result.reply.later is None:
+        _emit(result, as_json, compact_json)
+        return result
+    if as_json or (result.request is not None and result.request.json):
+        result = await complete(result)
+        _emit(result, as_json, compact_json)
+        return result
+    _emit(result, as_json)
+    sys.stdout.flush()
+    await SPINNER.progress("adding the metric lake's evidence")
+    try:
+        final = await complete(result)
+    finally:
+        SPINNER.stop()
+    print(render_addition(result.reply, final.reply), end="")
+    return final
+
+
+async def ask(text: str, as_json: bool, png: str | None = None) -> int:
+    ctx = make_context(lake=False, progress=_progress)
+    try:
+        result = await _answer_and_emit(text, ctx, as_json)
+    finally:
+        await close_context(ctx)
+    if png:
+        _write_png(result, png)
+    return result.exit_code
+
+
+def _console_lines(prompt: str):
+    """Lines typed by the user: prompt_toolkit with history on a terminal, plain stdin otherwise."""
+    if sys.stdin.isatty():
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory
+
+        from .settings import private_dir, private_file
+
+        # the history holds every command typed, tokens of confirmations included: private
+        history = private_file(private_dir(STATE_DIR) / "console_history")
+        session = PromptSession(history=FileHistory(str(history)))
+        while True:
+            try:
+                yield session.prompt(prompt)
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                return
+    else:
+        for line in sys.stdin:
+            yield line.rstrip("\n")
+
+
+def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
+    """Ctrl-C cancels the request in flight, not the console (and prints no asyncio traceback)."""
+    task = loop.create_task(coro)
+    try:
+        loop.run_until_complete(task)
+    except KeyboardInterrupt:
+        task.cancel()
+        try:
+            loop.run_until_complete(task)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            pass
+        print("\nCancelled.", file=sys.stderr)
+
+
+def console(as_json: bool) -> int:
+    ctx = make_context(progress=_progress)
+    if sys.stdin.isatty():
+        print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")
+    loop = asyncio.new_event_loop()
+    try:
+        for line in _console_lines("kafka> "):
+            text = line.strip()
+            if not text:
+                continue
+            if text.lower() in ("exit", "quit", r"\q"):
+                break
+            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True))
+            sys.stdout.flush()
+    finally:
+        loop.run_until_complete(close_context(ctx))
+        loop.close()
+    return 0
