@@ -161,7 +161,8 @@ def _section_lines(section: Section, limit: int | None) -> list[str]:
 
 def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
     sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
-    out = [f"{paint(reply.severity, f'[{sev}]')} {paint('bold', reply.title)}"]
+    # An informational answer (help, a runbook entry) has no severity worth a tag.
+    out = [paint("bold", reply.title) if reply.severity == "info" else f"{paint(reply.severity, f'[{sev}]')} {paint('bold', reply.title)}"]
     if reply.verdict:
         out.append(reply.verdict)
     if reply.window:
