@@ -16,7 +16,9 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
+from . import fetch
 from .cluster import DEFAULT_PORT_BASE, LocalCluster
 from .fetch import JarsError
 
@@ -36,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="dev", help="cluster name (default: dev)")
     p.add_argument("--base-dir", default=None,
                    help="state dir (default: $KBOT_CACHE_DIR or ~/.cache/kbot, /clusters/<name>)")
-    p.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE,
-                   help=f"first port of the layout (default: {DEFAULT_PORT_BASE})")
+    p.add_argument("--port-base", type=int, default=None,
+                   help=f"first port of the layout (default: the one the named cluster was created with, "
+                        f"else {DEFAULT_PORT_BASE})")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
     p.add_argument("--secure", action="store_true",
                    help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/operator principals "
@@ -76,7 +79,19 @@ def format_status(st: dict) -> str:
 FAULTS = {"kill": "kill_broker", "pause": "pause_broker", "resume": "resume_broker", "restart": "restart_broker"}
 
 
+def recorded_port_base(name: str, base_dir: str | None) -> int:
+    """The port base the named cluster was created with (its cluster.json), else the default: so
+    `kbot cluster status --name judge` reports the judge cluster's own ports."""
+    folder = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser()
+    try:
+        return int(json.loads((folder / "cluster.json").read_text())["port_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_PORT_BASE
+
+
 def run(args) -> int:
+    if args.port_base is None:
+        args.port_base = recorded_port_base(args.name, args.base_dir)
     try:
         if getattr(args, "secure", False):
             from .secure import SecureCluster

@@ -69,3 +69,19 @@ def test_pom_versions_single_kafka_version():
     assert v.kafka.startswith("4.") and v.jmx_exporter and v.log4j
     pom = fetch.POM.read_text()
     assert pom.count("${kafka.version}") >= 3 and "<version>4." not in pom
+
+
+def test_cluster_commands_use_the_port_base_the_named_cluster_was_created_with(tmp_path):
+    """`kbot cluster status --name judge` without --port-base reads the cluster's own layout."""
+    import json
+
+    from localkafka.cli import recorded_port_base
+    from localkafka.cluster import DEFAULT_PORT_BASE
+
+    folder = tmp_path / "judge"
+    assert recorded_port_base("judge", str(folder)) == DEFAULT_PORT_BASE  # no cluster made yet
+    folder.mkdir()
+    (folder / "cluster.json").write_text(json.dumps({"port_base": 25090, "controllers": 1}))
+    assert recorded_port_base("judge", str(folder)) == 25090
+    (folder / "cluster.json").write_text("{not json")
+    assert recorded_port_base("judge", str(folder)) == DEFAULT_PORT_BASE
