@@ -2,7 +2,9 @@
 
 One line per minute (wider buckets for long windows), one value per broker. Gauges show the
 largest sample in the bucket; cumulative meters (names ending in PerSec) show the events counted
-in the bucket (counter restarts handled).
+in the bucket (counter restarts handled). The answer is read from the coarsest table that has
+the bucket width (1-hour rollups for days, 1-minute rollups for hours, raw samples below a
+minute) and says which it used.
 Runbook words work as names too: `history URP` is UnderReplicatedPartitions.
 """
 
@@ -89,6 +91,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     bucket_s = bucket_for(window.since)
     facts = await lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
     rows = facts["rows"]
+    resolution = facts.get("resolution_name") or "raw samples"
     scope = "".join([f" topic {topic}" if topic else "", f" partition {partition}" if partition is not None else "",
                      f" broker {broker}" if broker is not None else ""])
     title = f"History of {_clip(metric)}" + (f" ({scope.strip()})" if scope else "")
@@ -101,6 +104,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             verdict = f"No data for this window: no {_clip(metric)} samples{scope} in the last {lake.describe_since(window.since)}."
         notes = [f"Metrics in this window: {', '.join(present[:20])}" + (" …" if len(present) > 20 else "")] if present else \
             ["The lake has no samples at all in this window."]
+        notes.append(f"Resolution: {resolution}.")
         return Reply(title=title, severity="info", verdict=verdict, window=window.label, notes=notes,
                      evidence=[lake.no_data(window, "lake: metric_history", f"{_clip(metric)} samples{scope}")],
                      followups=[f"/kafka history {s}" for s in suggestions])
@@ -129,8 +133,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
                f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC.")
     evidence = [Evidence("Series", f"{len(by_bucket)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
-                         "lake: metric_history", "neutral")]
-    notes = []
+                         "lake: metric_history", "neutral"),
+                Evidence("Resolution", f"{resolution} ({facts.get('resolution', 'raw')})", "lake: metric_history", "neutral")]
+    notes = [f"Resolution: {resolution}" + ("; no raw samples were read." if facts.get("resolution") not in (None, "raw") else ".")]
     if len(clusters) > 1:
         notes.append(f"Samples from {len(clusters)} clusters ({', '.join(clusters)}) are combined; add --cluster to pick one.")
     if metric in PER_PARTITION and (topic is None or partition is None):

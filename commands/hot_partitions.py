@@ -1,8 +1,10 @@
-"""hot-partitions [topic] [--since 30m]: partitions ranked by write rate over a window, from the metric lake.
+"""hot-partitions [topic] [--since 30m] [--rank peak|mean]: partitions ranked by write rate, from the metric lake.
 
-The rate of a partition is its LogEndOffset growth per second over the window; skew is that rate
-divided by the median rate of its topic's partitions, so a hot key shows as one partition far
-above its siblings. The leader is taken from the cluster's metadata when a cluster is configured,
+A partition's rate is its LogEndOffset growth per second. By default partitions are ranked on the
+peak of their per-minute rates within the window (a 70 s burst shows at its own rate instead of
+being averaged over 15 minutes); `--rank mean` ranks on the mean over the window. Both figures
+are shown, and the answer says which one it ranked on. Skew is the ranked rate divided by the
+median of its topic's partitions, so a hot key shows as one partition far above its siblings. The leader is taken from the cluster's metadata when a cluster is configured,
 else inferred from the lake (the replica that was ahead).
 """
 
@@ -12,6 +14,7 @@ from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
 from .reply import Evidence, Reply, Section
+from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 DEFAULT_TOP = 10
@@ -21,9 +24,11 @@ SPEC = CommandSpec(
     words=("hot-partitions",),
     summary="Partitions ranked by records/s over a window (metric lake), with skew vs their topic's median and the leader broker.",
     params=(Param("topic", "only this topic", kind="topic", required=False),),
-    options=(lake.since_option("15m"), Option("top", f"how many partitions to list (default {DEFAULT_TOP}, at most {MAX_TOP})", kind="int")),
-    examples=("hot-partitions", "hot-partitions orders --since 30m"),
-    details="From LogEndOffset growth in the metric lake; the answer names the window it looked at.",
+    options=(lake.since_option("15m"), Option("top", f"how many partitions to list (default {DEFAULT_TOP}, at most {MAX_TOP})", kind="int"),
+             Option("rank", "peak (the highest 1-minute rate in the window, default) or mean (over the window)")),
+    examples=("hot-partitions", "hot-partitions orders --since 30m", "hot-partitions --rank mean"),
+    details="From LogEndOffset growth in the metric lake; the answer names the window it looked at and "
+            "whether it ranked on the per-minute peak or the window mean.",
 )
 
 
@@ -51,12 +56,27 @@ async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str]
     return {(p.topic, p.partition): p.leader for t in described for p in t.partitions}
 
 
+def _rates(r: dict, rank_by: str) -> str:
+    """Both rates, the ranked one first: 'peak 714.0 rec/s at 22:41 (1-min), mean 96.2 rec/s'."""
+    peak, mean = r.get("peak_records_per_sec"), r.get("records_per_sec")
+    at = r.get("peak_at")
+    peak_text = (f"peak {peak:,.1f} rec/s" + (f" at {at:%H:%M}" if at is not None else "") + " (1-min)"
+                 if peak is not None else "peak unknown")
+    mean_text = f"mean {mean:,.1f} rec/s" if mean is not None else "mean unknown"
+    return f"{peak_text}, {mean_text}" if rank_by == "peak" else f"{mean_text}, {peak_text}"
+
+
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     topic = request.args.get("topic")
     top = int(request.options.get("top") or DEFAULT_TOP)
     top = max(1, min(MAX_TOP, top))
+    rank_by = str(request.options.get("rank") or "peak").strip().lower()
+    if rank_by not in ("peak", "mean"):
+        raise BadInput(f"--rank takes peak or mean, not '{rank_by[:20]}'.")
     window = lake.window_for(request, ctx)
-    rows = await lake.hot(ctx, request, window, topic, top)
+    facts = await lake.hot(ctx, request, window, topic, top, rank_by)
+    rows = facts["rows"]
+    measure = "peak 1-minute rate" if rank_by == "peak" else f"mean over the {lake.describe_since(window.since)}"
     scope = f"topic {topic}" if topic else "all topics"
     title = f"Hot partitions ({scope})"
     if not rows:
@@ -76,7 +96,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         skew = r["skew"]
         # skew is null only when the topic's median rate is 0 (most partitions idle)
         skew_text = f"{skew:.1f}x topic median" if skew is not None else "topic median 0 rec/s"
-        rate = f"{r['records_per_sec']:,.1f} rec/s" if r["records_per_sec"] is not None else "rate unknown"
+        rate = _rates(r, rank_by)
         bytes_text = f", {r['bytes_per_sec'] / 1024:,.1f} KiB/s" if r.get("bytes_per_sec") else ""
         where = f" [{r['cluster']}]" if many else ""
         lines.append(f"#{r['rank']} {r['topic']}-{r['partition']}{where}: {rate}{bytes_text}, {skew_text}, {leader}")
@@ -88,18 +108,21 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     hot = (hottest["skew"] or 0) >= lake.HOT_SKEW
     entry = ctx.kb.failure_modes.get("hot-partition")
     diagnoses = []
+    ranked = hottest["peak_records_per_sec"] if rank_by == "peak" else hottest["records_per_sec"]
     if hot:
         live_leader = leaders.get((hottest["topic"], hottest["partition"]))
         leader = live_leader if live_leader is not None else hottest["leader_broker"]
-        verdict = (f"{hottest['topic']}-{hottest['partition']} is hot: {hottest['records_per_sec']:,.1f} records/s, "
+        verdict = (f"{hottest['topic']}-{hottest['partition']} is hot: {_rates(hottest, rank_by)}, "
                    f"{hottest['skew']:.1f}x its topic's median, led by broker {leader}.")
         if entry is not None:
             diagnoses.append(diagnosis(ctx.kb, entry, reason=f"lake: {hottest['topic']}-{hottest['partition']} "
-                                                             f"at {hottest['skew']:.1f}x its topic's median"))
+                                                             f"at {hottest['skew']:.1f}x its topic's median ({measure})"))
     else:
         verdict = (f"No hot partition in the last {lake.describe_since(window.since)}: the busiest, "
-                   f"{hottest['topic']}-{hottest['partition']}, writes {hottest['records_per_sec'] or 0:,.1f} records/s"
-                   + (f" ({hottest['skew']:.1f}x its topic's median)." if hottest["skew"] is not None else "."))
+                   f"{hottest['topic']}-{hottest['partition']}, writes {ranked or 0:,.1f} records/s ({measure})"
+                   + (f", {hottest['skew']:.1f}x its topic's median." if hottest["skew"] is not None else "."))
+    notes.insert(0, f"Ranked on the {measure}" + ("; `--rank mean` ranks on the window mean." if rank_by == "peak"
+                                                    else "; `--rank peak` ranks on the highest 1-minute rate."))
     if entry is not None:
         # the runbook's first warning (adding partitions does not split a hot key ...) leads the notes
         notes = [f"Do not: {d.action}. {d.why}" for d in entry.do_not[:1]] + notes
@@ -110,7 +133,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         verdict=verdict,
         evidence=evidence,
         diagnoses=diagnoses,
-        sections=[Section(f"Top {len(rows)} by records/s", lines)],
+        sections=[Section(f"Top {len(rows)} by records/s ({measure})", lines)],
         notes=notes,
         followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
         window=window.label,

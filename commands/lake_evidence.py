@@ -3,14 +3,21 @@
 Everything a command asks the lake goes through here:
 
 * the time window (``--since 30m``; default the last 15 minutes) and how an answer names it;
-* query functions that run in Spark's worker thread: they apply the pure ``spark_queries``
-  to the window and return plain rows (user values reach Spark only as literals);
+* the lake's query functions (``lake.queries``: ``q_*``), run through ``LakeService.query``
+  (the one way into the lake: a time limit, and the Spark jobs of a timed-out query cancelled);
+  they return plain rows;
 * turning those rows into :class:`Evidence` items whose source names the query
   (``lake: urp_trend``), plus, where the lake's data points at a runbook entry, the
   entry it points at.
 
-A missing lake (``ctx.lake is None``) or an unavailable one (Spark down, timeout) raises
-or reports :class:`Unavailable`; commands that also have live evidence keep it and add a note.
+A missing lake (``ctx.lake is None``) or an unavailable one (Spark down, timeout: the lake's
+``lake.errors.LakeUnavailable``) raises or reports :class:`Unavailable`; commands that also have
+live evidence keep it and add a note.
+
+Freshness: a lake that stopped receiving samples (collector or ingest down) shows an old,
+possibly healthy trend.  When its newest sample in the window is older than the symptom (or,
+when the caller does not know when the symptom began, older than :data:`FRESH_S` before the
+end of the window), the answer says "lake data ends 22:39:40, before this began" instead.
 """
 
 from __future__ import annotations
@@ -89,7 +96,7 @@ def lake_cluster(request: CommandRequest, ctx: Context) -> str | None:
     return request.cluster or getattr(ctx.lake, "cluster", None)
 
 
-async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args):
+async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args, **kwargs):
     """``fn(view, *args)`` on the lake; Unavailable when there is none or it fails."""
     lake = ctx.lake
     if lake is None:
@@ -97,11 +104,34 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args):
                           "(or set KBOT_LAKE_URI) and start the bot with the lake enabled.")
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
-    return await lake.query(fn, *args, cluster=lake_cluster(request, ctx))
+    from lake.errors import LakeUnavailable
+
+    try:
+        return await lake.query(fn, *args, cluster=lake_cluster(request, ctx), **kwargs)
+    except LakeUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
 
 
-def _rows(df) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.collect()]
+async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Callable,
+                      timeout: float | None = None) -> list[dict] | None:
+    """Rows of ``query(window_df)`` (a pure ``spark_queries`` function) over the last ``hours``
+    of ``cluster``, through ``LakeService.query`` (its time limit; a timed-out query's Spark jobs
+    are cancelled); None without a lake.  Raises :class:`Unavailable`.  For the digest and triage.
+    """
+    from lake.errors import LakeUnavailable
+    from lake.queries import q_window_rows
+
+    lake = ctx.lake
+    if lake is None:
+        return None
+    if not hasattr(lake, "query"):
+        raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
+    end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
+    try:
+        return await lake.query(q_window_rows, end - dt.timedelta(hours=hours), end, query,
+                                cluster=cluster, timeout=timeout)
+    except LakeUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
 
 
 def _n(x: float | None, digits: int = 0) -> str:
@@ -131,6 +161,7 @@ class LakeFindings:
     has_data: bool = True
     available: bool = True
     details: list[str] = field(default_factory=list)  # per-item lines, for a Section
+    data_end: float | None = None  # set when the lake's data ends before the symptom (stale)
 
     @classmethod
     def without_data(cls, window: Window, source: str, what: str) -> "LakeFindings":
@@ -138,24 +169,50 @@ class LakeFindings:
         return cls(window, evidence=[no_data(window, source, what)], has_data=False)
 
 
+def _q(name: str):
+    """A query function of ``lake.queries`` (imported on first use: pyspark loads only with a lake)."""
+    from lake import queries
+
+    return getattr(queries, name)
+
+
+#: With no known start of the symptom, the lake counts as stale when its newest sample in the
+#: window is older than this before the window's end (the collector scrapes every 10 s and the
+#: ingest commits every minute or so: a lake that is 3 minutes behind has stopped).
+FRESH_S = 180.0
+
+
+def _hms(epoch: float) -> str:
+    return f"{dt.datetime.fromtimestamp(epoch, dt.timezone.utc):%H:%M:%S}"
+
+
+def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datetime | None = None) -> "LakeFindings":
+    """Say so when the lake's data ends before the symptom began (or, without a start time,
+    :data:`FRESH_S` before the window's end): a healthy trend from before the symptom is no
+    evidence against it.  Healthy items are replaced; problems the lake did see are kept."""
+    if not out.has_data or data_end is None:
+        return out
+    limit = began.timestamp() if began is not None else out.window.end.timestamp() - FRESH_S
+    if data_end >= limit:
+        return out
+    out.data_end = data_end
+    line = f"lake data ends {_hms(data_end)} UTC, before this began"
+    if not out.lead:
+        out.evidence = [e for e in out.evidence if e.status == "bad"]
+        out.evidence.insert(0, Evidence("Metric lake", line + ": it cannot show this symptom "
+                                        "(is `kbot lake collect` / ingest running?)", "lake: freshness", "neutral"))
+        out.verdict = f"The metric lake cannot say: {line}."
+        out.severity = "info"
+    else:
+        out.notes.append(f"Metric lake: {line}; what it shows is from before that.")
+    return out
+
+
 def no_data(window: Window, source: str, what: str = "samples") -> Evidence:
     return Evidence("Metric lake", f"no data for this window ({window.label}): no {what} in the lake", source, "neutral")
 
 
 # --------------------------------------------------------------------------- URP family
-
-
-def q_urp(view, start, end) -> dict:
-    from spark_queries._common import only_metrics
-    from spark_queries.isr import EXPANDS, SHRINKS, isr_churn
-    from spark_queries.urp import URP, urp_concentration, urp_trend
-
-    df = only_metrics(view.window(start, end), URP, SHRINKS, EXPANDS).cache()
-    try:
-        return {"trend": _rows(urp_trend(df)), "concentration": _rows(urp_concentration(df)),
-                "churn": _rows(isr_churn(df))}
-    finally:
-        df.unpersist()
 
 
 def urp_findings(facts: dict, window: Window, ctx: Context) -> LakeFindings:
@@ -220,27 +277,18 @@ def urp_findings(facts: dict, window: Window, ctx: Context) -> LakeFindings:
     return out
 
 
-async def urp(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    facts = await run_query(ctx, request, q_urp, window.start, window.end)
-    return urp_findings(facts, window, ctx)
+async def urp(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_urp"), window.start, window.end)
+    return apply_freshness(urp_findings(facts, window, ctx), facts["data_end"], began)
 
 
 # --------------------------------------------------------------------------- other symptoms
 
 
-def q_under_min_isr(view, start, end) -> list[dict]:
-    from pyspark.sql import functions as F
-
-    from spark_queries.availability import under_min_isr_timeline
-
-    t = under_min_isr_timeline(view.window(start, end))
-    return _rows(t.groupBy("cluster", "broker").agg(
-        F.max("under_min_isr").alias("max_under"), F.count_if(F.col("under_min_isr") > 0).alias("minutes_under"),
-        F.max("at_min_isr").alias("max_at"), F.count("*").alias("minutes")))
-
-
-async def under_min_isr(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    rows = await run_query(ctx, request, q_under_min_isr, window.start, window.end)
+async def under_min_isr(ctx: Context, request: CommandRequest, window: Window,
+                        began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_under_min_isr"), window.start, window.end)
+    rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: under_min_isr_timeline", "UnderMinIsrPartitionCount samples")
     out = LakeFindings(window)
@@ -256,24 +304,12 @@ async def under_min_isr(ctx: Context, request: CommandRequest, window: Window) -
                                      "lake: under_min_isr_timeline", "ok"))
     else:
         out.lead.append(("under-min-isr", "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad)))
-    return out
+    return apply_freshness(out, facts["data_end"], began)
 
 
-def q_offline(view, start, end) -> list[dict]:
-    from pyspark.sql import functions as F
-
-    from spark_queries.availability import offline_timeline
-
-    t = offline_timeline(view.window(start, end))
-    return _rows(t.groupBy("cluster").agg(
-        F.max("offline_partitions").alias("max_offline"),
-        F.count_if(F.col("offline_partitions") > 0).alias("minutes_offline"),
-        F.min(F.when(F.col("offline_partitions") > 0, F.unix_seconds("bucket"))).alias("first_offline"),
-        F.count("*").alias("minutes")))
-
-
-async def offline(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    rows = await run_query(ctx, request, q_offline, window.start, window.end)
+async def offline(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_offline"), window.start, window.end)
+    rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: offline_timeline", "OfflinePartitionsCount samples")
     out = LakeFindings(window)
@@ -285,22 +321,11 @@ async def offline(ctx: Context, request: CommandRequest, window: Window) -> Lake
                                          f"first at {first:%H:%M} UTC", "lake: offline_timeline", "bad"))
         else:
             out.evidence.append(Evidence("Offline partitions over the window", "0", "lake: offline_timeline", "ok"))
-    return out
+    return apply_freshness(out, facts["data_end"], began)
 
 
-def q_hanging(view, start, end) -> dict:
-    from pyspark.sql import functions as F
-
-    from spark_queries.txn import late_transactions, last_stable_offset_lag
-
-    df = view.window(start, end)
-    growing = last_stable_offset_lag(df).filter(F.col("growing")).orderBy(F.col("last_lag").desc()).limit(5)
-    late = late_transactions(df).filter(F.col("late"))
-    return {"growing": _rows(growing), "late": _rows(late)}
-
-
-async def hanging(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    facts = await run_query(ctx, request, q_hanging, window.start, window.end)
+async def hanging(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_hanging"), window.start, window.end)
     out = LakeFindings(window)
     for r in facts["growing"]:
         out.evidence.append(Evidence(f"LastStableOffsetLag {r['topic']}-{r['partition']}",
@@ -315,18 +340,11 @@ async def hanging(ctx: Context, request: CommandRequest, window: Window) -> Lake
         out.lead.append(("hanging-transaction", "lake: LastStableOffsetLag growing without coming down"))
     else:
         out.evidence.append(Evidence("LastStableOffsetLag", "no partition's LSO lag kept growing", "lake: last_stable_offset_lag", "ok"))
-    return out
+    return apply_freshness(out, facts["data_end"], began)
 
 
-def q_saturation(view, start, end) -> dict:
-    from spark_queries.saturation import request_handler_idle, request_queue_time
-
-    df = view.window(start, end)
-    return {"idle": _rows(request_handler_idle(df)), "queue": _rows(request_queue_time(df, quantile="0.99"))}
-
-
-async def saturation(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    facts = await run_query(ctx, request, q_saturation, window.start, window.end)
+async def saturation(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_saturation"), window.start, window.end)
     if not facts["idle"]:
         return LakeFindings.without_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples")
     out = LakeFindings(window)
@@ -344,90 +362,57 @@ async def saturation(ctx: Context, request: CommandRequest, window: Window) -> L
     if sat:
         out.lead.append(("handler-saturation", "lake: request handler idle below 30% on broker(s) "
                          + ", ".join(str(r["broker"]) for r in sat)))
-    return out
+    return apply_freshness(out, facts["data_end"], began)
 
 
-def q_controller(view, start, end) -> list[dict]:
-    from spark_queries.availability import controller_anomalies
-
-    return _rows(controller_anomalies(view.window(start, end)))
-
-
-async def controller(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    rows = await run_query(ctx, request, q_controller, window.start, window.end)
+async def controller(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await run_query(ctx, request, _q("q_controller"), window.start, window.end)
+    rows = facts["rows"]
     out = LakeFindings(window)
     for r in rows:
         out.evidence.append(Evidence("Active controller count != 1",
-                                     f"{r['buckets']} minute(s) from {_utc_hm(r['start'])} UTC "
+                                     f"{r['buckets']} minute(s) from {r['start']:%H:%M} UTC "
                                      f"(between {_n(r['min_active'])} and {_n(r['max_active'])} active)",
                                      "lake: controller_anomalies", "bad"))
     if not rows:
         out.evidence.append(Evidence("Active controller", "exactly one in every minute with samples", "lake: controller_anomalies", "ok"))
-    return out
-
-
-def _utc_hm(value) -> str:
-    from lake.service import to_utc
-
-    return f"{to_utc(value):%H:%M}"
+    return apply_freshness(out, facts["data_end"], began)
 
 
 # --------------------------------------------------------------------------- hot partitions
 
 
-def q_hot(view, start, end, topic: str | None, top: int) -> list[dict]:
-    from spark_queries.hot import hot_partitions
-
-    return _rows(hot_partitions(view.window(start, end), topic=topic, top=top))
-
-
 async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str | None = None,
-              top: int = 10) -> list[dict]:
-    return await run_query(ctx, request, q_hot, window.start, window.end, topic, top)
+              top: int = 10, rank_by: str = "peak") -> dict:
+    """``{"rows": [...], "data_end": ...}``: partitions ranked by their per-minute peak rate
+    (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``."""
+    return await run_query(ctx, request, _q("q_hot"), window.start, window.end, topic, top, rank_by)
 
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
 
 
-async def hot_symptom(ctx: Context, request: CommandRequest, window: Window) -> LakeFindings:
-    rows = await hot(ctx, request, window, None, 3)
+async def hot_symptom(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+    facts = await hot(ctx, request, window, None, 3, "peak")
+    rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: hot_partitions", "LogEndOffset samples")
     out = LakeFindings(window)
     for r in rows:
         skew = r["skew"]
         out.evidence.append(Evidence(f"Write rate {r['topic']}-{r['partition']}",
-                                     f"{_n(r['records_per_sec'], 1)} records/s"
-                                     + (f", {skew:.1f}x its topic's median" if skew is not None else "")
-                                     + f", leader broker {r['leader_broker']}",
+                                     f"peak {_n(r['peak_records_per_sec'], 1)} records/s (1-minute)"
+                                     + (f", {skew:.1f}x its topic's median peak" if skew is not None else "")
+                                     + f"; window mean {_n(r['records_per_sec'], 1)}/s"
+                                     + f"; leader broker {r['leader_broker']}",
                                      "lake: hot_partitions", "bad" if (skew or 0) >= HOT_SKEW else "neutral"))
     if (rows[0]["skew"] or 0) >= HOT_SKEW:
-        out.lead.append(("hot-partition", f"lake: {rows[0]['topic']}-{rows[0]['partition']} at {rows[0]['skew']:.1f}x its topic's median"))
-    return out
+        out.lead.append(("hot-partition", f"lake: {rows[0]['topic']}-{rows[0]['partition']} peaked at "
+                                          f"{rows[0]['skew']:.1f}x its topic's median"))
+    return apply_freshness(out, facts["data_end"], began)
 
 
 # --------------------------------------------------------------------------- consumer lag
-
-
-def q_group_lag(view, start, end, group: str) -> dict:
-    from pyspark.sql import functions as F
-
-    from lake.schema import LABEL_GROUP
-    from spark_queries._common import label, only_metrics
-    from spark_queries.lag import COMMITTED, LAG, LOG_END, group_lag_status, partition_lag_status
-
-    win = view.window(start, end)
-    commits = only_metrics(win, COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
-    # the brokers' log end offsets of the group's partitions give Burrow's current lag (the
-    # lag rows were taken at commit times and stay frozen once the consumers stop committing)
-    ends = only_metrics(win, LOG_END).join(commits.select("cluster", "topic", "partition").distinct(),
-                                          on=["cluster", "topic", "partition"], how="left_semi")
-    parts = partition_lag_status(commits.unionByName(ends), now=end).cache()
-    try:
-        return {"partitions": _rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
-                "group": _rows(group_lag_status(parts))}
-    finally:
-        parts.unpersist()
 
 
 @dataclass
@@ -441,16 +426,13 @@ class GroupLagFindings(LakeFindings):
     first_commit: float | None = None
 
 
-def _epoch(value) -> float | None:
-    if value is None:
-        return None
-    from lake.service import to_utc
-
-    return to_utc(value).timestamp()
+def _epoch(value: dt.datetime | None) -> float | None:
+    """Epoch seconds of a row's timestamp (``lake.queries`` hands them out aware, in UTC)."""
+    return None if value is None else value.timestamp()
 
 
 async def group_lag(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings:
-    facts = await run_query(ctx, request, q_group_lag, window.start, window.end, group)
+    facts = await run_query(ctx, request, _q("q_group_lag"), window.start, window.end, group)
     if not facts["group"]:
         return GroupLagFindings.without_data(window, "lake: partition_lag_status", f"commits of group {group}")
     out = GroupLagFindings(window)
@@ -489,36 +471,14 @@ def partition_lag_lines(rows: list[dict]) -> list[str]:
 # --------------------------------------------------------------------------- history
 
 
-def q_history(view, start, end, metric: str, topic: str | None, broker: int | None, partition: int | None,
-              bucket_s: int) -> dict:
-    from pyspark.sql import functions as F
-
-    from spark_queries.history import metric_history
-
-    df = view.window(start, end)
-    if topic is not None:
-        df = df.filter(F.col("topic") == F.lit(topic))
-    if broker is not None:
-        df = df.filter(F.col("broker") == F.lit(int(broker)))
-    if partition is not None:
-        df = df.filter(F.col("partition") == F.lit(int(partition)))
-    h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
-    rows = _rows(h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples")
-                 .orderBy("bucket", "broker"))
-    present: list[str] = []
-    if not rows:  # say what the window does hold, to suggest a name
-        present = [r["metric"] for r in view.window(start, end).select("metric").distinct().orderBy("metric").limit(60).collect()]
-    return {"rows": rows, "present": present}
-
-
 async def history(ctx: Context, request: CommandRequest, window: Window, metric: str, topic: str | None,
                   broker: int | None, partition: int | None, bucket_s: int) -> dict:
-    return await run_query(ctx, request, q_history, window.start, window.end, metric, topic, broker, partition, bucket_s)
+    return await run_query(ctx, request, _q("q_history"), window.start, window.end, metric, topic, broker, partition, bucket_s)
 
 
 # --------------------------------------------------------------------------- `why`: by runbook entry
 
-LakeCheck = Callable[[Context, CommandRequest, Window], Awaitable[LakeFindings]]
+LakeCheck = Callable[[Context, CommandRequest, Window, "dt.datetime | None"], Awaitable[LakeFindings]]
 
 #: Which lake evidence answers a symptom, by the runbook entry it resolves to first.
 LAKE_CHECKS: dict[str, LakeCheck] = {
@@ -537,9 +497,12 @@ LAKE_CHECKS: dict[str, LakeCheck] = {
 }
 
 
-async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str) -> LakeFindings | None:
+async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str,
+                      began: dt.datetime | None = None) -> LakeFindings | None:
     """The lake's evidence for a symptom, or None without a lake or a lake check for it.
 
+    ``began``: when the live symptom began, when the caller knows (aware UTC); the answer then
+    says so if the lake's data ends before it (see :func:`apply_freshness`).
     Never raises Unavailable: an unavailable lake comes back as findings with a note,
     so the live part of the answer stands.  A bad ``--since`` is still BadInput.
     """
@@ -548,7 +511,7 @@ async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str) -> L
     if ctx.lake is None or check is None:
         return None
     try:
-        return await check(ctx, request, window)
+        return await check(ctx, request, window, began)
     except Unavailable as exc:
         return unavailable(window, exc)
 

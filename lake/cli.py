@@ -1,9 +1,10 @@
-"""`kbot lake collect | ingest | status`: fill the metric lake and see what it holds.
+"""`kbot lake collect | ingest | maintain | status`: fill the metric lake and see what it holds.
 
     kbot lake collect --local dev                 scrape the local cluster's exporters (every 10 s)
     kbot lake collect --targets 1=http://kafka-1:7071/metrics,2=...   any exporters you run
     kbot lake collect --local dev --ingest-every 60   ... and ingest every minute in the same process
-    kbot lake ingest                              landing files -> Parquet lake (exactly once)
+    kbot lake ingest                              landing files -> Delta Lake table (exactly once) + rollups
+    kbot lake maintain                            OPTIMIZE closed hours, apply KBOT_LAKE_RETENTION, VACUUM
     kbot lake status [--json]                     files in flight, batches, partitions in the lake
 
 Wiring into an argparse parser::
@@ -12,9 +13,10 @@ Wiring into an argparse parser::
     lake.cli.register(sub)                # adds "lake"; sets args.func = run
     args = parser.parse_args(); sys.exit(args.func(args))
 
-Environment: KBOT_LAKE_DIR (state dir, default ~/.kbot/lake), KBOT_LAKE_URI (Parquet table,
+Environment: KBOT_LAKE_DIR (state dir, default ~/.kbot/lake), KBOT_LAKE_URI (Delta table,
 default <dir>/samples; s3a://, abfss://, hdfs:// work), KBOT_METRICS_TARGETS, KBOT_LAKE_CLUSTER,
-KBOT_LAKE_GROUPS (consumer groups to sample), KBOT_SPARK_MASTER.
+KBOT_LAKE_GROUPS (consumer groups to sample), KBOT_SPARK_MASTER, KBOT_LAKE_RETENTION
+(raw=7d,rollups=90d).
 Exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr), 2 bad arguments.
 """
 
@@ -42,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     def common(sp):
         sp.add_argument("--lake-dir", help="state directory (default $KBOT_LAKE_DIR or ~/.kbot/lake)")
-        sp.add_argument("--table", help="Parquet table location (default $KBOT_LAKE_URI or <lake dir>/samples)")
+        sp.add_argument("--table", help="Delta table location (default $KBOT_LAKE_URI or <lake dir>/samples)")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
     c = sub.add_parser("collect", help="scrape Prometheus endpoints into landing files")
@@ -62,13 +64,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                     "needs the cluster configured (KBOT_BOOTSTRAP or clusters file)")
     c.add_argument("--ingest-every", type=float, metavar="S", help="also ingest every S seconds (starts Spark)")
     c.add_argument("--master", default=None, help="Spark master for --ingest-every (default $KBOT_SPARK_MASTER or local[2])")
+    c.add_argument("--maintain-every", type=float, metavar="S", default=3600.0,
+                   help="with --ingest-every: compact/expire/vacuum every S seconds (default 3600; 0 = never)")
     c.set_defaults(func=run)
 
-    i = sub.add_parser("ingest", help="landing files -> Parquet lake (idempotent)")
+    i = sub.add_parser("ingest", help="landing files -> Delta Lake table and rollups (idempotent)")
     common(i)
     i.add_argument("--master", default=None, help="Spark master (default $KBOT_SPARK_MASTER or local[2])")
     i.add_argument("--max-files", type=int, default=500, help="landing files per batch (default 500)")
     i.set_defaults(func=run)
+
+    m = sub.add_parser("maintain", help="compact closed hours (OPTIMIZE ZORDER), apply retention, VACUUM")
+    common(m)
+    m.add_argument("--master", default=None, help="Spark master (default $KBOT_SPARK_MASTER or local[2])")
+    m.add_argument("--retention", default=None, help="raw=7d,rollups=90d (default $KBOT_LAKE_RETENTION)")
+    m.add_argument("--no-vacuum", action="store_true", help="compact and expire only")
+    m.set_defaults(func=run)
 
     s = sub.add_parser("status", help="what is in flight and what the lake holds")
     common(s)
@@ -142,13 +153,18 @@ async def _collect(args) -> int:
     ingestor = None
     if args.ingest_every:
         ingestor = Ingestor(_session(args.master), layout)
-    last_ingest = time.monotonic()
+    last_ingest = last_maintain = time.monotonic()
+    retention = None
+    if ingestor is not None and args.maintain_every:
+        from .maintenance import retention_from_env
+
+        retention = retention_from_env()  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
     if not args.json:
         print(f"collecting {len(targets)} target(s) as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
               + (f"; ingesting every {args.ingest_every:g}s into {layout.table}" if ingestor else ""), flush=True)
 
     async def on_round(report) -> None:
-        nonlocal last_ingest
+        nonlocal last_ingest, last_maintain
         _print({"round": collector.rounds, "rows": report.rows, "failed": report.failed,
                 "file": str(report.file) if report.file else None}, args.json, report.summary())
         if ingestor is not None and time.monotonic() - last_ingest >= args.ingest_every:
@@ -158,6 +174,13 @@ async def _collect(args) -> int:
                 _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
             except IngestBusy as exc:
                 print(f"ingest skipped: {exc}", file=sys.stderr)
+        if (ingestor is not None and args.maintain_every
+                and time.monotonic() - last_maintain >= args.maintain_every):
+            last_maintain = time.monotonic()
+            from .maintenance import maintain
+
+            rep = await asyncio.to_thread(maintain, ingestor.spark, layout.table, retention=retention)
+            _print({"maintain": rep.summary()}, args.json, f"maintain: {rep.summary()}")
 
     try:
         await collector.run(rounds=args.rounds, duration_s=args.duration, on_round=on_round)
@@ -180,8 +203,27 @@ def _ingest(args) -> int:
     finally:
         spark.stop()
     data = {"batches": len(report.batches), "files": report.files, "rows": report.rows,
-            "quarantined": report.quarantined, "seconds": round(report.seconds, 2), "table": layout.table}
+            "quarantined": report.quarantined, "seconds": round(report.seconds, 2), "table": layout.table,
+            "recovered": sum(b.recovered for b in report.batches),
+            "already_committed": sum(b.already_committed for b in report.batches)}
     _print(data, args.json, f"ingested {report.summary()} into {layout.table}")
+    return 0
+
+
+def _maintain(args) -> int:
+    from .maintenance import maintain, parse_retention, retention_from_env
+
+    layout = _layout(args)
+    retention = parse_retention(args.retention) if args.retention else retention_from_env()
+    spark = _session(args.master)
+    try:
+        rep = maintain(spark, layout.table, retention=retention, vacuum=not args.no_vacuum)
+    finally:
+        spark.stop()
+    data = {"optimized": rep.optimized, "files_before": rep.files_before, "files_after": rep.files_after,
+            "kept_from": rep.expired_before, "vacuumed": rep.vacuumed, "seconds": round(rep.seconds, 2),
+            "table": layout.table}
+    _print(data, args.json, f"maintained {layout.table}: {rep.summary()}")
     return 0
 
 
@@ -190,12 +232,15 @@ def _status(args) -> int:
 
     st = layout_status(_layout(args))
     lines = [f"lake state dir  {st['state_dir']}", f"parquet table   {st['table']}",
+             f"table format    {st.get('format', 'delta')}",
              f"in flight       {st['landing_files']} landing file(s), {st['processing_batches']} batch(es) processing",
              f"ingested        {st['committed_batches']} batch(es), {st['ingested_rows']:,} rows; last commit {st['last_commit'] or '-'}",
              f"quarantined     {st['quarantined_files']} file(s)"]
     if "hour_partitions" in st:
         lines.append(f"table           {st['hour_partitions']} hour partition(s), {st['parquet_bytes'] / 1e6:,.1f} MB, "
                      f"clusters: {', '.join(st['clusters']) or '-'}, newest: {st['newest_hour'] or '-'}")
+        rollups = [res for res, ok in st.get("rollups", {}).items() if ok]
+        lines.append(f"rollups         {', '.join(rollups) or 'none yet'}")
     _print(st, args.json, "\n".join(lines))
     return 0
 
@@ -206,6 +251,8 @@ def run(args) -> int:
             return asyncio.run(_collect(args))
         if args.lake_action == "ingest":
             return _ingest(args)
+        if args.lake_action == "maintain":
+            return _maintain(args)
         if args.lake_action == "status":
             return _status(args)
     except KeyboardInterrupt:

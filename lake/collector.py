@@ -4,7 +4,7 @@ Every ``interval_s`` seconds one *round* scrapes all targets in parallel (aiohtt
 parses each exposition with ``prometheus_client``'s parser, maps the samples to
 lake rows (``lake.mapping``) and writes them, with the consumer-group rows, as one
 JSON-lines landing file in ``<lake dir>/landing/``.  The Spark ingest job
-(``lake.ingest``) turns landing files into the Parquet lake.
+(``lake.ingest``) turns landing files into the Delta Lake table.
 
 Targets
 -------

@@ -1,61 +1,46 @@
-"""Ingest: landing files (JSON lines from ``lake.collector``) -> the Parquet lake, exactly once.
+"""Ingest: landing files (JSON lines from ``lake.collector``) -> the Delta Lake table, exactly once.
 
 Layout
 ------
 A local *state directory* (``KBOT_LAKE_DIR``, default ``~/.kbot/lake``) holds the
-files in flight; the Parquet table (``KBOT_LAKE_URI``, default ``<state dir>/samples``)
+files in flight; the Delta table (``KBOT_LAKE_URI``, default ``<state dir>/samples``)
 may be local or any Hadoop-compatible URI (``s3a://``, ``abfss://``, ``hdfs://``)::
 
-    <state dir>/landing/<name>.jsonl           written by the collector (atomically)
-    <state dir>/processing/<batch id>/*.jsonl  claimed by one ingest batch
-    <state dir>/done/<name>.jsonl              ingested (pruned after ``keep_done_s``)
-    <state dir>/quarantine/<name>.jsonl        malformed, next to <name>.jsonl.reason.txt
-    <state dir>/manifest.jsonl                 one line per committed batch: id, file names, rows
-    <table>/cluster=/date=/hour=/<batch id>-part-*.parquet
-    <table>/_staging/<batch id>/...            a batch's Spark output before it is published
-                                               (Spark and DuckDB-style readers skip ``_`` dirs)
+    <state dir>/landing/<name>.jsonl            written by the collector (atomically)
+    <state dir>/processing/<batch id>/txn.json  the batch's Delta transaction version
+    <state dir>/processing/<batch id>/*.jsonl   claimed by one ingest batch
+    <state dir>/done/<name>.jsonl               ingested (pruned after ``keep_done_s``)
+    <state dir>/quarantine/<name>.jsonl         malformed, next to <name>.jsonl.reason.txt
+    <state dir>/ingest.id                       this state dir's Delta ``txnAppId``
+    <table>/_delta_log/, cluster=/date=/hour=/  the samples (Delta Lake)
+    <table>_1m, <table>_1h                      the rollups (``lake.rollups``)
+
+Exactly once: Delta's idempotent writes
+---------------------------------------
+Delta's commit is the one atomic step: a batch's rows become visible in one commit or not at
+all, and readers keep reading their snapshot meanwhile (``OPTIMIZE`` and ``VACUUM`` do not
+disturb them either).  Each batch is appended with ``txnAppId`` (this state directory's id)
+and ``txnVersion`` (the batch's version, fixed when it is claimed, increasing): Delta records
+the pair in the same commit and skips any later write of a version it has already committed.
+So a batch retried after a crash can never be counted twice, whatever the crash point.
 
 One batch, step by step
 -----------------------
-1. **claim**: create ``processing/<batch id>/`` and rename landing files into it.
-   The batch id (``b<UTC time>-<hash of the file names>``) is fixed from then on:
-   it is the directory's name, so a retry after a crash uses the same id.
-2. **check**: files already named in the manifest go straight to ``done/``
-   (never ingested twice); every other file is validated line by line (JSON
-   object, field types, ranges); a bad one is moved to ``quarantine/`` with a
-   reason file.
-3. **stage**: Spark reads the good files and writes them, partitioned by
-   cluster/date/hour, to ``_staging/<batch id>``.  Spark's commit protocol makes
-   that all or nothing: ``_SUCCESS`` marks a complete staging directory.
-4. **publish**: each staged file is renamed to its final place under a name
-   made of the batch id and its staged name, so the name is the same on every
-   attempt.  A file whose target already exists was published by an earlier
-   attempt and is dropped from staging instead.
-5. **commit**: append the batch (id, file names, rows) to the manifest, fsynced.
-6. **finish**: move the batch's files to ``done/``, delete its staging
-   directory and its ``processing/`` directory.
+1. **claim**: create ``processing/<batch id>/``, write ``txn.json`` (the version: greater
+   than every version this state dir handed out before), rename landing files into it.
+2. **check**: files already in ``done/`` are re-deliveries (skipped); every other file is
+   validated line by line (JSON object, field types, ranges); a bad one goes to
+   ``quarantine/`` with a reason file.
+3. **commit**: Spark appends the good files' rows to the table, partitioned by
+   cluster/date/hour, as one idempotent Delta write (``userMetadata`` names the batch, its
+   files and rows: ``kbot lake status`` reads it).
+4. **roll up**: the hours the batch touched are recomputed in the 1-minute and 1-hour rollups.
+5. **finish**: move the batch's files to ``done/`` and remove its ``processing/`` directory.
 
-Crash anywhere -> the next run finishes the job
------------------------------------------------
-A run first *recovers* every batch left in ``processing/``, oldest first:
-
-* crash during/after claim (1-2): the files are in ``processing/<id>/``; the
-  batch is re-checked and staged from scratch (an incomplete staging directory,
-  without ``_SUCCESS``, is overwritten).
-* crash after staging or mid-publish (3-4): staging is complete, so it is
-  published (again): targets that exist are kept, the rest are moved.  No
-  Parquet file can be written twice because every target name is fixed.
-* crash after publish, before the manifest (4-5): publishing again finds every
-  target in place and moves nothing; then the batch is committed.
-* crash after the manifest (5-6): the manifest has the batch: only the
-  bookkeeping of step 6 is redone.
-
-So a landing file is never lost (it is always in exactly one of landing,
-processing, done or quarantine) and its rows reach the lake exactly once.
-A torn last manifest line (crash mid-append) is ignored: that batch is simply
-committed again, which is harmless (step 4 publishes nothing new).
-
-Only one ingest runs at a time per state directory (``flock`` on ``ingest.lock``).
+A crash anywhere leaves the files in ``landing/`` or ``processing/<id>/`` (never lost); the
+next run recovers every batch in ``processing/`` first, oldest first, with the same version:
+before the commit the rows are written then; after it Delta skips the write, and the rollups
+(recomputed, not added to) come out the same.
 """
 
 from __future__ import annotations
@@ -68,11 +53,13 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from lake.errors import LakeError
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +67,7 @@ DIR_ENV = "KBOT_LAKE_DIR"
 URI_ENV = "KBOT_LAKE_URI"
 DEFAULT_DIR = "~/.kbot/lake"
 TABLE_NAME = "samples"
-STAGING = "_staging"
-SUCCESS = "_SUCCESS"
+TXN_FILE = "txn.json"
 DEFAULT_MAX_FILES = 500
 DEFAULT_KEEP_DONE_S = 2 * 86_400
 
@@ -92,7 +78,7 @@ _TS_MAX = 4_102_444_800_000_000  # 2100-01-01
 _FIELDS = ("ts", "cluster", "broker", "metric", "topic", "partition", "labels", "value")
 
 
-class IngestBusy(RuntimeError):
+class IngestBusy(LakeError):
     """Another ingest holds the lock of this state directory."""
 
 
@@ -106,7 +92,7 @@ def _is_uri(path: str) -> bool:
 @dataclass(frozen=True)
 class LakeLayout:
     state_dir: Path
-    table: str  # the Parquet table root: a local path or a Hadoop URI
+    table: str  # the Delta table of raw samples: a local path or a Hadoop URI
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None,
@@ -135,19 +121,37 @@ class LakeLayout:
         return self.state_dir / "quarantine"
 
     @property
-    def manifest(self) -> Path:
-        return self.state_dir / "manifest.jsonl"
-
-    @property
     def lock(self) -> Path:
         return self.state_dir / "ingest.lock"
 
-    def staging(self, batch_id: str) -> str:
-        return f"{self.table.rstrip('/')}/{STAGING}/{batch_id}"
+    @property
+    def app_id_file(self) -> Path:
+        return self.state_dir / "ingest.id"
+
+    @property
+    def last_txn_file(self) -> Path:
+        return self.state_dir / "txn.last"
+
+    def rollup(self, resolution: str) -> str:
+        from lake.schema import table_path
+
+        return table_path(self.table, resolution)
 
     def make_dirs(self) -> None:
         for d in (self.landing, self.processing, self.done, self.quarantine):
             d.mkdir(parents=True, exist_ok=True)
+
+    def app_id(self) -> str:
+        """This state dir's Delta ``txnAppId``: two collectors writing one table must not share
+        one (each one's versions only increase on its own)."""
+        p = self.app_id_file
+        if p.exists():
+            text = p.read_text().strip()
+            if text:
+                return text
+        new = f"kbot-ingest-{uuid.uuid4().hex[:16]}"
+        _write_atomic(p, new + "\n")
+        return new
 
 
 def landing_schema():
@@ -165,6 +169,16 @@ def landing_schema():
         StructField("labels", MapType(StringType(), StringType(), True)),
         StructField("value", DoubleType()),
     ])
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------- validation
@@ -213,9 +227,17 @@ def check_row(obj) -> str | None:
     return None
 
 
-def validate_landing_file(path: Path) -> tuple[int, str | None]:
-    """(rows, None) for a good file, (0, reason) for a malformed one.  Streams the file."""
+def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, str, int]]]:
+    """(rows, None, hours) for a good file, (0, reason, set()) for a malformed one.
+
+    ``hours`` are the ``(cluster, date, hour)`` partitions the file's rows fall in (UTC): the
+    rollups of exactly those hours are recomputed after the batch.  Streams the file.
+    """
+    from lake.schema import partition_values
+
     rows = 0
+    hours: set[tuple[str, str, int]] = set()
+    seen_hours: set[tuple[str, int]] = set()
     try:
         with open(path, "rb") as f:
             for n, raw in enumerate(f, 1):
@@ -224,134 +246,25 @@ def validate_landing_file(path: Path) -> tuple[int, str | None]:
                 try:
                     obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
                 except (UnicodeDecodeError, ValueError) as exc:
-                    return 0, f"line {n}: not valid JSON: {exc}"
+                    return 0, f"line {n}: not valid JSON: {exc}", set()
                 why = check_row(obj)
                 if why is not None:
-                    return 0, f"line {n}: {why}"
+                    return 0, f"line {n}: {why}", set()
                 rows += 1
+                key = (obj["cluster"], obj["ts"] // 3_600_000_000)
+                if key not in seen_hours:  # one datetime per hour and cluster, not per row
+                    seen_hours.add(key)
+                    date, hour = partition_values(_dt.datetime.fromtimestamp(key[1] * 3600, _dt.timezone.utc))
+                    hours.add((obj["cluster"], date, hour))
     except OSError as exc:
-        return 0, f"cannot read: {exc}"
-    return rows, None
+        return 0, f"cannot read: {exc}", set()
+    return rows, None, hours
 
 
-# --------------------------------------------------------------------------- manifest
-
-
-class Manifest:
-    """Append-only record of committed batches (one JSON object a line, fsynced)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.batches: dict[str, dict] = {}
-        self.files: set[str] = set()
-        if path.exists():
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        entry = json.loads(line)
-                        bid = entry["batch"]
-                        names = entry.get("files", [])
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a torn line from a crash mid-append: that batch was not committed
-                    self.batches[bid] = entry
-                    self.files.update(names)
-
-    def has_batch(self, batch_id: str) -> bool:
-        return batch_id in self.batches
-
-    def has_file(self, name: str) -> bool:
-        return name in self.files
-
-    def commit(self, batch_id: str, files: list[str], rows: int, quarantined: list[str]) -> None:
-        entry = {"batch": batch_id, "files": files, "rows": rows, "quarantined": quarantined,
-                 "committed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        line = json.dumps(entry, separators=(",", ":")) + "\n"
-        with open(self.path, "a+b") as f:
-            # a torn line left by a crash must not swallow this one
-            if f.seek(0, os.SEEK_END) > 0:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-            f.write(line.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        self.batches[batch_id] = entry
-        self.files.update(files)
-
-
-# --------------------------------------------------------------------------- the table's file system
-
-
-class LocalFS:
-    def exists(self, path: str) -> bool:
-        return os.path.exists(path)
-
-    def files(self, root: str) -> list[str]:
-        """Relative paths of the data files under root (hidden and ``_`` files skipped)."""
-        out = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if not d.startswith((".", "_")) or "=" in d]
-            for name in filenames:
-                if not name.startswith((".", "_")):
-                    out.append(os.path.relpath(os.path.join(dirpath, name), root))
-        return sorted(out)
-
-    def rename(self, src: str, dst: str) -> None:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        os.replace(src, dst)
-
-    def delete(self, path: str) -> None:
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        elif os.path.exists(path):
-            os.unlink(path)
-
-
-class HadoopFS:
-    """The same operations through Hadoop's FileSystem API (s3a://, abfss://, hdfs://),
-    via the classic session's JVM."""
-
-    def __init__(self, spark, uri: str):
-        try:
-            jvm, jsc = spark._jvm, spark._jsc
-        except AttributeError:
-            raise RuntimeError("a Hadoop URI lake needs a classic Spark session (not Spark Connect) to ingest") from None
-        if jvm is None:
-            raise RuntimeError("a Hadoop URI lake needs a classic Spark session (not Spark Connect) to ingest")
-        self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(uri).getFileSystem(jsc.hadoopConfiguration())
-
-    def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(self._Path(path)))
-
-    def files(self, root: str) -> list[str]:
-        base = self._Path(root)
-        if not self._fs.exists(base):
-            return []
-        prefix = str(self._fs.makeQualified(base).toString()).rstrip("/") + "/"
-        it = self._fs.listFiles(base, True)
-        out = []
-        while it.hasNext():
-            full = str(it.next().getPath().toString())
-            rel = full[len(prefix):] if full.startswith(prefix) else full
-            parts = rel.split("/")
-            if any(p.startswith((".", "_")) and "=" not in p for p in parts):
-                continue
-            out.append(rel)
-        return sorted(out)
-
-    def rename(self, src: str, dst: str) -> None:
-        d = self._Path(dst)
-        self._fs.mkdirs(d.getParent())
-        if not self._fs.rename(self._Path(src), d):
-            raise OSError(f"rename {src} -> {dst} failed")
-
-    def delete(self, path: str) -> None:
-        self._fs.delete(self._Path(path), True)
-
-
-def table_fs(spark, table: str):
-    return HadoopFS(spark, table) if _is_uri(table) else LocalFS()
+def validate_landing_file(path: Path) -> tuple[int, str | None]:
+    """(rows, None) for a good file, (0, reason) for a malformed one.  Streams the file."""
+    rows, reason, _ = scan_landing_file(path)
+    return rows, reason
 
 
 # --------------------------------------------------------------------------- reports
@@ -360,14 +273,16 @@ def table_fs(spark, table: str):
 @dataclass
 class BatchReport:
     batch_id: str
+    version: int = 0  # the Delta txnVersion
     files: int = 0
     rows: int = 0
-    published: int = 0  # Parquet files moved into the table by this attempt
     quarantined: list[tuple[str, str]] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     recovered: bool = False  # left in processing/ by an earlier run
-    already_committed: bool = False  # only the bookkeeping was left to do
+    already_committed: bool = False  # Delta had this version already: the write was skipped
+    hours: list[tuple[str, str, int]] = field(default_factory=list)
     seconds: float = 0.0
+    rollup_seconds: float = 0.0
 
 
 @dataclass
@@ -382,7 +297,7 @@ class IngestReport:
 
     @property
     def rows(self) -> int:
-        return sum(b.rows for b in self.batches)
+        return sum(b.rows for b in self.batches if not b.already_committed)
 
     @property
     def quarantined(self) -> list[tuple[str, str]]:
@@ -394,6 +309,9 @@ class IngestReport:
                 f" in {self.seconds:.1f}s")
         if rec:
             text += f"; {rec} recovered from an interrupted run"
+        skipped = sum(b.already_committed for b in self.batches)
+        if skipped:
+            text += f" ({skipped} already committed: Delta skipped the repeated write)"
         if self.quarantined:
             text += f"; {len(self.quarantined)} quarantined: " + "; ".join(f"{n}: {r}" for n, r in self.quarantined)
         dups = sum(len(b.duplicates) for b in self.batches)
@@ -441,16 +359,23 @@ def new_batch_id(names: list[str], now: float | None = None) -> str:
     return f"b{t:%Y%m%dT%H%M%S%f}-{digest}"
 
 
+def _read_txn(batch_dir: Path) -> int | None:
+    try:
+        v = json.loads((batch_dir / TXN_FILE).read_text())["version"]
+        return int(v)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class Ingestor:
     """Runs ingest batches for one layout on one SparkSession.
 
-    ``crash_hook(point)`` is called at each step boundary (``claimed``,
-    ``validated``, ``staged``, ``published_file``, ``published``, ``committed``);
-    tests raise from it to simulate a crash there.
+    ``crash_hook(point)`` is called at each step boundary (``claimed``, ``validated``,
+    ``committed``, ``rolled_up``, ``finished_file``); tests raise from it to stop a run there.
     """
 
     def __init__(self, spark, layout: LakeLayout, *, max_files: int = DEFAULT_MAX_FILES,
-                 keep_done_s: float | None = DEFAULT_KEEP_DONE_S,
+                 keep_done_s: float | None = DEFAULT_KEEP_DONE_S, rollups: bool = True,
                  crash_hook: Callable[[str], None] | None = None):
         if max_files < 1:
             raise ValueError("max_files must be >= 1")
@@ -458,8 +383,8 @@ class Ingestor:
         self.layout = layout
         self.max_files = max_files
         self.keep_done_s = keep_done_s
+        self.rollups = rollups
         self._hook = crash_hook or (lambda point: None)
-        self.fs = table_fs(spark, layout.table)
 
     # ---- entry point
     def run(self, max_batches: int | None = None) -> IngestReport:
@@ -467,23 +392,36 @@ class Ingestor:
         self.layout.make_dirs()
         report = IngestReport()
         with _locked(self.layout.lock):
-            manifest = Manifest(self.layout.manifest)
+            app_id = self.layout.app_id()
             for batch_dir in sorted(p for p in self.layout.processing.iterdir() if p.is_dir()):
-                report.batches.append(self._process(batch_dir, manifest, recovered=True))
+                report.batches.append(self._process(batch_dir, app_id, recovered=True))
             while max_batches is None or len(report.batches) < max_batches:
                 files = _landing_files(self.layout)[: self.max_files]
                 if not files:
                     break
                 batch_dir = self._claim(files)
-                report.batches.append(self._process(batch_dir, manifest, recovered=False))
+                report.batches.append(self._process(batch_dir, app_id, recovered=False))
             report.pruned = self._prune_done()
         report.seconds = time.monotonic() - t0
         return report
 
     # ---- steps
+    def _next_version(self) -> int:
+        """Greater than every version handed out before (and, normally, the claim time in µs)."""
+        last = 0
+        with contextlib.suppress(OSError, ValueError):
+            last = int(self.layout.last_txn_file.read_text().strip() or 0)
+        for d in self.layout.processing.iterdir():
+            v = _read_txn(d) if d.is_dir() else None
+            last = max(last, v or 0)
+        version = max(time.time_ns() // 1000, last + 1)
+        _write_atomic(self.layout.last_txn_file, f"{version}\n")
+        return version
+
     def _claim(self, files: list[Path]) -> Path:
         batch_dir = self.layout.processing / new_batch_id([f.name for f in files])
         batch_dir.mkdir(parents=True)
+        _write_atomic(batch_dir / TXN_FILE, json.dumps({"version": self._next_version()}) + "\n")
         for f in files:
             os.replace(f, batch_dir / f.name)
         _fsync_dir(batch_dir)
@@ -491,98 +429,90 @@ class Ingestor:
         self._hook("claimed")
         return batch_dir
 
-    def _process(self, batch_dir: Path, manifest: Manifest, recovered: bool) -> BatchReport:
+    def _process(self, batch_dir: Path, app_id: str, recovered: bool) -> BatchReport:
         t0 = time.monotonic()
         batch_id = batch_dir.name
-        rep = BatchReport(batch_id, recovered=recovered)
+        version = _read_txn(batch_dir)
+        if version is None:  # a crash between mkdir and txn.json: nothing was written with it
+            version = self._next_version()
+            _write_atomic(batch_dir / TXN_FILE, json.dumps({"version": version}) + "\n")
+        rep = BatchReport(batch_id, version=version, recovered=recovered)
         files = sorted(p for p in batch_dir.iterdir() if p.is_file() and p.name.endswith(".jsonl"))
-        if manifest.has_batch(batch_id):
-            rep.already_committed = True
-            rep.files = len(files)
-            self._finish(batch_id, batch_dir, files)
-            rep.seconds = time.monotonic() - t0
-            return rep
         good: list[Path] = []
+        hours: set[tuple[str, str, int]] = set()
         for f in files:
-            if manifest.has_file(f.name):
+            if (self.layout.done / f.name).exists():
                 rep.duplicates.append(f.name)
-                self._move(f, self.layout.done / f.name)
+                f.unlink()  # the copy in done/ stays the record of it
                 continue
-            rows, reason = validate_landing_file(f)
+            rows, reason, file_hours = scan_landing_file(f)
             if reason is not None:
                 self._quarantine(f, reason)
                 rep.quarantined.append((f.name, reason))
                 continue
             good.append(f)
             rep.rows += rows
+            hours |= file_hours
+        rep.hours = sorted(hours)
         self._hook("validated")
-        staging = self.layout.staging(batch_id)
         if good and rep.rows:
-            if not self.fs.exists(f"{staging}/{SUCCESS}"):
-                self._stage(good, staging)
-            self._hook("staged")
-            rep.published = self._publish(batch_id, staging)
-        self._hook("published")
-        manifest.commit(batch_id, [f.name for f in good], rep.rows, [n for n, _ in rep.quarantined])
+            rep.already_committed = not self._commit(good, app_id, rep)
         self._hook("committed")
+        if self.rollups and rep.hours:
+            from lake.rollups import update_rollups
+
+            rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.hours)["seconds"]
+        self._hook("rolled_up")
         rep.files = len(good)
-        self._finish(batch_id, batch_dir, good)
+        self._finish(batch_dir, good)
         rep.seconds = time.monotonic() - t0
         return rep
 
-    def _stage(self, files: list[Path], staging: str) -> None:
+    def _commit(self, files: list[Path], app_id: str, rep: BatchReport) -> bool:
+        """The idempotent Delta append; True when it wrote, False when Delta skipped it."""
         from pyspark.sql import functions as F
 
+        from lake import delta
         from lake.schema import COLUMNS, PARTITION_COLUMNS, with_partition_columns
 
         spark = self.spark
+        table = self.layout.table
         df = (spark.read.schema(landing_schema()).option("mode", "FAILFAST")
               .json([f.resolve().as_uri() for f in files]))
         out = with_partition_columns(df.withColumn("ts", F.timestamp_micros(F.col("ts"))))
-        # one file per hour directory and batch; sorted so a metric's rows sit together
-        # (row-group statistics on metric/topic then skip most of a file)
+        # one file per hour and batch; sorted so a metric's rows sit together (row-group
+        # statistics on metric/topic then skip most of a file)
         out = (out.repartition(*PARTITION_COLUMNS)
                .sortWithinPartitions("metric", "topic", "partition", "broker", "ts")
                .select(*COLUMNS))
+        meta = {"kbot": "ingest", "batch": rep.batch_id, "version": rep.version, "rows": rep.rows,
+                "files": [f.name for f in files], "quarantined": [n for n, _ in rep.quarantined]}
+        before = delta.last_commit(spark, table)
+        if before is not None and (before[1] or {}).get("batch") == rep.batch_id:
+            return False  # the newest commit is this batch: a crash came right after it
         key = "spark.sql.parquet.outputTimestampType"
         old = spark.conf.get(key)
         spark.conf.set(key, "TIMESTAMP_MICROS")
         try:
-            out.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(staging)
+            delta.append(out, table, PARTITION_COLUMNS, app_id=app_id, version=rep.version, metadata=meta)
         finally:
             spark.conf.set(key, old)
+        after = delta.last_commit(spark, table)
+        return after is not None and (after[1] or {}).get("batch") == rep.batch_id and after != before
 
-    def _publish(self, batch_id: str, staging: str) -> int:
-        moved = 0
-        table = self.layout.table.rstrip("/")
-        for rel in self.fs.files(staging):
-            head, _, name = rel.rpartition("/")
-            target = f"{table}/{head}/{batch_id}-{name}" if head else f"{table}/{batch_id}-{name}"
-            source = f"{staging}/{rel}"
-            if self.fs.exists(target):
-                # published by an earlier attempt (a copy-then-delete rename may leave the source)
-                self.fs.delete(source)
-            else:
-                self.fs.rename(source, target)
-                moved += 1
-            self._hook("published_file")
-        return moved
-
-    def _finish(self, batch_id: str, batch_dir: Path, files: list[Path]) -> None:
+    def _finish(self, batch_dir: Path, files: list[Path]) -> None:
         for f in files:
             if f.exists():
                 self._move(f, self.layout.done / f.name)
+                self._hook("finished_file")
         # anything else still in the batch dir was committed too (e.g. a finish cut short)
         for f in list(batch_dir.iterdir()):
-            if f.is_file():
+            if f.is_file() and f.name.endswith(".jsonl"):
                 self._move(f, self.layout.done / f.name)
-        self.fs.delete(self.layout.staging(batch_id))
+        with contextlib.suppress(OSError):
+            (batch_dir / TXN_FILE).unlink()
         with contextlib.suppress(OSError):
             batch_dir.rmdir()
-        staging_root = f"{self.layout.table.rstrip('/')}/{STAGING}"
-        if isinstance(self.fs, LocalFS):
-            with contextlib.suppress(OSError):
-                os.rmdir(staging_root)
 
     def _move(self, src: Path, dst: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -615,22 +545,26 @@ def run_ingest(spark, layout: LakeLayout | None = None, **kwargs) -> IngestRepor
 
 
 def layout_status(layout: LakeLayout) -> dict:
-    """Counts of files in flight and what the manifest says; cheap, no Spark."""
+    """Counts of files in flight and what the Delta log says; cheap, no Spark."""
+    from lake import delta
+
     def count(d: Path, pattern: str = "*.jsonl") -> int:
         return sum(1 for _ in d.glob(pattern)) if d.is_dir() else 0
 
-    manifest = Manifest(layout.manifest)
-    last = max((b.get("committed_at", "") for b in manifest.batches.values()), default=None)
+    commits = delta.local_commits(layout.table)
+    last = max((c.get("timestamp_ms") or 0 for c in commits), default=0)
     out = {
         "state_dir": str(layout.state_dir),
         "table": layout.table,
+        "format": "delta",
         "landing_files": count(layout.landing),
         "processing_batches": sum(1 for p in layout.processing.iterdir() if p.is_dir()) if layout.processing.is_dir() else 0,
         "done_files": count(layout.done),
         "quarantined_files": count(layout.quarantine),
-        "committed_batches": len(manifest.batches),
-        "ingested_rows": sum(int(b.get("rows", 0)) for b in manifest.batches.values()),
-        "last_commit": last,
+        "committed_batches": len(commits),
+        "ingested_rows": sum(int(c.get("rows", 0)) for c in commits),
+        "last_commit": (_dt.datetime.fromtimestamp(last / 1000, _dt.timezone.utc).isoformat(timespec="seconds")
+                        if last else None),
     }
     if not _is_uri(layout.table) and os.path.isdir(layout.table):
         hours = [p for p in Path(layout.table).glob("cluster=*/date=*/hour=*") if p.is_dir()]
@@ -640,4 +574,5 @@ def layout_status(layout: LakeLayout) -> dict:
         out["newest_hour"] = max((f"{p.parent.name.removeprefix('date=')} {p.name.removeprefix('hour=')}h"
                                   for p in hours), default=None,
                                  key=lambda s: (s.split()[0], int(s.split()[1][:-1])))
+        out["rollups"] = {res: os.path.isdir(os.path.join(layout.rollup(res), "_delta_log")) for res in ("1m", "1h")}
     return out

@@ -68,15 +68,39 @@ Units
   way Burrow consumes ``__consumer_offsets``; ``ConsumerLag`` at that ``ts`` is
   the partition's log end offset minus the committed offset.
 
+Tables (Delta Lake)
+-------------------
+The samples are a Delta Lake table at the lake's URI (``<table>``), Hive-style partitioned as
+above.  Two rollup tables sit next to it, maintained by the ingest (``lake.rollups``):
+
+``<table>_1m``   one row per series and minute (partitioned cluster/date/hour)
+``<table>_1h``   one row per series and hour (partitioned cluster/date)
+
+with :data:`ROLLUP_SCHEMA`: ``bucket`` (start of the minute/hour), the series columns, then
+``min``, ``max``, ``sum``, ``count`` (of the samples in the bucket; mean = sum / count),
+``last`` and ``last_ts`` (the bucket's newest sample), ``inc`` (the counter increase over the
+bucket, reset-aware as above: the step from the previous sample, even one in the previous
+bucket, belongs to the bucket of the later sample), ``growth`` (the sum of the positive steps:
+LogEndOffset/Size growth, where a drop is a truncation or deleted segments, not a restart) and
+``resets``.  A rate over a bucket is ``inc / width``.
+
 Reading
 -------
 Read with an explicit schema (:func:`read_lake`): otherwise Spark's partition
 type inference turns ``date=2024-05-01`` into a DateType column.
+
+Time
+----
+One rule for naive datetimes everywhere in the lake: **a naive datetime is UTC**
+(:func:`to_utc`).  PySpark is the one exception it cannot change: ``collect()`` hands a
+TimestampType value back as a naive datetime in the *process'* local time; such values are
+converted once, where rows leave Spark, with :func:`from_spark` (see ``lake.queries``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -88,6 +112,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    LongType,
     TimestampType,
 )
 
@@ -164,6 +189,17 @@ def to_utc(ts: _dt.datetime | str) -> _dt.datetime:
     return ts.astimezone(_dt.timezone.utc)
 
 
+def from_spark(value: _dt.datetime | None) -> _dt.datetime | None:
+    """A timestamp as PySpark's ``collect()`` returns it (naive, the process' local time) -> aware UTC.
+
+    Not :func:`to_utc`: that one reads a naive datetime as UTC, the lake's own rule; this one
+    undoes PySpark's conversion to local time, and is used only on values coming out of Spark.
+    """
+    if value is None:
+        return None
+    return value.astimezone(_dt.timezone.utc)  # naive -> local time for astimezone(), as PySpark made it
+
+
 def epoch_micros(ts: _dt.datetime | str) -> int:
     """Microseconds since the epoch of a (UTC-normalised) datetime."""
     delta = to_utc(ts) - _EPOCH
@@ -210,14 +246,67 @@ def partition_path(root: str, cluster: str, date: str, hour: int) -> str:
     return f"{root.rstrip('/')}/cluster={escape_path_name(cluster)}/date={date}/hour={int(hour)}"
 
 
+#: Rollup resolutions: name -> bucket width in seconds (coarsest last).
+ROLLUPS: dict[str, int] = {"1m": 60, "1h": 3600}
+RAW = "raw"
+
+#: The rollup tables' columns (both resolutions): bucket, the series, the aggregates, partitions.
+ROLLUP_SCHEMA = StructType(
+    [
+        StructField("bucket", TimestampType(), False),
+        StructField("broker", IntegerType(), False),
+        StructField("metric", StringType(), False),
+        StructField("topic", StringType(), True),
+        StructField("partition", IntegerType(), True),
+        StructField("labels", MapType(StringType(), StringType(), True), True),
+        StructField("min", DoubleType(), True),
+        StructField("max", DoubleType(), True),
+        StructField("sum", DoubleType(), True),
+        StructField("count", LongType(), False),
+        StructField("last", DoubleType(), True),
+        StructField("last_ts", TimestampType(), True),
+        StructField("inc", DoubleType(), True),
+        StructField("growth", DoubleType(), True),
+        StructField("resets", LongType(), True),
+        StructField("cluster", StringType(), False),
+        StructField("date", StringType(), False),
+        StructField("hour", IntegerType(), False),
+    ]
+)
+ROLLUP_COLUMNS: list[str] = ROLLUP_SCHEMA.fieldNames()
+
+#: Partition columns of each rollup table (an hour table has 24 rows per series and day: one
+#: directory per day keeps its files from being tiny).
+ROLLUP_PARTITIONS: dict[str, list[str]] = {"1m": ["cluster", "date", "hour"], "1h": ["cluster", "date"]}
+
+
+def table_path(table: str, resolution: str = RAW) -> str:
+    """Location of the raw table (``raw``) or of a rollup table (``1m``, ``1h``) next to it."""
+    if resolution == RAW:
+        return table
+    if resolution not in ROLLUPS:
+        raise ValueError(f"unknown resolution {resolution!r}; one of {[RAW, *ROLLUPS]}")
+    return f"{table.rstrip('/')}_{resolution}"
+
+
 def read_lake(spark: SparkSession, path: str | Iterable[str]) -> DataFrame:
-    """Read the lake with its declared schema (keeps ``date`` a string).
+    """Read the lake: a Delta table as Delta, else (a lake written before Delta, or a set of
+    hour directories) as Parquet with the declared schema (keeps ``date`` a string).
 
     ``basePath`` is set so partition columns are still discovered when a
     caller passes sub-directories.
     """
     paths = [path] if isinstance(path, str) else list(path)
+    if len(paths) == 1 and is_delta_dir(paths[0]):
+        return spark.read.format("delta").load(paths[0]).select(*COLUMNS)
     reader = spark.read.schema(SAMPLE_SCHEMA)
     if len(paths) == 1:
         reader = reader.option("basePath", paths[0])
     return reader.parquet(*paths).select(*COLUMNS)
+
+
+def is_delta_dir(path: str) -> bool:
+    """True for a local Delta table (has ``_delta_log``).  URIs are taken to be Delta tables."""
+    if "://" in path and not path.startswith("file://"):
+        return True
+    return os.path.isdir(os.path.join(path.removeprefix("file://"), "_delta_log"))

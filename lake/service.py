@@ -16,9 +16,15 @@ Parquet reader and code generation are warm before the first user asks.
 is a :class:`LakeView`: the session plus readers that open only the hour
 directories a window needs.  Each query runs under a Spark job tag; when it
 exceeds its timeout the tag's jobs are cancelled (until the query thread
-returns) and the caller gets :class:`commands.errors.Unavailable`.  So do callers when Spark
-could not start, is still starting after the wait, or its JVM went away: the
-message says what happened, and commands keep their live evidence.
+returns) and the caller gets :class:`lake.errors.LakeTimeout`; callers get
+:class:`lake.errors.LakeUnavailable` when Spark could not start, is still starting after the
+wait, or its JVM went away: the message says what happened (commands turn it into their own
+``Unavailable`` and keep their live evidence).
+
+The lake is Delta Lake (``lake.ingest``): the raw samples and the 1-minute / 1-hour rollups
+(``lake.rollups``).  :class:`LakeView` reads each as a Delta snapshot (partition pruning from
+the window's date/hour predicate) and tells a query the coarsest table that answers a bucket
+width (:meth:`LakeView.resolution_for`), so a 7-day trend never reads raw samples.
 
 Configuration (``from_env``)::
 
@@ -46,7 +52,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from commands.errors import Unavailable
+from lake.errors import LakeTimeout, LakeUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +67,6 @@ NEW, STARTING, READY, FAILED, STOPPED = "new", "starting", "ready", "failed", "s
 
 def _is_uri(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
-
-
-def to_utc(value: _dt.datetime | None) -> _dt.datetime | None:
-    """A timestamp as PySpark returns it (naive, in the process' local time) -> aware UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        return value.astimezone(_dt.timezone.utc)  # naive = local time for astimezone()
-    return value.astimezone(_dt.timezone.utc)
 
 
 class LakeView:
@@ -112,6 +109,30 @@ class LakeView:
             hour += _dt.timedelta(hours=1)
         return out
 
+    # ---- tables
+    def is_delta(self, resolution: str = "raw") -> bool:
+        """Is there a Delta table for ``resolution`` (raw, 1m, 1h)?  Remembered per view."""
+        from lake import delta
+        from lake.schema import table_path
+
+        cache = self.__dict__.setdefault("_tables", {})
+        if resolution not in cache:
+            path = table_path(self.path, resolution)
+            if _is_uri(path) and getattr(self.spark, "_jvm", None) is None:
+                cache[resolution] = True  # Spark Connect: the server's store; assume the layout
+            else:
+                cache[resolution] = delta.table_exists(self.spark, path)
+        return cache[resolution]
+
+    def resolution_for(self, bucket_s: int) -> str:
+        """The coarsest table whose buckets tile ``bucket_s`` exactly: ``1h``, ``1m`` or ``raw``."""
+        from lake.schema import RAW, ROLLUPS
+
+        for name, width in sorted(ROLLUPS.items(), key=lambda kv: -kv[1]):
+            if bucket_s >= width and bucket_s % width == 0 and self.is_delta(name):
+                return name
+        return RAW
+
     # ---- frames
     def empty(self):
         from lake.schema import SAMPLE_SCHEMA
@@ -127,12 +148,18 @@ class LakeView:
     def window(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
         """Samples with start <= ts < end (of ``cluster``, else the view's, else all clusters).
 
-        Only the hour directories of the window are listed and opened, so the
-        cost does not grow with the lake's history.
+        A Delta table is read as its current snapshot; the window's date/hour predicate prunes
+        it to the files of those hours (Delta's file list, no directory listing).  A lake from
+        before Delta (bare Parquet hour directories) is read by listing only the hour
+        directories of the window.  Either way the cost does not grow with the lake's history.
         """
+        from lake.schema import COLUMNS
         from spark_queries.window import incident_window
 
         cluster = cluster if cluster is not None else self.cluster
+        if self.is_delta():
+            df = self.spark.read.format("delta").load(self.path).select(*COLUMNS)
+            return incident_window(df, start, end, cluster=cluster)
         if _is_uri(self.path) and getattr(self.spark, "_jvm", None) is None:
             # Spark Connect cannot list a remote store from here: let the server prune partitions
             return incident_window(self.all(cluster), start, end, cluster=cluster)
@@ -140,6 +167,28 @@ class LakeView:
         if not dirs:
             return self.empty()
         return incident_window(self._read(dirs), start, end, cluster=cluster)
+
+    def rollup(self, resolution: str, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
+        """Rows of the ``1m`` or ``1h`` rollup whose bucket starts in [start, end); None without
+        that table.  ``start`` is taken down to the bucket it falls in."""
+        from pyspark.sql import functions as F
+
+        from lake.schema import ROLLUPS, table_path
+        from lake.schema import to_utc as _utc
+        from spark_queries._common import ts_lit
+        from spark_queries.window import partition_predicate
+
+        if not self.is_delta(resolution):
+            return None
+        width = ROLLUPS[resolution]
+        s = _utc(start)
+        s = _dt.datetime.fromtimestamp(int(s.timestamp()) // width * width, _dt.timezone.utc)
+        e = _utc(end)
+        cluster = cluster if cluster is not None else self.cluster
+        keep = partition_predicate(s, e) & (F.col("bucket") >= ts_lit(s)) & (F.col("bucket") < ts_lit(e))
+        if cluster is not None:
+            keep = (F.col("cluster") == F.lit(cluster)) & keep
+        return self.spark.read.format("delta").load(table_path(self.path, resolution)).filter(keep)
 
     def all(self, cluster: str | None = None):
         """The whole lake (of ``cluster`` when given): for history-wide scans."""
@@ -338,15 +387,15 @@ class LakeService:
         if self._state == READY:
             return self._spark
         if self._state == STARTING:
-            raise Unavailable("The metric lake is still starting (Spark warms up at boot); "
+            raise LakeUnavailable("The metric lake is still starting (Spark warms up at boot); "
                               "ask again in a few seconds.")
         if self._state == STOPPED:
-            raise Unavailable("The metric lake is stopped.")
-        raise Unavailable(f"The metric lake is unavailable: Spark did not start ({self._error}).")
+            raise LakeUnavailable("The metric lake is stopped.")
+        raise LakeUnavailable(f"The metric lake is unavailable: Spark did not start ({self._error}).")
 
     def view(self, cluster: str | None = None) -> LakeView:
         if self._spark is None:
-            raise Unavailable("The metric lake is not started.")
+            raise LakeUnavailable("The metric lake is not started.")
         return LakeView(self._spark, self.path, cluster if cluster is not None else self.cluster)
 
     async def query(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None,
@@ -354,7 +403,8 @@ class LakeService:
         """``fn(view, *args, **kwargs)`` in a worker thread, within ``timeout`` seconds.
 
         ``fn`` should return plain Python data (collect inside it).  Raises
-        :class:`Unavailable` when Spark is not available or the query times out.
+        :class:`lake.errors.LakeUnavailable` when Spark is not available, or
+        :class:`lake.errors.LakeTimeout` when the query ran past ``timeout`` (its jobs are cancelled).
         """
         budget = self.query_timeout_s if timeout is None else float(timeout)
         t0 = time.monotonic()
@@ -381,22 +431,26 @@ class LakeService:
             self._timeouts += 1
             self._failures += 1
             tags.cancel_until(tag, finished)
-            raise Unavailable(f"The metric lake did not answer within {budget:.0f} s; the query was cancelled.") from None
-        except Unavailable:
+            raise LakeTimeout(f"The metric lake did not answer within {budget:.0f} s; the query was cancelled.") from None
+        except LakeUnavailable:
             self._failures += 1
             raise
         except Exception as exc:
             self._failures += 1
             if _unavailable_cause(exc):
                 self._state, self._error = FAILED, f"Spark went away: {type(exc).__name__}: {exc}"
-                raise Unavailable(f"The metric lake is unavailable: {self._error}") from exc
+                raise LakeUnavailable(f"The metric lake is unavailable: {self._error}") from exc
             raise
         finally:
             self._last_query_s = time.monotonic() - t0
         return result
 
     async def frame(self):
-        """The whole lake as a DataFrame (the digest's lake protocol, ``commands.digest``)."""
+        """The whole lake as a DataFrame (the digest's lake protocol, ``commands.digest``).
+
+        Deprecated: a frame handed out runs its actions outside :meth:`query`'s time limit and
+        cancellation.  Use ``query`` (``commands.lake_evidence.window_rows``); this goes once
+        the digest and triage do."""
         spark = await self._session(self.query_timeout_s)
         return LakeView(spark, self.path, self.cluster).all()
 

@@ -1,11 +1,14 @@
-"""Build the SparkSession the bot queries the lake with.
+"""Build the SparkSession the bot queries the lake with (Delta Lake enabled).
 
 ``build_session("local[*]")`` starts an in-process Spark (classic, Py4J);
 ``build_session("sc://host:15002")`` connects to a Spark Connect server
-instead (needs pyspark's connect extras: grpcio, pandas, pyarrow).
+instead (needs pyspark's connect extras: grpcio, pandas, pyarrow; the server must
+have Delta Lake on its classpath and its extension configured).
 
 Defaults that matter for the lake:
 
+* Delta Lake: the jars fetched by ``lake.jars`` (``scripts/fetch_delta.sh``) on ``spark.jars``,
+  Delta's SQL extension and catalog (``OPTIMIZE``, ``VACUUM``, ``DeltaTable``);
 * ``spark.sql.session.timeZone=UTC``: the lake is UTC end to end;
 * ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Spark's default
   (INT96) is deprecated and other readers (DuckDB, pyarrow) prefer INT64;
@@ -28,7 +31,36 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # the lake's tables are written by one ingest at a time; a retried idempotent append
+    # (txnAppId/txnVersion) must not pay for a snapshot of every file's statistics
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
+
+
+def delta_jars() -> str:
+    """``spark.jars`` value for Delta (fetching them now if the cache is incomplete: before the
+    session starts, never at query time)."""
+    from lake.jars import ensure_jars
+
+    return ",".join(str(p) for p in ensure_jars())
+
+
+def session_settings(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting :func:`build_session` gives a session for ``master``: :data:`DEFAULT_CONF`,
+    then ``conf``; a classic master also gets the Delta jars on ``spark.jars``.  Whoever starts
+    the JVM another way (e.g. ``lake.quiet_spark.launch_quietly``) must pass these, or the
+    session has no Delta Lake."""
+    settings = dict(DEFAULT_CONF)
+    settings.update(conf or {})
+    if master.startswith("sc://"):
+        # a Connect client can only set (runtime) SQL confs on its server session; the
+        # extension and catalog are static and belong to the server's configuration
+        return {k: v for k, v in settings.items()
+                if k.startswith("spark.sql.") and k not in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")}
+    settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), delta_jars()]))
+    return settings
 
 
 def build_session(
@@ -41,12 +73,9 @@ def build_session(
     ``master`` is a classic master URL (``local[2]``, ``spark://...``) or a
     Spark Connect URL (``sc://host:port``).  ``conf`` overrides :data:`DEFAULT_CONF`.
     """
-    settings = dict(DEFAULT_CONF)
-    settings.update(conf or {})
+    settings = session_settings(master, conf)
     if master.startswith("sc://"):
         builder = SparkSession.builder.remote(master)
-        # a Connect client can only set (runtime) SQL confs on its server session
-        settings = {k: v for k, v in settings.items() if k.startswith("spark.sql.")}
     else:
         # Python workers must be this interpreter (the venv with pyspark's dependencies), not
         # whatever `python3` is first on PATH.

@@ -1,7 +1,9 @@
 """Synthetic metric lake: realistic samples, with incidents, at any scale.
 
-Writes the layout of ``lake.schema`` (``cluster=/date=/hour=`` directories of
-Parquet) one UTC hour at a time.  Rows are computed by Spark from
+Writes the layout of ``lake.schema`` one UTC hour at a time: a Delta Lake table partitioned
+``cluster=/date=/hour=`` with its 1-minute and 1-hour rollups (the default), or, with
+``table_format="parquet"``, the bare ``cluster=/date=/hour=`` directories of Parquet the lake
+used before Delta (kept for benchmarks and for reading old lakes).  Rows are computed by Spark from
 ``spark.range``: each row's value is a closed-form function of (partition,
 replica, time) plus hash-based noise, so there is no state to carry between
 rows, no Python per row, and generation scales with the cores (the venv has
@@ -73,7 +75,8 @@ from typing import Callable, Iterable, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake.schema import DATA_SCHEMA, LABEL_GROUP, LABEL_QUANTILE, LABEL_REQUEST, partition_path, to_utc
+from lake.schema import (DATA_SCHEMA, LABEL_GROUP, LABEL_QUANTILE, LABEL_REQUEST, PARTITION_COLUMNS, partition_path,
+                         to_utc)
 
 ORIGIN = 1_577_836_800  # 2020-01-01T00:00:00Z: offsets and counters count from here
 DAY = 86_400
@@ -713,6 +716,8 @@ def generate(
     mode: str = "overwrite",
     spark: SparkSession | None = None,
     progress: Callable[[str], None] | None = None,
+    table_format: str = "delta",
+    rollups: bool = True,
 ) -> Report:
     """Write ``hours`` hours of synthetic samples for one cluster under ``out_path``.
 
@@ -721,9 +726,12 @@ def generate(
     see :data:`ALL_METRICS`); ``leo_replicas`` is how many replicas of each
     partition report LogEndOffset/Size (1 = leader only, the cheapest).
     ``mode`` applies per hour directory: ``overwrite`` replaces it, ``append``
-    adds files (to add metrics to an existing lake).  Uses the active
-    SparkSession (or ``spark``); returns a :class:`Report`.
+    adds files (to add metrics to an existing lake).  ``table_format`` is ``delta`` (then
+    ``rollups`` also builds ``<out>_1m`` / ``<out>_1h`` for the hours written) or ``parquet``.
+    Uses the active SparkSession (or ``spark``); returns a :class:`Report`.
     """
+    if table_format not in ("delta", "parquet"):
+        raise ValueError("table_format must be 'delta' or 'parquet'")
     if resolution_s <= 0 or 3600 % resolution_s:
         raise ValueError("resolution_s must divide 3600")
     if hours < 1:
@@ -748,6 +756,7 @@ def generate(
     old = spark.conf.get(conf_key)
     spark.conf.set(conf_key, "TIMESTAMP_MICROS")
     total, t0 = 0, time.monotonic()
+    written: list[tuple[str, str, int]] = []
     try:
         for h in range(hours):
             hour_start = first + h * 3600
@@ -755,9 +764,19 @@ def generate(
             if df is None:
                 break
             when = _dt.datetime.fromtimestamp(hour_start, _dt.timezone.utc)
-            path = partition_path(out_path, cluster, when.strftime("%Y-%m-%d"), when.hour)
             t1 = time.monotonic()
-            df.write.mode(mode).parquet(path)
+            if table_format == "parquet":
+                df.write.mode(mode).parquet(partition_path(out_path, cluster, when.strftime("%Y-%m-%d"), when.hour))
+            else:
+                from lake import delta
+
+                part = df.select(*DATA_SCHEMA.fieldNames(), F.lit(cluster).alias("cluster"),
+                                 F.lit(when.strftime("%Y-%m-%d")).alias("date"), F.lit(when.hour).alias("hour"))
+                if mode == "overwrite":
+                    delta.replace_partitions(part, out_path, PARTITION_COLUMNS)
+                else:
+                    delta.append(part, out_path, PARTITION_COLUMNS)
+                written.append((cluster, when.strftime("%Y-%m-%d"), when.hour))
             rows = gen.expected_rows(hour_start)
             total += rows
             dt_h = time.monotonic() - t1
@@ -765,6 +784,13 @@ def generate(
                 f"[{h + 1}/{hours}] {when:%Y-%m-%dT%H}Z {rows:,} rows in {dt_h:.1f}s "
                 f"({rows / dt_h:,.0f} rows/s; total {total:,} in {time.monotonic() - t0:.0f}s)"
             )
+        if written and rollups:
+            from lake.rollups import update_rollups
+
+            t1 = time.monotonic()
+            for i in range(0, len(written), 24):
+                update_rollups(spark, out_path, written[i:i + 24])
+            say(f"rollups of {len(written)} hour(s) in {time.monotonic() - t1:.1f}s")
     finally:
         spark.conf.set(conf_key, old)
     return Report(out_path, hours, total, time.monotonic() - t0)
@@ -813,6 +839,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--metrics", help="comma-separated metric names to emit (default: all)")
     p.add_argument("--leo-replicas", type=int, default=3, help="replicas reporting LogEndOffset/Size (1 = leader)")
     p.add_argument("--mode", choices=["overwrite", "append"], default="overwrite")
+    p.add_argument("--format", choices=["delta", "parquet"], default="delta",
+                   help="a Delta table with rollups (default), or bare Parquet hour directories")
+    p.add_argument("--no-rollups", action="store_true", help="do not build the rollup tables (delta)")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--incident", action="append", type=_parse_incident, default=[], metavar="KIND:K=V,...",
                    help="broker_loss|slow_follower|hot_key|hanging_transaction|rebalance_storm, repeatable")
@@ -829,7 +858,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         a.out, cluster=a.cluster, start=a.start, hours=a.hours, brokers=a.brokers, topics=a.topics,
         partitions_per_topic=ppt, resolution_s=a.resolution, incidents=a.incident, seed=a.seed,
         metrics=[m.strip() for m in a.metrics.split(",")] if a.metrics else None,
-        leo_replicas=a.leo_replicas, mode=a.mode, spark=spark,
+        leo_replicas=a.leo_replicas, mode=a.mode, spark=spark, table_format=a.format, rollups=not a.no_rollups,
         progress=lambda s: print(s, flush=True),
     )
     print(f"done: {report.rows:,} rows in {report.seconds:.1f}s ({report.rows_per_sec:,.0f} rows/s)", flush=True)

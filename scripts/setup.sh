@@ -33,3 +33,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[test,bench]'
   echo "$want" > "$stamp"
 fi
+
+# The Delta Lake jars (lake/pom.xml) from Maven Central, before any Spark session needs them.
+bash scripts/fetch_delta.sh

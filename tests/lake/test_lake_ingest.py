@@ -1,4 +1,4 @@
-"""Ingest: landing JSON lines -> Parquet lake, exactly once, across crashes at every step."""
+"""Ingest: landing JSON lines -> the Delta table, exactly once, across crashes at every step."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 from lake.collector import write_landing_file
-from lake.ingest import STAGING, IngestBusy, Ingestor, LakeLayout, Manifest, layout_status, validate_landing_file
+from lake.delta import local_commits
+from lake.ingest import TXN_FILE, IngestBusy, Ingestor, LakeLayout, layout_status, validate_landing_file
 from lake.schema import read_lake
 
 pytestmark = pytest.mark.spark
@@ -54,15 +55,14 @@ def lake_rows(spark, layout):
     return read_lake(spark, layout.table).collect()
 
 
-def parquet_files(layout):
-    """Published Parquet files (staging is not part of the table)."""
-    return sorted(p for p in _walk(layout.table) if p.endswith(".parquet") and not p.startswith(STAGING))
+def live_files(spark, layout):
+    """The Parquet files of the table's current snapshot (what readers read), relative paths."""
+    if not os.path.isdir(layout.table):
+        return []
+    from delta.tables import DeltaTable  # noqa: F401 - the session has Delta
 
-
-def _walk(root):
-    for d, _, files in os.walk(root):
-        for f in files:
-            yield os.path.relpath(os.path.join(d, f), root)
+    rows = spark.read.format("delta").load(layout.table).select("_metadata.file_path").distinct().collect()
+    return sorted(os.path.relpath(r[0].removeprefix("file:"), layout.table) for r in rows)
 
 
 def where_are(layout, names):
@@ -82,10 +82,9 @@ def test_ingest_writes_typed_partitioned_rows(spark, layout):
     assert (report.rows, report.files, len(report.batches)) == (n, 2, 1)
     rows = lake_rows(spark, layout)
     assert len(rows) == n
-    files = parquet_files(layout)
+    files = live_files(spark, layout)
     assert [f.rsplit("/", 1)[0] for f in files] == ["cluster=dev/date=2024-05-01/hour=10", "cluster=dev/date=2024-05-01/hour=11"]
-    batch = report.batches[0].batch_id
-    assert all(f.rsplit("/", 1)[1].startswith(f"{batch}-part-") for f in files)
+    assert os.path.isdir(f"{layout.table}/_delta_log")
     leo = next(r for r in rows if r.metric == "LogEndOffset")
     assert (leo.topic, leo.partition, leo.value, leo.labels, leo.broker) == ("orders", 0, 1200.0, None, 101)
     # PySpark hands timestamps back naive in local time; the instant is the landing ts
@@ -94,8 +93,9 @@ def test_ingest_writes_typed_partitioned_rows(spark, layout):
     q = next(r for r in rows if r.metric == "RequestQueueTimeMs")
     assert q.labels == {"request": "Produce", "quantile": "0.99"}
     assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
-    assert not os.path.exists(f"{layout.table}/{STAGING}")
-    assert list(Manifest(layout.manifest).batches) == [batch]
+    commits = local_commits(layout.table)
+    assert [(c["batch"], c["rows"], c["files"]) for c in commits] == [(report.batches[0].batch_id, 7, ["a.jsonl", "b.jsonl"])]
+    assert report.batches[0].hours == [("dev", "2024-05-01", 10), ("dev", "2024-05-01", 11)]
 
 
 def test_rerun_and_relanded_files_never_duplicate(spark, layout):
@@ -108,6 +108,23 @@ def test_rerun_and_relanded_files_never_duplicate(spark, layout):
     third = Ingestor(spark, layout).run()
     assert third.batches[0].duplicates == ["a.jsonl"] and third.rows == 0
     assert len(lake_rows(spark, layout)) == n
+
+
+def test_a_repeated_txn_version_is_skipped_by_delta(spark, layout):
+    """The exactly-once guarantee itself: Delta skips a second write of (appId, version) even
+    when our own bookkeeping has lost track of the batch (here: its commit is no longer the newest)."""
+    from lake import delta
+
+    two_hours(layout)
+    Ingestor(spark, layout).run()
+    app = layout.app_id()
+    version = int(layout.last_txn_file.read_text())
+    again = spark.createDataFrame(lake_rows(spark, layout)[:2], read_lake(spark, layout.table).schema)
+    delta.append(again, layout.table, ["cluster", "date", "hour"], app_id=app, version=version)
+    delta.append(again, layout.table, ["cluster", "date", "hour"], app_id=app, version=version - 1)
+    assert len(lake_rows(spark, layout)) == 7
+    delta.append(again, layout.table, ["cluster", "date", "hour"], app_id=app, version=version + 1)
+    assert len(lake_rows(spark, layout)) == 9  # a new version is written
 
 
 class Crash(Exception):
@@ -126,7 +143,7 @@ def crash_at(point, after=1):
     return hook
 
 
-@pytest.mark.parametrize("point", ["claimed", "validated", "staged", "published_file", "published", "committed"])
+@pytest.mark.parametrize("point", ["claimed", "validated", "committed", "rolled_up", "finished_file"])
 def test_a_crash_at_any_step_loses_nothing_and_duplicates_nothing(spark, layout, point):
     n = two_hours(layout)
     with pytest.raises(Crash):
@@ -134,44 +151,38 @@ def test_a_crash_at_any_step_loses_nothing_and_duplicates_nothing(spark, layout,
     # nothing lost: every file is somewhere, in flight at worst
     places = where_are(layout, ["a.jsonl", "b.jsonl"])
     assert set(places.values()) <= {"processing", "done"}
+    batch_dir = next(layout.processing.iterdir())
+    version = json.loads((batch_dir / TXN_FILE).read_text())["version"]
     report = Ingestor(spark, layout).run()
     assert [b.recovered for b in report.batches] == [True]
-    assert report.batches[0].already_committed == (point == "committed")
+    assert report.batches[0].version == version  # retried under the same Delta txnVersion
+    assert report.batches[0].already_committed == (point in ("committed", "rolled_up", "finished_file"))
     assert len(lake_rows(spark, layout)) == n
-    assert len(parquet_files(layout)) == 2
+    assert len(live_files(spark, layout)) == 2
     assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
-    assert len(Manifest(layout.manifest).batches) == 1
+    assert len(local_commits(layout.table)) == 1
     assert not list(layout.processing.iterdir())
-    assert not os.path.exists(f"{layout.table}/{STAGING}")
+    # the rollups count every sample once, too
+    minutes = spark.read.format("delta").load(layout.rollup("1m")).agg({"count": "sum"}).first()[0]
+    assert minutes == n
     # and a further run changes nothing
     assert Ingestor(spark, layout).run().batches == []
     assert len(lake_rows(spark, layout)) == n
 
 
-def test_partial_publish_is_completed_not_repeated(spark, layout):
-    n = two_hours(layout)
-    with pytest.raises(Crash):  # the first of two files is published, then the process dies
-        Ingestor(spark, layout, crash_hook=crash_at("published_file", after=1)).run()
-    assert len(parquet_files(layout)) == 1  # one published; the other still staged (hidden from readers)
-    assert len(lake_rows(spark, layout)) in (3, 4)  # the rows of the published hour only
-    report = Ingestor(spark, layout).run()
-    assert report.batches[0].published == 1
-    assert len(lake_rows(spark, layout)) == n
-
-
-def test_incomplete_staging_is_rewritten_not_published(spark, layout):
+def test_files_a_killed_writer_left_are_not_read(spark, layout):
+    """What a Spark job killed mid-write leaves in the table directory (task output that no commit
+    names) is invisible to readers; the retried batch writes its rows once."""
     n = two_hours(layout)
     with pytest.raises(Crash):
-        Ingestor(spark, layout, crash_hook=crash_at("claimed")).run()
-    batch = next(layout.processing.iterdir()).name
-    # what a Spark job killed mid-write leaves: task output but no _SUCCESS
-    junk = f"{layout.staging(batch)}/cluster=dev/date=2024-05-01/hour=10"
+        Ingestor(spark, layout, crash_hook=crash_at("validated")).run()
+    junk = f"{layout.table}/cluster=dev/date=2024-05-01/hour=10"
     os.makedirs(junk)
     with open(f"{junk}/part-00000-dead.snappy.parquet", "wb") as f:
         f.write(b"not parquet")
     Ingestor(spark, layout).run()
     assert len(lake_rows(spark, layout)) == n
-    assert not any("dead" in f for f in parquet_files(layout))
+    assert not any("dead" in f for f in live_files(spark, layout))
 
 
 BAD_LINES = {
@@ -199,7 +210,7 @@ def test_malformed_files_are_quarantined_with_a_reason(spark, layout):
         reason = (layout.quarantine / f"{name}.reason.txt").read_text()
         assert reason.startswith("line 2: ") and why in reason, (name, reason)
     assert [r.value for r in lake_rows(spark, layout)] == [5.0]
-    entry = next(iter(Manifest(layout.manifest).batches.values()))
+    entry = local_commits(layout.table)[0]
     assert entry["files"] == ["good.jsonl"] and sorted(entry["quarantined"]) == sorted(BAD_LINES)
 
 
@@ -211,15 +222,16 @@ def test_validation_accepts_blank_lines_and_empty_files(tmp_path):
     assert validate_landing_file(p) == (0, None)
 
 
-def test_a_torn_manifest_line_is_ignored(spark, layout):
+def test_a_batch_claimed_without_its_version_gets_one(spark, layout):
+    """A crash between creating the batch directory and writing txn.json: nothing can have been
+    committed under a version that was never written down, so the batch gets a new one."""
     two_hours(layout)
     with pytest.raises(Crash):
-        Ingestor(spark, layout, crash_hook=crash_at("published")).run()
-    with open(layout.manifest, "a") as f:  # a crash mid-append
-        f.write('{"batch": "b2024')
-    Ingestor(spark, layout).run()
-    m = Manifest(layout.manifest)
-    assert len(m.batches) == 1 and m.files == {"a.jsonl", "b.jsonl"}
+        Ingestor(spark, layout, crash_hook=crash_at("claimed")).run()
+    batch_dir = next(layout.processing.iterdir())
+    (batch_dir / TXN_FILE).unlink()
+    report = Ingestor(spark, layout).run()
+    assert report.batches[0].version > 0 and not report.batches[0].already_committed
     assert len(lake_rows(spark, layout)) == 7
 
 
@@ -247,5 +259,36 @@ def test_batches_are_bounded_and_status_counts(spark, layout):
 def test_layout_from_env(tmp_path):
     lay = LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_LAKE_URI": "s3a://bucket/kbot/samples"})
     assert lay.state_dir == tmp_path and lay.table == "s3a://bucket/kbot/samples"
-    assert lay.staging("b1") == "s3a://bucket/kbot/samples/_staging/b1"
+    assert lay.rollup("1m") == "s3a://bucket/kbot/samples_1m" and lay.rollup("1h") == "s3a://bucket/kbot/samples_1h"
     assert LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path)}).table == str(tmp_path / "samples")
+
+
+def test_an_ingest_killed_from_outside_loses_and_duplicates_nothing(spark, layout):
+    """A real `kbot lake ingest` process, SIGKILLed (with its Spark JVM) as soon as it has
+    claimed its batch: the files wait in processing/, and the next run ingests them once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n = two_hours(layout)
+    env = dict(os.environ, KBOT_LAKE_DIR=str(layout.state_dir), PYSPARK_SUBMIT_ARGS="--driver-memory 512m pyspark-shell")
+    env.pop("KBOT_LAKE_URI", None)
+    child = subprocess.Popen([sys.executable, "-m", "lake.cli", "ingest", "--master", "local[1]", "--json"],
+                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300  # a cold Spark start on a busy 2-core machine
+        while not list(layout.processing.glob("*/" + TXN_FILE)):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the ingest never claimed its batch"
+            time.sleep(0.05)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)  # the process group: the Python driver and its JVM
+        child.communicate()
+    assert set(where_are(layout, ["a.jsonl", "b.jsonl"]).values()) <= {"processing", "done"}
+    Ingestor(spark, layout).run()
+    assert len(lake_rows(spark, layout)) == n
+    assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
+    assert len(local_commits(layout.table)) == 1

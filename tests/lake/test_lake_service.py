@@ -10,7 +10,7 @@ import time
 import pytest
 from lakekit import hhmm
 
-from commands.errors import Unavailable
+from lake.errors import LakeUnavailable as Unavailable
 from lake import service as svc_mod
 from lake.service import LakeService, LakeView
 
@@ -36,6 +36,16 @@ def test_window_opens_only_the_hours_it_needs(lake_service, synthetic_lake):
     assert view.hour_dirs(hhmm(10, 0), hhmm(11, 0)) == dirs[:1]  # end is exclusive
     assert view.hour_dirs(hhmm(10, 0), hhmm(10, 5), cluster="other") == []
     assert view.window(hhmm(13, 0), hhmm(14, 0)).count() == 0
+
+
+def test_a_delta_window_reads_only_the_files_of_its_hours(lake_service):
+    """On the Delta table the window's date/hour predicate prunes the snapshot's file list."""
+    view = lake_service.view()
+    assert view.is_delta() and view.is_delta("1m") and view.is_delta("1h")
+    files = view.window(hhmm(10, 50), hhmm(11, 5)).select("_metadata.file_path").distinct().collect()
+    hours = {f[0].split("/hour=")[1].split("/")[0] for f in files}
+    assert hours == {"10", "11"}
+    assert view.resolution_for(60) == "1m" and view.resolution_for(3 * 3600) == "1h" and view.resolution_for(30) == "raw"
 
 
 def test_missing_lake_is_empty_not_an_error(spark, tmp_path):
@@ -147,3 +157,15 @@ def test_local_sessions_get_one_shuffle_partition_per_core():
     assert _session_conf("local[4]", {}) == {"spark.sql.shuffle.partitions": "4"}
     assert _session_conf("local[4]", {"spark.sql.shuffle.partitions": "9"}) == {"spark.sql.shuffle.partitions": "9"}
     assert _session_conf("sc://spark:15002", {}) == {}
+
+
+def test_sessions_get_delta_and_connect_clients_only_runtime_sql_settings():
+    from lake.jars import jar_paths
+    from lake.spark import session_settings
+
+    local = session_settings("local[2]", {"spark.jars": "/opt/extra.jar"})
+    assert local["spark.jars"].split(",") == ["/opt/extra.jar", *map(str, jar_paths())]
+    assert local["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    remote = session_settings("sc://spark:15002")
+    assert remote["spark.sql.session.timeZone"] == "UTC"
+    assert not {"spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"} & set(remote)

@@ -3,7 +3,7 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
 from spark_queries.hot import hot_partitions
-from tests.spark.conftest import at, sample
+from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
 
@@ -48,9 +48,30 @@ def test_hot_partitions_ranked_with_skew(frame):
     out = hot_partitions(frame)
     assert out.columns == [
         "cluster", "topic", "partition", "leader_broker", "replicas", "records_per_sec",
-        "bytes_per_sec", "topic_median_rate", "skew", "rank",
+        "bytes_per_sec", "topic_median_rate", "skew", "rank", "peak_records_per_sec", "peak_at", "peak_skew",
     ]
-    assertDataFrameEqual(out, expected, checkRowOrder=True)
+    assertDataFrameEqual(out.drop("peak_records_per_sec", "peak_at", "peak_skew"), expected, checkRowOrder=True)
+
+
+def test_a_short_burst_ranks_by_its_peak_minute(lake_df):
+    """The issue's case: a partition idle most of the window with one minute at 700 rec/s has a
+    small window mean (ranked below a steady one by mean) but the highest peak."""
+    leo = "LogEndOffset"
+    steady = [i * 60 * 100 for i in range(16)]  # 100/s for 15 minutes
+    burst = [0] * 10 + [42000] * 6  # nothing, then 42,000 records in minute 10: 700/s
+    rows = (series(leo, "orders", 0, 1, steady) + series(leo, "orders", 1, 1, burst)
+            + series(leo, "orders", 2, 1, [0] * 16))
+    frame = lake_df(rows)
+    by_mean = hot_partitions(frame).select("partition", "records_per_sec", "peak_records_per_sec", "rank")
+    assertDataFrameEqual(by_mean, [Row(0, 100.0, 100.0, 1), Row(1, 42000 / 900, 700.0, 2), Row(2, 0.0, 0.0, 3)],
+                         checkRowOrder=True)
+    by_peak = hot_partitions(frame, rank_by="peak").select("partition", "peak_at", "topic_median_rate", "skew", "rank")
+    assertDataFrameEqual(by_peak, [Row(1, local(at(10)), 100.0, 7.0, 1),
+                                   Row(0, local(at(1)), 100.0, 1.0, 2),
+                                   Row(2, local(at(0)), 100.0, 0.0, 3)],
+                         checkRowOrder=True)
+    with pytest.raises(ValueError, match="rank_by"):
+        hot_partitions(frame, rank_by="loudest")
 
 
 def test_hot_partitions_topic_filter_and_top(frame):

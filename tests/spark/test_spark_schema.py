@@ -13,6 +13,7 @@ from lake.schema import (
     escape_path_name,
     partition_path,
     partition_values,
+    from_spark,
     read_lake,
     to_utc,
 )
@@ -27,6 +28,16 @@ def test_partition_values_are_utc():
     assert partition_values(dt.datetime(2024, 5, 2, 0, 0)) == ("2024-05-02", 0)  # naive = UTC
     assert epoch_micros("1970-01-01T00:00:01Z") == 1_000_000
     assert to_utc("2024-05-01T12:00:00+02:00") == dt.datetime(2024, 5, 1, 10, tzinfo=UTC)
+
+
+def test_one_rule_for_naive_times_and_one_for_what_pyspark_returns(spark):
+    """A naive datetime is UTC to the lake; a naive datetime *from PySpark* is the process' local
+    time, undone once by from_spark: both land on the same instant."""
+    t = dt.datetime(2024, 5, 1, 10, 0, 30, tzinfo=UTC)
+    assert to_utc(t.replace(tzinfo=None)) == t
+    got = spark.createDataFrame([(t,)], "ts timestamp").first()["ts"]
+    assert got.tzinfo is None and from_spark(got) == t
+    assert from_spark(None) is None
 
 
 def test_schema_shape():

@@ -1,0 +1,117 @@
+"""Small Delta Lake helpers the ingest, the rollups and the maintenance share.
+
+Values only ever reach Delta as DataFrame data or Column predicates; the one place a
+predicate must be SQL text (``OPTIMIZE ... WHERE``) is built in ``lake.maintenance`` from
+values it has validated itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def table_exists(spark, path: str) -> bool:
+    """Is there a Delta table at ``path``?  (Local: a ``_delta_log`` dir; else asks Delta.)"""
+    if not _is_uri(path):
+        return os.path.isdir(os.path.join(path.removeprefix("file://"), "_delta_log"))
+    from delta.tables import DeltaTable
+
+    try:
+        return bool(DeltaTable.isDeltaTable(spark, path))
+    except Exception:  # noqa: BLE001 - an unreachable store is "no table" to a reader
+        return False
+
+
+def append(df: DataFrame, path: str, partition_by: list[str], *, app_id: str | None = None,
+           version: int | None = None, metadata: dict | None = None) -> None:
+    """Append ``df``; with ``app_id``/``version`` an idempotent write: Delta skips it when this
+    app already committed a version >= ``version`` (a retried batch is never written twice)."""
+    w = df.write.format("delta").mode("append").partitionBy(*partition_by)
+    if app_id is not None:
+        w = w.option("txnAppId", app_id).option("txnVersion", int(version))
+    if metadata is not None:
+        w = w.option("userMetadata", json.dumps(metadata, separators=(",", ":")))
+    w.save(path)
+
+
+def replace_partitions(df: DataFrame, path: str, partition_by: list[str]) -> None:
+    """Overwrite exactly the partitions present in ``df`` (dynamic partition overwrite), in one
+    commit: readers see the old rows of those partitions or the new ones, never a mix."""
+    (df.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic")
+     .partitionBy(*partition_by).save(path))
+
+
+def last_commit(spark, path: str) -> tuple[int, dict | None] | None:
+    """(version, our userMetadata or None) of the table's newest commit; None without a table."""
+    if not table_exists(spark, path):
+        return None
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").first()
+    if row is None:
+        return None
+    return int(row["version"]), _meta(row["userMetadata"])
+
+
+def _meta(text: str | None) -> dict | None:
+    if not text:
+        return None
+    try:
+        out = json.loads(text)
+    except ValueError:
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def local_commits(path: str, kind: str = "ingest") -> list[dict]:
+    """Our commit metadata (``{"kbot": kind, ...}``) from a local table's JSON commit files,
+    without Spark (for ``kbot lake status``).  Commits older than Delta's log retention are gone."""
+    log_dir = os.path.join(path, "_delta_log")
+    out = []
+    if _is_uri(path) or not os.path.isdir(log_dir):
+        return out
+    for name in sorted(os.listdir(log_dir)):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+                for line in f:
+                    action = json.loads(line)
+                    info = action.get("commitInfo")
+                    if info:
+                        meta = _meta(info.get("userMetadata"))
+                        if meta and meta.get("kbot") == kind:
+                            meta["timestamp_ms"] = info.get("timestamp")
+                            out.append(meta)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def hours_predicate(hours) -> Column:
+    """``(cluster, date, hour)`` triples -> a Column predicate (values as literals): one term per
+    cluster and day (``hour IN (...)``), so a batch spanning days stays a small expression."""
+    by_day: dict[tuple[str, str], set[int]] = {}
+    for cluster, date, hour in hours:
+        by_day.setdefault((cluster, date), set()).add(int(hour))
+    cond = F.lit(False)
+    for (cluster, date), hs in sorted(by_day.items()):
+        day = (F.col("cluster") == F.lit(cluster)) & (F.col("date") == F.lit(date))
+        cond = cond | (day if len(hs) == 24 else day & F.col("hour").isin(sorted(hs)))
+    return cond
+
+
+def days_predicate(days) -> Column:
+    """``(cluster, date)`` pairs -> a Column predicate (values as literals)."""
+    cond = F.lit(False)
+    for cluster, date in sorted(set(days)):
+        cond = cond | ((F.col("cluster") == F.lit(cluster)) & (F.col("date") == F.lit(date)))
+    return cond
