@@ -50,7 +50,7 @@ def chart_png(series: list[Series], title: str) -> bytes:
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelsize=10)
             if len(group) > 1 or window:
-                ax.legend(fontsize=9, loc="upper left", frameon=False)
+                ax.legend(fontsize=9, loc="best", framealpha=0.8)
         bottom = axes[-1, 0]
         bottom.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=dt.timezone.utc))
         bottom.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=7, tz=dt.timezone.utc))

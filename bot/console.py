@@ -138,6 +138,9 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
 
 
 def console(as_json: bool) -> int:
+    # Spark's JVM (the lake, started in the background) writes its start-up warnings to a log in
+    # the state folder instead of over the prompt.
+    os.environ.setdefault("KBOT_SPARK_LOG", str(STATE_DIR / "spark.log"))
     ctx = make_context(progress=_progress)
     if sys.stdin.isatty():
         print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")

@@ -3,16 +3,13 @@
 Built for the scheduler as much as for people: every section is gathered on its own and a
 failing call only turns its own section into "could not read: <why>", never the whole digest.
 
-Lake protocol (ctx.lake): an object with ``frame()`` (sync or async) returning the lake's Spark
-DataFrame (``lake.schema`` columns), or that DataFrame itself. The digest applies the pure
-``spark_queries`` functions to the last ``--hours`` of it in a worker thread.
+The lake's trends come through LakeService.query (commands/lake_evidence.py, the commands' one way
+into the lake), with its time limit: a timed-out query's Spark jobs are cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import inspect
 import os
 from dataclasses import dataclass, field
 
@@ -190,39 +187,20 @@ async def _lag_listed(gw) -> Part:
                           "live: list_groups", "bad" if behind else "ok")], actions)
 
 
-async def lake_frame(ctx: Context):
-    """The lake DataFrame from ctx.lake (see the module docstring), or None without a lake."""
-    lake = ctx.lake
-    if lake is None:
-        return None
-    get = getattr(lake, "frame", None)
-    if get is None:
-        return lake  # a DataFrame handed in directly
-    df = get()
-    return await df if inspect.isawaitable(df) else df
+async def lake_rows(ctx: Context, cluster: str, hours: int, query: str, **options) -> list[dict] | None:
+    """Rows of the lake's window query ``query`` over the last ``hours`` of one cluster, through
+    LakeService.query (its time limit; a timed-out query's Spark jobs are cancelled); None without
+    a lake."""
+    from .lake_evidence import window_rows
 
-
-async def lake_rows(ctx: Context, cluster: str, hours: int, query) -> list[dict] | None:
-    """Rows of ``query(window_df)`` over the last ``hours`` of one cluster; None without a lake."""
-    df = await lake_frame(ctx)
-    if df is None:
-        return None
-    from spark_queries.window import incident_window  # pyspark loads only when a lake is configured
-
-    end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
-    window = incident_window(df, end - dt.timedelta(hours=hours), end, cluster=cluster)
-    rows = await asyncio.wait_for(asyncio.to_thread(lambda: query(window).collect()), LAKE_TIMEOUT_S)
-    return [r.asDict() for r in rows]
+    return await window_rows(ctx, cluster, hours, query, timeout=LAKE_TIMEOUT_S, **options)
 
 
 async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
     if ctx.lake is None:
         return Part(Section("Trends (metric lake)", ["No lake data: no metric lake is configured."]), "info")
-    from spark_queries.hot import hot_partitions
-    from spark_queries.urp import urp_trend
-
-    hot = await lake_rows(ctx, cluster, hours, lambda df: hot_partitions(df, top=5))
-    urp = await lake_rows(ctx, cluster, hours, urp_trend)
+    hot = await lake_rows(ctx, cluster, hours, "hot_partitions", top=5)
+    urp = await lake_rows(ctx, cluster, hours, "urp_trend")
     # "Hot" only past the same skew as hot-partitions; idle partitions (0 rec/s) are not listed
     lines = [f"{'Hot' if (r['skew'] or 0) >= HOT_SKEW else 'Busiest'}: {r['topic']}-{r['partition']} "
              f"{r['records_per_sec']:,.1f} rec/s" + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "")

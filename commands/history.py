@@ -18,7 +18,7 @@ from runbook_kb.lookup import norm
 
 from . import lake_evidence as lake
 from .context import Context
-from .reply import Evidence, Reply, Section
+from .reply import Evidence, Reply, Section, Series
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 MAX_LINES = 120
@@ -42,10 +42,7 @@ SPEC = CommandSpec(
 
 
 def known_metrics() -> list[str]:
-    from lake.mapping import LAKE_METRICS
-    from lake.schema import METRICS
-
-    return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
+    return lake.known_metrics()
 
 
 def resolve_metric(ctx: Context, text: str) -> tuple[str, bool]:
@@ -141,7 +138,24 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if metric in PER_PARTITION and (topic is None or partition is None):
         notes.append("Per-partition series are combined per broker (largest value); add --topic/--partition for one series.")
     return Reply(title=title, severity="info", verdict=verdict, evidence=evidence,
-                 sections=[Section(f"Per {width} (UTC)", lines)], notes=notes, window=window.label)
+                 sections=[Section(f"Per {width} (UTC)", lines)], notes=notes, window=window.label,
+                 series=_series(metric, scope, unit, by_bucket, brokers, window))
+
+
+def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, float]], brokers: list[int],
+            window) -> list[Series]:
+    """One line per broker (the busiest few when there are many), for the chart."""
+    totals = {b: sum(v.get(b, 0.0) for v in by_bucket.values()) for b in brokers}
+    shown = sorted(brokers, key=lambda b: -totals[b])[:MAX_CHART_LINES]
+
+    def iso(ts: int) -> str:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()
+
+    return [Series(f"{metric}{scope}", unit, [(iso(t), float(by_bucket[t][b])) for t in sorted(by_bucket) if b in by_bucket[t]],
+                   label="cluster" if b == -1 else f"broker {b}") for b in sorted(shown)]
+
+
+MAX_CHART_LINES = 8  # lines a chart stays readable with at Slack's thumbnail size
 
 
 COMMAND = Command(SPEC, run)

@@ -112,12 +112,37 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args, 
         raise Unavailable(str(exc)) from exc
 
 
-async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Callable,
-                      timeout: float | None = None) -> list[dict] | None:
-    """Rows of ``query(window_df)`` (a pure ``spark_queries`` function) over the last ``hours``
-    of ``cluster``, through ``LakeService.query`` (its time limit; a timed-out query's Spark jobs
-    are cancelled); None without a lake.  Raises :class:`Unavailable`.  For the digest and triage.
+def _window_query(name: str, **options) -> Callable:
+    """The ``spark_queries`` function a command names (commands never import the lake's code:
+    this module is their one way in)."""
+    if name == "hot_partitions":
+        from spark_queries.hot import hot_partitions
+
+        return lambda df: hot_partitions(df, **options)
+    if name == "urp_trend":
+        from spark_queries.urp import urp_trend
+
+        return urp_trend
+    raise ValueError(f"no lake window query named {name!r}")
+
+
+def known_metrics() -> list[str]:
+    """Every metric the lake holds (its schema's and the exporter mapping's names)."""
+    from lake.mapping import LAKE_METRICS
+    from lake.schema import METRICS
+
+    return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
+
+
+async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Callable | str,
+                      timeout: float | None = None, **options) -> list[dict] | None:
+    """Rows of ``query(window_df)`` (a pure ``spark_queries`` function, or its name with
+    ``options``) over the last ``hours`` of ``cluster``, through ``LakeService.query`` (its time
+    limit; a timed-out query's Spark jobs are cancelled); None without a lake.  Raises
+    :class:`Unavailable`.  For the digest and triage.
     """
+    if isinstance(query, str):
+        query = _window_query(query, **options)
     from lake.errors import LakeUnavailable
     from lake.queries import q_window_rows
 

@@ -82,10 +82,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
 
 def _brokers_table(snap, liveness) -> Table:
     """One row per broker the cluster expects: registered or not, what its listener answered."""
-    rows = [[b, "registered" if b in snap.brokers.registered else "missing",
-             liveness[b].describe() if b in liveness else None]
-            for b in sorted(snap.brokers.expected | snap.brokers.registered)]
-    return Table("Brokers", ["broker", "state", "listener probe"], rows)
+    brokers = sorted(snap.brokers.expected | snap.brokers.registered)
+    rows = [[b, "registered" if b in snap.brokers.registered else "missing"] for b in brokers]
+    if not liveness:  # nothing was probed (every broker registered): no empty column
+        return Table("Brokers", ["broker", "state"], rows)
+    return Table("Brokers", ["broker", "state", "listener probe"],
+                 [row + [liveness[b].describe() if b in liveness else None] for row, b in zip(rows, brokers)])
 
 
 async def _liveness(gw, missing: list[int]) -> dict:

@@ -299,9 +299,7 @@ async def _g_urp_shape(live: _Live, state: TriageState) -> dict | None:
 
     if live.ctx.lake is not None:
         try:
-            from spark_queries.urp import urp_trend
-
-            rows = await lake_rows(live.ctx, live.gw.name, 1, urp_trend)
+            rows = await lake_rows(live.ctx, live.gw.name, 1, "urp_trend")
         except Exception:  # noqa: BLE001 - a lake failure only means falling back to the next source
             rows = None
         shapes = {r["shape"] for r in rows or []} - {"zero"}

@@ -80,6 +80,14 @@ def build_session(
         # Python workers must be this interpreter (the venv with pyspark's dependencies), not
         # whatever `python3` is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        log_path = os.environ.get("KBOT_SPARK_LOG")
+        if log_path:
+            # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
+            from pathlib import Path
+
+            from lake.quiet_spark import launch_quietly
+
+            launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
         builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in settings.items():

@@ -35,4 +35,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # The Delta Lake jars (lake/pom.xml) from Maven Central, before any Spark session needs them.
-bash scripts/fetch_delta.sh
+bash scripts/fetch_delta.sh >/dev/null  # prints the jar paths; setup stays quiet when all is done

@@ -32,6 +32,9 @@ class FakeGateway:
         self.hanging = []  # live.model.HangingTransaction
         self.fail = set(fail)  # method names that raise
         self.calls: list[tuple] = []
+        # When the fake's transactions began: fixed at creation, so a reader whose clock runs after
+        # it sees each transaction at least as old as its age_ms (never a millisecond younger).
+        self.created_ms = int(time.time() * 1000)
 
     def _check(self, what):
         if what in self.fail:
@@ -97,9 +100,8 @@ class FakeGateway:
         return [TransactionListing(h.transactional_id, h.producer_id, h.state, h.coordinator_id) for h in self.hanging], {}
 
     async def describe_transactions(self, ids):
-        now_ms = int(time.time() * 1000)
         return {h.transactional_id: TransactionDescription(h.transactional_id, h.coordinator_id, h.state, h.producer_id,
-                                                           h.producer_epoch, 60_000, now_ms - h.age_ms, list(h.partitions))
+                                                           h.producer_epoch, 60_000, self.created_ms - h.age_ms, list(h.partitions))
                 for h in self.hanging if h.transactional_id in ids}
 
     async def stable_offsets(self, topic_partitions):

@@ -167,7 +167,9 @@ async def test_digest_reads_metadata_and_topic_configs_once():
 
 
 class BrokenLake:
-    def frame(self):
+    """A lake whose every query fails (LakeService.query is the digest's one way in)."""
+
+    async def query(self, *args, **kwargs):
         raise RuntimeError("lake is on fire")
 
 
