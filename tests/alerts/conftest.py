@@ -12,7 +12,7 @@ import pytest_asyncio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slack"))  # slack_stand_in, slack_harness, slack_fakes
 
 from slack_harness import Harness  # noqa: E402
-from slack_stand_in import StandIn, start  # noqa: E402
+from slack_stand_in import running_stand  # noqa: E402
 
 
 @pytest.fixture
@@ -26,14 +26,8 @@ def fast_loops(monkeypatch):
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def stand():
-    s = StandIn()
-    for u in ("U0ALICE", "U0BOB"):
-        s.add_user(u)
-    s.groups["S0ONCALL"] = ["U0BOB"]
-    runner = await start(s)
-    yield s
-    await s.close_sockets()
-    await runner.cleanup()
+    async with running_stand() as s:
+        yield s
 
 
 @pytest_asyncio.fixture(loop_scope="function")

@@ -10,20 +10,13 @@ import pytest_asyncio
 sys.path.insert(0, str(Path(__file__).parent))  # slack_stand_in, slack_fakes, slack_harness
 
 from slack_harness import Harness  # noqa: E402
-from slack_stand_in import StandIn, start  # noqa: E402
+from slack_stand_in import running_stand  # noqa: E402
 
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def stand():
-    s = StandIn()
-    for u in ("U0ALICE", "U0BOB", "U0CAROL", "U0MALLORY"):
-        s.add_user(u)
-    s.add_user("U0GUEST", guest=True)
-    s.groups["S0ONCALL"] = ["U0BOB"]
-    runner = await start(s)
-    yield s
-    await s.close_sockets()
-    await runner.cleanup()
+    async with running_stand(("U0ALICE", "U0BOB", "U0CAROL", "U0MALLORY"), guests=("U0GUEST",)) as s:
+        yield s
 
 
 @pytest_asyncio.fixture(loop_scope="function")

@@ -10,6 +10,7 @@ Bolt app, the real slack_sdk clients and our code all run unmodified against it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 import json
@@ -272,3 +273,21 @@ async def start(stand_in: StandIn) -> web.AppRunner:
     port = site._server.sockets[0].getsockname()[1]
     stand_in.url = f"http://127.0.0.1:{port}"
     return runner
+
+
+@contextlib.asynccontextmanager
+async def running_stand(users=("U0ALICE", "U0BOB"), guests=(), groups=None):
+    """A started stand-in with these workspace members (and guests, and user groups), stopped after:
+    the fixture every Slack test folder uses."""
+    s = StandIn()
+    for u in users:
+        s.add_user(u)
+    for u in guests:
+        s.add_user(u, guest=True)
+    s.groups.update({"S0ONCALL": ["U0BOB"]} if groups is None else groups)
+    runner = await start(s)
+    try:
+        yield s
+    finally:
+        await s.close_sockets()
+        await runner.cleanup()
