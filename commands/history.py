@@ -142,6 +142,16 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  series=_series(metric, scope, unit, by_bucket, brokers, window))
 
 
+def trend_series(metric: str, rows: list[dict], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
+    """A metric's history rows (bucket, broker, value) as one series per broker, for a chart; the
+    incident window ``mark`` (UTC ISO times) is shaded."""
+    by_bucket: dict[int, dict[int, float]] = {}
+    for r in rows:
+        by_bucket.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
+    series = _series(metric, "", unit, by_bucket, sorted({r["broker"] for r in rows}), None)
+    return [Series(s.title, s.unit, s.points, window=mark, label=s.label) for s in series]
+
+
 def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, float]], brokers: list[int],
             window) -> list[Series]:
     """One line per broker (the busiest few when there are many), for the chart."""

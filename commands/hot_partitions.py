@@ -13,7 +13,7 @@ from __future__ import annotations
 from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
-from .reply import Evidence, Reply, Section
+from .reply import Evidence, Reply, Table
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
@@ -66,6 +66,10 @@ def _rates(r: dict, rank_by: str) -> str:
     return f"{peak_text}, {mean_text}" if rank_by == "peak" else f"{mean_text}, {peak_text}"
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 1)
+
+
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     topic = request.args.get("topic")
     top = int(request.options.get("top") or DEFAULT_TOP)
@@ -88,7 +92,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     notes: list[str] = []
     leaders = await _live_leaders(ctx, request, sorted({r["topic"] for r in rows}), notes)
     many = len({r["cluster"] for r in rows}) > 1
-    lines, evidence = [], []
+    table = Table(f"Top {len(rows)} by records/s ({measure})",
+                  ["#", "partition", "peak rec/s", "peak at (UTC)", "mean rec/s", "KiB/s", "x topic median", "leader"])
+    evidence = []
     for r in rows:
         live_leader = leaders.get((r["topic"], r["partition"]))
         leader = (f"leader {live_leader} (live)" if live_leader is not None
@@ -97,9 +103,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         # skew is null only when the topic's median rate is 0 (most partitions idle)
         skew_text = f"{skew:.1f}x topic median" if skew is not None else "topic median 0 rec/s"
         rate = _rates(r, rank_by)
-        bytes_text = f", {r['bytes_per_sec'] / 1024:,.1f} KiB/s" if r.get("bytes_per_sec") else ""
         where = f" [{r['cluster']}]" if many else ""
-        lines.append(f"#{r['rank']} {r['topic']}-{r['partition']}{where}: {rate}{bytes_text}, {skew_text}, {leader}")
+        at = r.get("peak_at")
+        table.rows.append([r["rank"], f"{r['topic']}-{r['partition']}{where}", _round(r.get("peak_records_per_sec")),
+                           f"{at:%H:%M}" if at is not None else None, _round(r.get("records_per_sec")),
+                           _round(r["bytes_per_sec"] / 1024) if r.get("bytes_per_sec") else None,
+                           _round(skew), leader.removeprefix("leader ")])
         if len(evidence) < 3:
             median = f" ({r['topic_median_rate']:,.1f} rec/s)" if skew is not None else ""
             evidence.append(Evidence(f"{r['topic']}-{r['partition']}", f"{rate}, {skew_text}{median}, {leader}",
@@ -133,7 +142,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         verdict=verdict,
         evidence=evidence,
         diagnoses=diagnoses,
-        sections=[Section(f"Top {len(rows)} by records/s ({measure})", lines)],
+        tables=[table],
         notes=notes,
         followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
         window=window.label,

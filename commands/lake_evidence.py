@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .context import Context
 from .errors import Unavailable
-from .reply import Evidence, Severity
+from .reply import Evidence, Series, Severity
 from .router import BadInput
 from .spec import CommandRequest, Option
 
@@ -187,6 +187,7 @@ class LakeFindings:
     available: bool = True
     details: list[str] = field(default_factory=list)  # per-item lines, for a Section
     data_end: float | None = None  # set when the lake's data ends before the symptom (stale)
+    series: list[Series] = field(default_factory=list)  # the symptom's trend, for a chart
 
     @classmethod
     def without_data(cls, window: Window, source: str, what: str) -> "LakeFindings":
@@ -505,20 +506,15 @@ async def history(ctx: Context, request: CommandRequest, window: Window, metric:
 
 LakeCheck = Callable[[Context, CommandRequest, Window, "dt.datetime | None"], Awaitable[LakeFindings]]
 
-#: Which lake evidence answers a symptom, by the runbook entry it resolves to first.
+# The lake checks by the name the runbook binds them under (an entry's `checks.lake`).
 LAKE_CHECKS: dict[str, LakeCheck] = {
-    "broker-loss": urp,
-    "slow-follower": urp,
-    "network-partition": urp,
-    "gc-pauses": urp,
-    "log-dir-failure": urp,
-    "under-min-isr": under_min_isr,
-    "offline-partitions": offline,
-    "unclean-election": offline,
-    "hanging-transaction": hanging,
-    "handler-saturation": saturation,
-    "hot-partition": hot_symptom,
-    "controller-quorum-loss": controller,
+    "urp": urp,
+    "under_min_isr": under_min_isr,
+    "offline": offline,
+    "hanging": hanging,
+    "saturation": saturation,
+    "hot_symptom": hot_symptom,
+    "controller": controller,
 }
 
 
@@ -531,7 +527,8 @@ async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str,
     Never raises Unavailable: an unavailable lake comes back as findings with a note,
     so the live part of the answer stands.  A bad ``--since`` is still BadInput.
     """
-    check = LAKE_CHECKS.get(entry_id)
+    entry = ctx.kb.failure_modes.get(entry_id)
+    check = LAKE_CHECKS[entry.checks.lake] if entry is not None and entry.checks.lake else None
     window = window_for(request, ctx)  # validates --since even without a lake
     if ctx.lake is None or check is None:
         return None

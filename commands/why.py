@@ -60,7 +60,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     ranked = [(m.entry.id, m.reason) for m in matches]
     lake_evidence.window_for(request, ctx)  # a bad --since is bad input before any work starts
     # The metric lake's window query runs while the live check reads the cluster.
-    lake_task = asyncio.ensure_future(lake_evidence.for_symptom(ctx, request, matches[0].entry.id))
+    lake_task = asyncio.ensure_future(_lake_part(ctx, request, matches[0].entry.id))
     live: LiveFindings | None = None
     check = check_for(ctx.kb, matches[0].entry.id)
     try:
@@ -89,6 +89,27 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
 
 
 LAKE_GRACE_S = 0.3  # how long a live answer waits for a lake query that is almost done
+# The metric whose trend is charted beside the lake's findings, by the lake check bound to the entry.
+TREND_METRIC = {"urp": "UnderReplicatedPartitions", "under_min_isr": "UnderMinIsrPartitionCount",
+                "offline": "OfflinePartitionsCount"}
+
+
+async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str):
+    """The lake's findings for the entry, with the symptom's trend per broker for a chart."""
+    findings = await lake_evidence.for_symptom(ctx, request, entry_id)
+    entry = ctx.kb.failure_modes.get(entry_id)
+    metric = TREND_METRIC.get(entry.checks.lake or "") if entry is not None else None
+    if findings is None or metric is None or not findings.available or not findings.has_data:
+        return findings
+    from .history import bucket_for, trend_series
+
+    window = findings.window
+    try:
+        facts = await lake_evidence.history(ctx, request, window, metric, None, None, None, bucket_for(window.since))
+    except lake_evidence.Unavailable:
+        return findings  # the findings stand without the chart
+    findings.series = trend_series(metric, facts["rows"], "partitions", (window.start.isoformat(), window.end.isoformat()))
+    return findings
 
 
 async def _after_lake(ctx, symptom, matches, ranked, check, live, lake_task) -> Reply:
@@ -132,7 +153,7 @@ def _reply(ctx: Context, symptom: str, matches, ranked, check, live: LiveFinding
         notes=notes,
         followups=[f"/kafka runbook {eid}" for eid, _ in ranked[:2]],
         window=lake.window.label if lake is not None and lake.available else None,
-        series=list(getattr(lake, "series", None) or []),
+        series=list(getattr(lake, "series", None) or []),  # set by _lake_part when the trend was read
     )
 
 

@@ -5,6 +5,7 @@ probe answers it, because the binding is by step number, not by matching the pro
 from __future__ import annotations
 
 from commands.checks import LIVE_CHECKS
+from commands.lake_evidence import LAKE_CHECKS
 from commands.triage import PROBES
 from runbook_kb import default_kb
 
@@ -17,6 +18,13 @@ def test_every_live_check_name_has_a_function_and_every_function_an_entry():
     assert not unknown, f"entries name live checks that do not exist: {unknown}"
     unbound = set(LIVE_CHECKS) - set(named.values())
     assert not unbound, f"live checks no entry binds: {unbound}"
+
+
+def test_every_lake_check_name_has_a_function_and_every_function_an_entry():
+    named = {e.id: e.checks.lake for e in KB.failure_modes.values() if e.checks.lake}
+    unknown = {eid: name for eid, name in named.items() if name not in LAKE_CHECKS}
+    assert not unknown, f"entries name lake checks that do not exist: {unknown}"
+    assert set(LAKE_CHECKS) == set(named.values()), f"lake checks no entry binds: {set(LAKE_CHECKS) - set(named.values())}"
 
 
 def test_every_triage_probe_name_has_a_function_and_every_probe_a_step():

@@ -16,7 +16,7 @@ from lakekit import clock_at, hhmm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slack"))  # the stand-in and its harness
 
 from slack_harness import OPS, Harness  # noqa: E402
-from slack_stand_in import StandIn, start  # noqa: E402
+from slack_stand_in import running_stand  # noqa: E402
 
 from bot.charts import chart_png  # noqa: E402
 from commands.dispatch import answer  # noqa: E402
@@ -30,12 +30,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def stand():
-    s = StandIn()
-    s.add_user("U0ALICE")
-    s.groups["S0ONCALL"] = ["U0BOB"]  # the harness's RBAC policy names this group
-    runner = await start(s)
-    yield s
-    await runner.cleanup()
+    async with running_stand() as s:
+        yield s
 
 
 async def test_history_chart_arrives_in_the_thread_as_a_png(stand, tmp_path, lake_service):
@@ -73,3 +69,15 @@ async def test_the_history_reply_carries_one_series_per_broker(lake_service):
 
     pixels = image.imread(io.BytesIO(png), format="png")
     assert pixels.std() > 0.05
+
+
+async def test_why_urp_carries_the_urp_trend_with_the_window_marked(lake_service):
+    from commands.context import Context
+
+    reply = (await answer("why URP --since 30m", Context(lake=lake_service, clock=clock_at(hhmm(10, 30))))).reply
+    assert reply.series, "the URP trend for the chart"
+    assert {s.title for s in reply.series} == {"UnderReplicatedPartitions"}
+    assert all(s.unit == "partitions" and s.window is not None for s in reply.series)
+    flat = next(s for s in reply.series if s.label == "broker 1")
+    assert max(v for _t, v in flat.points) == 5.0  # broker 2 lost at 10:10: flat URP 5 on the others
+    assert png_size(chart_png(reply.series, "Why URP?")) == (800, 320)

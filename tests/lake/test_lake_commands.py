@@ -109,8 +109,9 @@ async def test_hot_partitions_names_the_hot_key_partition(ctx_at, lake_service):
     assert reply.verdict.startswith("topic-001-2 is hot:")
     assert "led by broker 4" in reply.verdict  # the lake's estimate (no live cluster here)
     assert reply.window == "last 15 min: 2024-05-01 10:15 to 10:30 UTC"
-    lines = reply.sections[0].lines
-    assert lines[0].startswith("#1 topic-001-2:") and len(lines) == 10
+    rows = reply.tables[0].records()
+    assert rows[0]["#"] == 1 and rows[0]["partition"] == "topic-001-2" and len(rows) == 10
+    assert rows[0]["peak rec/s"] >= rows[0]["mean rec/s"] and rows[0]["x topic median"] >= 3
     assert reply.evidence[0].source == "lake: hot_partitions" and reply.evidence[0].status == "bad"
     assert reply.diagnoses[0].entry_id == "hot-partition"
     # the runbook's own warning about adding partitions, word for word from the KB
@@ -121,7 +122,8 @@ async def test_hot_partitions_names_the_hot_key_partition(ctx_at, lake_service):
 async def test_hot_partitions_of_one_topic_over_a_short_window(ctx_at):
     reply = (await answer("hot-partitions topic-002 --since 5m --top 3", ctx_at(hhmm(10, 30)))).reply
     assert reply.severity == "ok" and reply.verdict.startswith("No hot partition in the last 5 min")
-    assert len(reply.sections[0].lines) == 3 and all("topic-002-" in l for l in reply.sections[0].lines)
+    rows = reply.tables[0].records()
+    assert len(rows) == 3 and all(r["partition"].startswith("topic-002-") for r in rows)
 
 
 async def test_hot_partitions_uses_live_leaders_when_there_is_a_cluster(ctx_at):
@@ -139,7 +141,7 @@ async def test_hot_partitions_uses_live_leaders_when_there_is_a_cluster(ctx_at):
 
     reply = (await answer("hot-partitions topic-001", ctx_at(hhmm(10, 30), live=Pool()))).reply
     assert "led by broker 99" in reply.verdict
-    assert reply.sections[0].lines[0].endswith("leader 99 (live)")
+    assert reply.tables[0].records()[0]["leader"] == "99 (live)"
 
 
 @pytest.fixture(scope="module")
@@ -169,10 +171,10 @@ def metadata_log_lake(spark, tmp_path_factory):
 
 async def test_hot_partitions_leaves_out_the_kraft_metadata_log_unless_asked(metadata_log_lake):
     ctx = Context(lake=metadata_log_lake, clock=clock_at(hhmm(10, 15)))
-    lines = (await answer("hot-partitions", ctx)).reply.sections[0].lines
-    assert [l.split(":")[0] for l in lines] == ["#1 orders-0", "#2 orders-1", "#3 gone-0"]
-    asked = (await answer("hot-partitions __cluster_metadata", ctx)).reply.sections[0].lines
-    assert len(asked) == 1 and asked[0].startswith("#1 __cluster_metadata-0: peak 50.0 rec/s")
+    rows = (await answer("hot-partitions", ctx)).reply.tables[0].records()
+    assert [(r["#"], r["partition"]) for r in rows] == [(1, "orders-0"), (2, "orders-1"), (3, "gone-0")]
+    asked = (await answer("hot-partitions __cluster_metadata", ctx)).reply.tables[0].records()
+    assert len(asked) == 1 and asked[0]["partition"] == "__cluster_metadata-0" and asked[0]["peak rec/s"] == 50.0
 
 
 async def test_hot_partitions_live_leaders_survive_a_deleted_topic(metadata_log_lake):
@@ -193,9 +195,8 @@ async def test_hot_partitions_live_leaders_survive_a_deleted_topic(metadata_log_
 
     ctx = Context(lake=metadata_log_lake, live=Pool(), clock=clock_at(hhmm(10, 15)))
     reply = (await answer("hot-partitions", ctx)).reply
-    lines = reply.sections[0].lines
-    assert lines[0].endswith("leader 7 (live)") and lines[1].endswith("leader 7 (live)")
-    assert lines[2].endswith("leader 103 (estimated from the lake)")
+    leaders = [r["leader"] for r in reply.tables[0].records()]
+    assert leaders[:2] == ["7 (live)", "7 (live)"] and leaders[2] == "103 (estimated from the lake)"
     assert any(n.startswith("Not in the cluster's metadata now (deleted?): gone") for n in reply.notes)
 
 

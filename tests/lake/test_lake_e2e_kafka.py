@@ -113,7 +113,8 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
         hot = await answer(f"hot-partitions {hot_topic} --since 5m", ctx)
         assert hot.outcome == "answered", hot.reply.verdict
         assert hot.reply.verdict.startswith(f"{hot_topic}-{hot_partition} is hot"), hot.reply.verdict
-        assert hot.reply.sections[0].lines[0].startswith(f"#1 {hot_topic}-{hot_partition}:")
-        assert "(live)" in hot.reply.sections[0].lines[0]  # leader from the cluster's metadata
+        first = hot.reply.tables[0].records()[0]
+        assert first["#"] == 1 and first["partition"] == f"{hot_topic}-{hot_partition}"
+        assert first["leader"].endswith("(live)")  # leader from the cluster's metadata
     finally:
         await pool.close()
