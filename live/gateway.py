@@ -324,23 +324,43 @@ class AdminGateway:
         if self._closed:
             raise GatewayError(f"the gateway to cluster {self.config.name!r} is closed", self.config.name)
 
-    async def _probe(self) -> bool:
-        """True if any bootstrap address accepts a TCP connection."""
-        async def one(hp: str) -> bool:
+    async def _bootstrap_states(self) -> list[str]:
+        """Each bootstrap address's answer to a TCP connect: "accepts", "refused" (nothing listens
+        there) or "unreachable" (no answer in PROBE_TIMEOUT_S, or not an address)."""
+        async def one(hp: str) -> str:
             host, _, port = hp.rpartition(":")
             try:
                 _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
                                                    PROBE_TIMEOUT_S)
+            except ConnectionRefusedError:
+                return "refused"
             except (OSError, asyncio.TimeoutError, ValueError):
-                return False
+                return "unreachable"
             writer.close()
             try:
                 await writer.wait_closed()
             except OSError:
                 pass
-            return True
-        results = await asyncio.gather(*(one(hp) for hp in self.config.bootstrap_list))
-        return any(results)
+            return "accepts"
+        return list(await asyncio.gather(*(one(hp) for hp in self.config.bootstrap_list)))
+
+    async def _probe(self) -> bool:
+        """True if any bootstrap address accepts a TCP connection."""
+        return "accepts" in await self._bootstrap_states()
+
+    async def raise_if_nothing_listens(self) -> None:
+        """Every bootstrap address refusing TCP connections means no broker runs there: say so now
+        instead of after the admin timeout. A connection that is accepted, or that times out (a
+        firewall, a paused host), proves nothing, and the caller goes ahead as usual."""
+        states = await self._bootstrap_states()
+        if states and all(s == "refused" for s in states):
+            listed = ", ".join(self.config.bootstrap_list)
+            raise ClusterUnreachable(
+                f"Cannot reach the Kafka cluster {self.name!r}: every bootstrap address ({listed}) refuses "
+                "connections, so no broker is running there."
+                "[[terminal: Is it running? `kbot cluster status` shows the local one.]]"
+                "[[slack: Whoever runs the bot can check the cluster and the bot's KBOT_BOOTSTRAP setting.]]",
+                self.name)
 
     def _not_authorized(self, error_name: str, what: str, topics: Iterable[str] = ()) -> NotAuthorized:
         rtype = _AUTHZ_RESOURCE[error_name]
