@@ -112,6 +112,8 @@ def series_line(series: Series) -> str:
 
 # ---- terminal ------------------------------------------------------------------------------------
 
+TEXT_MARK = {"ok": "+", "bad": "!", "neutral": "-"}  # an evidence line's status in plain text
+
 _ANSI = {"critical": "\033[1;31m", "warning": "\033[1;33m", "ok": "\033[1;32m", "error": "\033[1;31m",
          "unknown": "\033[1;35m", "info": "\033[1m", "warn": "\033[31m", "dim": "\033[2m", "bold": "\033[1m"}
 _RESET = "\033[0m"
@@ -143,9 +145,8 @@ def _evidence_lines(reply: Reply, limit: int | None) -> list[str]:
     shown = reply.evidence if limit is None else reply.evidence[:limit]
     if not shown:
         return []
-    mark = {"ok": "+", "bad": "!", "neutral": "-"}
     width = min(32, max(len(e.label) for e in shown))
-    out = ["Evidence"] + [f"  {mark[e.status]} {e.label.ljust(width)}  {e.value}  ({e.source})" for e in shown]
+    out = ["Evidence"] + [f"  {TEXT_MARK[e.status]} {e.label.ljust(width)}  {e.value}  ({e.source})" for e in shown]
     if len(reply.evidence) > len(shown):
         out.append(f"  (+{len(reply.evidence) - len(shown)} more: add --full)")
     return out
@@ -237,9 +238,8 @@ def addition_reply(early: Reply, final: Reply) -> Reply:
 def render_addition(early: Reply, final: Reply) -> str:
     """The lake's part for a terminal that already printed the early answer."""
     add = addition_reply(early, final)
-    mark = {"ok": "+", "bad": "!", "neutral": "-"}
     out = [f"+ {add.title}: {add.verdict}"]
-    out += [f"  {mark[e.status]} {e.label}: {e.value}  ({e.source})" for e in add.evidence]
+    out += [f"  {TEXT_MARK[e.status]} {e.label}: {e.value}  ({e.source})" for e in add.evidence]
     out += [f"  {series_line(s)}" for s in add.series]
     out += [f"  Note: {n}" for n in add.notes]
     return "\n".join(out) + "\n"

@@ -108,9 +108,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     counter = metric.endswith("PerSec")
     brokers = sorted({r["broker"] for r in rows})
     clusters = sorted({r["cluster"] for r in rows})
-    by_bucket: dict[int, dict[int, float]] = {}
-    for r in rows:
-        by_bucket.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
+    by_bucket = _by_bucket(rows)
     width = "minute" if bucket_s == 60 else lake.describe_since(dt.timedelta(seconds=bucket_s))
     lines = []
     for b in sorted(by_bucket)[-MAX_LINES:]:
@@ -139,21 +137,25 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes.append("Per-partition series are combined per broker (largest value); add --topic/--partition for one series.")
     return Reply(title=title, severity="info", verdict=verdict, evidence=evidence,
                  sections=[Section(f"Per {width} (UTC)", lines)], notes=notes, window=window.label,
-                 series=_series(metric, scope, unit, by_bucket, brokers, window))
+                 series=_series(metric, scope, unit, by_bucket, brokers))
+
+
+def _by_bucket(rows: list[dict]) -> dict[int, dict[int, float]]:
+    """History rows (bucket, broker, value) as {bucket: {broker: value}}."""
+    out: dict[int, dict[int, float]] = {}
+    for r in rows:
+        out.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
+    return out
 
 
 def trend_series(metric: str, rows: list[dict], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
-    """A metric's history rows (bucket, broker, value) as one series per broker, for a chart; the
-    incident window ``mark`` (UTC ISO times) is shaded."""
-    by_bucket: dict[int, dict[int, float]] = {}
-    for r in rows:
-        by_bucket.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
-    series = _series(metric, "", unit, by_bucket, sorted({r["broker"] for r in rows}), None)
-    return [Series(s.title, s.unit, s.points, window=mark, label=s.label) for s in series]
+    """A metric's history rows as one series per broker, for a chart; the incident window ``mark``
+    (UTC ISO times) is shaded."""
+    return _series(metric, "", unit, _by_bucket(rows), sorted({r["broker"] for r in rows}), mark)
 
 
 def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, float]], brokers: list[int],
-            window) -> list[Series]:
+            mark: tuple[str, str] | None = None) -> list[Series]:
     """One line per broker (the busiest few when there are many), for the chart."""
     totals = {b: sum(v.get(b, 0.0) for v in by_bucket.values()) for b in brokers}
     shown = sorted(brokers, key=lambda b: -totals[b])[:MAX_CHART_LINES]
@@ -162,7 +164,7 @@ def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, f
         return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()
 
     return [Series(f"{metric}{scope}", unit, [(iso(t), float(by_bucket[t][b])) for t in sorted(by_bucket) if b in by_bucket[t]],
-                   label="cluster" if b == -1 else f"broker {b}") for b in sorted(shown)]
+                   window=mark, label="cluster" if b == -1 else f"broker {b}") for b in sorted(shown)]
 
 
 MAX_CHART_LINES = 8  # lines a chart stays readable with at Slack's thumbnail size
