@@ -116,20 +116,6 @@ def _start(cluster: LocalCluster, timeout: float = 180) -> LocalCluster:
     return cluster.up(timeout=timeout)
 
 
-@pytest.fixture(scope="session")
-def secure_kafka_cluster():
-    cluster = _start(secure_test_cluster())
-    yield cluster
-    stop_test_cluster(cluster)
-
-
-@pytest.fixture(scope="session")
-def second_kafka_cluster():
-    cluster = _start(second_test_cluster())
-    yield cluster
-    stop_test_cluster(cluster)
-
-
 @pytest.fixture(autouse=True)
 def kafka_autoheal(request):
     yield

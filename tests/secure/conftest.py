@@ -1,5 +1,5 @@
 """tests/secure: the secured cluster (SASL_SSL + SCRAM-SHA-512, StandardAuthorizer, no ACL = no
-access), shared by every test here (localkafka.testing.secure_kafka_cluster), and the bot set up
+access), shared by every test here (secure_kafka_cluster below), and the bot set up
 the way an operator would: a clusters.yaml whose cluster reads as the observer principal and acts
 as the operator principal. A test that needs a principal with fewer rights makes its own SCRAM
 user (as the super user) with exactly the ACLs it wants, so the shared principals never change."""
