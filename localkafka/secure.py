@@ -10,12 +10,11 @@ Listeners (why this shape):
   and replication in the local cluster is light enough that TLS costs nothing noticeable.
 * the super user authenticates with SASL/PLAIN against a static user list in the brokers' own
   JAAS config; the bot's principals use SCRAM-SHA-512, created by the super user through the
-  Admin API (AlterUserScramCredentials) at every ``up()``. Why not SCRAM for the super user too:
-  replication must authenticate before a restarted broker has caught up with the metadata log
-  that holds SCRAM credentials, and credentials added at format time (``kafka-storage format
-  --add-scram``) were seen missing after a full broker restart of a long-running local cluster
-  (every login "invalid credentials", replication stopped) - credentials written through the
-  API, as here, are replayed from the log like any other record.
+  Admin API (AlterUserScramCredentials) whenever nodes were (re)started (``wait_ready``: see
+  ``_provision`` for why not only once). Why not SCRAM for the super user too: replication must
+  authenticate before a restarted broker has caught up with the metadata log that holds SCRAM
+  credentials, and SCRAM credentials were seen missing from restarted brokers (every login
+  "invalid credentials"), which would stop replication itself.
 * the controller listener stays PLAINTEXT on loopback (brokers reach the controller there, and
   only there). Its peers authenticate as ``User:ANONYMOUS``, so ANONYMOUS is a super user *on the
   controller only*; SCRAM cannot serve the controller listener in KRaft (the credentials live in
@@ -246,6 +245,7 @@ class SecureCluster(LocalCluster):
         super().__init__(*args, **kwargs)
         self.acl_grants = acl_grants
         self._state: SecureState | None = None
+        self._provisioned = False
 
     @property
     def state(self) -> SecureState:
@@ -279,12 +279,28 @@ class SecureCluster(LocalCluster):
 
     def up(self, timeout: float = 180.0) -> "SecureCluster":
         self.state  # certificates before the first render
-        super().up(timeout)
+        self._provisioned = False
+        super().up(timeout)        # wait_ready() provisions whenever a node was (re)started ...
+        if not self._provisioned:  # ... and a cluster that was already running gets it here
+            self._provision(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 120.0, brokers: list[int] | None = None) -> None:
+        super().wait_ready(timeout, brokers)
+        self._provision(timeout)
+
+    def _provision(self, timeout: float) -> None:
+        """The bot's SCRAM users and ACLs, (re)written by the super user, then a login check.
+        Done after every (re)start, not only the first: with Kafka 4.3.1, brokers restarted after
+        other principals and their ACLs had been deleted (tests/secure's make_principal) came
+        back with NO SCRAM credentials (DescribeUserScramCredentials empty, every SCRAM login
+        "invalid credentials") although the metadata log still held the records; re-upserting
+        them restores the logins at once. Cheap (one request each) and idempotent."""
         ensure_scram_users(self.admin(), {u: p for u, p in self.state.passwords.items() if u != SUPER_USER})
         apply_acls(self.admin(), self.acl_grants)
         for user in (OBSERVER, OPERATOR):
             self.wait_login(user, timeout=timeout)
-        return self
+        self._provisioned = True
 
     def wait_login(self, user: str, password: str | None = None, timeout: float = 60) -> None:
         """Wait until every broker accepts ``user``'s login: new SCRAM credentials reach the

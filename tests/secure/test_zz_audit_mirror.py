@@ -1,8 +1,9 @@
 """The audit log's Kafka mirror (KBOT_AUDIT_TOPIC) against the secured cluster, written as the
 observer principal (WRITE on the audit topic only): the records arrive, equal to the file's lines,
 and a whole-cluster outage - every broker SIGKILLed from outside, records written meanwhile -
-loses none of them: they are delivered after the restart, in the file's order. (The restart also
-shows the bot's SCRAM logins survive a full broker restart.)"""
+loses none of them: they are delivered after the restart, in the file's order. (The mirror keeps
+retrying through the failed logins of a cluster coming back; the secured cluster rewrites the bot's
+SCRAM users after a restart, localkafka/secure.py SecureCluster._provision says why.)"""
 from __future__ import annotations
 
 import json
