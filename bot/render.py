@@ -168,6 +168,7 @@ def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
         out.append(reply.verdict)
     if reply.window:
         out.append(paint("dim", f"Window: {reply.window}"))
+    out += [paint("warn", f"Missing from this answer: {m}") for m in reply.missing]
     if short.heading:
         out += ["", paint("bold", short.heading)]
         for n, step in enumerate(short.steps, 1):
@@ -367,7 +368,8 @@ def _buttons(reply: Reply, short: ShortAnswer | None) -> list[dict]:
 def _verdict_text(reply: Reply) -> str:
     sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
     return (f"{SEVERITY_EMOJI.get(reply.severity, '')} *{sev}* {slack_escape(reply.verdict)}"
-            + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else ""))
+            + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else "")
+            + "".join(f"\n:warning: _Missing from this answer:_ {slack_escape(m)}" for m in reply.missing))
 
 
 def _short_blocks(reply: Reply, short: ShortAnswer) -> list[dict]:

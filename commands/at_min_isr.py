@@ -20,6 +20,10 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     topic = request.args.get("topic")
     snap = await snapshot(gw, topics=[topic] if topic else None, min_isr="all")
+    if snap.floors_unread:  # the categories need each topic's floor (the missing part says which grant)
+        return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity="unknown",
+                     verdict="Unknown: min.insync.replicas could not be read, so no partition can be placed "
+                             "at or under it.")
     cats = snap.by_category()
     evidence = [
         Evidence(name, f"{len(cats[name]):,}" + (f": {name_partitions(cats[name])}" if cats[name] else ""),

@@ -41,8 +41,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  verdict=f"{topic}: {len(rows)} partitions, RF {rf}, {bad} out of sync.",
                  evidence=evidence,
                  tables=[Table("Partitions", ["partition", "leader", "preferred leader (if not leading)", "replicas",
-                                              "ISR", "state"], rows),
-                         Table("Configs", ["config", "value", "default"], cfg_rows)])
+                                              "ISR", "state"], rows)]
+                 + ([Table("Configs", ["config", "value", "default"], cfg_rows)] if cfg_rows else []))
 
 
 def _ids(ids) -> str:

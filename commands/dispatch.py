@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from . import partial
 from .actions import preview_reply
 from .context import Context
 from .errors import Unavailable
@@ -93,10 +94,12 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
     if request.options.get("help"):
         return Answer(command_help(request.spec), "answered", request)
     try:
-        if request.command.action is not None:
-            reply = await _propose(request, ctx)
-        else:
-            reply = await request.command.run(request, ctx)
+        with partial.collecting() as missing:
+            if request.command.action is not None:
+                reply = await _propose(request, ctx)
+            else:
+                reply = await request.command.run(request, ctx)
+        reply.missing += [m for m in missing if m not in reply.missing]
         return Answer(reply, "answered", request)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input", request)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from live.gateway import AdminGateway
+from live.gateway import AdminGateway, NotAuthorized
 from live.model import ClusterInfo, TopicInfo
 from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
 
 from .context import Context
 from .errors import Unavailable
+from .partial import note_missing
 
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
 
@@ -50,6 +51,7 @@ class Snapshot:
     configs: dict[str, dict]  # describe_configs of the topics the min_isr choice read
     states: list[PartitionState]
     brokers: BrokerFacts
+    floors_unread: bool = False  # the min ISR configs were refused: at/under-min-ISR counts are not known
 
     @property
     def partition_count(self) -> int:
@@ -93,7 +95,13 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
         wanted = [t.name for t in described if any(len(p.isr) < len(p.replicas) or p.leader is None for p in t.partitions)]
     else:
         wanted = []
-    configs = await gw.topic_configs(wanted) if wanted else {}
+    floors_unread = False
+    try:
+        configs = await gw.topic_configs(wanted) if wanted else {}
+    except NotAuthorized as exc:  # the partitions still answer; only the floors are unknown
+        configs, floors_unread = {}, True
+        note_missing("the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher "
+                     "floor is not flagged)", exc)
     floors: dict[str, int] = {}
     for name, cfg in configs.items():
         value = cfg.get("min.insync.replicas")
@@ -112,7 +120,8 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
         for p in t.partitions
     ]
     facts = BrokerFacts(registered=frozenset(cluster.broker_ids), expected=_expected(cluster, described))
-    return Snapshot(cluster=cluster, topics=described, configs=configs, states=states, brokers=facts)
+    return Snapshot(cluster=cluster, topics=described, configs=configs, states=states, brokers=facts,
+                    floors_unread=floors_unread)
 
 
 def name_partitions(parts, limit: int = SAMPLE) -> str:

@@ -11,12 +11,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from live.gateway import AdminGateway, GatewayError
+from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import QuorumInfo, TransactionDescription
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from .findings import LiveFindings
+from .partial import note_missing
 from .reply import Action, Evidence, Severity
 from .txn_evidence import TxnReport, describe_txn, read_open_transactions
 
@@ -101,6 +102,9 @@ async def _throttle_evidence(gw: AdminGateway, brokers: list[int], notes: list[s
     replication quota): show the brokers' throttle rates, since lifting one is the fix."""
     try:
         configs = await gw.broker_configs()
+    except NotAuthorized as exc:
+        note_missing("the brokers' replication throttles", exc)
+        return []
     except GatewayError as exc:
         notes.append(f"Replication throttles not read ({exc}).")
         return []
@@ -213,7 +217,11 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
     evidence.append(Evidence("Offline partitions", f"{len(offline):,}: {name_partitions(offline)}", "live: metadata", "bad"))
     evidence.append(Evidence("Their replicas on brokers that are down", broker_list(down), "live: metadata", "bad" if down else "neutral"))
     topics = sorted({p.topic for p in offline})
-    configs = await gw.topic_configs(topics)
+    try:
+        configs = await gw.topic_configs(topics)
+    except NotAuthorized as exc:
+        configs = {}
+        note_missing("unclean.leader.election.enable of the offline partitions' topics", exc)
     unclean = [t for t in topics if config_value(configs.get(t, {}), "unclean.leader.election.enable") == "true"]
     if unclean:
         evidence.append(Evidence("Unclean election enabled on", ", ".join(unclean), "live: topic configs", "bad"))
@@ -227,6 +235,9 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
 
 async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
     snap = await snapshot(gw, min_isr="all")
+    if snap.floors_unread:  # counting against an assumed floor of 1 would call this healthy
+        return LiveFindings("Whether any partition is under min ISR is unknown: the topics' min.insync.replicas "
+                            "could not be read.", "unknown", [brokers_evidence(snap)])
     cats = snap.by_category()
     under = cats["UnderMinIsr"]
     evidence = [brokers_evidence(snap),
@@ -354,6 +365,9 @@ def quorum_view(voters: dict | BaseException, quorum: QuorumInfo | BaseException
             return QuorumView("critical", "No active controller: the KRaft quorum reports no leader.", evidence, True)
     elif isinstance(quorum, BaseException):
         evidence.insert(0, Evidence("Controller quorum", f"not readable: {quorum}", "live: describe_metadata_quorum", "bad"))
+    for part, refused in (("the controller quorum", quorum), ("the controller voters' addresses", voters)):
+        if isinstance(refused, NotAuthorized):
+            note_missing(part, refused)
     if isinstance(voters, BaseException):
         evidence.append(Evidence("Controller voters", f"not probed: {voters}", "live: broker config", "neutral"))
     if down and isinstance(voters, dict):
@@ -471,6 +485,10 @@ async def run_check(check: Check, gw: AdminGateway) -> LiveFindings:
     """A check whose cluster read fails still leaves the runbook answer standing."""
     try:
         return await check(gw)
+    except NotAuthorized as exc:
+        return LiveFindings("The cluster refused the read this check needs, so whether it is happening now is "
+                            "unknown; ranked from the runbook alone.", "unknown",
+                            [Evidence("Live check", note_missing("the live check", exc), "live", "bad")])
     except GatewayError as exc:
         return unreachable(exc)
 

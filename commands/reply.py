@@ -113,6 +113,8 @@ class Reply:
     actions: list[Action] = field(default_factory=list)
     followups: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # parts of the answer not read for want of a right, each naming the grant (commands/partial.py)
+    missing: list[str] = field(default_factory=list)
     window: str | None = None  # the time window the evidence covers, when it has one
     tables: list[Table] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)

@@ -135,6 +135,10 @@ class NotAuthorized(AuthenticationFailed):
         super().__init__(f"the {role} principal needs {operation} on {resource_type} {resource_name}: "
                          f"{what} was refused for {principal} on cluster {cluster!r}", cluster, code)
 
+    def role_line(self) -> str:
+        """The grant that is missing, as an operator would write it, without the call's details."""
+        return f"the {self.role} principal ({self.principal}) needs {self.operation} on {self.resource_type} {self.resource_name}"
+
 
 # Which ACL operation a request needs, by the gateway's own name for the call (``what``): the
 # broker's error says which resource type refused, not which operation, and a grant needs both.

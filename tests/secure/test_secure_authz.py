@@ -114,11 +114,21 @@ async def test_abort_txn_without_alter_on_the_cluster(secure, make_principal, wi
     assert done.reply.verdict.endswith(f"was refused for User:{user} on cluster 'secure'"), done.reply.verdict
 
 
-async def test_a_read_without_describe_configs_names_the_missing_part(secure, topic, make_principal, with_principals,
-                                                                     ctx_for):
+async def test_a_read_without_describe_configs_answers_the_rest_and_names_the_missing_part(
+        secure, topic, make_principal, with_principals, ctx_for):
     env, user = with_principals(make_principal, observer=[("DESCRIBE", "TOPIC", "*"), ("DESCRIBE", "CLUSTER", "kafka-cluster")])
-    result = await answer(f"describe {topic}", ctx_for(env), user="U0ALICE")
-    assert result.outcome != "answered"
-    assert result.reply.verdict == (f"the observer principal needs DESCRIBE_CONFIGS on TOPIC {topic}: describe_configs "
-                                    f"of topic '{topic}' was refused for User:{user} on cluster 'secure'")
-    assert "Traceback" not in render_json(result.reply)
+    ctx = ctx_for(env)
+    missing = (f"the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher floor is "
+               f"not flagged): the observer principal (User:{user}) needs DESCRIBE_CONFIGS on TOPIC {topic}")
+
+    described = await answer(f"describe {topic}", ctx, user="U0ALICE")
+    assert described.outcome == "answered", described.reply.verdict
+    assert described.reply.verdict == f"{topic}: 3 partitions, RF 3, 0 out of sync."     # the metadata part stands
+    assert [t.title for t in described.reply.tables] == ["Partitions"]                    # no empty configs table
+    assert described.reply.missing == [missing]
+    assert f"Missing from this answer: {missing}" in render_text(described.reply)
+    assert "Traceback" not in render_json(described.reply)
+
+    # at-min-isr cannot place a partition without its floor: unknown, not "none at min ISR"
+    floors = await answer(f"at-min-isr {topic}", ctx, user="U0ALICE")
+    assert floors.reply.severity == "unknown" and floors.reply.missing == [missing], floors.reply.verdict
