@@ -13,12 +13,13 @@ from __future__ import annotations
 from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
-from .reply import Evidence, Reply, Table
+from .reply import Evidence, Reply, Series, Table
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 DEFAULT_TOP = 10
 MAX_TOP = 50
+CHART_LINES = 5  # partitions drawn per minute in the chart: the first of the ranking
 
 SPEC = CommandSpec(
     words=("hot-partitions",),
@@ -78,7 +79,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if rank_by not in ("peak", "mean"):
         raise BadInput(f"--rank takes peak or mean, not '{rank_by[:20]}'.")
     window = lake.window_for(request, ctx)
-    facts = await lake.hot(ctx, request, window, topic, top, rank_by)
+    facts = await lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)
     rows = facts["rows"]
     measure = "peak 1-minute rate" if rank_by == "peak" else f"mean over the {lake.describe_since(window.since)}"
     scope = f"topic {topic}" if topic else "all topics"
@@ -143,10 +144,25 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         evidence=evidence,
         diagnoses=diagnoses,
         tables=[table],
+        series=minute_series(facts.get("series") or [], rows, many),
         notes=notes,
         followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
         window=window.label,
     )
+
+
+def minute_series(rows: list[dict], ranked: list[dict], many_clusters: bool) -> list[Series]:
+    """The per-minute write rates of the first partitions of the ranking, one line each, in the
+    ranking's order (the chart's legend reads like the table)."""
+    rank = {(r["cluster"], r["topic"], r["partition"]): n for n, r in enumerate(ranked)}
+    lines: dict[tuple, Series] = {}
+    for r in rows:
+        key = (r["cluster"], r["topic"], r["partition"])
+        if key not in lines:
+            label = f"{r['topic']}-{r['partition']}" + (f" [{r['cluster']}]" if many_clusters else "")
+            lines[key] = Series("Write rate per minute", "records/s", label=label)
+        lines[key].points.append((r["minute"].isoformat(), round(float(r["records_per_sec"] or 0.0), 1)))
+    return [lines[k] for k in sorted(lines, key=lambda k: rank.get(k, len(rank)))]
 
 
 COMMAND = Command(SPEC, run)

@@ -506,6 +506,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     }
     return LagReply(title=f"Lag of {group}", severity=severity, verdict=ranking.verdict, evidence=evidence,
                     diagnoses=diagnoses, sections=sections, notes=notes, tables=[per_partition],
+                    series=list(lake.series) if lake_facts is not None else [],
                     window=lake.window.label if lake is not None and lake.available else None, lag=data)
 
 

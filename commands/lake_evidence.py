@@ -409,10 +409,11 @@ async def controller(ctx: Context, request: CommandRequest, window: Window, bega
 
 
 async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str | None = None,
-              top: int = 10, rank_by: str = "peak") -> dict:
-    """``{"rows": [...], "data_end": ...}``: partitions ranked by their per-minute peak rate
-    (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``."""
-    return await run_query(ctx, request, _q("q_hot"), window.start, window.end, topic, top, rank_by)
+              top: int = 10, rank_by: str = "peak", chart: int = 0) -> dict:
+    """``{"rows": [...], "series": [...], "data_end": ...}``: partitions ranked by their per-minute
+    peak rate (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``;
+    ``series`` has the per-minute rates of the first ``chart`` of them."""
+    return await run_query(ctx, request, _q("q_hot"), window.start, window.end, topic, top, rank_by, chart)
 
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
@@ -476,6 +477,10 @@ async def group_lag(ctx: Context, request: CommandRequest, group: str, window: W
     out.last_commit = max(commits) if commits else None
     out.first_commit = min(firsts) if firsts else None
     out.details = partition_lag_lines(parts)
+    clusters = {r["cluster"] for r in facts.get("trend", [])}
+    out.series = [Series(f"Lag of {group}", "records", [(r["minute"].isoformat(), float(r["lag"]))
+                                                        for r in facts["trend"] if r["cluster"] == c],
+                         label=f"total lag [{c}]" if len(clusters) > 1 else "total lag") for c in sorted(clusters)]
     return out
 
 

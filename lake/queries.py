@@ -103,12 +103,17 @@ def q_controller(view, start, end) -> dict:
     return {"rows": rows(controller_anomalies(df)), "data_end": _data_end(df)}
 
 
-def q_hot(view, start, end, topic: str | None, top: int, rank_by: str = "peak") -> dict:
-    from spark_queries.hot import LEO, SIZE, hot_partitions
+def q_hot(view, start, end, topic: str | None, top: int, rank_by: str = "peak", chart: int = 0) -> dict:
+    """The ranking, and (``chart`` > 0) the per-minute rates of the first ``chart`` partitions
+    in ``series``, from the same window."""
+    from spark_queries.hot import LEO, SIZE, hot_partitions, minute_rates
     from spark_queries._common import only_metrics
 
     df = only_metrics(view.window(start, end), LEO, SIZE)
-    return {"rows": rows(hot_partitions(df, topic=topic, top=top, rank_by=rank_by)), "data_end": _data_end(df)}
+    ranked = rows(hot_partitions(df, topic=topic, top=top, rank_by=rank_by))
+    firsts = [(r["cluster"], r["topic"], r["partition"]) for r in ranked[:chart]]
+    series = rows(minute_rates(df, firsts)) if firsts else []
+    return {"rows": ranked, "series": series, "data_end": _data_end(df)}
 
 
 # --------------------------------------------------------------------------- consumer lag
@@ -119,7 +124,7 @@ def q_group_lag(view, start, end, group: str) -> dict:
 
     from lake.schema import LABEL_GROUP
     from spark_queries._common import label, only_metrics
-    from spark_queries.lag import COMMITTED, LAG, LOG_END, group_lag_status, partition_lag_status
+    from spark_queries.lag import COMMITTED, LAG, LOG_END, group_lag_status, lag_per_minute, partition_lag_status
 
     win = view.window(start, end)
     commits = only_metrics(win, COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
@@ -127,10 +132,11 @@ def q_group_lag(view, start, end, group: str) -> dict:
     # lag rows were taken at commit times and stay frozen once the consumers stop committing)
     ends = only_metrics(win, LOG_END).join(commits.select("cluster", "topic", "partition").distinct(),
                                           on=["cluster", "topic", "partition"], how="left_semi")
-    parts = partition_lag_status(commits.unionByName(ends), now=end).cache()
+    both = commits.unionByName(ends)
+    parts = partition_lag_status(both, now=end).cache()
     try:
         return {"partitions": rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
-                "group": rows(group_lag_status(parts))}
+                "group": rows(group_lag_status(parts)), "trend": rows(lag_per_minute(both))}
     finally:
         parts.unpersist()
 

@@ -38,6 +38,41 @@ SIZE = "Size"
 METADATA_LOG = "__cluster_metadata"
 
 
+def _replica_minutes(samples: DataFrame, key: list[str]) -> DataFrame:
+    """Per replica series and minute: growth = the sum of the positive steps (see the module
+    docstring); a step belongs to the minute of its later sample."""
+    step = F.greatest(F.col("value") - F.lag("value").over(Window.partitionBy(*key).orderBy("ts")), F.lit(0.0))
+    minute = bucket("ts", PEAK_BUCKET_S)
+    return samples.select(*key, "ts", "value", step.alias("step"), minute.alias("minute")).groupBy(*key, "minute").agg(
+        F.sum("step").alias("growth"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
+        F.max_by("value", "ts").alias("last_value"), F.sum("value").alias("value_sum"), F.count("*").alias("n"),
+    )
+
+
+def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataFrame:
+    """The per-minute write rate (records/s) of each (cluster, topic, partition) asked for: one
+    replica's LogEndOffset growth in the minute over 60 s. The replica is the one that grew most
+    over the window, ties going to the one that never trailed (highest mean LEO, as for
+    ``leader_broker``): a follower's copy of a burst lands a minute late, and taking the max of
+    both per minute would draw a one-minute burst two minutes wide. Columns cluster, topic,
+    partition, minute, records_per_sec; for the chart of the partitions ranked first."""
+    part = ["cluster", "topic", "partition"]
+    key = [*part, "metric", "broker"]
+    wanted = F.lit(False)
+    for cluster, topic, partition in partitions:  # a handful: literals, never SQL text
+        wanted = wanted | ((F.col("cluster") == F.lit(cluster)) & (F.col("topic") == F.lit(topic))
+                           & (F.col("partition") == F.lit(int(partition))))
+    samples = df.filter((F.col("metric") == F.lit(LEO)) & wanted).select(*key, "ts", "value")
+    minutes = _replica_minutes(samples, key)
+    replicas = minutes.groupBy(*part, "broker").agg(
+        F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"), (F.sum("value_sum") / F.sum("n")).alias("mean_value"))
+    chosen = replicas.groupBy(*part).agg(
+        F.max_by("broker", F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))).alias("broker"))
+    return (minutes.join(chosen, on=[*part, "broker"], how="left_semi")
+            .select(*part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec"))
+            .orderBy(*part, "minute"))
+
+
 RANK_BY = ("peak", "mean")
 #: width of the buckets whose rates the peak is taken over
 PEAK_BUCKET_S = 60
@@ -79,15 +114,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
     else:
         keep = keep & (F.col("topic") != F.lit(METADATA_LOG))
     samples = df.filter(keep).select(*key, "ts", "value").repartition(*part)
-
-    # per replica series and minute: growth = sum of the positive steps (see the module
-    # docstring); a step belongs to the minute of its later sample
-    step = F.greatest(F.col("value") - F.lag("value").over(Window.partitionBy(*key).orderBy("ts")), F.lit(0.0))
-    minute = bucket("ts", PEAK_BUCKET_S)
-    minutes = samples.select(*key, "ts", "value", step.alias("step"), minute.alias("minute")).groupBy(*key, "minute").agg(
-        F.sum("step").alias("growth"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
-        F.max_by("value", "ts").alias("last_value"), F.sum("value").alias("value_sum"), F.count("*").alias("n"),
-    )
+    minutes = _replica_minutes(samples, key)
     elapsed_s = (F.unix_micros(F.max("last_ts")) - F.unix_micros(F.min("first_ts"))) / F.lit(1e6)
     replicas = minutes.groupBy(*key).agg(
         F.when(elapsed_s > 0, F.coalesce(F.sum("growth"), F.lit(0.0)) / elapsed_s).alias("per_sec"),

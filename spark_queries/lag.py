@@ -200,3 +200,31 @@ def group_lag_status(partition_status: DataFrame) -> DataFrame:
         F.col("ml.partition").alias("max_lag_partition"),
         F.col("ml.lag").alias("max_lag"),
     )
+
+
+def lag_per_minute(df: DataFrame, bucket_s: int = 60) -> DataFrame:
+    """The group's total lag per minute, for a chart: per partition and minute, the newest log end
+    offset any replica reported minus the newest committed offset, each carried forward from the
+    minute it was last seen (a consumer that stopped committing keeps its last offset while the
+    log end grows, which is the picture of a STOP), summed over the partitions. ``df`` holds the
+    group's CommittedOffset rows and its partitions' LogEndOffset rows. Columns cluster, minute,
+    lag (records), partitions (how many partitions had both offsets by then)."""
+    from spark_queries._common import bucket
+
+    part = ["cluster", "topic", "partition"]
+    minute = bucket("ts", bucket_s).alias("minute")
+    per_minute = df.filter(F.col("metric").isin([COMMITTED, LOG_END])).groupBy(*part, minute).agg(
+        F.max(F.when(F.col("metric") == F.lit(LOG_END), F.col("value"))).alias("log_end"),
+        F.max(F.when(F.col("metric") == F.lit(COMMITTED), F.col("value"))).alias("committed"))
+    # every partition at every minute of its cluster, so a partition's last offsets are carried
+    # into the minutes it was not sampled in (a stopped group commits nothing more)
+    grid = per_minute.select("cluster", "minute").distinct().join(per_minute.select(*part).distinct(), on="cluster")
+    per_minute = grid.join(per_minute, on=[*part, "minute"], how="left")
+    so_far = Window.partitionBy(*part).orderBy("minute").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    filled = per_minute.select(*part, "minute", F.last("log_end", ignorenulls=True).over(so_far).alias("log_end"),
+                               F.last("committed", ignorenulls=True).over(so_far).alias("committed"))
+    lag = F.when(F.col("log_end").isNotNull() & F.col("committed").isNotNull(),
+                 F.greatest(F.col("log_end") - F.col("committed"), F.lit(0.0)))
+    return (filled.select("cluster", "minute", lag.alias("lag")).groupBy("cluster", "minute")
+            .agg(F.sum("lag").alias("lag"), F.count("lag").alias("partitions"))
+            .filter(F.col("partitions") > 0).orderBy("cluster", "minute"))

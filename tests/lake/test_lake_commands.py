@@ -117,6 +117,11 @@ async def test_hot_partitions_names_the_hot_key_partition(ctx_at, lake_service):
     # the runbook's own warning about adding partitions, word for word from the KB
     first = ctx.kb.failure_modes["hot-partition"].do_not[0]
     assert reply.notes[0] == f"Do not: {first.action}. {first.why}"
+    # the chart: the first partitions of the ranking, per minute, the hot one on top at its peak
+    assert [s.label for s in reply.series] == [r["partition"] for r in rows[:len(reply.series)]] and len(reply.series) == 5
+    hottest = reply.series[0]
+    assert hottest.unit == "records/s" and len(hottest.points) >= 14
+    assert max(v for _t, v in hottest.points) == rows[0]["peak rec/s"]
 
 
 async def test_hot_partitions_of_one_topic_over_a_short_window(ctx_at):
@@ -298,6 +303,11 @@ async def test_lag_adds_the_burrow_window_verdict(ctx_at):
     per = next(s for s in reply.sections if s.heading.startswith("Window verdict per partition"))
     assert all(": REWIND (" in line for line in per.lines)
     assert not any("needs the metric lake" in n for n in reply.notes)
+    # the chart: the group's total lag per minute over the window
+    (trend,) = reply.series
+    assert trend.title == "Lag of topic-003-consumers" and trend.unit == "records" and trend.label == "total lag"
+    assert len(trend.points) >= 9 and all(v >= 0 for _t, v in trend.points)
+    assert "2024-05-01T11:30" <= trend.points[0][0] < trend.points[-1][0] <= "2024-05-01T11:40"
 
 
 async def test_lag_healthy_group_is_ok_in_the_window(ctx_at):

@@ -2,7 +2,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from spark_queries.hot import hot_partitions
+from spark_queries.hot import hot_partitions, minute_rates
 from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
@@ -72,6 +72,25 @@ def test_a_short_burst_ranks_by_its_peak_minute(lake_df):
                          checkRowOrder=True)
     with pytest.raises(ValueError, match="rank_by"):
         hot_partitions(frame, rank_by="loudest")
+
+
+def test_minute_rates_chart_the_burst_minute_by_minute(lake_df):
+    """Per minute, one replica's growth over 60 s - the replica that never trailed, so a burst its
+    follower copied a minute later is drawn once - only for the partitions asked for (a name with
+    SQL in it is a plain value)."""
+    leo = "LogEndOffset"
+    burst = [0] * 10 + [42000] * 6         # 42,000 records in minute 10: 700/s there, 0 elsewhere
+    follower = [0] * 11 + [42000] * 5      # trails by a minute: the leader's minute wins
+    rows = (series(leo, "orders", 1, 1, burst) + series(leo, "orders", 1, 2, follower)
+            + series(leo, "orders", 0, 1, [i * 600 for i in range(16)]) + series(leo, EVIL, 0, 1, [0, 60, 120]))
+    out = minute_rates(lake_df(rows), [("c1", "orders", 1), ("c1", EVIL, 0)]).collect()
+    orders = [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == "orders"]
+    assert [m for m, _ in orders] == [local(at(i)) for i in range(16)]
+    assert dict(orders)[local(at(10))] == 700.0
+    assert sum(v for _, v in orders) == 700.0    # the burst once, in its own minute
+    assert [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == EVIL] == [
+        (local(at(0)), 0.0), (local(at(1)), 1.0), (local(at(2)), 1.0)]
+    assert not [r for r in out if r["partition"] == 0 and r["topic"] == "orders"]   # not asked for
 
 
 def test_hot_partitions_topic_filter_and_top(frame):

@@ -50,3 +50,18 @@ def test_group_total_is_the_sum_of_current_lags(stopped):
     out = group_lag_status(partition_lag_status(stopped, now=at(10))).select("status", "worst_status", "total_lag")
     assertDataFrameEqual(out, [Row("ERR", "STOP", 1616.0)])
 
+
+
+def test_lag_per_minute_grows_after_the_consumers_stop(stopped):
+    """The chart of `lag <group>`: per minute, the newest log end minus the newest commit so far,
+    both carried into minutes without samples, summed over the partitions that have both by then."""
+    from spark_queries.lag import lag_per_minute
+
+    out = {r["minute"]: (r["lag"], r["partitions"]) for r in lag_per_minute(stopped).collect()}
+    assert sorted(out) == [local(at(m)) for m in range(11)]
+    leader = lambda m: 1200 + 143.8 * m  # noqa: E731
+    assert out[local(at(0))] == (pytest.approx(leader(0) - 1000), 1)       # partition 1 has no commit yet
+    assert out[local(at(3))] == (pytest.approx(leader(3) - 1042), 1)       # partition 0 stopped at 1,042
+    # partition 1 commits 500 at minute 4; its log end (510, seen at minute 2) is carried forward
+    assert out[local(at(4))] == (pytest.approx(leader(4) - 1042 + 10), 2)
+    assert out[local(at(10))] == (pytest.approx(leader(10) - 1042 + 10), 2)
