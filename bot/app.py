@@ -7,9 +7,10 @@ failure lab); nothing here parses arguments or prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from commands.context import Context
+from kbot_settings import load
 from runbook_kb import default_kb
 
 
@@ -23,29 +24,34 @@ def local_env(cluster, name: str = "local") -> dict[str, str]:
     }
 
 
-def use_running_local_cluster() -> None:
-    """With no cluster configured, point this process at the local cluster if it is running, so
-    `kbot ask` in another terminal sees what `kbot run` started."""
-    if cluster_configured():
-        return
+def effective_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The configuration this process runs with: ``env`` (default: the process environment) and,
+    when it configures no cluster, the local cluster if that is running - so `kbot ask` in another
+    terminal sees what `kbot run` started. A copy: the process environment is never written to
+    pass configuration around."""
+    out = dict(os.environ if env is None else env)
+    if cluster_configured(out):
+        return out
     from localkafka.cluster import LocalCluster
 
     cluster = LocalCluster(name="dev")
     if any(n.pid() for n in cluster.nodes):
-        os.environ.update(local_env(cluster))
+        out.update(local_env(cluster))
+    return out
 
 
-def cluster_configured() -> bool:
+def cluster_configured(env: Mapping[str, str] | None = None) -> bool:
     from live.config import ConfigError, load_config
 
     try:
-        clusters, _default = load_config()
+        clusters, _default = load_config(env)
     except ConfigError:
         return True  # configured, if wrongly: the commands will say what is wrong
     return bool(clusters)
 
 
-def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None) -> Context:
+def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None,
+                 env: Mapping[str, str] | None = None) -> Context:
     """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
     start costs seconds that a single question should not pay."""
@@ -53,12 +59,13 @@ def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] |
     from live.pool import GatewayPool
 
     from .gate import default_gate
+    from .settings import Settings
 
-    use_running_local_cluster()
-    pool = GatewayPool()
-    want_lake = lake or os.environ.get("KBOT_LAKE", "").strip().lower() in ("1", "true", "yes", "on")
+    env = effective_env(env)
+    pool = GatewayPool(env=env)
+    want_lake = lake or load(env).kbot_lake is True
     ctx = Context(kb=default_kb(), live=pool if pool.configured() else None,
-                  gate=default_gate(), lake=lake_from_env() if want_lake else None)
+                  gate=default_gate(Settings.from_env(env)), lake=lake_from_env(env) if want_lake else None)
     if progress is not None:
         ctx.progress = progress
     return ctx

@@ -6,6 +6,7 @@
     kbot lake collect|ingest|status   the metric lake
     kbot lab list|run MODE|heal   the failure lab: reproduce a failure mode, judge the bot's answer
     kbot serve                    the Slack app
+    kbot config                   the effective configuration, secrets masked, with each value's source
     kbot run                      the main job: local cluster if none is configured, then console
 
 Exit codes: 0 answered, 1 an evidence source or the bot failed, 2 bad input.
@@ -24,19 +25,49 @@ from runbook_kb import KBError, default_kb
 EXIT_BAD_INPUT = 2
 
 
-def _choose_cluster(name: str) -> str | None:
-    """``--cluster NAME``: make NAME this process's default cluster (KBOT_CLUSTER, which
+def _choose_cluster(name: str, env: dict[str, str]) -> str | None:
+    """``--cluster NAME``: make NAME the default cluster of ``env`` (KBOT_CLUSTER, which
     live/config.py honours), after checking it is configured. Returns the problem, if any."""
     from live.config import ConfigError, load_clusters
 
     try:
-        known = sorted(load_clusters())
+        known = sorted(load_clusters(env))
     except ConfigError as exc:
         return str(exc)
     if name not in known:
         return f"unknown Kafka cluster {name!r}; configured clusters: {', '.join(known) or 'none'}"
-    os.environ["KBOT_CLUSTER"] = name
+    env["KBOT_CLUSTER"] = name
     return None
+
+
+def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """`kbot config`: the effective configuration, secrets masked, and where each value came from."""
+    import json
+
+    from kbot_settings import SettingsError, describe, load, markdown_table
+
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    try:
+        settings = load(env)
+    except SettingsError as exc:
+        for line in exc.lines:
+            print(f"kbot config: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    views = describe(settings, env)
+    if args.json:
+        print(json.dumps([{"name": v.env, "value": v.value, "source": v.source, "section": v.section,
+                           "secret": v.secret} for v in views], indent=2))
+        return 0
+    section = None
+    for v in views:
+        if v.section != section:
+            section = v.section
+            print(f"\n{section}")
+        shown = v.value if v.value is not None else "(not set)"
+        print(f"  {v.env:<32} {shown:<44} {v.source}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the runbook knowledge base and exit",
                            description="Load and validate the whole runbook knowledge base.")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
+    config = sub.add_parser("config", help="show the effective configuration (secrets masked) and where each value came from",
+                            description="Every setting the bot reads, its value (secrets masked) and its source: the "
+                                        "environment or the default. Exits 2 when a value is wrong, naming it.")
+    config.add_argument("--json", action="store_true", help="print the settings as JSON")
+    config.add_argument("--markdown", action="store_true", help="print the README's configuration table")
     try:
         from localkafka.cli import register as register_cluster
     except ImportError:  # the local cluster tooling is optional at import time
@@ -85,23 +121,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("KBOT_LOG_LEVEL", "WARNING"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if os.environ.get("KBOT_LOG_LEVEL", "").upper() != "DEBUG":
-        # kafka-python logs every refused connection; the answer already says the cluster is down.
-        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    from kbot_settings import SettingsError, load
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    # The configuration travels down as this mapping; the process environment is only read here.
+    env = dict(os.environ)
+    if args.command == "config":
+        return _config(args, env)
+    try:
+        settings = load(env)
+    except SettingsError as exc:  # one line per wrong variable, then stop: nothing runs half-configured
+        for line in exc.lines:
+            print(f"kbot: configuration: {line}", file=sys.stderr)
+        print("kbot: `kbot config` shows every setting and where it came from", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    logging.basicConfig(level=settings.kbot_log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.kbot_log_level != "DEBUG":
+        # kafka-python logs every refused connection; the answer already says the cluster is down.
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     try:
         kb = default_kb()
     except KBError as exc:
         print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
         return 1
     if args.command in ("ask", "console") and args.cluster is not None:
-        problem = _choose_cluster(args.cluster)
+        problem = _choose_cluster(args.cluster, env)
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -111,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(ask(" ".join(text), args.json, png))
+        return asyncio.run(ask(" ".join(text), args.json, png, env))
     if args.command == "console":
         from .console import console
 
-        return console(args.json)
+        return console(args.json, env)
     if args.command == "check":
         from runbook_kb.lookup import Lookup
 
@@ -147,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         from .slack_app import run as run_serve
 
-        return run_serve(args)
+        return run_serve(args, env)
     if args.command == "run":
         from .run import run as run_main
 
-        return run_main(args)
+        return run_main(args, env)
     parser.print_help()
     return EXIT_BAD_INPUT
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from commands.context import Context
 from commands.dispatch import Answer, answer, complete
+from kbot_settings import load
 
 from .app import close_context, make_context
 from .render import render_addition, render_json, render_text
 from .spinner import Spinner
 
-STATE_DIR = Path(os.environ.get("KBOT_HOME", Path.home() / ".kbot"))
 
 
 def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
@@ -89,8 +90,8 @@ async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_js
     return final
 
 
-async def ask(text: str, as_json: bool, png: str | None = None) -> int:
-    ctx = make_context(lake=False, progress=_progress)
+async def ask(text: str, as_json: bool, png: str | None = None, env: Mapping[str, str] | None = None) -> int:
+    ctx = make_context(lake=False, progress=_progress, env=env)
     try:
         result = await _answer_and_emit(text, ctx, as_json)
     finally:
@@ -100,7 +101,7 @@ async def ask(text: str, as_json: bool, png: str | None = None) -> int:
     return result.exit_code
 
 
-def _console_lines(prompt: str):
+def _console_lines(prompt: str, home: Path):
     """Lines typed by the user: prompt_toolkit with history on a terminal, plain stdin otherwise."""
     if sys.stdin.isatty():
         from prompt_toolkit import PromptSession
@@ -109,7 +110,7 @@ def _console_lines(prompt: str):
         from .settings import private_dir, private_file
 
         # the history holds every command typed, tokens of confirmations included: private
-        history = private_file(private_dir(STATE_DIR) / "console_history")
+        history = private_file(private_dir(home) / "console_history")
         session = PromptSession(history=FileHistory(str(history)))
         while True:
             try:
@@ -137,16 +138,19 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
         print("\nCancelled.", file=sys.stderr)
 
 
-def console(as_json: bool) -> int:
+def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    settings = load(env)
     # Spark's JVM (the lake, started in the background) writes its start-up warnings to a log in
-    # the state folder instead of over the prompt.
-    os.environ.setdefault("KBOT_SPARK_LOG", str(STATE_DIR / "spark.log"))
-    ctx = make_context(progress=_progress)
+    # the state folder instead of over the prompt. (The one variable still set in this process:
+    # Spark's launcher reads it from the process environment, not from the bot's settings.)
+    os.environ.setdefault("KBOT_SPARK_LOG", str(settings.spark_log))
+    ctx = make_context(progress=_progress, env=env)
     if sys.stdin.isatty():
         print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")
     loop = asyncio.new_event_loop()
     try:
-        for line in _console_lines("kafka> "):
+        for line in _console_lines("kafka> ", settings.home):
             text = line.strip()
             if not text:
                 continue

@@ -17,7 +17,9 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
+from collections.abc import Mapping
+
+from kbot_settings import load
 
 from .app import cluster_configured, local_env
 
@@ -51,41 +53,45 @@ def embedded_cluster() -> dict[str, str]:
     return local_env(cluster)
 
 
-def start_collection() -> subprocess.Popen | None:
+def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     """Collect the cluster's metrics into the lake in a child process (scrape every 10 s, ingest
-    with Spark every 60 s), logging to the state dir; stopped when the bot exits."""
-    if not os.environ.get("KBOT_METRICS_TARGETS"):
+    with Spark every 60 s), logging to the state dir; stopped when the bot exits. The child gets
+    this run's configuration as its environment."""
+    if not env.get("KBOT_METRICS_TARGETS"):
         _say("no metrics targets (KBOT_METRICS_TARGETS): not collecting into the lake")
         return None
     from .settings import private_dir, private_file
 
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
-    state = private_dir(Path(os.environ.get("KBOT_STATE_DIR") or Path.home() / ".kbot").expanduser())
+    state = private_dir(load(env).state_dir)
     log = private_file(state / "collector.log").open("a")
     cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-every", "60"]
-    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
 
 
-def run(args) -> int:
-    if not cluster_configured() and not args.no_cluster:
+def run(args, env: Mapping[str, str] | None = None) -> int:
+    # This run's configuration: the environment plus what the run itself decides (the embedded
+    # cluster, the lake on), handed down explicitly - never written into os.environ.
+    env = dict(os.environ if env is None else env)
+    if not cluster_configured(env) and not args.no_cluster:
         try:
-            os.environ.update(embedded_cluster())
+            env.update(embedded_cluster())
         except Exception as exc:  # the run goes on: runbook answers need no cluster
             _say(f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only")
     collector = stack = None
     if getattr(args, "alerts", False):
         try:
-            stack = start_alert_stack()
+            stack = start_alert_stack(env)
         except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
             _say(f"--alerts: {exc}")
             return 2
     if not args.no_lake:
-        os.environ.setdefault("KBOT_LAKE", "1")
-        collector = start_collection()
+        env.setdefault("KBOT_LAKE", "1")
+        collector = start_collection(env)
     try:
-        return _serve_or_console(args)
+        return _serve_or_console(args, env)
     finally:
         if stack is not None:
             stack.stop()
@@ -97,18 +103,18 @@ def run(args) -> int:
                 collector.kill()
 
 
-def _serve_or_console(args) -> int:
+def _serve_or_console(args, env: dict[str, str]) -> int:
     from .slack_app import configured, run as run_serve
 
-    if configured():
-        return run_serve(args)
+    if configured(env):
+        return run_serve(args, env)
     from .console import console
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
-    return console(args.json)
+    return console(args.json, env)
 
 
-def start_alert_stack():
+def start_alert_stack(env: dict[str, str]):
     """Prometheus + Alertmanager for `kbot run --alerts`; None (and why, on stderr) when it cannot run.
     The webhook token is made up for this run unless KBOT_ALERT_TOKEN is set; Alertmanager reads it
     from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
@@ -119,22 +125,22 @@ def start_alert_stack():
     from .settings import Settings
     from .slack_app import configured
 
-    if not configured():
+    if not configured(env):
         _say("--alerts: alerts open threads in Slack, and no Slack tokens are set (SLACK_BOT_TOKEN with "
              "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager")
         return None
-    targets = os.environ.get("KBOT_METRICS_TARGETS", "")
+    targets = env.get("KBOT_METRICS_TARGETS", "")
     if not targets:
         _say("--alerts: no metrics targets (KBOT_METRICS_TARGETS) to scrape: not starting Prometheus and Alertmanager")
         return None
-    os.environ.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))
-    if not os.environ.get(ROUTES_ENV) and not os.environ.get(CHANNEL_ENV):
-        os.environ[CHANNEL_ENV] = "#kafka-alerts"
+    env.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))   # the Slack app below reads it from env too
+    if not env.get(ROUTES_ENV) and not env.get(CHANNEL_ENV):
+        env[CHANNEL_ENV] = "#kafka-alerts"
         _say(f"--alerts: alert threads go to #kafka-alerts (set {CHANNEL_ENV} or {ROUTES_ENV} to choose)")
-    AlertConfig.from_env()  # a wrong routes file stops here, before anything starts
-    settings = Settings.from_env()
-    stack = local_stack(settings.state_dir, targets, f"http://127.0.0.1:{settings.port}{PATH}", os.environ[TOKEN_ENV],
-                        cluster=os.environ.get("KBOT_CLUSTER_NAME") or "local")
+    AlertConfig.from_env(env)  # a wrong routes file stops here, before anything starts
+    settings = Settings.from_env(env)
+    stack = local_stack(settings.state_dir, targets, f"http://127.0.0.1:{settings.port}{PATH}", env[TOKEN_ENV],
+                        cluster=env.get("KBOT_CLUSTER_NAME") or "local")
     try:
         stack.start()
     except StackError as exc:

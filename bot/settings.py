@@ -1,4 +1,5 @@
-"""The Slack side's configuration, read from the environment once at start-up.
+"""The Slack side's configuration: its part of the one settings object (kbot_settings, which
+defines and validates every variable; `kbot config` shows them), read once at start-up.
 
     SLACK_BOT_TOKEN           xoxb-... the bot's Web API token
     SLACK_SIGNING_SECRET      verifies that HTTP requests come from Slack (HTTP mode)
@@ -94,30 +95,38 @@ class Settings:
     max_in_flight: int = 16
     audit_topic: str | None = None
     audit_cluster: str | None = None
+    # the configuration these settings were read from: the parts still parsed by their own modules
+    # (cluster routing, alert routes) read it from here, never from the process environment
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        env = os.environ if env is None else env
-        api_url = env.get("SLACK_API_URL") or DEFAULT_API_URL
+        """The Slack side's view of the one settings object (kbot_settings); raises
+        kbot_settings.SettingsError naming every wrong variable."""
+        from kbot_settings import load
+
+        env = dict(os.environ if env is None else env)
+        s = load(env)
+        secret = lambda v: v.get_secret_value() if v is not None else None  # noqa: E731
         return cls(
-            bot_token=env.get("SLACK_BOT_TOKEN") or None,
-            signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
-            app_token=env.get("SLACK_APP_TOKEN") or None,
-            # slack_sdk joins base_url and the method name by plain concatenation.
-            api_url=api_url if api_url.endswith("/") else api_url + "/",
-            allowed_team_ids=_csv(env.get("KBOT_ALLOWED_TEAM_IDS")),
-            allowed_enterprise_ids=_csv(env.get("KBOT_ALLOWED_ENTERPRISE_IDS")),
-            allowed_api_app_ids=_csv(env.get("KBOT_ALLOWED_API_APP_IDS")),
-            rbac_file=Path(env["KBOT_RBAC_FILE"]).expanduser() if env.get("KBOT_RBAC_FILE") else None,
-            digest_schedules=env.get("KBOT_DIGEST_SCHEDULES", ""),
-            state_dir=Path(env.get("KBOT_STATE_DIR") or Path.home() / ".kbot").expanduser(),
-            port=int(env.get("KBOT_PORT") or env.get("PORT") or 3000),
-            confirm_ttl_s=float(env.get("KBOT_CONFIRM_TTL_S") or 900),
-            high_risk_kinds=_csv(env.get("KBOT_HIGH_RISK_KINDS", "abort-txn")),
-            approvers_required=max(1, int(env.get("KBOT_APPROVERS_REQUIRED") or 1)),
-            max_in_flight=max(1, int(env.get("KBOT_MAX_IN_FLIGHT") or 16)),
-            audit_topic=env.get("KBOT_AUDIT_TOPIC") or None,
-            audit_cluster=env.get("KBOT_AUDIT_CLUSTER") or None,
+            bot_token=secret(s.slack_bot_token),
+            signing_secret=secret(s.slack_signing_secret),
+            app_token=secret(s.slack_app_token),
+            api_url=s.slack_api_url,
+            allowed_team_ids=_csv(s.kbot_allowed_team_ids),
+            allowed_enterprise_ids=_csv(s.kbot_allowed_enterprise_ids),
+            allowed_api_app_ids=_csv(s.kbot_allowed_api_app_ids),
+            rbac_file=s.kbot_rbac_file.expanduser() if s.kbot_rbac_file else None,
+            digest_schedules=s.kbot_digest_schedules or "",
+            state_dir=s.state_dir,
+            port=s.kbot_port,
+            confirm_ttl_s=s.kbot_confirm_ttl_s,
+            high_risk_kinds=_csv(s.kbot_high_risk_kinds),
+            approvers_required=s.kbot_approvers_required,
+            max_in_flight=s.kbot_max_in_flight,
+            audit_topic=s.kbot_audit_topic,
+            audit_cluster=s.kbot_audit_cluster,
+            env=env,
         )
 
     @property

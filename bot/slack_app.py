@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .audit import RedactingFilter
@@ -66,9 +68,11 @@ def configured(env=None) -> bool:
     return Settings.from_env(env).mode is not None
 
 
-def run(args: argparse.Namespace) -> int:
-    """`kbot serve`; also callable with another command's args (host / port / check default)."""
-    settings = Settings.from_env()
+def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    """`kbot serve`; also callable with another command's args (host / port / check default).
+    ``env``: the configuration (default: the process environment)."""
+    env = dict(os.environ if env is None else env)
+    settings = Settings.from_env(env)
     as_json = getattr(args, "check", False) and getattr(args, "json", False)
     if as_json:
         import json
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
-            cfg = AlertConfig.from_env()
+            cfg = AlertConfig.from_env(env)
             alerts = {"configured": cfg is not None, "routes": len(cfg.routes) if cfg else 0,
                       "default_channel": cfg.default_channel if cfg else None}
         except AlertConfigError as exc:
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from .alerts import AlertConfig, AlertConfigError
 
     try:
-        alerts = AlertConfig.from_env()
+        alerts = AlertConfig.from_env(env)
     except AlertConfigError as exc:  # one line naming the file and the entry, never a traceback
         print(f"kbot serve: {exc}", file=sys.stderr)
         return 2
@@ -114,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).setLevel(logging.INFO)
     try:
         asyncio.run(serve(settings, host=getattr(args, "host", None) or "0.0.0.0",
-                          port=getattr(args, "port", None) or settings.port))
+                          port=getattr(args, "port", None) or settings.port, env=env))
     except KeyboardInterrupt:
         pass
     return 0
 
 
-async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None) -> None:
+async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None,
+                env: Mapping[str, str] | None = None) -> None:
     from aiohttp import web
 
     from .slack_bot import KafkaBot
@@ -128,7 +133,7 @@ async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, 
     if ctx is None:
         from .app import make_context
 
-        ctx = make_context()
+        ctx = make_context(env=env)
     bot = KafkaBot(settings, ctx=ctx)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

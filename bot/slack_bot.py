@@ -33,7 +33,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -185,7 +185,7 @@ class KafkaBot:
         self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
-        self.routing = _routing()
+        self.routing = _routing(settings.env or None)
         self.schedules = parse_schedules(settings.digest_schedules)
         self._check_schedules()
         self.tasks: set[asyncio.Task] = set()
@@ -673,10 +673,10 @@ def install_routes(bot: KafkaBot, app: web.Application) -> None:
     from .health import install as install_health
 
     install_health(bot, app)
-    install_alerts(bot, app)
+    install_alerts(bot, app, bot.settings.env or None)
 
 
-def _routing():
+def _routing(env: Mapping[str, str] | None):
     """The cluster routing (bot/cluster_routing.py) when clusters are configured; None routes
     nothing (no cluster: the runbook still answers, and the commands say a cluster is missing)."""
     from live.config import ConfigError
@@ -684,7 +684,7 @@ def _routing():
     from .cluster_routing import Routing
 
     try:
-        routing = Routing.from_env()
+        routing = Routing.from_env(env)
     except ConfigError as exc:
         log.error("cluster routing is off: %s", exc)
         return None
