@@ -54,8 +54,10 @@ def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataF
     replica's LogEndOffset growth in the minute over 60 s. The replica is the one that grew most
     over the window, ties going to the one that never trailed (highest mean LEO, as for
     ``leader_broker``): a follower's copy of a burst lands a minute late, and taking the max of
-    both per minute would draw a one-minute burst two minutes wide. Columns cluster, topic,
-    partition, minute, records_per_sec; for the chart of the partitions ranked first."""
+    both per minute would draw a one-minute burst two minutes wide. A series' first minute is left
+    out: the step from the sample before the window is not in it, so it would show a fraction of
+    the real rate. Columns cluster, topic, partition, minute, records_per_sec; for the chart of
+    the partitions ranked first."""
     part = ["cluster", "topic", "partition"]
     key = [*part, "metric", "broker"]
     wanted = F.lit(False)
@@ -68,7 +70,9 @@ def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataF
         F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"), (F.sum("value_sum") / F.sum("n")).alias("mean_value"))
     chosen = replicas.groupBy(*part).agg(
         F.max_by("broker", F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))).alias("broker"))
+    first = F.min("minute").over(Window.partitionBy(*part, "broker"))
     return (minutes.join(chosen, on=[*part, "broker"], how="left_semi")
+            .withColumn("first_minute", first).filter(F.col("minute") > F.col("first_minute"))
             .select(*part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec"))
             .orderBy(*part, "minute"))
 
