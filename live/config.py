@@ -51,13 +51,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 MASK = "***"
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -81,11 +84,11 @@ class Secret(str):
     def __repr__(self) -> str:
         return repr(MASK)
 
-    def __reduce__(self):  # don't let pickling turn it back into a plain str silently
+    def __reduce__(self) -> tuple[type[Secret], tuple[str]]:  # don't let pickling turn it back into a plain str silently
         return (Secret, (str.__str__(self),))
 
 
-def _secret(value) -> Secret | None:
+def _secret(value: object) -> Secret | None:
     if value is None or value == "":
         return None
     return value if isinstance(value, Secret) else Secret(str(value))
@@ -118,8 +121,9 @@ class ClusterConfig:
     role: str = "observer"          # whose credentials these are: "observer" or "operator" (for messages)
     source: str = "code"            # "env", "file:<path>" or "code" (for messages)
 
-    def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen)
+    def __post_init__(self) -> None:
+        def set_(k: str, v: object) -> None:
+            object.__setattr__(self, k, v)  # frozen
         set_("sasl_password", _secret(self.sasl_password))
         set_("ssl_key_password", _secret(self.ssl_key_password))
         set_("operator_sasl_password", _secret(self.operator_sasl_password))
@@ -177,7 +181,7 @@ class ClusterConfig:
     @property
     def metrics_urls(self) -> dict[int, str]:
         """Node id -> Prometheus URL, from ``metrics_targets``."""
-        out = {}
+        out: dict[int, str] = {}
         for item in filter(None, (x.strip() for x in (self.metrics_targets or "").split(","))):
             node, _, url = item.partition("=")
             out[int(node)] = url.strip()
@@ -217,7 +221,7 @@ class ClusterConfig:
         action connects with. Without operator settings: the same credentials, labelled operator."""
         from dataclasses import replace
 
-        changes: dict = {"role": "operator", "client_id": f"{self.client_id}-operator",
+        changes: dict[str, Any] = {"role": "operator", "client_id": f"{self.client_id}-operator",
                          "operator_sasl_username": None, "operator_sasl_password": None,
                          "operator_ssl_cert": None, "operator_ssl_key": None, "operator_ssl_key_password": None}
         if self.operator_sasl_username:
@@ -227,14 +231,15 @@ class ClusterConfig:
                            ssl_key_password=self.operator_ssl_key_password)
         return replace(self, **changes)
 
-    def confluent_conf(self) -> dict:
+    def confluent_conf(self) -> dict[str, str]:
         """Settings for confluent-kafka / librdkafka (dotted names)."""
-        conf: dict = {
+        conf: dict[str, str] = {
             "bootstrap.servers": ",".join(self.bootstrap_list),
             "security.protocol": self.security_protocol,
             "client.id": self.client_id,
         }
         if self.uses_sasl:
+            assert self.sasl_mechanism and self.sasl_username and self.sasl_password  # validate() saw to it
             conf["sasl.mechanism"] = self.sasl_mechanism
             conf["sasl.username"] = self.sasl_username
             conf["sasl.password"] = self.sasl_password
@@ -242,20 +247,22 @@ class ClusterConfig:
             if self.ssl_ca:
                 conf["ssl.ca.location"] = self.ssl_ca
             if self.ssl_cert:
+                assert self.ssl_key  # validate(): mTLS needs both
                 conf["ssl.certificate.location"] = self.ssl_cert
                 conf["ssl.key.location"] = self.ssl_key
             if self.ssl_key_password:
                 conf["ssl.key.password"] = self.ssl_key_password
         return conf
 
-    def kafka_python_conf(self) -> dict:
+    def kafka_python_conf(self) -> dict[str, str | list[str]]:
         """Keyword arguments for kafka-python clients (underscore names)."""
-        conf: dict = {
+        conf: dict[str, str | list[str]] = {
             "bootstrap_servers": self.bootstrap_list,
             "security_protocol": self.security_protocol,
             "client_id": self.client_id,
         }
         if self.uses_sasl:
+            assert self.sasl_mechanism and self.sasl_username and self.sasl_password  # validate() saw to it
             conf["sasl_mechanism"] = self.sasl_mechanism
             conf["sasl_plain_username"] = self.sasl_username
             conf["sasl_plain_password"] = self.sasl_password
@@ -263,15 +270,16 @@ class ClusterConfig:
             if self.ssl_ca:
                 conf["ssl_cafile"] = self.ssl_ca
             if self.ssl_cert:
+                assert self.ssl_key  # validate(): mTLS needs both
                 conf["ssl_certfile"] = self.ssl_cert
                 conf["ssl_keyfile"] = self.ssl_key
             if self.ssl_key_password:
                 conf["ssl_password"] = self.ssl_key_password
         return conf
 
-    def safe_dict(self) -> dict:
+    def safe_dict(self) -> dict[str, object]:
         """All settings with secrets masked, for display and logs."""
-        out = {}
+        out: dict[str, object] = {}
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, Secret):
@@ -299,7 +307,7 @@ _OPERATOR_KEYS = {"sasl_username", "sasl_password", "ssl_cert", "ssl_key", "ssl_
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _broker_ids(value, cluster: str) -> list[int]:
+def _broker_ids(value: str | Iterable[object] | None, cluster: str) -> list[int]:
     if value is None or value == "":
         return []
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -310,12 +318,12 @@ def _broker_ids(value, cluster: str) -> list[int]:
                           f"(integers), got {value!r}") from None
 
 
-def _expand(value, env: Mapping[str, str], where: str):
+def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
     """Replace ${VAR} in string values with the environment's value."""
     if not isinstance(value, str):
         return value
 
-    def sub(m: re.Match) -> str:
+    def sub(m: re.Match[str]) -> str:
         var = m.group(1)
         if var not in env:
             raise ConfigError(f"{where} refers to ${{{var}}}, which is not set in the environment")
@@ -335,25 +343,27 @@ def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
     bootstrap = env.get("KBOT_BOOTSTRAP", "").strip()
     if not bootstrap:
         return None
-    g = lambda k: (env.get(k) or "").strip() or None  # noqa: E731
+
+    def g(k: str) -> str | None:
+        return (env.get(k) or "").strip() or None
     return ClusterConfig(
         name=g("KBOT_CLUSTER_NAME") or "default",
         bootstrap=bootstrap,
         security_protocol=g("KBOT_SECURITY_PROTOCOL") or "PLAINTEXT",
         sasl_mechanism=g("KBOT_SASL_MECHANISM"),
         sasl_username=g("KBOT_SASL_USERNAME"),
-        sasl_password=env.get("KBOT_SASL_PASSWORD") or None,   # not stripped: passwords are opaque
+        sasl_password=_secret(env.get("KBOT_SASL_PASSWORD")),   # not stripped: passwords are opaque
         ssl_ca=g("KBOT_SSL_CA"),
         ssl_cert=g("KBOT_SSL_CERT"),
         ssl_key=g("KBOT_SSL_KEY"),
-        ssl_key_password=env.get("KBOT_SSL_KEY_PASSWORD") or None,
-        expected_brokers=_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env"),
+        ssl_key_password=_secret(env.get("KBOT_SSL_KEY_PASSWORD")),
+        expected_brokers=tuple(_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env")),
         metrics_targets=g("KBOT_METRICS_TARGETS"),
         operator_sasl_username=g("KBOT_OPERATOR_SASL_USERNAME"),
-        operator_sasl_password=env.get("KBOT_OPERATOR_SASL_PASSWORD") or None,
+        operator_sasl_password=_secret(env.get("KBOT_OPERATOR_SASL_PASSWORD")),
         operator_ssl_cert=g("KBOT_OPERATOR_SSL_CERT"),
         operator_ssl_key=g("KBOT_OPERATOR_SSL_KEY"),
-        operator_ssl_key_password=env.get("KBOT_OPERATOR_SSL_KEY_PASSWORD") or None,
+        operator_ssl_key_password=_secret(env.get("KBOT_OPERATOR_SSL_KEY_PASSWORD")),
         source="env",
     )
 
@@ -389,7 +399,8 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         bad = set(operator) - _OPERATOR_KEYS
         if bad:
             raise ConfigError(f"{where}: unknown operator key(s) {sorted(bad)}; allowed: {sorted(_OPERATOR_KEYS)}")
-        s = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items() if k != "operator"}
+        # YAML values, any type: ClusterConfig normalises them and validate() says what is wrong
+        s: dict[str, Any] = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items() if k != "operator"}
         s.update({f"operator_{k}": _expand(v, env, f"{where} key 'operator.{k}'") for k, v in operator.items()})
         bootstrap = s.pop("bootstrap", None) or s.pop("bootstrap_servers", None)
         s.pop("bootstrap_servers", None)

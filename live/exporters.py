@@ -81,7 +81,7 @@ async def read(urls: dict[int, str], names: frozenset[str], timeout_s: float = S
     started = time.monotonic()
     reading = Reading()
 
-    async def one(session, node: int, url: str) -> None:
+    async def one(session: aiohttp.ClientSession, node: int, url: str) -> None:
         try:
             async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 if resp.status != 200:

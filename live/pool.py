@@ -50,7 +50,7 @@ class GatewayPool:
 
     def connected(self) -> list[tuple[str, str]]:
         """(cluster, role) of every gateway opened so far: which principals this process used."""
-        return sorted(tuple(k.split("\0", 1)) for k in self._gateways)
+        return sorted((cluster, role) for cluster, _, role in (k.partition("\0") for k in self._gateways))
 
     async def operator(self, name: str | None = None) -> AdminGateway:
         """The gateway a confirmed action changes ``name`` with (operator credentials)."""

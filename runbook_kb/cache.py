@@ -20,6 +20,11 @@ import pickle
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the loader imports this module; these names are for the annotations only
+    from .loader import KnowledgeBase
+    from .lookup import Lookup
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ def _trusted(path: Path) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def load(data_dir: Path):
+def load(data_dir: Path) -> tuple[KnowledgeBase, Lookup] | None:
     """(KnowledgeBase, Lookup) built from ``data_dir`` by an earlier process, or None."""
     try:
         path = _path(data_dir)
@@ -65,7 +70,7 @@ def load(data_dir: Path):
         return None
 
 
-def store(data_dir: Path, kb, lookup) -> None:
+def store(data_dir: Path, kb: KnowledgeBase, lookup: Lookup) -> None:
     """Keep the built pair for the next process; best effort (a read-only home just skips it)."""
     try:
         folder = cache_dir()

@@ -10,11 +10,30 @@ import csv
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
-from .schema import REFERENCE_FILES, FailureMode, ReferenceTopic, SourceRef, Strict, parse_source_loc
+from .schema import (
+    REFERENCE_FILES,
+    Configs,
+    Durability,
+    FailureMode,
+    Latency,
+    PartitionCategories,
+    ReferenceTopic,
+    ReferenceTopics,
+    Signals,
+    SourceRef,
+    Strict,
+    parse_source_loc,
+)
+
+if TYPE_CHECKING:  # the lookup imports this module; the name is for an annotation only
+    from .lookup import Lookup
+
+M = TypeVar("M", bound=Strict)
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -25,7 +44,7 @@ class KBError(Exception):
 
 @dataclass(frozen=True)
 class KnowledgeBase:
-    meta: dict
+    meta: dict[str, Any]            # meta.yaml as read (source_repo, source_commit, catalogue ...)
     source_paths: dict[str, str]
     failure_modes: dict[str, FailureMode]
     reference: dict[str, Strict] = field(default_factory=dict)
@@ -35,7 +54,7 @@ class KnowledgeBase:
     def topics(self) -> dict[str, ReferenceTopic]:
         """Answerable reference topics by id (reference/topics.yaml)."""
         holder = self.reference.get("topics")
-        return {t.id: t for t in holder.topics} if holder is not None else {}
+        return {t.id: t for t in holder.topics} if isinstance(holder, ReferenceTopics) else {}
 
     @property
     def catalogue(self) -> list[str]:
@@ -67,7 +86,7 @@ def _read_yaml(path: Path) -> object:
         raise KBError(f"{path.name}: not valid YAML: {exc}") from None
 
 
-def _validate(path: Path, model: type[Strict]) -> Strict:
+def _validate(path: Path, model: type[M]) -> M:
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise KBError(f"{path.name}: expected a mapping at the top level")
@@ -100,15 +119,15 @@ def table_rows(model: Strict) -> list[str] | None:
     Config keys, metric names (metrics and alerts), latency components, durability rows
     ("acks=all min.insync.replicas=2 RF=3") and partition categories.
     """
-    if hasattr(model, "configs"):
+    if isinstance(model, Configs):
         return [c.key for c in model.configs]
-    if hasattr(model, "alerts"):
+    if isinstance(model, Signals):
         return [m.name for m in model.metrics] + [a.metric for a in model.alerts]
-    if hasattr(model, "components"):
+    if isinstance(model, Latency):
         return [c.metric for c in model.components]
-    if hasattr(model, "matrix"):
+    if isinstance(model, Durability):
         return [f"acks={r.acks} min.insync.replicas={r.min_insync_replicas} RF={r.replication_factor}" for r in model.matrix]
-    if hasattr(model, "categories"):
+    if isinstance(model, PartitionCategories):
         return [c.name for c in model.categories]
     return None
 
@@ -116,7 +135,7 @@ def table_rows(model: Strict) -> list[str] | None:
 def _check_topics(reference: dict[str, Strict], modes: dict[str, FailureMode]) -> None:
     """Every topic points at real facts and tables, and every reference fact is reachable from a topic."""
     holder = reference.get("topics")
-    if holder is None:
+    if not isinstance(holder, ReferenceTopics):
         return
     seen: set[str] = set()
     shown_facts: set[tuple[str, str]] = set()
@@ -142,7 +161,7 @@ def _check_topics(reference: dict[str, Strict], modes: dict[str, FailureMode]) -
             if (src.table or src.rows) and rows is None:
                 raise KBError(f"{where}.sources.{j}.table': {src.file}.yaml has no table")
             for k, row in enumerate(src.rows):
-                if row not in rows:
+                if rows is None or row not in rows:   # (None was refused just above)
                     raise KBError(f"{where}.sources.{j}.rows.{k}': {src.file}.yaml has no row {row!r}")
             if src.table and not src.rows:
                 shown_tables.add(src.file)
@@ -187,13 +206,13 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
             raise KBError(f"reference/{fname}: missing")
         reference[fname.removesuffix(".yaml")] = _validate(path, model)
     signals = reference.get("signals")
-    if signals is not None:
+    if isinstance(signals, Signals):
         for i, alert in enumerate(signals.alerts):
             for rid in alert.runbook:
                 if rid not in modes:
                     raise KBError(f"signals.yaml: field 'alerts.{i}.runbook': no entry with id {rid!r}")
     configs = reference.get("configs")
-    if configs is not None:
+    if isinstance(configs, Configs):
         for i, cfg in enumerate(configs.configs):
             if cfg.source and parse_source_loc(cfg.source)[0] not in paths:
                 raise KBError(f"configs.yaml: field 'configs.{i}.source': file not in kafka-source-paths.tsv")
@@ -224,7 +243,7 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
 fresh_default: KnowledgeBase | None = None
 # Lookups an earlier process built, by id of the KnowledgeBase they belong to: Lookup.for_kb takes
 # them from here (the loader does not import the lookup, which imports the loader).
-prebuilt_lookups: dict[int, object] = {}
+prebuilt_lookups: dict[int, Lookup] = {}
 
 
 @lru_cache(maxsize=1)

@@ -40,7 +40,7 @@ from rapidfuzz import fuzz, process
 
 from .loader import KnowledgeBase, table_rows
 from .ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
-from .schema import FailureMode, ReferenceTopic
+from .schema import Configs, FailureMode, PartitionCategories, ReferenceTopic, Signals
 from .text import (
     IDENT, PAREN, QUOTED, CONFIG_KEY, comparisons, condition_holds, identifiers, iter_strings, number, stem,
     variants, norm, tokens,
@@ -142,13 +142,18 @@ class Hit:
     reason: str
 
 
+# A key phrase found in a question: token start, token end, the phrase, its weight factor.
+_Span = tuple[int, int, tuple[str, ...], float]
+_NO_WORDS: Counter[str] = Counter()   # the words of a field a document does not have
+
+
 @dataclass
 class _Doc:
     id: str
     kind: Kind
     title: str
     names: list[str]
-    fields: dict[str, Counter]
+    fields: dict[str, Counter[str]]
 
 
 @dataclass(frozen=True)
@@ -333,17 +338,17 @@ class Lookup:
         topics = self.kb.topics
         configs = self.kb.reference.get("configs")
         signals = self.kb.reference.get("signals")
-        if configs is not None and "config-defaults" in topics:
+        if isinstance(configs, Configs) and "config-defaults" in topics:
             for c in configs.configs:
                 # just under an owner's config key: the topic that explains a key answers before the table
                 self._add(c.key, "config-defaults", W_CONFIG - 2, f"config {c.key}")
         categories = self.kb.reference.get("partition_categories")
-        if categories is not None and "partition-categories" in topics:
+        if isinstance(categories, PartitionCategories) and "partition-categories" in topics:
             # the states the KIP-427 topic defines: "under replicated vs under min isr vs offline"
-            for c in categories.categories:
-                for name in {c.name, c.metric}:
-                    self._add(name, "partition-categories", W_TOPIC_KEY, f"category {c.name}")
-        if signals is not None:
+            for cat in categories.categories:
+                for name in {cat.name, cat.metric}:
+                    self._add(name, "partition-categories", W_TOPIC_KEY, f"category {cat.name}")
+        if isinstance(signals, Signals):
             if "alert-thresholds" in topics:
                 for metric in signals.metrics:
                     # A metric named by one plain word ("Size") is no key: the word is ordinary English.
@@ -385,7 +390,7 @@ class Lookup:
 
     def _prepare_bm25(self) -> None:
         n = len(self._docs)
-        df: Counter = Counter()
+        df: Counter[str] = Counter()
         for d in self._docs.values():
             df.update({w for f in d.fields.values() for w in f})
         self._idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
@@ -402,7 +407,7 @@ class Lookup:
                 continue
             tf = 0.0
             for f, weight in FIELD_WEIGHTS.items():
-                c = doc.fields.get(f, {}).get(w, 0)
+                c = doc.fields.get(f, _NO_WORDS).get(w, 0)
                 if c:
                     tf += weight * c / (1 - B + B * self._len[doc.id][f] / self._avg[f])
             if tf:
@@ -412,7 +417,7 @@ class Lookup:
 
     # ---- query analysis -----------------------------------------------------------------------
 
-    def _spans(self, toks: list[str]) -> list[tuple[int, int, tuple[str, ...], float]]:
+    def _spans(self, toks: list[str]) -> list[_Span]:
         """Known key phrases in the question, longest first, not overlapping, with how sure each is."""
         found: list[tuple[int, int, tuple[str, ...], float]] = []
         taken = [False] * len(toks)
@@ -494,7 +499,8 @@ class Lookup:
                 return v, toks[start - 1].endswith("%")
         return None
 
-    def _key_evidence(self, toks: list[str], spans: list) -> tuple[dict, dict, dict]:
+    def _key_evidence(self, toks: list[str], spans: list[_Span]
+                      ) -> tuple[dict[str, list[_KeyHit]], dict[str, float], dict[str, str]]:
         """Per entry: the key hits, and the bonus and note from numbers compared with conditions."""
         per_doc: dict[str, list[_KeyHit]] = defaultdict(list)
         number_bonus: dict[str, float] = defaultdict(float)
@@ -531,7 +537,7 @@ class Lookup:
                 best = max(best, len(shared) / len(item))
         return best if best >= 0.5 else 0.0
 
-    def _analyse(self, text: str) -> tuple[list[str], list, bool, bool]:
+    def _analyse(self, text: str) -> tuple[list[str], list[_Span], bool, bool]:
         """Tokens, key spans (a key after 'no' / 'without' is a requirement, not evidence), and whether
         the text asks what something is and whether it says something broke."""
         toks = tokens(text)
@@ -606,7 +612,7 @@ class Lookup:
 
     # ---- the word model learnt from example questions (ranker.py) -------------------------------
 
-    def _features(self, toks: list[str], spans: list, definitional: bool, problem: bool) -> list[str]:
+    def _features(self, toks: list[str], spans: list[_Span], definitional: bool, problem: bool) -> list[str]:
         """What the word model sees of a question: its words and word pairs, the key phrases found in
         it and the entries they point at, and whether it asks what something is or says what broke.
         Stop words stay in: unlike for BM25, "what / how / should / which" tell the model much about

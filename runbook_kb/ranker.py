@@ -19,7 +19,7 @@ built, from the data shipped in the package: no weights file to keep in step wit
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -81,8 +81,9 @@ class WordModel:
 
     def __init__(self, labelled: Iterable[tuple[Sequence[str], str, float]], alpha: float | None = None):
         alpha = ALPHA if alpha is None else alpha
-        counts: dict[str, Counter] = defaultdict(Counter)
-        prior: Counter = Counter()
+        # weighted counts (floats: a runbook sentence counts less than an example question)
+        counts: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+        prior: defaultdict[str, float] = defaultdict(float)
         for features, label, weight in labelled:
             prior[label] += weight
             for f in features:
@@ -111,7 +112,7 @@ class WordModel:
         chosen = [lab for lab in (labels if labels is not None else self.labels) if lab in self._log_p]
         if not chosen:
             return {}
-        logs = {}
+        logs: dict[str, float] = {}
         for lab in chosen:
             table, unseen = self._log_p[lab], self._log_unseen[lab]
             logs[lab] = self._log_prior[lab] + sum(table.get(f, unseen) for f in known)
