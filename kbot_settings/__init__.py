@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = ["KbotSettings", "SettingsError", "SettingView", "describe", "load", "markdown_table", "ENV_NAMES"]
 
@@ -164,6 +164,16 @@ class KbotSettings(BaseSettings):
     kbot_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = _f(
         "WARNING", "KBOT_LOG_LEVEL", "the bot's log level (stderr)", "Logging")
 
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only what load() hands in: the environment is read there, once, as a mapping that can
+        # also be a run's own configuration (bot/run.py) or a test's - never merged with the
+        # process environment behind its back.
+        return (init_settings,)
+
     @field_validator("kbot_log_level", "kbot_security_protocol", "kbot_sasl_mechanism", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
@@ -214,8 +224,21 @@ class KbotSettings(BaseSettings):
 DERIVED = {"kbot_state_dir": "KBOT_HOME", "kbot_lake_dir": "KBOT_HOME/lake",
            "kbot_clusters_file": "KBOT_HOME/clusters.yaml", "kbot_spark_log": "KBOT_HOME/spark.log"}
 
-ENV_NAMES: frozenset[str] = frozenset(
-    name for f in KbotSettings.model_fields.values() for name in (f.json_schema_extra or {}).get("env", ()))  # type: ignore[union-attr]
+def _meta(name: str) -> dict[str, Any]:
+    """A field's own metadata (its variables, section, secrecy), as _f stored it."""
+    extra = KbotSettings.model_fields[name].json_schema_extra
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
+def _env_of(name: str) -> list[str]:
+    return [str(n) for n in _meta(name).get("env", [])]
+
+
+def _is_secret(name: str) -> bool:
+    return bool(_meta(name).get("secret"))
+
+
+ENV_NAMES: frozenset[str] = frozenset(n for name in KbotSettings.model_fields for n in _env_of(name))
 
 
 class SettingsError(ValueError):
@@ -224,16 +247,6 @@ class SettingsError(ValueError):
     def __init__(self, lines: list[str]):
         self.lines = lines
         super().__init__("; ".join(lines))
-
-
-def _env_of(name: str) -> list[str]:
-    extra = KbotSettings.model_fields[name].json_schema_extra
-    return list(extra["env"]) if isinstance(extra, dict) else []  # type: ignore[arg-type]
-
-
-def _is_secret(name: str) -> bool:
-    extra = KbotSettings.model_fields[name].json_schema_extra
-    return bool(isinstance(extra, dict) and extra.get("secret"))
 
 
 def _wanted(env: Mapping[str, str]) -> dict[str, str]:
@@ -296,7 +309,7 @@ def describe(settings: KbotSettings, env: Mapping[str, str] | None = None) -> li
     out = []
     for name, f in KbotSettings.model_fields.items():
         names = _env_of(name)
-        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        extra = _meta(name)
         set_by = next((n for n in names if n in given), None)
         value = getattr(settings, name)
         if set_by is not None:
@@ -319,8 +332,7 @@ def markdown_table() -> str:
     for section in SECTIONS:
         lines.append(f"| **{section}** | | |")
         for name, f in KbotSettings.model_fields.items():
-            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
-            if extra.get("section") != section:
+            if _meta(name).get("section") != section:
                 continue
             names = _env_of(name)
             default = (DERIVED.get(name) if name in DERIVED else _shown(getattr(defaults, name))) or ""

@@ -56,6 +56,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import SecretStr
+
+from kbot_settings import KbotSettings, SettingsError, load
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 MASK = "***"
@@ -331,39 +335,47 @@ def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
     return _VAR.sub(sub, value)
 
 
+def _settings(env: Mapping[str, str]) -> KbotSettings:
+    """The one settings object (kbot_settings); its mistakes as a ConfigError, one line each."""
+    try:
+        return load(env)
+    except SettingsError as exc:
+        raise ConfigError("; ".join(exc.lines)) from None
+
+
 def clusters_file(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get("KBOT_CLUSTERS_FILE"):
-        return Path(env["KBOT_CLUSTERS_FILE"]).expanduser()
-    home = Path(env.get("KBOT_HOME") or Path.home() / ".kbot").expanduser()
-    return home / "clusters.yaml"
+    return _settings(os.environ if env is None else env).clusters_file
 
 
 def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
-    bootstrap = env.get("KBOT_BOOTSTRAP", "").strip()
+    s = _settings(env)
+    bootstrap = (s.kbot_bootstrap or "").strip()
     if not bootstrap:
         return None
 
-    def g(k: str) -> str | None:
-        return (env.get(k) or "").strip() or None
+    def g(value: str | Path | None) -> str | None:
+        return str(value).strip() or None if value is not None else None
+
+    def secret(value: SecretStr | None) -> Secret | None:  # not stripped: passwords are opaque
+        return _secret(value.get_secret_value()) if value is not None else None
     return ClusterConfig(
-        name=g("KBOT_CLUSTER_NAME") or "default",
+        name=g(s.kbot_cluster_name) or "default",
         bootstrap=bootstrap,
-        security_protocol=g("KBOT_SECURITY_PROTOCOL") or "PLAINTEXT",
-        sasl_mechanism=g("KBOT_SASL_MECHANISM"),
-        sasl_username=g("KBOT_SASL_USERNAME"),
-        sasl_password=_secret(env.get("KBOT_SASL_PASSWORD")),   # not stripped: passwords are opaque
-        ssl_ca=g("KBOT_SSL_CA"),
-        ssl_cert=g("KBOT_SSL_CERT"),
-        ssl_key=g("KBOT_SSL_KEY"),
-        ssl_key_password=_secret(env.get("KBOT_SSL_KEY_PASSWORD")),
-        expected_brokers=tuple(_broker_ids(g("KBOT_EXPECTED_BROKERS"), "env")),
-        metrics_targets=g("KBOT_METRICS_TARGETS"),
-        operator_sasl_username=g("KBOT_OPERATOR_SASL_USERNAME"),
-        operator_sasl_password=_secret(env.get("KBOT_OPERATOR_SASL_PASSWORD")),
-        operator_ssl_cert=g("KBOT_OPERATOR_SSL_CERT"),
-        operator_ssl_key=g("KBOT_OPERATOR_SSL_KEY"),
-        operator_ssl_key_password=_secret(env.get("KBOT_OPERATOR_SSL_KEY_PASSWORD")),
+        security_protocol=s.kbot_security_protocol,
+        sasl_mechanism=s.kbot_sasl_mechanism,
+        sasl_username=g(s.kbot_sasl_username),
+        sasl_password=secret(s.kbot_sasl_password),
+        ssl_ca=g(s.kbot_ssl_ca),
+        ssl_cert=g(s.kbot_ssl_cert),
+        ssl_key=g(s.kbot_ssl_key),
+        ssl_key_password=secret(s.kbot_ssl_key_password),
+        expected_brokers=tuple(_broker_ids(g(s.kbot_expected_brokers), "env")),
+        metrics_targets=g(s.kbot_metrics_targets),
+        operator_sasl_username=g(s.kbot_operator_sasl_username),
+        operator_sasl_password=secret(s.kbot_operator_sasl_password),
+        operator_ssl_cert=g(s.kbot_operator_ssl_cert),
+        operator_ssl_key=g(s.kbot_operator_ssl_key),
+        operator_ssl_key_password=secret(s.kbot_operator_ssl_key_password),
         source="env",
     )
 
@@ -423,7 +435,7 @@ def load_config(env: Mapping[str, str] | None = None,
     """All configured clusters and the name of the default one (None if no
     rule picks one). ``env``/``path`` default to os.environ / :func:`clusters_file`."""
     env = os.environ if env is None else env
-    explicit = path is not None or bool(env.get("KBOT_CLUSTERS_FILE"))
+    explicit = path is not None or _settings(env).kbot_clusters_file is not None
     path = Path(path).expanduser() if path is not None else clusters_file(env)
     clusters: dict[str, ClusterConfig] = {}
     default = None
@@ -435,7 +447,7 @@ def load_config(env: Mapping[str, str] | None = None,
     if env_cluster is not None:
         clusters[env_cluster.name] = env_cluster   # env overrides a file cluster of the same name
         default = env_cluster.name
-    chosen = (env.get("KBOT_CLUSTER") or "").strip()
+    chosen = (_settings(env).kbot_cluster or "").strip()
     if chosen:
         if chosen not in clusters:
             raise UnknownCluster(chosen, sorted(clusters))
@@ -460,7 +472,7 @@ def load_channels(env: Mapping[str, str] | None = None, path: str | Path | None 
         if not isinstance(raw, dict):
             raise ConfigError(f"{file}: 'channels' must map Slack channel ids to cluster names")
         out.update({str(k): str(v) for k, v in raw.items()})
-    for item in filter(None, (x.strip() for x in (env.get("KBOT_CHANNEL_CLUSTERS") or "").split(","))):
+    for item in filter(None, (x.strip() for x in (_settings(env).kbot_channel_clusters or "").split(","))):
         channel, sep, name = item.partition("=")
         if not sep or not channel.strip() or not name.strip():
             raise ConfigError(f"KBOT_CHANNEL_CLUSTERS entry {item!r} is not <channel id>=<cluster>")

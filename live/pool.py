@@ -11,6 +11,8 @@ import asyncio
 import os
 from collections.abc import Mapping
 
+from kbot_settings import load
+
 from .config import ConfigError, get_cluster, load_config
 from .gateway import AdminGateway
 
@@ -18,7 +20,7 @@ from .gateway import AdminGateway
 class GatewayPool:
     def __init__(self, env: Mapping[str, str] | None = None, timeout_s: float | None = None):
         self._env = os.environ if env is None else env
-        self.timeout_s = timeout_s if timeout_s is not None else float(self._env.get("KBOT_ADMIN_TIMEOUT_S", "10"))
+        self.timeout_s = timeout_s if timeout_s is not None else load(self._env).kbot_admin_timeout_s
         self._gateways: dict[str, AdminGateway] = {}
         self._lock = asyncio.Lock()
 

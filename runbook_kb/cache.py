@@ -44,7 +44,13 @@ def digest(data_dir: Path) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("KBOT_CACHE_DIR") or Path.home() / ".cache" / "kbot").expanduser() / "runbook"
+    from kbot_settings import KbotSettings, SettingsError, load
+
+    try:
+        root = load().cache_dir
+    except SettingsError:  # a wrong variable elsewhere is reported by whoever starts the bot; a cache still works
+        root = KbotSettings.model_validate({}).cache_dir
+    return root / "runbook"
 
 
 def _path(data_dir: Path) -> Path:
