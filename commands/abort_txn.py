@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict
 
-from live.gateway import GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, UnknownTopic
 from live.model import ProducerState, TopicInfo
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
+from .actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled, operator_gateway
 from .context import Context
 from .evidence import gateway
 from .router import BadInput
@@ -68,7 +68,7 @@ def lso_move(open_txns: list[ProducerState], producer_id: int) -> tuple[int, int
     return now, (min(rest) if rest else None)
 
 
-def preconditions(args: dict, topic: TopicInfo | None, producers: list[ProducerState], now_ms: float,
+def preconditions(args: JsonObject, topic: TopicInfo | None, producers: list[ProducerState], now_ms: float,
                   flagged: set[int] | None) -> list[Precondition]:
     """Pure: the checks the plan and the re-check share. ``flagged``: producer ids the coordinators
     list as hanging (None when that listing could not be read)."""
@@ -100,14 +100,14 @@ def preconditions(args: dict, topic: TopicInfo | None, producers: list[ProducerS
     return out
 
 
-async def _flagged(gw, min_age_ms: int) -> set[int] | None:
+async def _flagged(gw: AdminGateway, min_age_ms: int) -> set[int] | None:
     try:
         return {h.producer_id for h in await gw.find_hanging_transactions(min_age_ms=min_age_ms)}
     except GatewayError:
         return None  # the idle-time check still stands on its own
 
 
-async def _topic(gw, name: str) -> TopicInfo | None:
+async def _topic(gw: AdminGateway, name: str) -> TopicInfo | None:
     try:
         return (await gw.describe_topics([name]))[0]
     except UnknownTopic:
@@ -129,7 +129,7 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     await ctx.progress(f"describing the producers on {where}")
     producers = await gw.describe_producers(topic, partition)
     open_txns = [p for p in producers if p.has_open_transaction]
-    chosen = pick_producer(open_txns, request.options.get("producer-id"), topic, partition)
+    chosen = pick_producer(open_txns, request.option_int("producer-id"), topic, partition)
     args = {"topic": topic, "partition": partition, "producer_id": chosen.producer_id,
             "producer_epoch": chosen.producer_epoch, "coordinator_epoch": chosen.coordinator_epoch,
             "start_offset": chosen.current_txn_start_offset, "min_age_ms": min_age}
@@ -160,7 +160,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     return preconditions(a, info, producers, ctx.clock() * 1000, await _flagged(gw, a["min_age_ms"]))
 
 
-async def _state(gw, topic: str, partition: int, producers: list[ProducerState] | None = None) -> dict:
+async def _state(gw: AdminGateway, topic: str, partition: int, producers: list[ProducerState] | None = None) -> JsonObject:
     """The partition as the cluster reports it: its producers, and the last stable offset and high
     watermark read from the leader (not inferred from the producers: the evidence must show what
     read_committed consumers can really read now)."""
@@ -178,7 +178,7 @@ async def _state(gw, topic: str, partition: int, producers: list[ProducerState] 
             "open_transactions": len(open_txns)}
 
 
-def _still_open(producers: list[ProducerState], args: dict) -> bool:
+def _still_open(producers: list[ProducerState], args: JsonObject) -> bool:
     return any(p.producer_id == args["producer_id"] and p.current_txn_start_offset == args["start_offset"]
                for p in producers)
 

@@ -19,11 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from live.gateway import AdminGateway
+
     from .context import Context
+    from .reply import Reply
     from .spec import CommandRequest
+
+# A plan's arguments and an action's before / after states: JSON objects the gate stores and the
+# audit log records. Their fields differ per action; each action reads its own.
+JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,7 @@ class Precondition:
 class ActionPlan:
     kind: str  # the command name, e.g. "abort-txn"
     cluster: str
-    args: dict  # JSON-serialisable: everything execute() needs, resolved at preview time
+    args: JsonObject  # JSON-serialisable: everything execute() needs, resolved at preview time
     summary: str  # one line: what will change
     changes: list[str] = field(default_factory=list)  # before -> after, per resource
     validation: str = ""  # the validate_only / dry-run result, in words
@@ -48,11 +55,11 @@ class ActionPlan:
     def ready(self) -> bool:
         return all(p.ok for p in self.preconditions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ActionPlan":
+    def from_dict(cls, data: JsonObject) -> "ActionPlan":
         data = dict(data)
         data["preconditions"] = [Precondition(**p) for p in data.get("preconditions", [])]
         return cls(**data)
@@ -62,8 +69,8 @@ class ActionPlan:
 class ActionResult:
     ok: bool
     detail: str
-    before: dict = field(default_factory=dict)
-    after: dict = field(default_factory=dict)
+    before: JsonObject = field(default_factory=dict)
+    after: JsonObject = field(default_factory=dict)
 
 
 Reconciled = Literal["done", "not_done", "unknown"]
@@ -95,14 +102,14 @@ class Gate:
     async def propose(self, plan: ActionPlan, request: "CommandRequest") -> Pending:  # pragma: no cover
         raise NotImplementedError
 
-    async def confirm(self, token: str, request: "CommandRequest", ctx: "Context"):  # -> Reply
+    async def confirm(self, token: str, request: "CommandRequest", ctx: "Context") -> "Reply":
         raise NotImplementedError  # pragma: no cover
 
-    async def cancel(self, token: str, request: "CommandRequest"):  # -> Reply
+    async def cancel(self, token: str, request: "CommandRequest") -> "Reply":
         raise NotImplementedError  # pragma: no cover
 
 
-def preview_reply(pending: Pending):
+def preview_reply(pending: Pending) -> "Reply":
     """The Reply a mutating command answers with: what would change, and Confirm / Cancel."""
     from .reply import Action, Evidence, Reply, Section
 
@@ -135,7 +142,7 @@ def _clock(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S")
 
 
-async def operator_gateway(ctx: "Context", cluster: str | None):
+async def operator_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
     """The gateway an action changes ``cluster`` with: the operator principal's credentials
     (``operator:`` in clusters.yaml). Reads - previews, rechecks, read-backs - use the observer's
     (commands.evidence.gateway), so the rights to change the cluster are used only for the change
@@ -146,7 +153,7 @@ async def operator_gateway(ctx: "Context", cluster: str | None):
     from .evidence import gateway
 
     pool = ctx.live
-    operator = getattr(pool, "operator", None)
+    operator: Callable[[str | None], Awaitable[AdminGateway]] | None = getattr(pool, "operator", None)
     if pool is None or operator is None:  # no pool, or a pool with one principal per cluster
         return await gateway(ctx, cluster)
     try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from runbook_kb.schema import PartitionCategories
+
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway, name_partitions, snapshot
-from .reply import Evidence, Reply, Section, Table
+from .reply import Cell, Evidence, Reply, Section, Severity, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
@@ -18,7 +20,7 @@ SPEC = CommandSpec(
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
-    topic = request.args.get("topic")
+    topic = request.arg_text("topic")
     snap = await snapshot(gw, topics=[topic] if topic else None, min_isr="all")
     if snap.floors_unread:  # the categories need each topic's floor (the missing part says which grant)
         return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity="unknown",
@@ -30,13 +32,14 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  "live: metadata + topic configs", "bad" if cats[name] else "ok")
         for name in ("AtMinIsr", "UnderMinIsr", "UnderReplicated", "Offline")
     ]
-    rows: list[list] = []
+    rows: list[list[Cell]] = []
     found = sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition))
     for p in found[:MAX_ROWS]:
         clamped = p.min_isr if p.min_isr > len(p.replicas) else None
         rows.append([f"{p.topic}-{p.partition}", ",".join(map(str, p.isr)), ",".join(map(str, p.replicas)),
                      p.effective_min_isr, clamped])
     at, under = len(cats["AtMinIsr"]), len(cats["UnderMinIsr"])
+    severity: Severity
     if under:
         verdict, severity = f"{under:,} partition(s) under min ISR: acks=all writes fail there now.", "critical"
     elif at:
@@ -44,7 +47,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     else:
         verdict, severity = "No partition is at or under its min ISR.", "ok"
     cat_ref = ctx.kb.reference["partition_categories"]
-    legend = [f"{c.name}: {c.definition}" for c in cat_ref.categories]
+    legend = [f"{c.name}: {c.definition}" for c in cat_ref.categories] if isinstance(cat_ref, PartitionCategories) else []
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")] if (at or under) else []
     return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity=severity,
                  verdict=verdict, evidence=evidence, diagnoses=diagnoses,

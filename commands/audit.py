@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from live.model import TopicInfo
+from live.model import ConfigValue, TopicInfo
 
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import config_value, gateway, snapshot
-from .reply import Evidence, Reply, Section
+from .reply import Evidence, Reply, Section, Severity
 from .spec import Command, CommandRequest, CommandSpec
 
 SPEC = CommandSpec(
@@ -47,7 +47,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
     return out
 
 
-def audit_topics(topics: list[TopicInfo], configs: dict[str, dict]) -> list[Finding]:
+def audit_topics(topics: list[TopicInfo], configs: dict[str, dict[str, ConfigValue]]) -> list[Finding]:
     """:func:`audit_topic` for every topic, from its describe_configs result."""
     findings: list[Finding] = []
     for t in topics:
@@ -79,7 +79,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes.append("Brokers disagree on transaction.max.timeout.ms: a producer's timeout may be accepted by one coordinator and refused by another.")
     lines = [f"[{f.severity}] {f.topic}: {f.text} (see /kafka runbook {f.entry})" for f in findings]
     entries = list(dict.fromkeys(f.entry for f in findings))
-    severity = "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
+    severity: Severity = "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
     verdict = (f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)." if findings
                else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR 2..RF, unclean election off).")
     return Reply(title="Durability audit", severity=severity, verdict=verdict, evidence=evidence,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from runbook_kb.diagnose import categories
 
 from .context import Context
 from .evidence import config_value, gateway, snapshot
-from .reply import Evidence, Reply, Table
+from .reply import Cell, Evidence, Reply, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
@@ -25,7 +27,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     topic = str(request.args["topic"])
     snap = await snapshot(gw, topics=[topic], min_isr="all")  # reads this topic's configs too
     configs = snap.configs.get(topic, {})
-    rows: list[list] = []
+    rows: list[list[Cell]] = []
     bad = 0
     for p in sorted(snap.states, key=lambda p: p.partition):
         cats = categories(p)
@@ -34,7 +36,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         rows.append([p.partition, p.leader if p.has_leader else None, preferred, _ids(p.replicas), _ids(p.isr),
                      "/".join(cats)])
     rf = max((len(p.replicas) for p in snap.states), default=0)
-    cfg_rows = [[k, config_value(configs, k, "?"), bool(configs.get(k) and configs[k].is_default)]
+    cfg_rows: list[list[Cell]] = [[k, config_value(configs, k, "?"), bool(configs.get(k) and configs[k].is_default)]
                 for k in INCIDENT_CONFIGS if k in configs]
     evidence = [Evidence("Partitions", f"{len(rows)} (RF {rf}); {bad} not fully in sync", "live: metadata", "bad" if bad else "ok")]
     return Reply(title=f"Topic {topic}", severity="warning" if bad else "ok",
@@ -45,7 +47,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  + ([Table("Configs", ["config", "value", "default"], cfg_rows)] if cfg_rows else []))
 
 
-def _ids(ids) -> str:
+def _ids(ids: Iterable[int]) -> str:
     return ",".join(str(i) for i in ids)
 
 

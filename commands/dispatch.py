@@ -10,14 +10,22 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from live.gateway import (
+    AuthenticationFailed,
+    GatewayError,
+    NotAuthorized,
+    UnknownGroup,
+    UnknownTopic,
+    UnknownTransactionalId,
+)
+
 from . import partial
-from .actions import preview_reply
+from .actions import ActionSpec, preview_reply
 from .context import Context
 from .errors import Unavailable
 from .help import command_help
-from live.gateway import (AuthenticationFailed, GatewayError, NotAuthorized, UnknownGroup, UnknownTopic,
-                          UnknownTransactionalId)
 from .registry import ROUTER
+from .reply import Outcome as ReplyOutcome
 from .reply import Reply, error_reply
 from .router import BadInput, Router
 from .spec import CommandRequest
@@ -44,7 +52,7 @@ def parse(text: str, router: Router = ROUTER) -> CommandRequest:
 
 
 # The Reply's own outcome (its JSON form) for each way a request ends.
-_REPLY_OUTCOME = {"bad_input": "bad_input", "unavailable": "source_down", "failed": "failed"}
+_REPLY_OUTCOME: dict[str, ReplyOutcome] = {"bad_input": "bad_input", "unavailable": "source_down", "failed": "failed"}
 
 
 async def run_request(request: CommandRequest, ctx: Context, *, early: bool = False) -> Answer:
@@ -56,7 +64,7 @@ async def run_request(request: CommandRequest, ctx: Context, *, early: bool = Fa
         answer = await complete(answer)
     reply = answer.reply
     if answer.outcome != "answered":
-        reply.outcome = _REPLY_OUTCOME[answer.outcome]  # type: ignore[assignment]
+        reply.outcome = _REPLY_OUTCOME[answer.outcome]
     elif not request.full and reply.more_command is None and _offers_full(request):
         reply.more_command = _with_full(request.raw)
     return answer
@@ -96,8 +104,9 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
     try:
         with partial.collecting() as missing:
             if request.command.action is not None:
-                reply = await _propose(request, ctx)
+                reply = await _propose(request, request.command.action, ctx)
             else:
+                assert request.command.run is not None  # Command: a read-only command has a run
                 reply = await request.command.run(request, ctx)
         reply.missing += [m for m in missing if m not in reply.missing]
         return Answer(reply, "answered", request)
@@ -123,11 +132,11 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
         )
 
 
-async def _propose(request: CommandRequest, ctx: Context) -> Reply:
+async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) -> Reply:
     """A mutating command only ever previews here; the gate executes after confirmation."""
     if ctx.gate is None:
         raise Unavailable("Actions that change the cluster need the confirmation gate, which is not set up here.")
-    plan = await request.command.action.plan(request, ctx)
+    plan = await action.plan(request, ctx)
     pending = await ctx.gate.propose(plan, request)
     return preview_reply(pending)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from live.gateway import GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, UnknownTopic
 from live.model import TopicInfo
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
@@ -52,7 +52,12 @@ def parse_partitions(text: str) -> list[int]:
     return sorted(out)
 
 
-def election_plan(topic: TopicInfo, registered: set[int], wanted: list[int] | None):
+# (partition, preferred leader, current leader) to elect; (partition, why) skipped; partitions already led
+# by their preferred replica
+Election = tuple[list[tuple[int, int, int | None]], list[tuple[int, str]], list[int]]
+
+
+def election_plan(topic: TopicInfo, registered: set[int], wanted: list[int] | None) -> Election:
     """Pure: (eligible [(partition, preferred, current leader)], skipped [(partition, why)], already [partition]).
 
     A preferred replica that is down or out of the ISR cannot take over: Kafka would refuse with
@@ -62,7 +67,9 @@ def election_plan(topic: TopicInfo, registered: set[int], wanted: list[int] | No
     if missing:
         raise BadInput(f"{topic.name} has partitions 0-{len(parts) - 1}; no partition {', '.join(map(str, missing[:10]))}.",
                        [f"describe {topic.name}"])
-    eligible, skipped, already = [], [], []
+    eligible: list[tuple[int, int, int | None]] = []
+    skipped: list[tuple[int, str]] = []
+    already: list[int] = []
     for n in (wanted if wanted is not None else sorted(parts)):
         p = parts[n]
         preferred = p.preferred_leader
@@ -79,7 +86,7 @@ def election_plan(topic: TopicInfo, registered: set[int], wanted: list[int] | No
     return eligible, skipped, already
 
 
-async def _read(gw, topic: str) -> tuple[TopicInfo | None, set[int]]:
+async def _read(gw: AdminGateway, topic: str) -> tuple[TopicInfo | None, set[int]]:
     try:
         [info] = await gw.describe_topics([topic])
     except UnknownTopic:

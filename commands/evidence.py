@@ -8,10 +8,12 @@ first read says they could change the answer, which keeps `why URP` fast on larg
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from live.gateway import AdminGateway, NotAuthorized
-from live.model import ClusterInfo, TopicInfo
+from live.model import ClusterInfo, ConfigValue, TopicInfo
 from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
 
 from .context import Context
@@ -48,7 +50,7 @@ async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
 class Snapshot:
     cluster: ClusterInfo
     topics: list[TopicInfo]
-    configs: dict[str, dict]  # describe_configs of the topics the min_isr choice read
+    configs: dict[str, dict[str, ConfigValue]]  # describe_configs of the topics the min_isr choice read
     states: list[PartitionState]
     brokers: BrokerFacts
     floors_unread: bool = False  # the min ISR configs were refused: at/under-min-ISR counts are not known
@@ -124,7 +126,7 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
                     floors_unread=floors_unread)
 
 
-def name_partitions(parts, limit: int = SAMPLE) -> str:
+def name_partitions(parts: Iterable[PartitionState | tuple[str, int]], limit: int = SAMPLE) -> str:
     """'orders-0, orders-3 … (+1,220 more)' from (topic, partition) pairs or PartitionStates.
     The operator's own topics are named before internal ones (__consumer_offsets ...)."""
     pairs = [(p.topic, p.partition) if isinstance(p, PartitionState) else p for p in parts]
@@ -134,12 +136,18 @@ def name_partitions(parts, limit: int = SAMPLE) -> str:
     return f"{shown} (+{more:,} more)" if more > 0 else shown
 
 
-def broker_list(ids) -> str:
-    ids = sorted(ids)
-    return ", ".join(str(i) for i in ids) if ids else "none"
+def broker_list(ids: Iterable[int]) -> str:
+    ordered = sorted(ids)
+    return ", ".join(str(i) for i in ordered) if ordered else "none"
 
 
-def config_value(configs: dict, key: str, default: str | None = None) -> str | None:
+@overload
+def config_value(configs: Mapping[str, ConfigValue], key: str, default: str) -> str: ...
+@overload
+def config_value(configs: Mapping[str, ConfigValue], key: str, default: str | None = None) -> str | None: ...
+
+
+def config_value(configs: Mapping[str, ConfigValue], key: str, default: str | None = None) -> str | None:
     """The value of ``key`` in one resource's describe_configs result, or ``default``."""
     entry = configs.get(key)
     return entry.value if entry is not None and entry.value is not None else default

@@ -81,9 +81,9 @@ def _who(broker: int) -> str:
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     typed = str(request.args["metric"])
     metric, known = resolve_metric(ctx, typed)
-    topic = request.options.get("topic")
-    broker = request.options.get("broker")
-    partition = request.options.get("partition")
+    topic = request.option_text("topic")
+    broker = request.option_int("broker")
+    partition = request.option_int("partition")
     window = lake.window_for(request, ctx, default=dt.timedelta(hours=1))
     bucket_s = bucket_for(window.since)
     facts = await lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
@@ -140,7 +140,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  series=_series(metric, scope, unit, by_bucket, brokers))
 
 
-def _by_bucket(rows: list[dict]) -> dict[int, dict[int, float]]:
+def _by_bucket(rows: list[lake.Row]) -> dict[int, dict[int, float]]:
     """History rows (bucket, broker, value) as {bucket: {broker: value}}."""
     out: dict[int, dict[int, float]] = {}
     for r in rows:
@@ -148,7 +148,7 @@ def _by_bucket(rows: list[dict]) -> dict[int, dict[int, float]]:
     return out
 
 
-def trend_series(metric: str, rows: list[dict], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
+def trend_series(metric: str, rows: list[lake.Row], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
     """A metric's history rows as one series per broker, for a chart; the incident window ``mark``
     (UTC ISO times) is shaded."""
     return _series(metric, "", unit, _by_bucket(rows), sorted({r["broker"] for r in rows}), mark)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
+from .errors import Unavailable
 from .reply import Evidence, Reply, Series, Table
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
@@ -51,13 +52,13 @@ async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str]
                          "their leaders are the lake's estimate.")
             rest = [t for t in topics if t not in set(exc.topics)]
             described = await gw.describe_topics(rest) if rest else []
-    except (GatewayError, lake.Unavailable) as exc:
+    except (GatewayError, Unavailable) as exc:
         notes.append(f"Leaders are the lake's estimate: the cluster did not answer ({exc}).")
         return {}
     return {(p.topic, p.partition): p.leader for t in described for p in t.partitions}
 
 
-def _rates(r: dict, rank_by: str) -> str:
+def _rates(r: lake.Row, rank_by: str) -> str:
     """Both rates, the ranked one first: 'peak 714.0 rec/s at 22:41 (1-min), mean 96.2 rec/s'."""
     peak, mean = r.get("peak_records_per_sec"), r.get("records_per_sec")
     at = r.get("peak_at")
@@ -72,7 +73,7 @@ def _round(x: float | None) -> float | None:
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    topic = request.args.get("topic")
+    topic = request.arg_text("topic")
     top = int(request.options.get("top") or DEFAULT_TOP)
     top = max(1, min(MAX_TOP, top))
     rank_by = str(request.options.get("rank") or "peak").strip().lower()
@@ -95,7 +96,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     many = len({r["cluster"] for r in rows}) > 1
     table = Table(f"Top {len(rows)} by records/s ({measure})",
                   ["#", "partition", "peak rec/s", "peak at (UTC)", "mean rec/s", "KiB/s", "x topic median", "leader"])
-    evidence = []
+    evidence: list[Evidence] = []
     for r in rows:
         live_leader = leaders.get((r["topic"], r["partition"]))
         leader = (f"leader {live_leader} (live)" if live_leader is not None
@@ -121,9 +122,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     ranked = hottest["peak_records_per_sec"] if rank_by == "peak" else hottest["records_per_sec"]
     if hot:
         live_leader = leaders.get((hottest["topic"], hottest["partition"]))
-        leader = live_leader if live_leader is not None else hottest["leader_broker"]
+        hot_leader = live_leader if live_leader is not None else hottest["leader_broker"]
         verdict = (f"{hottest['topic']}-{hottest['partition']} is hot: {_rates(hottest, rank_by)}, "
-                   f"{hottest['skew']:.1f}x its topic's median, led by broker {leader}.")
+                   f"{hottest['skew']:.1f}x its topic's median, led by broker {hot_leader}.")
         if entry is not None:
             diagnoses.append(diagnosis(ctx.kb, entry, reason=f"lake: {hottest['topic']}-{hottest['partition']} "
                                                              f"at {hottest['skew']:.1f}x its topic's median ({measure})"))
@@ -151,11 +152,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     )
 
 
-def minute_series(rows: list[dict], ranked: list[dict], many_clusters: bool) -> list[Series]:
+def minute_series(rows: list[lake.Row], ranked: list[lake.Row], many_clusters: bool) -> list[Series]:
     """The per-minute write rates of the first partitions of the ranking, one line each, in the
     ranking's order (the chart's legend reads like the table)."""
     rank = {(r["cluster"], r["topic"], r["partition"]): n for n, r in enumerate(ranked)}
-    lines: dict[tuple, Series] = {}
+    lines: dict[tuple[str, str, int], Series] = {}
     for r in rows:
         key = (r["cluster"], r["topic"], r["partition"])
         if key not in lines:

@@ -7,9 +7,11 @@ import datetime as dt
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from live.gateway import GatewayError
+from live.gateway import AdminGateway, GatewayError
 from live.model import GroupLag, GroupListing, GroupRead
+from runbook_kb import KnowledgeBase
 
 from . import lake_evidence
 from .context import Context
@@ -101,7 +103,7 @@ class Ranking:
     change: int  # lag at the last read minus lag at the first
 
 
-def signals_from_kb(kb) -> LagSignals:
+def signals_from_kb(kb: KnowledgeBase | None) -> LagSignals:
     """The KB's records-lag-max and rebalance-rate-per-hour alerts (defaults if the KB lacks them)."""
     signals = kb.reference.get("signals") if kb is not None else None
     found: dict[str, tuple[Severity, tuple[str, ...]]] = {}
@@ -199,8 +201,8 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     # commits) or STALL (offsets not moving) says the same as lag growing now
     window = f.lake_worst if f.lake_worst in ("WARN", "STALL") else None
     slow = growing or window is not None
-    seen = trend + (f"; metric lake over its window: {window}" if window else "")
-    causes: list[Cause] = []
+    watched = trend + (f"; metric lake over its window: {window}" if window else "")
+    causes = []
     hot = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
     if hot:
         causes.append(Cause("hot-partition", "hot-partition", "hot-partition",
@@ -208,7 +210,7 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     if slow:
         moved = "committed offsets moved" if f.committed_moved else "committed offsets did not move"
         causes.append(Cause("slow-consumer", None, "Consumers slower than producers",
-                            f"{stable}; lag {lag:,} ({seen}) while {moved}"))
+                            f"{stable}; lag {lag:,} ({watched}) while {moved}"))
     causes += [Cause(e, e, e, f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
                      considered=not slow)
                for e in others if not (hot and e == "hot-partition")]
@@ -216,7 +218,7 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
                         f"ranks lower: {stable}, no rebalance seen", considered=True))
     if slow:
         verdict = (f"Group {f.group} is {lag:,} records behind and {'growing' if growing else 'not catching up'} "
-                   f"({seen}) with its members "
+                   f"({watched}) with its members "
                    f"consuming: the consumers are slower than the producers (Burrow: {window or 'WARN'}).")
         return Ranking(window or "WARN", sig.lag_severity, verdict, tuple(causes), lag, change)
     verdict = (f"Group {f.group} is {lag:,} records behind on {f.lagging_partitions} partition(s), "
@@ -224,7 +226,8 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     return Ranking("BEHIND", "info", verdict, tuple(causes), lag, change)
 
 
-def facts_from_reads(group: str, reads: list[tuple[GroupRead, bool]], lake=None) -> GroupFacts:
+def facts_from_reads(group: str, reads: list[tuple[GroupRead, bool]],
+                     lake: lake_evidence.LakeFindings | None = None) -> GroupFacts:
     """GroupFacts from live reads (oldest first; the flag says whether members were read) and the
     lake's findings on the group (``lake_evidence.GroupLagFindings`` or None)."""
     last = reads[-1][0].lag
@@ -253,7 +256,7 @@ def facts_from_reads(group: str, reads: list[tuple[GroupRead, bool]], lake=None)
 # --------------------------------------------------------------------------- live reads
 
 
-async def read_group(gw, group: str) -> tuple[GroupRead, bool]:
+async def read_group(gw: AdminGateway, group: str) -> tuple[GroupRead, bool]:
     """One read of a group; the flag is False when the gateway gives lag only (no members)."""
     read = getattr(gw, "consumer_group_read", None)
     if read is None:
@@ -262,7 +265,7 @@ async def read_group(gw, group: str) -> tuple[GroupRead, bool]:
     return await read(group), True
 
 
-async def watch_group(gw, group: str, reads: int = READS, gap_s: float = READ_GAP_S) -> list[tuple[GroupRead, bool]]:
+async def watch_group(gw: AdminGateway, group: str, reads: int = READS, gap_s: float = READ_GAP_S) -> list[tuple[GroupRead, bool]]:
     """``reads`` reads ``gap_s`` apart. The first read's error is the answer; a later failure
     (the coordinator moving mid-watch) ends the watch with the reads made so far."""
     out = [await read_group(gw, group)]
@@ -293,24 +296,24 @@ class GroupSummary:
     def lagging(self) -> bool:
         return bool(self.total_lag)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int | None]:
         return dict(self.__dict__)
 
 
-def _read_order(g: GroupListing) -> tuple:
+def _read_order(g: GroupListing) -> tuple[int, str]:
     # under a cap, read first the groups an incident is most likely about
     rank = 0 if g.state in REBALANCING else 1 if g.state in NO_MEMBERS else 2 if g.state == "STABLE" else 3
     return rank, g.group_id
 
 
-async def read_groups(gw, names: list[str]) -> dict[str, tuple[GroupRead, bool] | GatewayError]:
+async def read_groups(gw: AdminGateway, names: list[str]) -> dict[str, tuple[GroupRead, bool] | GatewayError]:
     """One read of each group: batched per coordinator when the gateway can, else one by one."""
     batch = getattr(gw, "consumer_groups_read", None)
     if batch is not None:
         return {g: r if isinstance(r, GatewayError) else (r, True) for g, r in (await batch(names)).items()}
     gate = asyncio.Semaphore(LIST_CONCURRENCY)
 
-    async def one(g: str):
+    async def one(g: str) -> tuple[GroupRead, bool] | GatewayError:
         async with gate:
             try:
                 return await read_group(gw, g)
@@ -319,7 +322,7 @@ async def read_groups(gw, names: list[str]) -> dict[str, tuple[GroupRead, bool] 
     return dict(zip(names, await asyncio.gather(*(one(g) for g in names))))
 
 
-async def summarize_groups(gw, listings: Iterable[GroupListing], limit: int) -> tuple[list[GroupSummary], int]:
+async def summarize_groups(gw: AdminGateway, listings: Iterable[GroupListing], limit: int) -> tuple[list[GroupSummary], int]:
     """Read the lag of up to ``limit`` of the listed groups (consumer groups and offsets-only ones;
     Connect and other protocols have no offsets to lag on). Returns the summaries, lagging
     first (most lag first), and how many groups were not read because of the cap."""
@@ -373,7 +376,7 @@ def summary_severity(s: GroupSummary) -> Severity:
 class LagReply(Reply):
     """A Reply whose JSON also carries the lag figures as numbers (``lag``)."""
 
-    lag: dict = field(default_factory=dict)
+    lag: dict[str, Any] = field(default_factory=dict)  # JSON: the figures differ per answer
 
 
 _ORDER: Mapping[str, int] = {"ok": 0, "info": 1, "warning": 2, "error": 2, "critical": 3}
@@ -506,7 +509,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     }
     return LagReply(title=f"Lag of {group}", severity=severity, verdict=ranking.verdict, evidence=evidence,
                     diagnoses=diagnoses, sections=sections, notes=notes, tables=[per_partition],
-                    series=list(lake.series) if lake_facts is not None else [],
+                    series=list(lake_facts.series) if lake_facts is not None else [],
                     window=lake.window.label if lake is not None and lake.available else None, lag=data)
 
 

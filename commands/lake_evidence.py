@@ -26,12 +26,21 @@ import datetime as dt
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .context import Context
 from .errors import Unavailable
 from .reply import Evidence, Series, Severity
 from .router import BadInput
 from .spec import CommandRequest, Option
+
+# A row of a lake query (a collected Spark Row as a dict): its values differ by column.
+Row = dict[str, Any]
+# What a ``lake.queries`` function returns: lists of rows by name, plus scalars such as ``data_end``.
+Facts = dict[str, Any]
+# A ``spark_queries`` function: DataFrame -> DataFrame (pyspark has no type information).
+WindowQuery = Callable[[Any], Any]
+T = TypeVar("T")
 
 DEFAULT_SINCE = dt.timedelta(minutes=15)
 MIN_SINCE = dt.timedelta(minutes=1)
@@ -96,7 +105,7 @@ def lake_cluster(request: CommandRequest, ctx: Context) -> str | None:
     return request.cluster or getattr(ctx.lake, "cluster", None)
 
 
-async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args, **kwargs):
+async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(view, *args)`` on the lake; Unavailable when there is none or it fails."""
     lake = ctx.lake
     if lake is None:
@@ -107,12 +116,13 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable, *args, 
     from lake.errors import LakeUnavailable
 
     try:
-        return await lake.query(fn, *args, cluster=lake_cluster(request, ctx), **kwargs)
+        result: T = await lake.query(fn, *args, cluster=lake_cluster(request, ctx), **kwargs)
+        return result
     except LakeUnavailable as exc:
         raise Unavailable(str(exc)) from exc
 
 
-def _window_query(name: str, **options) -> Callable:
+def _window_query(name: str, **options: Any) -> WindowQuery:
     """The ``spark_queries`` function a command names (commands never import the lake's code:
     this module is their one way in)."""
     if name == "hot_partitions":
@@ -134,8 +144,8 @@ def known_metrics() -> list[str]:
     return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
 
 
-async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Callable | str,
-                      timeout: float | None = None, **options) -> list[dict] | None:
+async def window_rows(ctx: Context, cluster: str | None, hours: int, query: WindowQuery | str,
+                      timeout: float | None = None, **options: Any) -> list[Row] | None:
     """Rows of ``query(window_df)`` (a pure ``spark_queries`` function, or its name with
     ``options``) over the last ``hours`` of ``cluster``, through ``LakeService.query`` (its time
     limit; a timed-out query's Spark jobs are cancelled); None without a lake.  Raises
@@ -153,8 +163,9 @@ async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Call
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
     try:
-        return await lake.query(q_window_rows, end - dt.timedelta(hours=hours), end, query,
-                                cluster=cluster, timeout=timeout)
+        rows: list[Row] = await lake.query(q_window_rows, end - dt.timedelta(hours=hours), end, query,
+                                           cluster=cluster, timeout=timeout)
+        return rows
     except LakeUnavailable as exc:
         raise Unavailable(str(exc)) from exc
 
@@ -167,11 +178,11 @@ def _n(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits or 1}f}"
 
 
-def _who(row: dict, many_clusters: bool) -> str:
+def _who(row: Row, many_clusters: bool) -> str:
     return f"broker {row['broker']}" + (f" ({row['cluster']})" if many_clusters else "")
 
 
-def _many(rows: list[dict]) -> bool:
+def _many(rows: list[Row]) -> bool:
     return len({r.get("cluster") for r in rows}) > 1
 
 
@@ -195,11 +206,12 @@ class LakeFindings:
         return cls(window, evidence=[no_data(window, source, what)], has_data=False)
 
 
-def _q(name: str):
+def _q(name: str) -> Callable[..., Facts]:
     """A query function of ``lake.queries`` (imported on first use: pyspark loads only with a lake)."""
     from lake import queries
 
-    return getattr(queries, name)
+    fn: Callable[..., Facts] = getattr(queries, name)
+    return fn
 
 
 #: With no known start of the symptom, the lake counts as stale when its newest sample in the
@@ -241,7 +253,7 @@ def no_data(window: Window, source: str, what: str = "samples") -> Evidence:
 # --------------------------------------------------------------------------- URP family
 
 
-def urp_findings(facts: dict, window: Window, ctx: Context) -> LakeFindings:
+def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
     """Evidence from q_urp's rows: the URP shape per broker, where it concentrates, ISR churn."""
     trend, conc, churn = facts["trend"], facts["concentration"], facts["churn"]
     if not trend and not churn:
@@ -409,7 +421,7 @@ async def controller(ctx: Context, request: CommandRequest, window: Window, bega
 
 
 async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str | None = None,
-              top: int = 10, rank_by: str = "peak", chart: int = 0) -> dict:
+              top: int = 10, rank_by: str = "peak", chart: int = 0) -> Facts:
     """``{"rows": [...], "series": [...], "data_end": ...}``: partitions ranked by their per-minute
     peak rate (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``;
     ``series`` has the per-minute rates of the first ``chart`` of them."""
@@ -472,8 +484,8 @@ async def group_lag(ctx: Context, request: CommandRequest, group: str, window: W
         out.severity = "ok" if status == "OK" else ("warning" if status == "WARN" else "critical")
         out.status, out.worst_status, out.total_lag = status, g["worst_status"], g["total_lag"]
     parts = facts["partitions"]
-    commits = [_epoch(r["last_commit"]) for r in parts if r.get("last_commit") is not None]
-    firsts = [_epoch(r["first_commit"]) for r in parts if r.get("first_commit") is not None]
+    commits = [t for r in parts if (t := _epoch(r.get("last_commit"))) is not None]
+    firsts = [t for r in parts if (t := _epoch(r.get("first_commit"))) is not None]
     out.last_commit = max(commits) if commits else None
     out.first_commit = min(firsts) if firsts else None
     out.details = partition_lag_lines(parts)
@@ -494,7 +506,7 @@ async def group_lag_or_note(ctx: Context, request: CommandRequest, group: str, w
         return unavailable(window, exc)
 
 
-def partition_lag_lines(rows: list[dict]) -> list[str]:
+def partition_lag_lines(rows: list[Row]) -> list[str]:
     return [f"{r['topic']}-{r['partition']}: {r['status']} (lag {_n(r['current_lag'])}, max {_n(r['max_lag'])}, "
             f"{r['commits']} commit(s) seen)" for r in rows]
 
@@ -503,7 +515,7 @@ def partition_lag_lines(rows: list[dict]) -> list[str]:
 
 
 async def history(ctx: Context, request: CommandRequest, window: Window, metric: str, topic: str | None,
-                  broker: int | None, partition: int | None, bucket_s: int) -> dict:
+                  broker: int | None, partition: int | None, bucket_s: int) -> Facts:
     return await run_query(ctx, request, _q("q_history"), window.start, window.end, metric, topic, broker, partition, bucket_s)
 
 

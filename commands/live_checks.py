@@ -10,16 +10,18 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import cast
 
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
-from live.model import QuorumInfo, TransactionDescription
+from live.model import LogDir, QuorumInfo, Reassignment, TransactionDescription
+from live.probe import ProbeResult
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from .findings import LiveFindings
 from .partial import note_missing
 from .reply import Action, Evidence, Severity
-from .txn_evidence import TxnReport, describe_txn, read_open_transactions
+from .txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
 
 
 def brokers_evidence(snap: Snapshot) -> Evidence:
@@ -69,7 +71,10 @@ async def _enrich_suspects(gw: AdminGateway, snap: Snapshot, notes: list[str],
         per_broker = [asyncio.wait_for(gw.log_dirs([b]), LOG_DIRS_BUDGET_S) for b in registered_suspects]
         # The reassignment listing may be routed to that same stalled broker: same short budget.
         listing = asyncio.wait_for(gw.reassignments(), LOG_DIRS_BUDGET_S)
-        *dirs_by_broker, moves = await asyncio.gather(*per_broker, listing, return_exceptions=True)
+        *answers, last = await asyncio.gather(*per_broker, listing, return_exceptions=True)
+        # gather's typing cannot tell its star arguments apart: the last answer is the listing
+        dirs_by_broker = cast(list[list[LogDir] | BaseException], answers)
+        moves = cast(list[Reassignment] | BaseException, last)
         for b, dirs in zip(registered_suspects, dirs_by_broker):
             if isinstance(dirs, asyncio.TimeoutError):
                 evidence.append(Evidence(f"Broker {b} log dirs", f"no answer to DescribeLogDirs within {LOG_DIRS_BUDGET_S:g} s "
@@ -110,7 +115,8 @@ async def _throttle_evidence(gw: AdminGateway, brokers: list[int], notes: list[s
         return []
     out = []
     for b, cfg in sorted(configs.items()):
-        set_ = {k: cfg[k].value for k in THROTTLE_KEYS if k in cfg and cfg[k].value not in (None, "", "9223372036854775807")}
+        set_ = {k: v for k, v in ((k, cfg[k].value) for k in THROTTLE_KEYS if k in cfg)
+                if v is not None and v not in ("", "9223372036854775807")}
         if set_:
             out.append(Evidence(f"Broker {b} replication throttle", ", ".join(f"{k}={int(v):,} B/s" if v.isdigit() else f"{k}={v}"
                                                                               for k, v in set_.items()),
@@ -282,7 +288,7 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
         evidence.append(Evidence(f"Not read: {what}", why, "live", "bad"))
     hanging = [t for t in shown if t.status(now) != "within-timeout"]
 
-    def lag(t) -> str:
+    def lag(t: OpenTxn) -> str:
         return f"{t.offsets.lso_lag:,}" if t.offsets is not None else "?"
 
     lead = [("hanging-transaction", "live: " + describe_txn(t, now)) for t in shown[:1]]
@@ -328,7 +334,7 @@ class QuorumView:
     lost: bool  # no active controller can exist (a majority of voters is down, or no leader)
 
 
-def quorum_view(voters: dict | BaseException, quorum: QuorumInfo | BaseException | None) -> QuorumView:
+def quorum_view(voters: dict[int, ProbeResult] | BaseException, quorum: QuorumInfo | BaseException | None) -> QuorumView:
     """Pure: voter probes (id -> ProbeResult, or the error reading the voters) and the
     DescribeQuorum answer (None when it was not waited for) -> the quorum's health.
 
@@ -345,7 +351,7 @@ def quorum_view(voters: dict | BaseException, quorum: QuorumInfo | BaseException
                 down.append(vid)
             evidence.append(Evidence(who, res.describe(), "live: TCP + ApiVersions probe", "bad" if bad else "ok"))
     majority_down = isinstance(voters, dict) and bool(voters) and (len(voters) - len(down)) * 2 <= len(voters)
-    if majority_down:
+    if majority_down and isinstance(voters, dict):
         names = ", ".join(str(v) if v >= 0 else voters[v].address for v in down)
         return QuorumView("critical",
                           f"No active controller: {len(down)} of {len(voters)} controller voter(s) ({names}) are down or not answering, "
@@ -385,7 +391,7 @@ async def read_quorum(gw: AdminGateway) -> QuorumView:
     """Probe the voters first (milliseconds); ask DescribeQuorum only when a majority answers,
     because with no controller that request waits for the whole admin timeout."""
     try:
-        voters: dict | BaseException = await gw.controller_liveness()
+        voters: dict[int, ProbeResult] | BaseException = await gw.controller_liveness()
     except GatewayError as exc:
         voters = exc
     first = quorum_view(voters, None)
@@ -412,14 +418,15 @@ METADATA_STALE_MS = 5_000
 
 def metadata_lag_findings(quorum: QuorumInfo, registered: set[int], now_ms: int) -> LiveFindings:
     """Pure: the quorum's observers (brokers) -> which registered broker is behind on metadata."""
-    evidence, behind = [], []
+    evidence: list[Evidence] = []
+    behind: list[tuple[int, int, int]] = []
     for o in quorum.observers:
         since = now_ms - o.last_caught_up_timestamp if o.last_caught_up_timestamp and o.last_caught_up_timestamp > 0 else None
         stale = since is not None and since > METADATA_STALE_MS and o.lag > 0
         evidence.append(Evidence(f"Broker {o.id} metadata",
                                  f"{o.lag:,} records behind the controller" + (f", last caught up {since / 1000:,.1f} s ago" if since is not None else ""),
                                  "live: describe_metadata_quorum (observers)", "bad" if stale else "ok"))
-        if stale and o.id in registered:
+        if stale and since is not None and o.id in registered:
             behind.append((o.id, o.lag, since))
     if not behind:
         return LiveFindings("Every registered broker is caught up with the controller's metadata.", "ok", evidence)

@@ -15,13 +15,17 @@ import re
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
+from live.model import PartitionOffsets
 from runbook_kb import default_kb
+from runbook_kb.diagnose import PartitionState
+from runbook_kb.schema import Signals
 
-from .evidence import broker_list, config_value
+from .evidence import Snapshot, broker_list, config_value
 from .findings import LiveFindings
 from .live_checks import check_offline
 from .reply import Action, Evidence, Severity
@@ -40,7 +44,8 @@ def alert_bounds(metric: str) -> dict[str, tuple[str, float]]:
     """severity -> (comparison, number) from the runbook's alert table, e.g. RequestHandlerAvgIdlePercent
     -> {"warning": ("<", 0.2), "critical": ("<", 0.1)}. Percentages are returned as fractions."""
     out: dict[str, tuple[str, float]] = {}
-    for alert in default_kb().reference["signals"].alerts:
+    signals = default_kb().reference["signals"]
+    for alert in signals.alerts if isinstance(signals, Signals) else []:
         if alert.metric != metric:
             continue
         m = _BOUND.match(alert.condition)
@@ -58,11 +63,11 @@ def _breaches(value: float, bound: tuple[str, float]) -> bool:
 def classify(value: float, bounds: dict[str, tuple[str, float]]) -> Severity:
     for severity in ("critical", "warning"):
         if severity in bounds and _breaches(value, bounds[severity]):
-            return severity  # type: ignore[return-value]
+            return severity
     return "ok"
 
 
-def _worst(severities) -> Severity:
+def _worst(severities: Iterable[Severity]) -> Severity:
     order = {"ok": 0, "info": 0, "warning": 1, "critical": 2}
     return max(severities, key=lambda s: order[s], default="ok")
 
@@ -165,7 +170,8 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
 
 # ---- hot partition ----------------------------------------------------------------------------------
 
-def partition_rates(first: dict, second: dict, seconds: float) -> dict[tuple[str, int], float]:
+def partition_rates(first: Mapping[tuple[str, int], PartitionOffsets], second: Mapping[tuple[str, int], PartitionOffsets],
+                    seconds: float) -> dict[tuple[str, int], float]:
     """Records/s per partition from two reads of the high watermarks ``seconds`` apart."""
     gap = max(1e-3, seconds)
     return {k: max(0.0, (second[k].high_watermark - first[k].high_watermark) / gap) for k in first.keys() & second.keys()}
@@ -301,7 +307,7 @@ async def unclean_elections(gw: AdminGateway) -> UncleanCount:
     return out
 
 
-def unclean_candidates(snap) -> list:
+def unclean_candidates(snap: Snapshot) -> list[PartitionState]:
     """Partitions of topics that allow unclean elections and whose ISR lost replicas: where an
     out-of-sync leader may have been elected (the replicas that held the lost records are still
     out of sync, or down)."""

@@ -11,7 +11,16 @@ from __future__ import annotations
 from runbook_kb import KnowledgeBase
 from runbook_kb.loader import table_rows
 from runbook_kb.lookup import tokens
-from runbook_kb.schema import ReferenceTopic, Strict, TopicSource
+from runbook_kb.schema import (
+    Configs,
+    Durability,
+    Latency,
+    PartitionCategories,
+    ReferenceTopic,
+    Signals,
+    Strict,
+    TopicSource,
+)
 
 from .reply import Reply, Section
 
@@ -22,7 +31,7 @@ COMPACT_ABOVE = 12
 def _named_in(question: str, names: list[str]) -> set[str]:
     """Row names that appear in the question as whole token runs."""
     q = tokens(question)
-    found = set()
+    found: set[str] = set()
     for name in names:
         t = tokens(name)
         if t and any(q[i : i + len(t)] == t for i in range(len(q) - len(t) + 1)):
@@ -35,7 +44,7 @@ def _fact_lines(model: Strict, topics: list[str]) -> list[str]:
             for f in getattr(model, "facts", []) if f.topic in topics]
 
 
-def _config_lines(kb: KnowledgeBase, model: Strict, rows: list[str], question: str, whole: bool) -> list[str]:
+def _config_lines(kb: KnowledgeBase, model: Configs, rows: list[str], question: str, whole: bool) -> list[str]:
     configs = [c for c in model.configs if not rows or c.key in rows]
     named = _named_in(question, [c.key for c in configs]) if whole else set()
     if named:
@@ -50,7 +59,7 @@ def _config_lines(kb: KnowledgeBase, model: Strict, rows: list[str], question: s
     return out
 
 
-def _signal_sections(model: Strict, rows: list[str], question: str) -> list[Section]:
+def _signal_sections(model: Signals, rows: list[str], question: str) -> list[Section]:
     metrics = [m for m in model.metrics if not rows or m.name in rows]
     alerts = [a for a in model.alerts if not rows or a.metric in rows]
     named = _named_in(question, sorted({m.name for m in metrics} | {a.metric for a in alerts}))
@@ -72,23 +81,24 @@ def _signal_sections(model: Strict, rows: list[str], question: str) -> list[Sect
 
 
 def _table_sections(kb: KnowledgeBase, name: str, model: Strict, src: TopicSource, question: str) -> list[Section]:
-    if hasattr(model, "configs"):
+    # one table per reference model (the loader validated each file against its model)
+    if isinstance(model, Configs):
         return [Section("Config defaults", _config_lines(kb, model, src.rows, question, whole=not src.rows))]
-    if hasattr(model, "alerts"):
+    if isinstance(model, Signals):
         return _signal_sections(model, src.rows, question)
-    if hasattr(model, "components"):
+    if isinstance(model, Latency):
         comps = [c for c in model.components if not src.rows or c.metric in src.rows]
         return [Section("Latency components", [
             f"{c.metric}: {c.stage} High means: {c.high_means}" + (f" Look at: {'; '.join(c.look_at)}." if c.look_at else "")
             for c in comps
         ])]
-    if hasattr(model, "matrix"):
+    if isinstance(model, Durability):
         rows = [f"acks={r.acks}, min.insync.replicas={r.min_insync_replicas}, RF={r.replication_factor}: "
                 f"tolerates {r.tolerates[0].lower() + r.tolerates[1:]} {r.outcome}" for r in model.matrix]
         recs = [f"{r.use_case}: RF={r.replication_factor}, min.insync.replicas={r.min_insync_replicas} ({r.rationale})"
                 for r in model.rf_recommendations]
         return [Section("acks x min.insync.replicas x RF", rows), Section("Recommended layouts", recs)]
-    if hasattr(model, "categories"):
+    if isinstance(model, PartitionCategories):
         cats = [f"{c.name} ({c.metric}" + (f", {c.mbean}" if c.mbean else "") + f"): {c.definition} Clients: {c.client_impact}"
                 for c in model.categories]
         examples = []

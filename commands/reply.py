@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 # "unknown": the bot could not see whether the symptom is present (no cluster, a source down).
 Severity = Literal["ok", "info", "warning", "critical", "error", "unknown"]
@@ -124,7 +124,8 @@ class Reply:
     # the complete Reply. Transports that can show it later do; others wait (commands.dispatch).
     later: Optional[Awaitable["Reply"]] = field(default=None, repr=False, compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (plain dicts, lists and scalars); its values differ per field."""
         data = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "later"}
         data["schema_version"] = SCHEMA_VERSION
         data["tables"] = [{"title": t.title, "columns": t.columns, "rows": t.records(), "more": t.more}
@@ -133,7 +134,7 @@ class Reply:
         return data
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     if isinstance(value, list):

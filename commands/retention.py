@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import re
 
-from live.gateway import GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, UnknownTopic
+from live.model import ConfigValue
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
@@ -80,7 +81,7 @@ def human_bytes(n: int) -> str:
     return f"{n:,} B"
 
 
-async def _current(gw, topic: str) -> tuple[dict | None, int | None]:
+async def _current(gw: AdminGateway, topic: str) -> tuple[dict[str, ConfigValue] | None, int | None]:
     try:
         cfg = (await gw.topic_configs([topic]))[topic]
     except UnknownTopic:
@@ -89,7 +90,7 @@ async def _current(gw, topic: str) -> tuple[dict | None, int | None]:
     return cfg, int(value) if value is not None else None
 
 
-async def _size_on_disk(gw, topic: str) -> int | None:
+async def _size_on_disk(gw: AdminGateway, topic: str) -> int | None:
     """Bytes the topic holds across all replicas; an upper bound on what lowering could delete."""
     try:
         return sum(p.size for d in await gw.log_dirs() for p in d.partitions if p.topic == topic and not p.is_future)
@@ -97,7 +98,7 @@ async def _size_on_disk(gw, topic: str) -> int | None:
         return None  # optional: the preview says nothing rather than guessing
 
 
-async def _validate(gw, topic: str, ms: int) -> str | None:
+async def _validate(gw: AdminGateway, topic: str, ms: int) -> str | None:
     try:
         await gw.alter_topic_config(topic, KEY, str(ms), validate_only=True)
     except GatewayError as exc:

@@ -13,7 +13,7 @@ import shlex
 
 from rapidfuzz import fuzz, process
 
-from .spec import Command, CommandRequest, Param
+from .spec import ArgValue, Command, CommandRequest, Param
 
 MAX_INPUT_CHARS = 4000
 MAX_NAME_CHARS = 249  # Kafka's limit for topic names (Topic.MAX_NAME_LENGTH)
@@ -82,7 +82,7 @@ def _clip(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _convert(param_or_kind: str, name: str, value: str) -> object:
+def _convert(param_or_kind: str, name: str, value: str) -> ArgValue:
     if param_or_kind == "int":
         try:
             return int(value)

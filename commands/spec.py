@@ -59,6 +59,9 @@ class CommandSpec:
 
 
 Runner = Callable[["CommandRequest", "Context"], Awaitable["Reply"]]
+# What the router binds to a parameter or option: its text, a whole number (kind "int"), or True
+# for an option that takes no value.
+ArgValue = str | int | bool
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,8 @@ class Command:
 @dataclass
 class CommandRequest:
     command: Command
-    args: dict[str, object] = field(default_factory=dict)
-    options: dict[str, object] = field(default_factory=dict)
+    args: dict[str, ArgValue] = field(default_factory=dict)
+    options: dict[str, ArgValue] = field(default_factory=dict)
     raw: str = ""
     json: bool = False
     full: bool = False  # --full: the whole runbook form instead of the short answer
@@ -88,3 +91,20 @@ class CommandRequest:
     @property
     def spec(self) -> CommandSpec:
         return self.command.spec
+
+    def arg_text(self, name: str) -> str | None:
+        """A positional argument as text; None when it was not given."""
+        return _text(self.args.get(name))
+
+    def option_text(self, name: str) -> str | None:
+        """An option's value as text; None when it was not given."""
+        return _text(self.options.get(name))
+
+    def option_int(self, name: str) -> int | None:
+        """A whole-number option (kind "int": the router already converted it); None when not given."""
+        value = self.options.get(name)
+        return None if value is None else int(value)
+
+
+def _text(value: ArgValue | None) -> str | None:
+    return None if value is None else str(value)

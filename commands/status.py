@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from live.gateway import GatewayError
+from live.gateway import AdminGateway, GatewayError
+from live.probe import ProbeResult
 
 from .context import Context
-from .evidence import at_min_isr_by_design, gateway, name_partitions, snapshot
+from .evidence import Snapshot, at_min_isr_by_design, gateway, name_partitions, snapshot
 from .live_checks import brokers_evidence, read_quorum
-from .reply import Action, Evidence, Reply, Table
+from .reply import Action, Cell, Evidence, Reply, Severity, Table
 from .spec import Command, CommandRequest, CommandSpec
 
 SPEC = CommandSpec(
@@ -54,7 +55,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if by_design:
         notes.append(f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
                      "one broker loss stops their acks=all writes. See /kafka audit.")
-    severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
+    severity: Severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
                 else "warning" if problems else "ok")
     topics = len({p.topic for p in snap.states})
     verdict = (f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topic{'s' if topics != 1 else ''}, "
@@ -80,17 +81,17 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                  actions=actions, notes=notes, tables=[_brokers_table(snap, liveness)])
 
 
-def _brokers_table(snap, liveness) -> Table:
+def _brokers_table(snap: Snapshot, liveness: dict[int, ProbeResult]) -> Table:
     """One row per broker the cluster expects: registered or not, what its listener answered."""
     brokers = sorted(snap.brokers.expected | snap.brokers.registered)
-    rows = [[b, "registered" if b in snap.brokers.registered else "missing"] for b in brokers]
+    rows: list[list[Cell]] = [[b, "registered" if b in snap.brokers.registered else "missing"] for b in brokers]
     if not liveness:  # nothing was probed (every broker registered): no empty column
         return Table("Brokers", ["broker", "state"], rows)
     return Table("Brokers", ["broker", "state", "listener probe"],
                  [row + [liveness[b].describe() if b in liveness else None] for row, b in zip(rows, brokers)])
 
 
-async def _liveness(gw, missing: list[int]) -> dict:
+async def _liveness(gw: AdminGateway, missing: list[int]) -> dict[int, ProbeResult]:
     """Probe the listeners of missing brokers: dead and paused need different responses."""
     if not missing:
         return {}

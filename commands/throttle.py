@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 
-from live.gateway import GatewayError
-from live.model import Reassignment
+from live.gateway import AdminGateway, GatewayError
+from live.model import ConfigValue, Reassignment
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
@@ -84,23 +85,29 @@ def replica_lists(moves: list[Reassignment]) -> dict[str, dict[str, str]]:
     return {t: {k: ",".join(v) for k, v in lists.items() if v} for t, lists in out.items()}
 
 
-def _dynamic(cfg: dict, key: str) -> str | None:
+# Per broker (its id as text: the plan is JSON) or topic, config key -> value; None: not set, or
+# (in a target) delete it.
+Settings = Mapping[str, Mapping[str, str | None]]
+State = dict[str, dict[str, str | None]]
+
+
+def _dynamic(cfg: Mapping[str, ConfigValue], key: str) -> str | None:
     """The value set on this resource itself (not a default inherited from elsewhere)."""
     v = cfg.get(key)
     return v.value if v is not None and v.source in ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG") else None
 
 
-async def _broker_state(gw, brokers: list[int]) -> dict[str, dict[str, str | None]]:
+async def _broker_state(gw: AdminGateway, brokers: list[int]) -> State:
     cfgs = await gw.broker_configs(brokers)
     return {str(b): {k: _dynamic(cfgs[b], k) for k in RATE_KEYS} for b in brokers}
 
 
-async def _topic_state(gw, topics: list[str]) -> dict[str, dict[str, str | None]]:
+async def _topic_state(gw: AdminGateway, topics: list[str]) -> State:
     cfgs = await gw.topic_configs(topics) if topics else {}
     return {t: {k: _dynamic(cfgs[t], k) for k in REPLICA_KEYS} for t in topics}
 
 
-async def _dry_run(gw, brokers: dict, topics: dict) -> list[str]:
+async def _dry_run(gw: AdminGateway, brokers: Settings, topics: Settings) -> list[str]:
     """validate_only on every change; returns the refusals (empty: all accepted)."""
     errors = []
     for b, kv in brokers.items():
@@ -118,16 +125,16 @@ async def _dry_run(gw, brokers: dict, topics: dict) -> list[str]:
     return errors
 
 
-def _changes(before_b: dict, target_b: dict, before_t: dict, target_t: dict) -> list[str]:
-    def show(v):
+def _changes(before_b: Settings, target_b: Settings, before_t: Settings, target_t: Settings) -> list[str]:
+    def show(v: str | None) -> str:
         return "(not set)" if v is None else v if len(v) <= 80 else v[:77] + "..."
     lines = [f"broker {b} {k}: {show(before_b[b][k])} -> {show(v)}" for b, kv in target_b.items() for k, v in kv.items()]
     lines += [f"topic {t} {k}: {show(before_t[t][k])} -> {show(v)}" for t, kv in target_t.items() for k, v in kv.items()]
     return lines
 
 
-def _make_plan(kind: str, gw, summary: str, brokers: list[int], target_b: dict, target_t: dict,
-               before_b: dict, before_t: dict, errors: list[str], notes: list[str]) -> ActionPlan:
+def _make_plan(kind: str, gw: AdminGateway, summary: str, brokers: list[int], target_b: Settings, target_t: Settings,
+               before_b: Settings, before_t: Settings, errors: list[str], notes: list[str]) -> ActionPlan:
     pre = [Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) if errors
                         else f"the brokers accepted all {sum(len(v) for v in target_b.values()) + sum(len(v) for v in target_t.values())} change(s)")]
     if not target_b and not target_t:
@@ -189,13 +196,13 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
             Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) or "accepted")]
 
 
-async def _read_back(gw, plan: ActionPlan) -> dict:
+async def _read_back(gw: AdminGateway, plan: ActionPlan) -> dict[str, State]:
     brokers = [int(b) for b in plan.args["target_brokers"]]
     return {"brokers": await _broker_state(gw, brokers) if brokers else {},
             "topics": await _topic_state(gw, sorted(plan.args["target_topics"]))}
 
 
-def _matches(state: dict, plan: ActionPlan) -> tuple[int, int]:
+def _matches(state: Mapping[str, State], plan: ActionPlan) -> tuple[int, int]:
     """(changes in place, changes planned)."""
     want = [(state["brokers"], b, k, v) for b, kv in plan.args["target_brokers"].items() for k, v in kv.items()]
     want += [(state["topics"], t, k, v) for t, kv in plan.args["target_topics"].items() for k, v in kv.items()]

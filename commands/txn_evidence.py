@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -110,19 +111,19 @@ def describe_txn(t: OpenTxn, now_ms: int) -> str:
             if t.offsets is not None else f"open from offset {t.start_offset:,}")
     age = t.age_ms(now_ms)
     status = t.status(now_ms)
+    at = t.abort_at_ms
     if status == "within-timeout":
-        at = t.abort_at_ms
         fate = (f"within its {_secs(t.timeout_ms)} timeout: the coordinator aborts it at {_utc(at)} (in {_secs(at - now_ms)}) "
                 "unless the producer finishes it") if at is not None else "within its timeout"
     elif status == "past-timeout":
-        fate = f"HANGING: past its {_secs(t.timeout_ms)} timeout by {_secs(now_ms - t.abort_at_ms)} and still open"
+        fate = f"HANGING: past its {_secs(t.timeout_ms)} timeout by {_secs(now_ms - at if at is not None else None)} and still open"
     else:
         fate = "HANGING: no transaction coordinator knows this transaction, so nothing will ever abort it"
     return f"{who}: {held} for {_secs(age)}; {fate}"
 
 
 async def read_open_transactions(gw: AdminGateway, *, topics: list[TopicInfo] | None = None,
-                                 clock=time.time) -> TxnReport:
+                                 clock: Callable[[], float] = time.time) -> TxnReport:
     """``topics``: the partition layout when the caller already read it (the digest's snapshot)."""
     report = TxnReport(now_ms=int(clock() * 1000))
     # The coordinators and the partitions are read at the same time.

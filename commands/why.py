@@ -12,13 +12,17 @@ from __future__ import annotations
 import asyncio
 
 from live.gateway import GatewayError
+from runbook_kb.lookup import Match
 
 from . import lake_evidence
+from .checks import check_for
 from .context import Context
 from .diagnosis import diagnosis
-from .checks import check_for
+from .errors import Unavailable
 from .evidence import gateway
-from .live_checks import LiveFindings, run_check, unreachable
+from .findings import LiveFindings
+from .lake_evidence import LakeFindings
+from .live_checks import Check, run_check, unreachable
 from .reference import reference_reply
 from .reply import Evidence, Reply
 from .router import BadInput
@@ -94,7 +98,7 @@ TREND_METRIC = {"urp": "UnderReplicatedPartitions", "under_min_isr": "UnderMinIs
                 "offline": "OfflinePartitionsCount"}
 
 
-async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str):
+async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str) -> LakeFindings | None:
     """The lake's findings for the entry, with the symptom's trend per broker for a chart."""
     findings = await lake_evidence.for_symptom(ctx, request, entry_id)
     entry = ctx.kb.failure_modes.get(entry_id)
@@ -106,17 +110,19 @@ async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str):
     window = findings.window
     try:
         facts = await lake_evidence.history(ctx, request, window, metric, None, None, None, bucket_for(window.since))
-    except lake_evidence.Unavailable:
+    except Unavailable:
         return findings  # the findings stand without the chart
     findings.series = trend_series(metric, facts["rows"], "partitions", (window.start.isoformat(), window.end.isoformat()))
     return findings
 
 
-async def _after_lake(ctx, symptom, matches, ranked, check, live, lake_task) -> Reply:
+async def _after_lake(ctx: Context, symptom: str, matches: list[Match], ranked: list[tuple[str, str]],
+                      check: Check | None, live: LiveFindings, lake_task: asyncio.Future[LakeFindings | None]) -> Reply:
     return _reply(ctx, symptom, matches, ranked, check, live, await lake_task)
 
 
-def _reply(ctx: Context, symptom: str, matches, ranked, check, live: LiveFindings | None, lake) -> Reply:
+def _reply(ctx: Context, symptom: str, matches: list[Match], ranked: list[tuple[str, str]], check: Check | None,
+           live: LiveFindings | None, lake: LakeFindings | None) -> Reply:
     if live is not None:
         ranked = _lead_first(live.lead, ranked)
     elif lake is not None and lake.lead:
