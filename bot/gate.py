@@ -19,9 +19,9 @@ the terminal identity.TerminalAuthorizer (the OS account mapped through the poli
 ``terminal_users``; never $USER), so a shell on the bot host cannot approve a Slack request
 under a name it made up.
 
-State lives in sqlite (KBOT_STATE_DIR/pending.sqlite3, 0600 in a 0700 folder, WAL,
-synchronous=FULL so every commit is fsync'd): the Slack server and a terminal
-`kbot ask "confirm <token>"` share it, and the single-use transition is one conditional UPDATE,
+State lives in sqlite (KBOT_STATE_DIR/pending.sqlite3, opened by bot/state_db.py and shared with
+the triage threads; 0600 in a 0700 folder, WAL, synchronous=FULL so every commit is fsync'd):
+the Slack server and a terminal `kbot ask "confirm <token>"` share it, and the single-use transition is one conditional UPDATE,
 so two processes cannot both win it. Within a process a per-token asyncio lock orders concurrent
 clicks so the loser gets a clear "already being executed" instead of a race.
 """
@@ -45,7 +45,7 @@ from commands.spec import CommandRequest
 
 from .audit import AuditLog, token_id
 from .rbac import Verdict
-from .settings import private_dir, private_file
+from .state_db import FILENAME as STATE_DB_FILE, StateDb
 
 log = logging.getLogger(__name__)
 
@@ -169,26 +169,19 @@ CREATE TABLE IF NOT EXISTS messages (
 
 
 class PendingStore:
-    """sqlite, one short connection per operation: safe from worker threads and other processes."""
+    """sqlite, one short connection per operation: safe from worker threads and other processes.
+    The file (bot/state_db.py) is shared with the triage threads (commands/triage/store.py)."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-        # It holds live confirm tokens: private before sqlite creates it (its -wal/-shm files
-        # take the database file's mode).
-        private_dir(self.path.parent)
-        private_file(self.path)
-        for extra in ("-wal", "-shm"):  # left wider by an older version
-            side = self.path.with_name(self.path.name + extra)
-            if side.exists():
-                private_file(side)
+        # It holds live confirm tokens: StateDb makes the folder and file private before sqlite
+        # writes to them.
+        self.db = StateDb(path)
+        self.path = self.db.path
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # fsync at every commit: a confirmed action survives a crash
-        return conn
+        return self.db.connect()
 
     @staticmethod
     def _row(row) -> Record:
@@ -284,6 +277,12 @@ class ConfirmationGate(Gate):
         # each command, so the requester and the approver are named the same way everywhere.
         self.acting_user = acting_user
         self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def state_db(self) -> StateDb:
+        """The state database this gate keeps its records in; commands that keep state of their own
+        (the triage threads) store it in the same file, reached through the context's gate."""
+        return self.store.db
 
     # -- helpers --
     async def _db(self, fn, *args, **kwargs):
@@ -506,7 +505,7 @@ def default_gate(settings=None, *, authorize: Authorize | None = None, router=No
         terminal = TerminalAuthorizer.from_settings(settings)
         authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
     audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
-    return ConfirmationGate(PendingStore(settings.state_dir / "pending.sqlite3"), audit, router=router,
+    return ConfirmationGate(PendingStore(settings.state_dir / STATE_DB_FILE), audit, router=router,
                             ttl_s=settings.confirm_ttl_s, high_risk_kinds=settings.high_risk_kinds,
                             approvers_required=settings.approvers_required, authorize=authorize, transport=transport,
                             clock=clock, actor=actor, acting_user=acting_user)

@@ -218,7 +218,7 @@ def ingest_lake(spark, root: Path, partitions: int, batches: int, minutes_per_ba
     """(c) + the small-file lake for (d): synthetic rows written as landing files, one batch each."""
     from lake.collector import write_landing_file
     from lake.ingest import Ingestor, LakeLayout
-    from lake.synthetic import generate
+    from tools.synthetic import generate
 
     src = root / "landing-src"
     shutil.rmtree(src, ignore_errors=True)
@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     from lake.rollups import rebuild
     from lake.service import LakeService, _session_conf
     from lake.spark import build_session
-    from lake.synthetic import generate, hot_key, broker_loss
+    from tools.synthetic import generate, hot_key, broker_loss
 
     info = machine_info()
     print("machine:", json.dumps(info), flush=True)

@@ -4,6 +4,7 @@ plan -> (stored as JSON) -> recheck -> execute -> reconcile. Tests that kill bro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -194,8 +195,13 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     assert any(a.command == "triage URP" for a in degraded.actions)
 
 
-async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_path, monkeypatch):
-    monkeypatch.setenv("KBOT_STATE_DIR", str(tmp_path))
+async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_path):
+    from bot.audit import AuditLog
+    from bot.gate import ConfirmationGate, PendingStore
+
+    # The terminal's context: a confirmation gate, whose sqlite file keeps the triage thread too.
+    gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"))
+    ctx = dataclasses.replace(ctx, gate=gate)
     topic = _name("tri")
     healed.faults.create_topic(topic, partitions=3, replication_factor=3)
     healed.faults.kill_broker(103)
@@ -208,7 +214,7 @@ async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_pa
     assert first.answer.startswith("broker 103 not registered")
     assert state.question is not None and state.question.kind == "maintenance"
 
-    # The same walk through the terminal commands, with the state kept on disk between answers.
+    # The same walk through the terminal commands, with the thread kept in the state database between answers.
     started = await dispatch("triage URP", ctx)
     assert started.outcome == "answered"
     button = next(a for a in started.reply.actions if a.label == "No")

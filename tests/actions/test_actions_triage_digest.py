@@ -1,11 +1,17 @@
 """The triage state machine and the digest on an in-memory gateway: the walk, questions, state
 persistence, and that a failing source stays inside its own digest section."""
 
+import dataclasses
 import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 from action_fakes import FakeGateway, FakePool, producer
 
+from bot.audit import AuditLog
+from bot.gate import ConfirmationGate, PendingStore
 from commands import digest, triage
 from commands.context import Context
 from commands.dispatch import answer as dispatch
@@ -25,6 +31,17 @@ def ctx_for(gw) -> Context:
     return Context(live=FakePool(gw) if gw is not None else None)
 
 
+def gated(ctx: Context, state_dir: Path) -> Context:
+    """The context with a real confirmation gate on ``state_dir``, as the terminal and Slack have."""
+    gate = ConfirmationGate(PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"))
+    return dataclasses.replace(ctx, gate=gate)
+
+
+def thread_keys(db: Path) -> list[str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return [r[0] for r in conn.execute("SELECT thread_key FROM triage_threads ORDER BY thread_key")]
+
+
 def roundtrip(state: triage.TriageState) -> triage.TriageState:
     return triage.TriageState.from_dict(json.loads(json.dumps(state.to_dict())))
 
@@ -38,11 +55,11 @@ async def test_broker_loss_is_answered_from_live_data():
     assert first.text == ctx.kb.failure_modes["broker-loss"].triage[0]  # the runbook's own step
     assert state.records[1].source.startswith("implied: broker 103 is gone")  # level URP, no lake needed
     assert state.question.kind == "maintenance" and "broker 103" in state.question.text
-    reply = state.to_reply()
+    reply = triage.to_reply(state)
     assert [a.command for a in reply.actions] == [f"triage answer {state.token} q1 {c}" for c in ("yes", "no", "unknown")]
     state = await triage.answer(roundtrip(state), "q1", "no", ctx)
     assert state.done and state.conclusion["entry"] == "broker-loss"
-    reply = state.to_reply()
+    reply = triage.to_reply(state)
     assert reply.verdict.startswith("Broker loss (broker 103): broker 103 not registered")
     assert reply.diagnoses[0].entry_id == "broker-loss"
     mutating = [a for a in reply.actions if a.mutating]
@@ -75,6 +92,17 @@ async def test_no_cluster_means_every_step_is_a_question():
         await triage.answer(state, state.question.id, "maybe", ctx)
 
 
+async def test_without_a_cluster_the_urp_shape_is_asked_as_a_question():
+    """The step the runbook binds to the urp_shape probe: no lake and no missing broker to tell the
+    shape, so the human is asked exactly that, and the answer picks the entry."""
+    ctx = ctx_for(None)
+    state = await triage.start("URP", ctx)
+    state = await triage.answer(state, "q1", "confirms", ctx)  # broker-loss step 0: it points here
+    assert state.question.kind == "urp-shape" and state.question.choices == ["level", "moving", "unknown"]
+    state = await triage.answer(state, state.question.id, "moving", ctx)
+    assert state.entry == "slow-follower" and state.records[-1].answer.endswith(": Moving up and down")
+
+
 async def test_healthy_cluster_rules_out_what_the_data_can():
     ctx = ctx_for(FakeGateway(topics=HEALTHY))
     state = await triage.start("URP", ctx)
@@ -92,7 +120,7 @@ async def test_hanging_transaction_triage_suggests_the_exact_abort():
     while state.question is not None:  # the steps only people can check (client symptoms, broker metrics)
         state = await triage.answer(state, state.question.id, state.question.choices[-1], ctx)
     assert state.conclusion["entry"] == "hanging-transaction"
-    mutating = [a for a in state.to_reply().actions if a.mutating]
+    mutating = [a for a in triage.to_reply(state).actions if a.mutating]
     assert [a.command for a in mutating] == ["abort-txn orders 1 --producer-id 4001"]
 
 
@@ -101,15 +129,17 @@ async def test_unknown_symptom():
         await triage.start("purple elephants", ctx_for(None))
 
 
-async def test_terminal_commands_keep_state_in_the_state_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBOT_STATE_DIR", str(tmp_path))
-    ctx = ctx_for(FakeGateway(brokers=(101, 102), topics=BROKER_LOST))
+async def test_terminal_commands_keep_state_in_the_gates_database(tmp_path):
+    """`triage URP` then `triage answer ...` as two commands: the thread is a row of the gate's
+    sqlite file (0600 in a 0700 folder), and a token is only ever a key."""
+    ctx = gated(ctx_for(FakeGateway(brokers=(101, 102), topics=BROKER_LOST)), tmp_path / "state")
     first = await dispatch("triage URP", ctx)
     assert first.outcome == "answered", first.reply.verdict
     token = first.reply.actions[0].command.split()[2]
-    saved = tmp_path / "triage" / f"{token}.json"
-    assert saved.exists()
-    assert saved.stat().st_mode & 0o777 == 0o600 and saved.parent.stat().st_mode & 0o777 == 0o700
+    db = tmp_path / "state" / "pending.sqlite3"
+    assert thread_keys(db) == [token]
+    assert db.stat().st_mode & 0o777 == 0o600 and db.parent.stat().st_mode & 0o777 == 0o700
+    assert not (tmp_path / "state" / "triage").exists()  # no JSON files any more
     second = await dispatch(f"triage answer {token} q1 yes", ctx)
     assert second.outcome == "answered" and "Planned maintenance" in second.reply.verdict
     bad = await dispatch("triage answer ../../etc q1 yes", ctx)
@@ -118,8 +148,7 @@ async def test_terminal_commands_keep_state_in_the_state_dir(tmp_path, monkeypat
     assert gone.outcome == "bad_input" and "No triage" in gone.reply.verdict
 
 
-async def test_triage_without_symptom_picks_what_the_cluster_shows(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBOT_STATE_DIR", str(tmp_path))
+async def test_triage_without_symptom_picks_what_the_cluster_shows():
     result = await dispatch("triage", ctx_for(FakeGateway(brokers=(101, 102), topics=BROKER_LOST)))
     assert result.reply.title == "Triage: URP"
     healthy = await dispatch("triage", ctx_for(FakeGateway(topics=HEALTHY)))

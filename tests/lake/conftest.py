@@ -18,7 +18,7 @@ def synthetic_lake(spark, tmp_path_factory) -> str:
     broker 3 slow follower 11:00-12:00 (fluctuating URP); rebalance storm of
     topic-003-consumers 11:30-11:40 (REWIND).
     """
-    from lake import synthetic as S
+    from tools import synthetic as S
 
     path = str(tmp_path_factory.mktemp("synthetic") / "lake")
     S.generate(

@@ -91,13 +91,28 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
     assert events == ["preview", "approval", "execution", "refusal"]
 
 
-def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
-    """The real CLI reaches the gate: the terminal's context carries it (bot/app.py make_context)."""
-    from bot.app import make_context
+def _terminal_env(tmp_path: Path) -> dict[str, str]:
+    """A terminal with no bot configuration of the caller's (no cluster, no Slack, no dev cluster
+    found through the cache root): only the state folder under test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_"))}
+    env.update(HOME=str(tmp_path / "home"), KBOT_HOME=str(tmp_path / "home"), KBOT_STATE_DIR=str(tmp_path / "state"),
+               KBOT_CACHE_DIR=str(tmp_path / "cache"))
+    return env
 
-    assert make_context(lake=False).gate is not None, "the terminal's context has no confirmation gate"
-    env = {**os.environ, "KBOT_STATE_DIR": str(tmp_path), "USER": "alice"}
+
+async def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
+    """The real CLI reaches the gate: the terminal's context carries it (bot/app.py make_context).
+    No skip: a terminal without a gate is the regression this guards against."""
+    from bot.app import close_context, make_context
+
+    env = _terminal_env(tmp_path)
+    ctx = make_context(lake=False, env=env)
+    try:
+        assert ctx.gate is not None, "the terminal's context has no confirmation gate"
+        assert ctx.gate.state_db.path == tmp_path / "state" / "pending.sqlite3"
+    finally:
+        await close_context(ctx)
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "confirm NoSuchTokenAtAll123"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert "No pending action has that token" in proc.stdout, proc.stdout + proc.stderr
-    assert (tmp_path / "pending.sqlite3").exists()
+    assert (tmp_path / "state" / "pending.sqlite3").exists()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -225,8 +227,7 @@ async def test_read_only_follow_up_buttons_run_as_the_clicker(slack):
 # ---- guided triage: the other engineer's transport-neutral state machine, rendered as buttons ----------
 
 
-async def test_triage_questions_are_buttons_and_answers_continue_in_the_thread(slack, monkeypatch, tmp_path):
-    monkeypatch.setenv("KBOT_STATE_DIR", str(tmp_path))  # commands/triage.py keeps its state there
+async def test_triage_questions_are_buttons_and_answers_continue_in_the_thread(slack):
     message, buttons = await slack.preview("triage URP")  # no cluster configured: every step is a question
     assert "Triage: URP" in json.dumps(message["blocks"])
     first = next(iter(buttons.values()))
@@ -243,10 +244,12 @@ async def test_triage_questions_are_buttons_and_answers_continue_in_the_thread(s
     assert "Triage: URP" in json.dumps(nxt.args["blocks"])
     assert slack.stand.called("chat.postMessage")[-1].args["thread_ts"] == message["thread_ts"]
     assert slack.audit("answer")[-1]["command"] == "triage answer" and slack.audit("answer")[-1]["user"] == "U0BOB"
+    # The thread is kept beside the gate's pending actions, in the app's one state database.
+    with closing(sqlite3.connect(slack.state_dir / "pending.sqlite3")) as conn:
+        assert conn.execute("SELECT count(*) FROM triage_threads").fetchone() == (1,)
 
 
-async def test_a_stale_triage_button_gets_a_short_error_in_the_thread(slack, monkeypatch, tmp_path):
-    monkeypatch.setenv("KBOT_STATE_DIR", str(tmp_path))
+async def test_a_stale_triage_button_gets_a_short_error_in_the_thread(slack):
     message, buttons = await slack.preview("triage URP")
     button = next(iter(buttons.values()))
     n = len(slack.stand.called("chat.update"))

@@ -4,7 +4,6 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from lake import synthetic as S
 from lake.schema import (
     COLUMNS,
     PARTITION_COLUMNS,
@@ -17,6 +16,7 @@ from lake.schema import (
     read_lake,
     to_utc,
 )
+from tools import synthetic as S
 
 UTC = dt.timezone.utc
 

@@ -1,6 +1,6 @@
 """A small synthetic lake (2 h, 4 brokers, 20 partitions) and the incidents the queries must find.
 
-Topology (see lake.synthetic): replica i of partition p of topic k is on broker
+Topology (see tools.synthetic): replica i of partition p of topic k is on broker
 (k + p + i) % 4 + 1.  With 4 topics x 5 partitions, each residue (k + p) % 4
 occurs 5 times, so:
   * broker 2 is a replica of the partitions with residues 0 ([1,2,3]),
@@ -16,7 +16,6 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lake import synthetic as S
 from lake.schema import read_lake
 from spark_queries.hot import hot_partitions
 from spark_queries.isr import isr_churn
@@ -24,6 +23,7 @@ from spark_queries.lag import group_lag_status, partition_lag_status
 from spark_queries.txn import last_stable_offset_lag, late_transactions
 from spark_queries.urp import urp_trend
 from spark_queries.window import incident_window
+from tools import synthetic as S
 
 pytestmark = pytest.mark.spark
 

@@ -4,24 +4,31 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+from collections.abc import Callable
 
 import pytest
 
-# The runbook-only answers these tests read must not change when a developer's cluster runs or
-# KBOT_BOOTSTRAP is set: each run gets an empty home and cache, and no KBOT_* setting but the seeds'.
-_HERMETIC = tempfile.mkdtemp(prefix="kbot-cli-test-")
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("KBOT_") or k == "KBOT_REQUIRE_SEEDS"}
-ENV.update(KBOT_HOME=os.path.join(_HERMETIC, "home"), KBOT_CACHE_DIR=os.path.join(_HERMETIC, "cache"), NO_COLOR="1")
+
+@pytest.fixture
+def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
+    """Run `python -m bot.cli ARGS` as a user would, in an environment of its own.
+
+    The runbook-only answers these tests read must not change when a developer's cluster runs, when
+    KBOT_BOOTSTRAP or Slack tokens are set, or when ~/.kbot holds a clusters.yaml: the process gets
+    no KBOT_* or SLACK_* variable from the caller, an empty HOME, state root and cache (the cache
+    root is where `kbot run`'s local cluster is found), and nothing else it could discover."""
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_")) and k != "PORT"}
+        env.update(HOME=str(tmp_path / "home"), KBOT_HOME=str(tmp_path / "kbot"), KBOT_STATE_DIR=str(tmp_path / "kbot"),
+                   KBOT_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1")
+        return subprocess.run([sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    return run
 
 
-def kbot(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, env=ENV
-    )
-
-
-def test_ask_why_urp_gives_cause_mechanism_and_mitigation():
+def test_ask_why_urp_gives_cause_mechanism_and_mitigation(kbot):
     r = kbot("ask", "why URP")
     assert r.returncode == 0, r.stderr
     out = r.stdout
@@ -33,7 +40,19 @@ def test_ask_why_urp_gives_cause_mechanism_and_mitigation():
     assert "Traceback" not in r.stderr
 
 
-def test_ask_runbook_hanging_transaction():
+def test_the_callers_bot_settings_do_not_reach_the_cli(kbot, monkeypatch):
+    """A caller pointed at a cluster (here one where nothing listens) and at Slack: the answer is still
+    the no-cluster one, not 'the cluster did not answer'."""
+    monkeypatch.setenv("KBOT_BOOTSTRAP", "127.0.0.1:1")
+    monkeypatch.setenv("KBOT_CLUSTERS_FILE", "/nonexistent/clusters.yaml")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-not-for-tests")
+    r = kbot("ask", "--json", "why URP")
+    assert r.returncode == 0, r.stdout + r.stderr
+    verdict = json.loads(r.stdout)["verdict"]
+    assert verdict.startswith("No cluster is configured"), verdict  # not "The cluster did not answer"
+
+
+def test_ask_runbook_hanging_transaction(kbot):
     r = kbot("ask", "runbook", "hanging", "transaction")
     assert r.returncode == 0, r.stderr
     assert "Runbook: Hanging transaction" in r.stdout
@@ -41,7 +60,7 @@ def test_ask_runbook_hanging_transaction():
     assert "kafka-transactions.sh" in r.stdout
 
 
-def test_ask_json():
+def test_ask_json(kbot):
     r = kbot("ask", "--json", "why NotEnoughReplicas")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -53,7 +72,7 @@ def test_ask_json():
     "text,needle",
     [("frobnicate", "Unknown command"), ("why", "needs symptom"), ("x" * 5000, "limit is 4,000"), ("why \x07URP", "control characters")],
 )
-def test_bad_input_exits_2_with_a_short_error(text, needle):
+def test_bad_input_exits_2_with_a_short_error(kbot, text, needle):
     r = kbot("ask", text)
     assert r.returncode == 2
     assert needle in r.stdout
@@ -61,14 +80,14 @@ def test_bad_input_exits_2_with_a_short_error(text, needle):
     assert len(r.stdout.splitlines()) < 10
 
 
-def test_bad_input_json():
+def test_bad_input_json(kbot):
     r = kbot("ask", "--json", "wyh URP")
     assert r.returncode == 2
     data = json.loads(r.stdout)
     assert data["severity"] == "error" and "Try: why" in data["followups"]
 
 
-def test_console_reads_lines_with_or_without_prefix_and_survives_errors():
+def test_console_reads_lines_with_or_without_prefix_and_survives_errors(kbot):
     r = kbot("console", stdin="/kafka why URP\nfrobnicate\nrunbook PRODUCER_FENCED\nexit\nwhy offline\n")
     assert r.returncode == 0, r.stderr
     assert "Why URP?" in r.stdout
@@ -77,7 +96,7 @@ def test_console_reads_lines_with_or_without_prefix_and_survives_errors():
     assert "Why offline?" not in r.stdout  # after exit
 
 
-def test_console_json_prints_one_json_document_per_answer():
+def test_console_json_prints_one_json_document_per_answer(kbot):
     r = kbot("console", "--json", stdin="why URP\nhelp\n")
     assert r.returncode == 0, r.stderr
     decoder = json.JSONDecoder()
@@ -91,7 +110,7 @@ def test_console_json_prints_one_json_document_per_answer():
     assert [d["title"] for d in found] == ["Why URP?", "Kafka incident bot"]
 
 
-def test_help_is_real_help():
+def test_help_is_real_help(kbot):
     r = kbot("--help")
     assert r.returncode == 0
     assert "ask" in r.stdout and "console" in r.stdout
@@ -102,7 +121,7 @@ def test_help_is_real_help():
     assert "Usage: /kafka why" in r.stdout
 
 
-def test_no_subcommand_prints_help_and_exits_2():
+def test_no_subcommand_prints_help_and_exits_2(kbot):
     r = kbot()
     assert r.returncode == 2
     assert "usage: kbot" in r.stdout

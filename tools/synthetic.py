@@ -58,7 +58,7 @@ Incidents (``incidents=[...]``)
 
 CLI::
 
-    python -m lake.synthetic --out /tmp/lake --hours 24 --partitions 3000 \\
+    python -m tools.synthetic --out /tmp/lake --hours 24 --partitions 3000 \\
         --incident broker_loss:broker=2,at=2024-05-01T10:00,duration=30m
 """
 
@@ -824,7 +824,7 @@ def _parse_incident(spec: str) -> Incident:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lake.synthetic", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.synthetic", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="lake root directory (local path or any Hadoop URI)")
     p.add_argument("--cluster", default="synthetic")
     p.add_argument("--start", help="ISO time (UTC if no offset); default: HOURS before the current hour")
