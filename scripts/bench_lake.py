@@ -17,7 +17,7 @@ Parts
 (d) compaction: the lake ingested in many small batches has many small files per hour; file
     count and the window query's time before and after ``OPTIMIZE ... ZORDER BY (topic, partition)``.
 
-Data: ``lake.synthetic`` (UnderReplicatedPartitions and LogEndOffset only, ``leo_replicas=1``,
+Data: ``tools.synthetic`` (UnderReplicatedPartitions and LogEndOffset only, ``leo_replicas=1``,
 6 brokers, 30 s resolution, a broker loss and a hot key at the end of the last day).  The
 issue's 30,000 partitions x 7 days needs tens of minutes to generate on 2 cores: pick a size the
 machine can build in a few minutes (``--partitions``, ``--days``); the report prints the size.

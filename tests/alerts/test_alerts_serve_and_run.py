@@ -49,9 +49,8 @@ def test_serve_check_reports_the_alert_webhook(tmp_path):
 def test_run_alerts_without_slack_says_why_and_starts_nothing(monkeypatch, capsys):
     from bot import run
 
-    for var in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    assert run.start_alert_stack() is None
+    env = {k: v for k, v in os.environ.items() if k not in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")}
+    assert run.start_alert_stack(env) is None
     assert "no Slack tokens are set" in capsys.readouterr().err
 
 
@@ -68,16 +67,16 @@ def test_run_alerts_starts_prometheus_and_alertmanager_wired_to_the_webhook(kafk
     from bot.alerts_stack import free_port
 
     port = free_port()
-    for k, v in {**SLACK_ENV, "KBOT_STATE_DIR": str(tmp_path), "KBOT_PORT": str(port),
-                 "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in kafka_cluster.metrics_urls.items())}.items():
-        monkeypatch.setenv(k, v)
-    for var in ("KBOT_ALERT_TOKEN", "KBOT_ALERT_ROUTES", "KBOT_ALERT_CHANNEL", "SLACK_APP_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    stack = run.start_alert_stack()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KBOT_ALERT_TOKEN", "KBOT_ALERT_ROUTES", "KBOT_ALERT_CHANNEL", "SLACK_APP_TOKEN")}
+    env.update({**SLACK_ENV, "KBOT_STATE_DIR": str(tmp_path), "KBOT_PORT": str(port),
+                "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in kafka_cluster.metrics_urls.items())})
+    stack = run.start_alert_stack(env)
     assert stack is not None
     try:
-        token = os.environ["KBOT_ALERT_TOKEN"]  # made up for this run
-        assert len(token) >= 32 and os.environ["KBOT_ALERT_CHANNEL"] == "#kafka-alerts"
+        token = env["KBOT_ALERT_TOKEN"]  # made up for this run, handed on in the run's env (not os.environ)
+        assert len(token) >= 32 and env["KBOT_ALERT_CHANNEL"] == "#kafka-alerts"
+        assert "KBOT_ALERT_TOKEN" not in os.environ
         am = yaml.safe_load((stack.workdir / "alertmanager.yml").read_text())
         hook = am["receivers"][0]["webhook_configs"][0]
         assert hook["url"] == f"http://127.0.0.1:{port}/alerts/alertmanager"

@@ -272,7 +272,7 @@ async def test_real_retention_command_through_the_slack_gate(stand, tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "actions"))
-    action_fakes = pytest.importorskip("action_fakes")
+    import action_fakes  # a plain import: a broken helper must fail this test, not skip it
     from slack_harness import POLICY, Harness
 
     from runbook_kb import default_kb
