@@ -63,7 +63,13 @@ def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] |
 
     env = effective_env(env)
     pool = GatewayPool(env=env)
-    want_lake = lake or load(env).kbot_lake is True
+    flag = load(env).kbot_lake
+    want_lake = lake or flag is True
+    if not want_lake and flag is not False:
+        # a one-shot `kbot ask` pays no cold Spark start when `kbot run` keeps a server warm
+        from lake.connect import running_url
+
+        want_lake = running_url(env=env) is not None
     ctx = Context(kb=default_kb(), live=pool if pool.configured() else None,
                   gate=default_gate(Settings.from_env(env)), lake=lake_from_env(env) if want_lake else None)
     if progress is not None:

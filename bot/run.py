@@ -54,18 +54,21 @@ def embedded_cluster() -> dict[str, str]:
 
 
 def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
-    """Collect the cluster's metrics into the lake in a child process (scrape every 10 s, ingest
-    with Spark every 60 s), logging to the state dir; stopped when the bot exits. The child gets
-    this run's configuration as its environment."""
-    if not env.get("KBOT_METRICS_TARGETS"):
-        _say("no metrics targets (KBOT_METRICS_TARGETS): not collecting into the lake")
+    """Collect the cluster's metrics into the lake in a child process (a round every 10 s, each
+    landing file ingested as soon as it is written: a sample is queryable seconds after its
+    scrape), logging to the state dir; stopped when the bot exits. The child gets this run's
+    configuration as its environment."""
+    settings = load(env)
+    if settings.kbot_metrics_source == "exporters" and not settings.kbot_metrics_targets:
+        _say("no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with KBOT_PROMETHEUS_URL): "
+             "not collecting into the lake")
         return None
     from .settings import private_dir, private_file
 
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
-    state = private_dir(load(env).state_dir)
+    state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
-    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-every", "60"]
+    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
@@ -87,12 +90,18 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
         except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
             _say(f"--alerts: {exc}")
             return 2
+    connect = None
     if not args.no_lake:
         env.setdefault("KBOT_LAKE", "1")
+        connect = start_connect_server(env)
         collector = start_collection(env)
     try:
         return _serve_or_console(args, env)
     finally:
+        if connect is not None and connect.started:  # only the server this run started
+            from lake.connect import stop_server
+
+            stop_server(env=env)
         if stack is not None:
             stack.stop()
         if collector is not None:
@@ -101,6 +110,24 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
                 collector.wait(15)
             except subprocess.TimeoutExpired:
                 collector.kill()
+
+
+def start_connect_server(env: Mapping[str, str]):
+    """A Spark Connect server for the lake, kept warm for every bot process - `kbot ask` in another
+    terminal, the console, the Slack app (docs/lake-connect.md). None when KBOT_SPARK_MASTER picks
+    another Spark, or when it cannot start (the lake then runs Spark in-process)."""
+    if load(env).kbot_spark_master:
+        return None
+    from lake.errors import LakeError
+    from lake.service import ensure_server
+
+    try:
+        info = ensure_server(env=env)
+    except LakeError as exc:
+        _say(f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark")
+        return None
+    _say(f"Spark kept warm at {info.url} ({'started' if info.started else 'already running'}; log {info.log})")
+    return info
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:

@@ -10,15 +10,18 @@ into the lake), with its time limit: a timed-out query's Spark jobs are cancelle
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from live.gateway import ClusterUnreachable
+from live.gateway import AdminGateway, ClusterUnreachable
 
 from .audit import audit_topics
 from .context import Context
 from .evidence import Snapshot, gateway, name_partitions, snapshot
-from .lake_evidence import HOT_SKEW
+from .lake_evidence import FRESH_S, HOT_SKEW, WindowQuery
 from .live_checks import brokers_evidence, transaction_findings
 from .reply import Action, Evidence, Reply, Section, Severity
 from .router import BadInput, check_group
@@ -51,7 +54,10 @@ class Part:
     actions: list[Action] = field(default_factory=list)
 
 
-def _snapshot_once(gw):
+ReadSnapshot = Callable[[], Awaitable[Snapshot]]
+
+
+def _snapshot_once(gw: AdminGateway) -> ReadSnapshot:
     """Status and Audit read the same metadata and topic configs: one read serves both. Only a
     read that succeeded is kept, so a section after a failed one asks the cluster again."""
     kept: list[Snapshot] = []
@@ -64,7 +70,7 @@ def _snapshot_once(gw):
     return read
 
 
-async def _status(read_snapshot) -> Part:
+async def _status(read_snapshot: ReadSnapshot) -> Part:
     snap = await read_snapshot()
     cats = snap.by_category()
     lines = [f"{label}: {len(cats[k]):,}" + (f" ({name_partitions(cats[k], 4)})" if cats[k] else "")
@@ -85,7 +91,7 @@ async def _status(read_snapshot) -> Part:
                                         "bad" if cats["UnderReplicated"] else "ok")], actions)
 
 
-async def _audit(read_snapshot) -> Part:
+async def _audit(read_snapshot: ReadSnapshot) -> Part:
     snap = await read_snapshot()
     topics = snap.topics
     findings = audit_topics(topics, snap.configs)
@@ -101,7 +107,7 @@ async def _audit(read_snapshot) -> Part:
                 [Action("Full audit", "audit")])
 
 
-async def _hanging(gw, read_snapshot) -> Part:
+async def _hanging(gw: AdminGateway, read_snapshot: ReadSnapshot) -> Part:
     snap = await read_snapshot()
     found = transaction_findings(await read_open_transactions(gw, topics=snap.topics))
     if found.severity == "ok":
@@ -113,7 +119,7 @@ async def _hanging(gw, read_snapshot) -> Part:
                 [Action("Hanging transactions", "hanging-txns")])
 
 
-def wanted_groups(option: object | None, env: dict | None = None) -> list[str]:
+def wanted_groups(option: object | None, env: dict[str, str] | None = None) -> list[str]:
     """Groups from --groups, else $KBOT_DIGEST_GROUPS; validated like any group id from a user."""
     raw = str(option) if option else (env if env is not None else os.environ).get(GROUPS_ENV, "")
     groups = [check_group(g.strip()) for g in raw.split(",") if g.strip()]
@@ -131,11 +137,12 @@ def lag_verdict(state: str, total: int, lagging: int) -> tuple[str, Severity]:
     return f"{total:,} behind on {lagging} partition(s)", "warning"
 
 
-async def _lag(gw, groups: list[str]) -> Part:
+async def _lag(gw: AdminGateway, groups: list[str]) -> Part:
     if not groups:
         return await _lag_listed(gw)
     results = await asyncio.gather(*(gw.consumer_group_lag(g) for g in groups), return_exceptions=True)
-    lines, worst = [], "ok"
+    lines: list[str] = []
+    worst: Severity = "ok"
     for g, r in zip(groups, results):
         if isinstance(r, BaseException):
             lines.append(f"{g}: could not read ({r})")
@@ -146,14 +153,16 @@ async def _lag(gw, groups: list[str]) -> Part:
     return Part(Section("Consumer lag (now)", lines), worst)
 
 
-async def _lag_listed(gw) -> Part:
+async def _lag_listed(gw: AdminGateway) -> Part:
     """No groups named: list the cluster's groups (ListGroups on every broker), read up to
     LISTED_GROUPS of them and show the lagging ones; the caught-up ones are counted."""
     from .lag import summarize_groups
 
     listing = await gw.list_consumer_groups()
     summaries, skipped = await summarize_groups(gw, listing.groups, LISTED_GROUPS)
-    lines, worst, hidden = [], "ok", 0
+    lines: list[str] = []
+    worst: Severity = "ok"
+    hidden = 0
     for s in summaries:
         if not (s.error or s.lagging):
             continue
@@ -187,13 +196,52 @@ async def _lag_listed(gw) -> Part:
                           "live: list_groups", "bad" if behind else "ok")], actions)
 
 
-async def lake_rows(ctx: Context, cluster: str, hours: int, query: str, **options) -> list[dict] | None:
+async def lake_rows(ctx: Context, cluster: str, hours: int, query: WindowQuery | str,
+                    **options: Any) -> list[dict[str, Any]] | None:
     """Rows of the lake's window query ``query`` over the last ``hours`` of one cluster, through
     LakeService.query (its time limit; a timed-out query's Spark jobs are cancelled); None without
     a lake."""
     from .lake_evidence import window_rows
 
     return await window_rows(ctx, cluster, hours, query, timeout=LAKE_TIMEOUT_S, **options)
+
+
+def _newest_sample(df: Any) -> Any:
+    """The window's newest sample time, as one row ``{"data_end": datetime | None}``.  DataFrame
+    methods only: the commands hold no Spark code of their own."""
+    return df.agg({"ts": "max"}).withColumnRenamed("max(ts)", "data_end")
+
+
+async def lake_data_end(ctx: Context, cluster: str, hours: int) -> dt.datetime | None:
+    """The newest sample of ``cluster`` in the lake within ``hours`` (the last hour first: that
+    reads little when the lake is current), None without one."""
+    for span in dict.fromkeys((1, hours)):
+        rows = await lake_rows(ctx, cluster, span, _newest_sample)
+        end = rows[0].get("data_end") if rows else None
+        if isinstance(end, dt.datetime):
+            return end if end.tzinfo is not None else end.replace(tzinfo=dt.timezone.utc)
+    return None
+
+
+def describe_age(seconds: float) -> str:
+    """``35 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``: how old the lake's data is."""
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 2 * 86_400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86_400} d {s % 86_400 // 3600} h"
+
+
+def freshness(data_end: dt.datetime | None, now: float) -> tuple[str, bool]:
+    """("lake data to 10:42:10 UTC, 35 s old", stale?): stale past FRESH_S, the age at which the
+    symptom commands stop trusting a healthy trend."""
+    if data_end is None:
+        return "no lake data in the window", True
+    age = now - data_end.timestamp()
+    return f"lake data to {data_end:%H:%M:%S} UTC, {describe_age(age)} old", age > FRESH_S
 
 
 async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
@@ -210,10 +258,22 @@ async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
     if not lines:
         lines = [f"No lake data for cluster {cluster} in the last {hours} h." if not hot and not urp
                  else f"No hot partitions or URP in the last {hours} h."]
-    return Part(Section(f"Trends, last {hours} h (metric lake)", lines), "warning" if shaped else "ok")
+    severity: Severity = "warning" if shaped else "ok"
+    evidence: list[Evidence] = []
+    if hot or urp:
+        # how old the trends are: a quiet trend from a lake that stopped an hour ago says nothing
+        age, stale = freshness(await lake_data_end(ctx, cluster, hours), ctx.clock())
+        heading = f"Trends, last {hours} h (metric lake; {age})"
+        evidence.append(Evidence("Metric lake data", age + ("; is `kbot lake collect` running?" if stale else ""),
+                                 "lake: freshness", "bad" if stale else "ok"))
+        if stale and severity == "ok":
+            severity = "info"
+    else:
+        heading = f"Trends, last {hours} h (metric lake)"
+    return Part(Section(heading, lines), severity, evidence)
 
 
-async def _guard(heading: str, work) -> tuple[Part, Exception | None]:
+async def _guard(heading: str, work: Awaitable[Part]) -> tuple[Part, Exception | None]:
     """One section's failure stays in that section."""
     try:
         return await work, None
@@ -229,7 +289,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
     read_snapshot = _snapshot_once(gw)
-    sections = [("Status", lambda: _status(read_snapshot)), ("Audit", lambda: _audit(read_snapshot)),
+    sections: list[tuple[str, Callable[[], Awaitable[Part]]]] = [("Status", lambda: _status(read_snapshot)), ("Audit", lambda: _audit(read_snapshot)),
                 ("Hanging transactions", lambda: _hanging(gw, read_snapshot)), ("Consumer lag", lambda: _lag(gw, groups)),
                 ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours))]
     parts: list[Part] = []

@@ -153,8 +153,22 @@ class KbotSettings(BaseSettings):
                                       "Metric lake")
     kbot_metrics_targets: str | None = _f(None, "KBOT_METRICS_TARGETS", "exporters to scrape: "
                                           "101=http://host:7071/metrics,...", "Metric lake")
-    kbot_spark_master: str | None = _f(None, "KBOT_SPARK_MASTER", "local[*], sc://host:15002, spark://host:7077",
+    kbot_metrics_source: Literal["exporters", "prometheus"] = _f(
+        "exporters", "KBOT_METRICS_SOURCE", "where the lake's samples come from: the exporters themselves, or a "
+        "Prometheus that scrapes them (docs/metrics-sources.md)", "Metric lake")
+    kbot_prometheus_url: str | None = _f(None, "KBOT_PROMETHEUS_URL", "that Prometheus, e.g. http://prometheus:9090",
+                                         "Metric lake")
+    kbot_prometheus_broker_label: str = _f("node_id", "KBOT_PROMETHEUS_BROKER_LABEL", "the label holding the broker id "
+                                           "in Prometheus", "Metric lake")
+    kbot_prometheus_selector: str | None = _f(None, "KBOT_PROMETHEUS_SELECTOR", "extra label filters for its series, "
+                                              "e.g. cluster=\"prod\"", "Metric lake")
+    kbot_spark_master: str | None = _f(None, "KBOT_SPARK_MASTER", "local[*], sc://host:15002, spark://host:7077 "
+                                       "(default: the warm local Connect server when it runs, else in-process)",
                                        "Metric lake")
+    kbot_spark_connect_port: int = _f(15002, "KBOT_SPARK_CONNECT_PORT", "port of the Spark Connect server `kbot run` "
+                                      "and `kbot lake serve` keep warm (docs/lake-connect.md)", "Metric lake",
+                                      ge=1, le=65535)
+    kbot_spark_connect_memory: str = _f("1g", "KBOT_SPARK_CONNECT_MEMORY", "that server's memory", "Metric lake")
     kbot_spark_conf: str | None = _f(None, "KBOT_SPARK_CONF", "extra Spark settings, 'key=value;key=value'",
                                      "Metric lake")
     kbot_spark_log: Path | None = _f(None, "KBOT_SPARK_LOG", "where Spark's own output goes in the console "
@@ -173,6 +187,11 @@ class KbotSettings(BaseSettings):
         # also be a run's own configuration (bot/run.py) or a test's - never merged with the
         # process environment behind its back.
         return (init_settings,)
+
+    @field_validator("kbot_metrics_source", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("kbot_log_level", "kbot_security_protocol", "kbot_sasl_mechanism", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""`kbot lake collect | ingest | maintain | status`: fill the metric lake and see what it holds.
+"""`kbot lake collect | ingest | maintain | status | serve`: fill the metric lake and see what it holds.
 
     kbot lake collect --local dev                 scrape the local cluster's exporters (every 10 s)
     kbot lake collect --targets 1=http://kafka-1:7071/metrics,2=...   any exporters you run
@@ -6,6 +6,9 @@
     kbot lake ingest                              landing files -> Delta Lake table (exactly once) + rollups
     kbot lake maintain                            OPTIMIZE closed hours, apply KBOT_LAKE_RETENTION, VACUUM
     kbot lake status [--json]                     files in flight, batches, partitions in the lake
+    kbot lake serve [--port N] [--master URL]     keep Spark warm: a Spark Connect server that every bot
+                                                  process queries through (sc://127.0.0.1:15002)
+    kbot lake serve --status | --stop [--json]    is it running / stop it
 
 Wiring into an argparse parser::
 
@@ -16,7 +19,7 @@ Wiring into an argparse parser::
 Environment: KBOT_LAKE_DIR (state dir, default ~/.kbot/lake), KBOT_LAKE_URI (Delta table,
 default <dir>/samples; s3a://, abfss://, hdfs:// work), KBOT_METRICS_TARGETS, KBOT_LAKE_CLUSTER,
 KBOT_LAKE_GROUPS (consumer groups to sample), KBOT_SPARK_MASTER, KBOT_LAKE_RETENTION
-(raw=7d,rollups=90d).
+(raw=7d,rollups=90d), KBOT_SPARK_CONNECT_PORT (serve; docs/lake-connect.md).
 Exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr), 2 bad arguments.
 """
 
@@ -63,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--groups", help=f"consumer groups to sample committed offsets of (default ${GROUPS_ENV}); "
                                     "needs the cluster configured (KBOT_BOOTSTRAP or clusters file)")
     c.add_argument("--ingest-every", type=float, metavar="S", help="also ingest every S seconds (starts Spark)")
+    c.add_argument("--ingest-follow", action="store_true",
+                   help="also ingest each landing file as soon as it is written, rollups at most once a minute "
+                        "(starts Spark; a sample is queryable seconds after its scrape - what `kbot run` uses)")
     c.add_argument("--master", default=None, help="Spark master for --ingest-every (default $KBOT_SPARK_MASTER or local[2])")
     c.add_argument("--maintain-every", type=float, metavar="S", default=3600.0,
                    help="with --ingest-every: compact/expire/vacuum every S seconds (default 3600; 0 = never)")
@@ -84,6 +90,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s = sub.add_parser("status", help="what is in flight and what the lake holds")
     common(s)
     s.set_defaults(func=run)
+
+    v = sub.add_parser("serve", help="keep Spark warm: start a Spark Connect server the bot queries through",
+                       description="Start this lake's Spark Connect server in the background (Delta Lake enabled, "
+                                   "on 127.0.0.1) and wait until it answers; `kbot ask`, the console and the Slack "
+                                   "app then query through it. See docs/lake-connect.md.")
+    v.add_argument("--lake-dir", help="state directory (default $KBOT_LAKE_DIR or ~/.kbot/lake)")
+    v.add_argument("--table", help="Delta table to warm up on (default $KBOT_LAKE_URI or <lake dir>/samples)")
+    v.add_argument("--json", action="store_true", help="machine-readable output")
+    v.add_argument("--port", default=None, help="Connect port (default $KBOT_SPARK_CONNECT_PORT or 15002)")
+    v.add_argument("--master", default=None, help="the server's Spark master: local[N] (default local[2]) or "
+                                                 "spark://host:port of a standalone cluster")
+    v.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for it to answer (default 180)")
+    v.add_argument("--no-warm", action="store_true", help="do not run the lake's queries once after the start")
+    what = v.add_mutually_exclusive_group()
+    what.add_argument("--status", action="store_true", help="is it running (exit 0) or not (exit 1)")
+    what.add_argument("--stop", action="store_true", help="stop it")
+    v.set_defaults(func=run)
 
 
 def _layout(args):
@@ -136,7 +159,7 @@ def _print(obj, as_json: bool, text: str) -> None:
 
 async def _collect(args) -> int:
     from .collector import Collector
-    from .ingest import Ingestor, IngestBusy
+    from .ingest import IngestBusy, Ingestor
 
     layout = _layout(args)
     targets = _targets(args)
@@ -150,8 +173,14 @@ async def _collect(args) -> int:
         gw = await pool.get(None)
     collector = Collector(targets, layout.landing, cluster, interval_s=args.interval, timeout_s=args.timeout,
                           groups=groups, lag_source=gw)
-    ingestor = None
-    if args.ingest_every:
+    ingestor = follower = None
+    if args.ingest_follow:
+        from .ingest import ContinuousIngest
+
+        ingestor = Ingestor(_session(args.master), layout, rollup_every_s=60)
+        follower = ContinuousIngest(ingestor, on_report=lambda rep: _print(
+            {"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")).start()
+    elif args.ingest_every:
         ingestor = Ingestor(_session(args.master), layout)
     last_ingest = last_maintain = time.monotonic()
     retention = None
@@ -160,14 +189,19 @@ async def _collect(args) -> int:
 
         retention = retention_from_env()  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
     if not args.json:
-        print(f"collecting {len(targets)} target(s) as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
-              + (f"; ingesting every {args.ingest_every:g}s into {layout.table}" if ingestor else ""), flush=True)
+        source = (f"from Prometheus at {collector.prometheus.url}" if getattr(collector, "prometheus", None) is not None
+                  else f"{len(targets)} target(s)")
+        how = ("as each file lands" if follower is not None else f"every {args.ingest_every:g}s") if ingestor else ""
+        print(f"collecting {source} as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
+              + (f"; ingesting {how} into {layout.table}" if ingestor else ""), flush=True)
 
     async def on_round(report) -> None:
         nonlocal last_ingest, last_maintain
         _print({"round": collector.rounds, "rows": report.rows, "failed": report.failed,
-                "file": str(report.file) if report.file else None}, args.json, report.summary())
-        if ingestor is not None and time.monotonic() - last_ingest >= args.ingest_every:
+                "file": str(report.file) if report.file else None, "error": report.error}, args.json, report.summary())
+        if follower is not None:
+            follower.notify()
+        elif ingestor is not None and time.monotonic() - last_ingest >= args.ingest_every:
             last_ingest = time.monotonic()
             try:
                 rep = await asyncio.to_thread(ingestor.run)
@@ -187,7 +221,9 @@ async def _collect(args) -> int:
     finally:
         if pool is not None:
             await pool.close()
-        if ingestor is not None:
+        if follower is not None:
+            await asyncio.to_thread(follower.stop)   # ingests what is left, flushes the deferred rollups
+        elif ingestor is not None:
             rep = await asyncio.to_thread(ingestor.run)
             _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
     return 0
@@ -245,6 +281,41 @@ def _status(args) -> int:
     return 0
 
 
+def _serve(args) -> int:
+    from . import connect
+    from .service import ensure_server
+
+    lake_dir = args.lake_dir
+    if args.status:
+        info = connect.status(lake_dir, deep=True)
+        running = info is not None and info.state == "running"
+        data = info.to_dict() if info is not None else {"state": "stopped"}
+        text = (f"Spark Connect server {data['state']}" + (f" at {info.url} (pid {info.pid}, master {info.master}, "
+                f"Spark {info.spark_version or '?'}; log {info.log})" if info is not None else ""))
+        _print(data, args.json, text)
+        return 0 if running else 1
+    if args.stop:
+        stopped = connect.stop_server(lake_dir)
+        data = stopped.to_dict() if stopped is not None else {"state": "stopped", "pid": None}
+        _print(data, args.json, f"stopped the Spark Connect server (pid {stopped.pid})" if stopped
+               else "no Spark Connect server was running")
+        return 0
+    try:  # bad input is exit 2 with one line, before anything starts
+        port = connect.check_port(args.port) if args.port is not None else connect.default_port()
+        master = connect.check_master(args.master) if args.master else None
+    except connect.BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    info = ensure_server(port, master, lake_dir=lake_dir, table=args.table, warm=not args.no_warm,
+                                 timeout=args.timeout)
+    verb = "started" if info.started else "already running"
+    warm = f", warmed up in {info.warm_s:.1f} s" if info.warm_s is not None else ""
+    _print(info.to_dict(), args.json,
+           f"Spark Connect server {verb} at {info.url} (pid {info.pid}, master {info.master}, Spark "
+           f"{info.spark_version or '?'}{warm}); log {info.log}\nstop it with `kbot lake serve --stop`")
+    return 0
+
+
 def run(args) -> int:
     try:
         if args.lake_action == "collect":
@@ -255,6 +326,8 @@ def run(args) -> int:
             return _maintain(args)
         if args.lake_action == "status":
             return _status(args)
+        if args.lake_action == "serve":
+            return _serve(args)
     except KeyboardInterrupt:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line for the terminal, never a traceback

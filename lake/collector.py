@@ -6,11 +6,24 @@ lake rows (``lake.mapping``) and writes them, with the consumer-group rows, as o
 JSON-lines landing file in ``<lake dir>/landing/``.  The Spark ingest job
 (``lake.ingest``) turns landing files into the Delta Lake table.
 
-Targets
--------
+Sources (``KBOT_METRICS_SOURCE``)
+---------------------------------
+``exporters`` (the default) scrapes the exporters itself:
+
 * the local cluster's exporters (``LocalCluster.metrics_urls``: node id -> URL), or
 * any exporters a user already runs: ``KBOT_METRICS_TARGETS="101=http://kafka-1:7071/metrics,102=..."``
   (the node id is the ``broker`` column: Kafka's ``node.id``/``broker.id``).
+
+All targets of a round are scraped concurrently, each with ``timeout_s`` (default 10 s,
+Prometheus's default ``scrape_timeout``: a JMX exporter on a loaded host takes seconds).
+
+``prometheus`` reads the same series from a Prometheus that already scrapes them
+(``KBOT_PROMETHEUS_URL``, e.g. ``http://127.0.0.1:9090``) through ``/api/v1/query_range``
+over the time since the last round (``lake.prometheus_source``: the broker id comes from the
+``KBOT_PROMETHEUS_BROKER_LABEL`` label, default ``node_id``; ``KBOT_PROMETHEUS_SELECTOR``
+adds label matchers such as ``cluster="prod"``).  It resumes from the last instant it wrote
+(``<lake dir>/prometheus.state.json``), so a restart or a Prometheus outage neither loses nor
+duplicates a window.  No targets are needed in this mode.  See docs/metrics-sources.md.
 
 Timestamps
 ----------
@@ -47,24 +60,25 @@ last committed offset (``spark_queries.lag``), which is what a live read shows.
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
-import json
 import logging
 import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lake.landing import LANDING_SUFFIX, fsync_dir, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
 from lake.mapping import Mapper, group_rows
+from lake.prometheus_source import PrometheusSource, PromRound
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_TIMEOUT_S = 10.0  # Prometheus's default scrape_timeout: a JMX exporter on a busy host can take seconds
 TARGETS_ENV = "KBOT_METRICS_TARGETS"
-LANDING_SUFFIX = ".jsonl"
+SOURCE_ENV = "KBOT_METRICS_SOURCE"
+EXPORTERS, PROMETHEUS = "exporters", "prometheus"
+SOURCES = (EXPORTERS, PROMETHEUS)
 
 
 # --------------------------------------------------------------------------- targets
@@ -101,66 +115,21 @@ def targets_from_env(env: Mapping[str, str] | None = None) -> list[Target]:
     return parse_targets(env.get(TARGETS_ENV, ""))
 
 
+def source_from_env(env: Mapping[str, str] | None = None) -> str:
+    """``KBOT_METRICS_SOURCE``: ``exporters`` (default) or ``prometheus`` (ValueError otherwise)."""
+    env = os.environ if env is None else env
+    source = (env.get(SOURCE_ENV) or EXPORTERS).strip().lower()
+    if source not in SOURCES:
+        raise ValueError(f"{SOURCE_ENV}={source!r}: expected one of {', '.join(SOURCES)}")
+    return source
+
+
 def targets_from_urls(urls: Mapping[int, str]) -> list[Target]:
     """From ``LocalCluster.metrics_urls`` (node id -> URL)."""
     return [Target(int(b), u) for b, u in sorted(urls.items())]
 
 
 # --------------------------------------------------------------------------- landing files
-
-
-def landing_name(ts_us: int) -> str:
-    """Sortable by time, unique: ``20240501T100000.123456Z-1a2b3c4d.jsonl``."""
-    t = _dt.datetime.fromtimestamp(ts_us / 1e6, _dt.timezone.utc)
-    return f"{t:%Y%m%dT%H%M%S.%f}Z-{uuid.uuid4().hex[:8]}{LANDING_SUFFIX}"
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # some platforms cannot open directories; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_landing_file(landing_dir: str | os.PathLike, rows: Iterable[dict], name: str) -> Path:
-    """Write ``rows`` as JSON lines to ``landing_dir/name`` atomically (tmp + fsync + rename).
-
-    The file appears complete or not at all.  Returns its path.
-    """
-    if not name.endswith(LANDING_SUFFIX) or "/" in name or name.startswith("."):
-        raise ValueError(f"bad landing file name {name!r}")
-    directory = Path(landing_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / name
-    tmp = directory / f".{name}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, separators=(",", ":"), allow_nan=False))
-                f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
-    return final
-
-
-def remove_stale_tmp(landing_dir: str | os.PathLike) -> int:
-    """Delete tmp files a crashed writer left behind; returns how many."""
-    directory = Path(landing_dir)
-    n = 0
-    if directory.is_dir():
-        for p in directory.glob(".*.tmp"):
-            p.unlink(missing_ok=True)
-            n += 1
-    return n
 
 
 # --------------------------------------------------------------------------- consumer groups
@@ -218,18 +187,35 @@ class RoundReport:
     scrapes: list[ScrapeResult]
     group_rows: int = 0
     group_errors: dict[str, str] = field(default_factory=dict)
-    file: Path | None = None
+    file: Path | None = None  # the newest landing file the round wrote
     seconds: float = 0.0
+    prometheus: PromRound | None = None  # KBOT_METRICS_SOURCE=prometheus: what the source did
 
     @property
     def rows(self) -> int:
-        return sum(len(s.rows) for s in self.scrapes) + self.group_rows
+        prom = self.prometheus.rows if self.prometheus is not None else 0
+        return sum(len(s.rows) for s in self.scrapes) + prom + self.group_rows
 
     @property
     def failed(self) -> dict[int, str]:
         return {s.target.broker: s.error for s in self.scrapes if s.error}
 
+    @property
+    def error(self) -> str | None:
+        """The Prometheus source's failure (its round is retried), None otherwise."""
+        return self.prometheus.error if self.prometheus is not None else None
+
     def summary(self) -> str:
+        if self.prometheus is not None:
+            text = self.prometheus.summary()
+            if self.group_rows or self.group_errors:
+                text += f" ({self.group_rows} group rows)"
+            text += f" in {self.seconds:.2f}s"
+            if self.file is not None:
+                text += f" -> {self.file.name}"
+            for g, e in sorted(self.group_errors.items()):
+                text += f"; group {g}: {e}"
+            return text
         ok = sum(s.ok for s in self.scrapes)
         text = f"{ok}/{len(self.scrapes)} targets, {self.rows:,} rows"
         if self.group_rows or self.group_errors:
@@ -245,7 +231,12 @@ class RoundReport:
 
 
 class Collector:
-    """Scrapes ``targets`` every ``interval_s`` seconds into ``landing_dir``."""
+    """Scrapes ``targets`` (or reads Prometheus) every ``interval_s`` seconds into ``landing_dir``.
+
+    ``source``: ``exporters`` or ``prometheus``; None reads ``KBOT_METRICS_SOURCE``.  In
+    ``prometheus`` mode ``prometheus`` is the :class:`PrometheusSource` to read (None builds one
+    from the environment, its state file next to ``landing_dir``) and ``targets`` may be empty.
+    """
 
     def __init__(
         self,
@@ -259,9 +250,14 @@ class Collector:
         lag_source=None,
         mapper: Mapper | None = None,
         clock: Callable[[], float] = time.time,
+        source: str | None = None,
+        prometheus: PrometheusSource | None = None,
     ):
-        self.targets = list(targets)
-        if not self.targets:
+        self.source = source_from_env() if source is None else source
+        if self.source not in SOURCES:
+            raise ValueError(f"metrics source {self.source!r}: expected one of {', '.join(SOURCES)}")
+        self.targets = list(targets) if self.source == EXPORTERS else []
+        if self.source == EXPORTERS and not self.targets:
             raise ValueError(f"no metrics targets: pass node=url pairs or set {TARGETS_ENV}")
         if interval_s <= 0 or timeout_s <= 0:
             raise ValueError("interval_s and timeout_s must be positive")
@@ -273,6 +269,12 @@ class Collector:
         self.clock = clock
         groups = list(groups)
         self.groups = GroupSampler(lag_source, groups) if groups and lag_source is not None else None
+        self.prometheus: PrometheusSource | None = None
+        if self.source == PROMETHEUS:
+            # step = our interval: one point per series per round, as an exporter round gives
+            self.prometheus = prometheus or PrometheusSource.from_env(
+                self.landing_dir.parent, cluster, step_s=self.interval_s, timeout_s=self.timeout_s,
+                mapper=self.mapper, clock=clock)
         self.rounds = 0
 
     async def _scrape(self, session, target: Target, ts_us: int) -> ScrapeResult:
@@ -308,13 +310,19 @@ class Collector:
         own = session is None
         if own:
             session = aiohttp.ClientSession()
+        prom: PromRound | None = None
         try:
+            # every target at once: a slow exporter costs the round its own timeout, not the sum
             jobs = [self._scrape(session, t, ts_us) for t in self.targets]
             scrapes = await asyncio.gather(*jobs)
+            if self.prometheus is not None:
+                prom = await self.prometheus.collect(session, self.landing_dir)
         finally:
             if own:
                 await session.close()
-        report = RoundReport(ts_us, list(scrapes))
+        report = RoundReport(ts_us, list(scrapes), prometheus=prom)
+        if prom is not None and prom.files:
+            report.file = prom.files[-1]
         rows = [r for s in scrapes for r in s.rows]
         if self.groups is not None:
             g_rows, report.group_errors = await self.groups.sample(ts_us, self.cluster)
@@ -350,7 +358,7 @@ class Collector:
                 tick = time.monotonic()
                 report = await self.collect_once(session)
                 done += 1
-                if report.failed:
+                if report.failed or report.error:
                     log.warning("collector round: %s", report.summary())
                 if on_round is not None:
                     maybe = on_round(report)

@@ -18,6 +18,20 @@ def _is_uri(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
+def is_connect(spark) -> bool:
+    """A Spark Connect session?  Delta's Python ``DeltaTable`` then needs Delta's own Connect
+    plugin on the server (``delta-connect-server``), which a plain Connect server with the Delta
+    jars lacks; Delta's SQL commands (``DESCRIBE HISTORY``, ``OPTIMIZE``, ``DELETE``,
+    ``VACUUM``) need only its SQL extension, so on Connect the lake uses those."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def table_ref(path: str) -> str:
+    """``delta.`<path>``` for Delta's SQL commands: the table's location comes from the lake's
+    configuration, never from a request, and its backticks are doubled (identifier quoting)."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
 def table_exists(spark, path: str) -> bool:
     """Is there a Delta table at ``path``?  (Local: a ``_delta_log`` dir; else asks Delta.)"""
     if not _is_uri(path):
@@ -25,6 +39,9 @@ def table_exists(spark, path: str) -> bool:
     from delta.tables import DeltaTable
 
     try:
+        if is_connect(spark):
+            spark.sql(f"DESCRIBE DETAIL {table_ref(path)}").collect()
+            return True
         return bool(DeltaTable.isDeltaTable(spark, path))
     except Exception:  # noqa: BLE001 - an unreachable store is "no table" to a reader
         return False
@@ -53,9 +70,13 @@ def last_commit(spark, path: str) -> tuple[int, dict | None] | None:
     """(version, our userMetadata or None) of the table's newest commit; None without a table."""
     if not table_exists(spark, path):
         return None
-    from delta.tables import DeltaTable
+    if is_connect(spark):
+        history = spark.sql(f"DESCRIBE HISTORY {table_ref(path)} LIMIT 1")
+    else:
+        from delta.tables import DeltaTable
 
-    row = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").first()
+        history = DeltaTable.forPath(spark, path).history(1)
+    row = history.select("version", "userMetadata").first()
     if row is None:
         return None
     return int(row["version"]), _meta(row["userMetadata"])

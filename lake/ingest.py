@@ -41,6 +41,19 @@ A crash anywhere leaves the files in ``landing/`` or ``processing/<id>/`` (never
 next run recovers every batch in ``processing/`` first, oldest first, with the same version:
 before the commit the rows are written then; after it Delta skips the write, and the rollups
 (recomputed, not added to) come out the same.
+
+Freshness: ingest as files land
+-------------------------------
+A sample is queryable once its batch is committed (step 3).  Ingesting on a long timer made
+a sample wait for the timer (``kbot run`` ingested every 60 s: about a minute from scrape to
+lake).  :class:`ContinuousIngest` runs batches in a worker thread as soon as a landing file
+appears (the collector calls :meth:`ContinuousIngest.notify` after each round; the landing
+directory is also polled every second), so collection never waits for Spark and a sample
+waits for at most the batch in progress plus its own.  With ``rollup_every_s`` the rollups
+(step 4, most of a batch's time) run at most that often, for every hour touched since, in a
+thread of their own beside the commits: the touched hours are kept in
+``<state dir>/rollups.pending`` before a batch finishes, so a crash cannot lose a pending
+recomputation.
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -60,12 +74,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lake.errors import LakeError
+from lake.landing import fsync_dir
 
 log = logging.getLogger(__name__)
 
 DIR_ENV = "KBOT_LAKE_DIR"
 URI_ENV = "KBOT_LAKE_URI"
-DEFAULT_DIR = "~/.kbot/lake"
 TABLE_NAME = "samples"
 TXN_FILE = "txn.json"
 DEFAULT_MAX_FILES = 500
@@ -97,9 +111,11 @@ class LakeLayout:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None,
                  table: str | None = None) -> "LakeLayout":
-        env = os.environ if env is None else env
-        state = Path(lake_dir or env.get(DIR_ENV) or DEFAULT_DIR).expanduser().resolve()
-        uri = table or env.get(URI_ENV) or str(state / TABLE_NAME)
+        from kbot_settings import load
+
+        settings = load(os.environ if env is None else env)   # KBOT_LAKE_DIR, else KBOT_HOME/lake
+        state = Path(lake_dir or settings.lake_dir).expanduser().resolve()
+        uri = table or settings.kbot_lake_uri or str(state / TABLE_NAME)
         if not _is_uri(uri):
             uri = str(Path(uri.removeprefix("file://")).expanduser().resolve())
         return cls(state, uri)
@@ -132,6 +148,10 @@ class LakeLayout:
     def last_txn_file(self) -> Path:
         return self.state_dir / "txn.last"
 
+    @property
+    def rollups_pending_file(self) -> Path:
+        return self.state_dir / "rollups.pending"
+
     def rollup(self, resolution: str) -> str:
         from lake.schema import table_path
 
@@ -156,8 +176,7 @@ class LakeLayout:
 
 def landing_schema():
     """What a landing line holds (``ts`` in epoch microseconds)."""
-    from pyspark.sql.types import (DoubleType, IntegerType, LongType, MapType, StringType, StructField,
-                                   StructType)
+    from pyspark.sql.types import DoubleType, IntegerType, LongType, MapType, StringType, StructField, StructType
 
     return StructType([
         StructField("ts", LongType()),
@@ -178,7 +197,7 @@ def _write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------- validation
@@ -290,6 +309,7 @@ class IngestReport:
     batches: list[BatchReport] = field(default_factory=list)
     pruned: int = 0
     seconds: float = 0.0
+    rollup_seconds: float = 0.0  # deferred rollups run at the end of this run
 
     @property
     def files(self) -> int:
@@ -321,15 +341,6 @@ class IngestReport:
 
 
 # --------------------------------------------------------------------------- the job
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -376,18 +387,27 @@ class Ingestor:
 
     def __init__(self, spark, layout: LakeLayout, *, max_files: int = DEFAULT_MAX_FILES,
                  keep_done_s: float | None = DEFAULT_KEEP_DONE_S, rollups: bool = True,
-                 crash_hook: Callable[[str], None] | None = None):
+                 rollup_every_s: float = 0.0, crash_hook: Callable[[str], None] | None = None):
+        """``rollup_every_s``: 0 recomputes the rollups after every batch; more defers them
+        (touched hours kept in ``rollups.pending``) to at most once per that many seconds."""
         if max_files < 1:
             raise ValueError("max_files must be >= 1")
+        if rollup_every_s < 0:
+            raise ValueError("rollup_every_s must be >= 0")
         self.spark = spark
         self.layout = layout
         self.max_files = max_files
         self.keep_done_s = keep_done_s
         self.rollups = rollups
+        self.rollup_every_s = float(rollup_every_s)
+        self._last_rollup = time.monotonic()
+        self._pending_lock = threading.Lock()
         self._hook = crash_hook or (lambda point: None)
 
     # ---- entry point
-    def run(self, max_batches: int | None = None) -> IngestReport:
+    def run(self, max_batches: int | None = None, *, rollups: bool = True) -> IngestReport:
+        """Recover interrupted batches, then ingest landing files in batches.  ``rollups=False``
+        leaves deferred rollups to :meth:`flush_rollups` / another thread (ContinuousIngest)."""
         t0 = time.monotonic()
         self.layout.make_dirs()
         report = IngestReport()
@@ -401,6 +421,9 @@ class Ingestor:
                     break
                 batch_dir = self._claim(files)
                 report.batches.append(self._process(batch_dir, app_id, recovered=False))
+            if self.rollups and rollups:
+                # deferred hours when due; without deferral, any an earlier deferring run left
+                report.rollup_seconds = self._pending_rollups(force=self.rollup_every_s == 0)
             report.pruned = self._prune_done()
         report.seconds = time.monotonic() - t0
         return report
@@ -424,8 +447,8 @@ class Ingestor:
         _write_atomic(batch_dir / TXN_FILE, json.dumps({"version": self._next_version()}) + "\n")
         for f in files:
             os.replace(f, batch_dir / f.name)
-        _fsync_dir(batch_dir)
-        _fsync_dir(self.layout.landing)
+        fsync_dir(batch_dir)
+        fsync_dir(self.layout.landing)
         self._hook("claimed")
         return batch_dir
 
@@ -459,9 +482,12 @@ class Ingestor:
             rep.already_committed = not self._commit(good, app_id, rep)
         self._hook("committed")
         if self.rollups and rep.hours:
-            from lake.rollups import update_rollups
+            if self.rollup_every_s > 0:
+                self._add_pending_hours(rep.hours)  # before the files leave: a crash keeps them due
+            else:
+                from lake.rollups import update_rollups
 
-            rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.hours)["seconds"]
+                rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.hours)["seconds"]
         self._hook("rolled_up")
         rep.files = len(good)
         self._finish(batch_dir, good)
@@ -514,6 +540,76 @@ class Ingestor:
         with contextlib.suppress(OSError):
             batch_dir.rmdir()
 
+    # ---- deferred rollups
+    # rollups.pending maps "cluster|date|hour" to a counter bumped by every batch that touches the
+    # hour: a recomputation removes an hour only if no batch touched it while it ran (that batch's
+    # rows may be missing from the snapshot it read), so it can run beside the commits.
+    def _read_pending(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.layout.rollups_pending_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", self.layout.rollups_pending_file, exc)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): int(v) for k, v in data.items() if isinstance(v, int) and str(k).count("|") == 2}
+
+    def _write_pending(self, pending: dict[str, int]) -> None:
+        _write_atomic(self.layout.rollups_pending_file, json.dumps(pending, sort_keys=True) + "\n")
+
+    def pending_hours(self) -> list[tuple[str, str, int]]:
+        """Hours whose rollups are due (``rollup_every_s`` > 0), from ``rollups.pending``."""
+        out = []
+        for key in self._read_pending():
+            c, d, h = key.split("|")
+            with contextlib.suppress(ValueError):
+                out.append((c, d, int(h)))
+        return sorted(out)
+
+    def _add_pending_hours(self, hours: list[tuple[str, str, int]]) -> None:
+        with self._pending_lock:
+            pending = self._read_pending()
+            for c, d, h in hours:
+                key = f"{c}|{d}|{int(h)}"
+                pending[key] = pending.get(key, 0) + 1
+            self._write_pending(pending)
+
+    def rollups_due(self) -> bool:
+        return (self.rollups and self.rollup_every_s > 0
+                and time.monotonic() - self._last_rollup >= self.rollup_every_s and bool(self._read_pending()))
+
+    def _pending_rollups(self, force: bool) -> float:
+        """Recompute the pending hours' rollups when due (or ``force``); returns the seconds spent.
+        Safe to call from another thread while batches commit (see ``_read_pending``)."""
+        if not force and time.monotonic() - self._last_rollup < self.rollup_every_s:
+            return 0.0
+        with self._pending_lock:
+            taken = self._read_pending()
+        self._last_rollup = time.monotonic()
+        if not taken:
+            return 0.0
+        from lake.rollups import update_rollups
+
+        hours = [(c, d, int(h)) for c, d, h in (k.split("|") for k in taken)]
+        seconds = update_rollups(self.spark, self.layout.table, hours)["seconds"]
+        # only now, and only hours no batch touched meanwhile: a crash during the recomputation,
+        # or a batch committed during it, leaves the hour due
+        with self._pending_lock:
+            pending = self._read_pending()
+            for key, n in taken.items():
+                if pending.get(key) == n:
+                    del pending[key]
+            self._write_pending(pending)
+        return float(seconds)
+
+    def flush_rollups(self) -> float:
+        """Recompute every pending hour's rollups now (at shutdown); returns the seconds spent."""
+        if not self.rollups:
+            return 0.0
+        return self._pending_rollups(force=True)
+
     def _move(self, src: Path, dst: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
@@ -536,6 +632,104 @@ class Ingestor:
                     p.unlink()
                     n += 1
         return n
+
+
+class ContinuousIngest:
+    """Ingest whenever landing files appear, so a sample does not wait for a timer and
+    collection never waits for Spark.
+
+    ::
+
+        follower = ContinuousIngest(Ingestor(spark, layout, rollup_every_s=60)).start()
+        ...collector.run(on_round=lambda report: follower.notify())...
+        follower.stop()      # ingests what is left and flushes the pending rollups
+
+    Two worker threads on the one SparkSession: one commits batches (``notify()`` wakes it at
+    once; the landing directory is also polled every ``poll_s``), the other recomputes the
+    deferred rollups when due, so a rollup (most of a batch's time) never holds a commit back.
+    A failed run (Spark down, a busy lock) is logged in one line and retried on the next wake:
+    the files stay in ``landing/`` or ``processing/``, the hours in ``rollups.pending``.
+    """
+
+    def __init__(self, ingestor: "Ingestor", *, poll_s: float = 1.0,
+                 on_report: Callable[[IngestReport], None] | None = None):
+        if poll_s <= 0:
+            raise ValueError("poll_s must be positive")
+        self.ingestor = ingestor
+        self.poll_s = float(poll_s)
+        self.on_report = on_report
+        self.runs = 0
+        self.rollup_runs = 0
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def start(self) -> "ContinuousIngest":
+        if not self._threads:
+            self._threads = [threading.Thread(target=self._loop, name="kbot-ingest", daemon=True)]
+            if self.ingestor.rollups and self.ingestor.rollup_every_s > 0:
+                self._threads.append(threading.Thread(target=self._rollup_loop, name="kbot-rollups", daemon=True))
+            for t in self._threads:
+                t.start()
+        return self
+
+    def _due(self) -> bool:
+        layout = self.ingestor.layout
+        if _landing_files(layout):
+            return True
+        return layout.processing.is_dir() and any(p.is_dir() for p in layout.processing.iterdir())
+
+    def run_once(self) -> IngestReport | None:
+        try:
+            report = self.ingestor.run(rollups=not self._threads)
+        except IngestBusy as exc:
+            log.info("ingest skipped: %s", exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - one line, and the next wake tries again
+            self.last_error = " ".join(str(exc).split())[:300] or type(exc).__name__
+            log.warning("ingest failed (retried when the next file lands): %s", self.last_error)
+            return None
+        self.runs += 1
+        self.last_error = None
+        if self.on_report is not None:
+            self.on_report(report)
+        return report
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            if self._due():
+                self.run_once()
+
+    def _rollup_loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            if not self.ingestor.rollups_due():
+                continue
+            try:
+                self.ingestor.flush_rollups()
+                self.rollup_runs += 1
+            except Exception as exc:  # noqa: BLE001 - the hours stay pending; tried again when due
+                log.warning("rollups failed (retried when due): %s", " ".join(str(exc).split())[:300])
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the threads (after the work in progress), ingest what is left, flush the rollups."""
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads = []
+        self.run_once()
+        try:
+            self.ingestor.flush_rollups()
+        except Exception as exc:  # noqa: BLE001 - the hours stay in rollups.pending for the next run
+            log.warning("rollups left pending: %s", " ".join(str(exc).split())[:300])
 
 
 def run_ingest(spark, layout: LakeLayout | None = None, **kwargs) -> IngestReport:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from lake import delta
 from lake.errors import BadRetention
-from lake.schema import RAW, ROLLUP_PARTITIONS, ROLLUPS, PARTITION_COLUMNS, partition_values, table_path
+from lake.schema import PARTITION_COLUMNS, RAW, ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
 
 RETENTION_ENV = "KBOT_LAKE_RETENTION"
 DEFAULT_RETENTION = {"raw": _dt.timedelta(days=7), "rollups": _dt.timedelta(days=90)}
@@ -119,7 +119,7 @@ def optimize_closed(spark, path: str, parts: list[str], now: _dt.datetime, *, lo
     todo = sorted(v for v, n in counts.items() if n > 1 and _closed(v, parts, now, grace_s))
     if not todo:
         return 0, 0, 0
-    table = DeltaTable.forPath(spark, path)
+    table = None if delta.is_connect(spark) else DeltaTable.forPath(spark, path)
     # OPTIMIZE's partition filter is SQL text: built only from the date and hour of the
     # snapshot's own partitions, checked here, never from user input; one statement per
     # (date, hour) covers every cluster of that hour
@@ -128,7 +128,10 @@ def optimize_closed(spark, path: str, parts: list[str], now: _dt.datetime, *, lo
         if not _DATE.match(str(date)) or (hour is not None and not 0 <= int(hour) <= 23):
             continue
         where = f"date = '{date}'" + (f" AND hour = {int(hour)}" if hour is not None else "")
-        table.optimize().where(where).executeZOrderBy(*ZORDER)
+        if table is None:  # Spark Connect: Delta's SQL, same statement
+            spark.sql(f"OPTIMIZE {delta.table_ref(path)} WHERE {where} ZORDER BY ({', '.join(ZORDER)})").collect()
+        else:
+            table.optimize().where(where).executeZOrderBy(*ZORDER)
     after = _files_per_partition(spark, path, parts, now - lookback, now)
     return len(todo), sum(counts[v] for v in todo), sum(after.get(v, 0) for v in todo)
 
@@ -145,7 +148,13 @@ def expire(spark, path: str, keep: _dt.timedelta, now: _dt.datetime) -> str | No
     # only the partition column is read (no data file is opened): most runs find nothing to
     # delete and then make no commit at all
     if spark.read.format("delta").load(path).filter(old).select("date").limit(1).count():
-        DeltaTable.forPath(spark, path).delete(old)
+        if delta.is_connect(spark):
+            # Delta's DELETE takes no SQL parameters; the date is ours (partition_values), checked
+            if not _DATE.match(first_kept):
+                raise ValueError(f"unexpected partition date {first_kept!r}")
+            spark.sql(f"DELETE FROM {delta.table_ref(path)} WHERE date < '{first_kept}'").collect()
+        else:
+            DeltaTable.forPath(spark, path).delete(old)
     return first_kept
 
 
@@ -155,11 +164,18 @@ def expire(spark, path: str, keep: _dt.timedelta, now: _dt.datetime) -> str | No
 VACUUM_LISTING_PARALLELISM = "8"
 
 
-def _vacuum(spark, table, hours: float | None) -> None:
+def _vacuum(spark, path: str, hours: float | None) -> None:
     key = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
     old = spark.conf.get(key, None)
     spark.conf.set(key, VACUUM_LISTING_PARALLELISM)
     try:
+        if delta.is_connect(spark):
+            retain = "" if hours is None else f" RETAIN {float(hours)!r} HOURS"
+            spark.sql(f"VACUUM {delta.table_ref(path)}{retain}").collect()
+            return
+        from delta.tables import DeltaTable
+
+        table = DeltaTable.forPath(spark, path)
         if hours is None:
             table.vacuum()  # Delta's deleted-file retention (7 days): readers' snapshots stay whole
         else:
@@ -175,8 +191,6 @@ def maintain(spark, table: str, *, now: _dt.datetime | float | None = None,
              retention: Mapping[str, _dt.timedelta] | None = None, lookback: _dt.timedelta = _dt.timedelta(days=2),
              grace_s: float = 300.0, vacuum: bool = True, vacuum_hours: float | None = None) -> MaintenanceReport:
     """Compact closed hours, apply the retention, vacuum: the raw table and both rollups."""
-    from delta.tables import DeltaTable
-
     t0 = time.monotonic()
     now_ = _utc_now(now)
     keep = dict(retention or DEFAULT_RETENTION)
@@ -190,7 +204,7 @@ def maintain(spark, table: str, *, now: _dt.datetime | float | None = None,
         if first is not None:
             rep.expired_before[name] = first
         if vacuum and delta.table_exists(spark, path):
-            _vacuum(spark, DeltaTable.forPath(spark, path), vacuum_hours)
+            _vacuum(spark, path, vacuum_hours)
             rep.vacuumed.append(name)
     rep.seconds = time.monotonic() - t0
     return rep

@@ -15,7 +15,6 @@ import datetime as _dt
 import time
 from collections.abc import Iterable
 
-
 from lake import delta
 from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
 

@@ -108,11 +108,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DoubleType,
     IntegerType,
+    LongType,
     MapType,
     StringType,
     StructField,
     StructType,
-    LongType,
     TimestampType,
 )
 

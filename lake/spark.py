@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sys
-
 from typing import Mapping
 
 from pyspark.sql import SparkSession
@@ -37,6 +36,20 @@ DEFAULT_CONF: dict[str, str] = {
     # (txnAppId/txnVersion) must not pay for a snapshot of every file's statistics
     "spark.databricks.delta.snapshotPartitions": "2",
 }
+
+
+CONF_ENV = "KBOT_SPARK_CONF"
+
+
+def parse_conf(text: str) -> dict[str, str]:
+    """``"key=value;key=value"`` (KBOT_SPARK_CONF) -> settings; ValueError naming a malformed item."""
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise ValueError(f"{CONF_ENV}: expected key=value, got {item!r}")
+        out[k.strip()] = v.strip()
+    return out
 
 
 def delta_jars() -> str:
@@ -56,9 +69,13 @@ def session_settings(master: str, conf: Mapping[str, str] | None = None) -> dict
     settings.update(conf or {})
     if master.startswith("sc://"):
         # a Connect client can only set (runtime) SQL confs on its server session; the
-        # extension and catalog are static and belong to the server's configuration
+        # extension and catalog are static and belong to the server's configuration.  The
+        # shuffle width is the server's too (sized to its cores, lake.connect.server_conf):
+        # the default here is for an in-process session and is sent only when asked for
+        static = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
         return {k: v for k, v in settings.items()
-                if k.startswith("spark.sql.") and k not in ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")}
+                if k.startswith("spark.sql.") and k not in static
+                and (k != "spark.sql.shuffle.partitions" or k in (conf or {}))}
     settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), delta_jars()]))
     return settings
 

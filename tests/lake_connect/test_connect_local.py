@@ -1,0 +1,135 @@
+"""The lake served warm through Spark Connect: a server started by lake.connect (local[2], the
+Delta extension), the bot's LakeService choosing sc:// from the server's state file, every lake
+query running through it, and a second process (`kbot ask`) answering from the lake through it
+without a Spark of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from connectkit import CLUSTER, HOT_PARTITION, HOT_TOPIC, free_port, recent_lake
+
+from lake import connect
+from lake import queries as Q
+from lake.service import LakeService
+
+pytestmark = pytest.mark.spark
+
+KBOT = str(Path(sys.executable).with_name("kbot"))
+
+
+@pytest.fixture(scope="module")
+def served(lake_env):
+    """One Connect server for the module, over a small lake written through it; stopped in the
+    teardown even when a test failed."""
+    lake_dir, env = lake_env
+    port = free_port()
+    try:
+        info = connect.start_server(port, lake_dir=lake_dir, timeout=300, env=env)
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(info.url).create()
+        try:
+            generated_at = recent_lake(spark, str(Path(lake_dir) / "samples"))
+        finally:
+            spark.stop()
+        yield info, env, generated_at
+    finally:
+        connect.stop_server(lake_dir, env=env)
+
+
+def test_the_server_is_found_from_its_state_file_and_stops_cleanly(served):
+    info, env, _ = served
+    st = connect.status(env["KBOT_LAKE_DIR"], deep=True, env=env)
+    assert st is not None and st.state == "running" and st.port == info.port and st.spark_version.startswith("4.")
+    assert connect.running_url(env=env) == info.url
+    cmd = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in cmd
+    assert f"spark.connect.grpc.binding.port={info.port}".encode() in cmd
+    # a second start finds it instead of starting another
+    again = connect.start_server(info.port, lake_dir=env["KBOT_LAKE_DIR"], env=env)
+    assert (again.pid, again.started) == (info.pid, False)
+
+
+def test_lake_service_queries_through_connect(served):
+    info, env, now = served
+    svc = LakeService.from_env(env, query_timeout_s=240)
+    assert svc.master == info.url and svc.fallback_master == "local[*]"
+    try:
+        assert svc.start().wait_ready_sync(240), svc.status()
+        assert svc.status()["master"] == info.url
+        start, end = now - dt.timedelta(minutes=15), now
+
+        async def ask():
+            hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
+            others = {}
+            for name, fn, args in [
+                ("urp", Q.q_urp, ()), ("under_min_isr", Q.q_under_min_isr, ()), ("offline", Q.q_offline, ()),
+                ("hanging", Q.q_hanging, ()), ("saturation", Q.q_saturation, ()), ("controller", Q.q_controller, ()),
+                ("group_lag", Q.q_group_lag, ("topic-001-consumers",)),
+                ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),
+                ("window", Q.q_window_rows, (lambda df: df.groupBy("metric").count(),)),
+            ]:
+                others[name] = await svc.query(fn, start, end, *args)
+            return hot, others
+
+        hot, others = asyncio.run(ask())
+    finally:
+        svc.stop()
+    first = hot["rows"][0]
+    assert (first["cluster"], first["topic"], first["partition"]) == (CLUSTER, HOT_TOPIC, HOT_PARTITION), hot["rows"]
+    assert first["skew"] > 3 and hot["series"] and hot["data_end"] is not None
+    # every query ran through the server and found the window's samples
+    assert others["urp"]["trend"] and others["saturation"]["idle"] and others["history"]["rows"]
+    assert others["history"]["resolution"] in ("raw", "1m")
+    assert {r["metric"] for r in others["window"]} >= {"LogEndOffset", "UnderReplicatedPartitions"}
+    for name in ("under_min_isr", "offline"):
+        assert others[name]["rows"], name
+    assert others["controller"]["rows"] == []  # one active controller throughout: no anomaly
+    assert "growing" in others["hanging"] and "partitions" in others["group_lag"]
+
+
+def test_a_one_shot_kbot_ask_answers_from_the_lake_through_the_server(served, tmp_path):
+    info, env, _ = served
+    # no Java for this process: an in-process Spark cannot start, so a lake answer can only
+    # have come through the Connect server
+    child_env = dict(env, JAVA_HOME=str(tmp_path / "no-java"), PATH=os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "java").exists()))
+    t0 = time.monotonic()
+    proc = subprocess.run([KBOT, "ask", "--json", "hot-partitions"], env=child_env, capture_output=True,
+                          text=True, timeout=600)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = json.loads(proc.stdout)
+    lake_rows = [e for e in answer["evidence"] if e.get("source", "").startswith("lake")]
+    assert lake_rows, answer
+    assert lake_rows[0]["label"] == f"{HOT_TOPIC}-{HOT_PARTITION}", (answer["verdict"], elapsed)
+
+
+def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
+    info, env, _ = served
+    # a state file left by a server that is gone (another lake dir, a pid that is not a server)
+    other = tmp_path / "other-lake"
+    (other / "connect").mkdir(parents=True)
+    (other / "connect" / "server.json").write_text(json.dumps(
+        {"pid": os.getpid(), "port": info.port, "master": "local[2]", "log": "x", "host": "127.0.0.1"}))
+    other_env = dict(env, KBOT_LAKE_DIR=str(other))
+    assert connect.running_url(env=other_env) is None
+    assert LakeService.from_env(other_env).master == "local[*]"
+    st = subprocess.run([KBOT, "lake", "serve", "--status", "--json"], env=other_env, capture_output=True,
+                        text=True, timeout=300)
+    assert st.returncode == 1 and json.loads(st.stdout)["state"] == "dead", st
+    ok = subprocess.run([KBOT, "lake", "serve", "--status", "--json"], env=env, capture_output=True,
+                        text=True, timeout=300)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["url"] == info.url, ok
+    bad = subprocess.run([KBOT, "lake", "serve", "--port", "99999"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --port") and "Traceback" not in bad.stderr
