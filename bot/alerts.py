@@ -97,8 +97,9 @@ class Route:
     cluster: str | None = None
 
     def matches(self, labels: dict[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in self.match.items()) and \
-            all(p.fullmatch(labels.get(k, "")) is not None for k, p in self.match_re.items())
+        return all(labels.get(k) == v for k, v in self.match.items()) and all(
+            p.fullmatch(labels.get(k, "")) is not None for k, p in self.match_re.items()
+        )
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,9 @@ class AlertConfig:
 def _str_map(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                              for k, v in value.items()):
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in value.items()
+    ):
         raise AlertConfigError(f"{where}: must be a mapping of label name to value")
     return {k: str(v) for k, v in value.items()}
 
@@ -183,8 +185,14 @@ def load_routes(path: Path) -> tuple[tuple[Route, ...], str | None]:
         cluster = r.get("cluster")
         if cluster is not None and (not isinstance(cluster, str) or not cluster.strip()):
             raise AlertConfigError(f"{where}.cluster: must be a cluster name")
-        routes.append(Route(_channel(r.get("channel"), f"{where}.channel"), _str_map(r.get("match"), f"{where}.match"),
-                            patterns, cluster.strip() if cluster else None))
+        routes.append(
+            Route(
+                _channel(r.get("channel"), f"{where}.channel"),
+                _str_map(r.get("match"), f"{where}.match"),
+                patterns,
+                cluster.strip() if cluster else None,
+            )
+        )
     default = data.get("default_channel")
     return tuple(routes), _channel(default, f"{path}: default_channel") if default is not None else None
 
@@ -223,9 +231,16 @@ class Alert:
     @property
     def entity(self) -> str:
         """What it is about, for a one-line list: broker 101, topic orders, group billing ..."""
-        parts = [f"{kind} {v}" for kind, names in (("broker", BROKER_LABELS), ("topic", TOPIC_LABELS),
-                                                    ("partition", ("partition",)), ("group", GROUP_LABELS))
-                 if (v := self.first(names))]
+        parts = [
+            f"{kind} {v}"
+            for kind, names in (
+                ("broker", BROKER_LABELS),
+                ("topic", TOPIC_LABELS),
+                ("partition", ("partition",)),
+                ("group", GROUP_LABELS),
+            )
+            if (v := self.first(names))
+        ]
         return ", ".join(parts) or self.labels.get("instance") or self.fingerprint
 
 
@@ -272,14 +287,28 @@ def parse_notification(body: bytes) -> Notification:
     for i, a in enumerate(raw):
         if a.get("status") not in ("firing", "resolved") or not isinstance(a.get("fingerprint"), str):
             raise BadNotification(f"alerts[{i}] lacks a status or fingerprint")
-        alerts.append(Alert(a["status"], _labels(a.get("labels"), f"alerts[{i}].labels"),
-                            _labels(a.get("annotations"), f"alerts[{i}].annotations"), str(a.get("startsAt") or ""),
-                            str(a.get("endsAt") or ""), a["fingerprint"]))
+        alerts.append(
+            Alert(
+                a["status"],
+                _labels(a.get("labels"), f"alerts[{i}].labels"),
+                _labels(a.get("annotations"), f"alerts[{i}].annotations"),
+                str(a.get("startsAt") or ""),
+                str(a.get("endsAt") or ""),
+                a["fingerprint"],
+            )
+        )
     truncated = data.get("truncatedAlerts") or 0
-    return Notification(data["groupKey"], data["status"], str(data.get("receiver") or ""),
-                        _labels(data.get("groupLabels"), "groupLabels"), _labels(data.get("commonLabels"), "commonLabels"),
-                        _labels(data.get("commonAnnotations"), "commonAnnotations"), str(data.get("externalURL") or ""),
-                        alerts, truncated if isinstance(truncated, int) else 0)
+    return Notification(
+        data["groupKey"],
+        data["status"],
+        str(data.get("receiver") or ""),
+        _labels(data.get("groupLabels"), "groupLabels"),
+        _labels(data.get("commonLabels"), "commonLabels"),
+        _labels(data.get("commonAnnotations"), "commonAnnotations"),
+        str(data.get("externalURL") or ""),
+        alerts,
+        truncated if isinstance(truncated, int) else 0,
+    )
 
 
 def _parse_time(value: str) -> float | None:
@@ -342,8 +371,10 @@ class ThreadStore:
 
     def put(self, thread: Thread) -> None:
         with self._connect() as conn:
-            conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?)",
-                         (thread.group_key, json.dumps(dataclasses.asdict(thread))))
+            conn.execute(
+                "INSERT OR REPLACE INTO threads VALUES (?, ?)",
+                (thread.group_key, json.dumps(dataclasses.asdict(thread))),
+            )
 
 
 # ---- the handler -------------------------------------------------------------------------------
@@ -368,7 +399,9 @@ class AlertThreads:
         try:
             note = parse_notification(await request.read())
         except BadNotification as exc:
-            log.warning("alert webhook: rejected a malformed notification (%d bytes): %s", request.content_length or 0, exc)
+            log.warning(
+                "alert webhook: rejected a malformed notification (%d bytes): %s", request.content_length or 0, exc
+            )
             return web.json_response({"error": f"malformed notification: {exc}"}, status=400)
         # Alertmanager waits for our answer (10 s by default) and retries on error: answer at once,
         # work off the request path, one group at a time.
@@ -384,9 +417,15 @@ class AlertThreads:
             except (DeliveryFailed, SlackApiError) as exc:
                 result = "failed"
                 log.error("alert group %s: could not post: %s", note.group_key[:120], exc)
-            await self.bot.audit.write("alert", transport="alertmanager", group_key=note.group_key[:500],
-                                       status=note.status, alerts=len(note.alerts), result=result,
-                                       alertname=note.common_labels.get("alertname") or note.alerts[0].name)
+            await self.bot.audit.write(
+                "alert",
+                transport="alertmanager",
+                group_key=note.group_key[:500],
+                status=note.status,
+                alerts=len(note.alerts),
+                result=result,
+                alertname=note.common_labels.get("alertname") or note.alerts[0].name,
+            )
 
     async def _process(self, note: Notification) -> str:
         thread = await asyncio.to_thread(self.store.get, note.group_key)
@@ -394,12 +433,16 @@ class AlertThreads:
             thread = None if note.status == "firing" else thread  # a group firing again: a new incident, a new thread
         if thread is None:
             if note.status == "resolved":
-                log.info("alert group %s resolved, but no thread of it is open: nothing to update", note.group_key[:120])
+                log.info(
+                    "alert group %s resolved, but no thread of it is open: nothing to update", note.group_key[:120]
+                )
                 return "resolved_unknown"
             route = self.config.route({**note.common_labels, **note.alerts[0].labels})
             if route is None:
-                log.warning("alert group %s: no route matches its labels and no default channel is set; not posted",
-                            note.group_key[:120])
+                log.warning(
+                    "alert group %s: no route matches its labels and no default channel is set; not posted",
+                    note.group_key[:120],
+                )
                 return "unrouted"
             thread = Thread(note.group_key, route.channel, "", self.clock())
             result = "opened"
@@ -408,8 +451,13 @@ class AlertThreads:
             result = "updated"
         was_closed = thread.closed_at is not None
         for a in note.alerts:
-            thread.fingerprints[a.fingerprint] = {"status": a.status, "entity": a.entity, "name": a.name,
-                                                  "starts_at": a.starts_at, "ends_at": a.ends_at}
+            thread.fingerprints[a.fingerprint] = {
+                "status": a.status,
+                "entity": a.entity,
+                "name": a.name,
+                "starts_at": a.starts_at,
+                "ends_at": a.ends_at,
+            }
         if note.status == "resolved" and not was_closed:
             thread.closed_at = self.clock()
             result = "resolved"
@@ -436,13 +484,20 @@ class AlertThreads:
         summary = note.common_annotations.get("summary") or note.alerts[0].annotations.get("summary") or ""
         title = ", ".join(names)
         if thread.closed_at is not None:
-            started = min((t for a in alerts if (t := _parse_time(a["starts_at"])) is not None), default=thread.opened_at)
+            started = min(
+                (t for a in alerts if (t := _parse_time(a["starts_at"])) is not None), default=thread.opened_at
+            )
             ended = max((t for a in alerts if (t := _parse_time(a["ends_at"])) is not None), default=thread.closed_at)
-            head = (f":white_check_mark: *RESOLVED* `{slack_escape(title)}` — fired for {_duration(ended - started)} "
-                    f"({_utc(started)} to {_utc(ended)})")
+            head = (
+                f":white_check_mark: *RESOLVED* `{slack_escape(title)}` — fired for {_duration(ended - started)} "
+                f"({_utc(started)} to {_utc(ended)})"
+            )
         else:
-            head = (f":rotating_light: *FIRING* `{slack_escape(title)}`" + (f" ({slack_escape(severity)})" if severity else "")
-                    + f" — {len(firing)} alert{'s' if len(firing) != 1 else ''} firing")
+            head = (
+                f":rotating_light: *FIRING* `{slack_escape(title)}`"
+                + (f" ({slack_escape(severity)})" if severity else "")
+                + f" — {len(firing)} alert{'s' if len(firing) != 1 else ''} firing"
+            )
         lines = [head]
         if summary:
             lines.append(slack_escape(summary[:500]))
@@ -490,11 +545,24 @@ class AlertThreads:
         command = self.bot.router.find(name)
         if command is None:
             return None
-        return CommandRequest(command, args=args, raw=f"{name} (from an alert)", cluster=route.cluster,
-                              user="alertmanager", channel=thread.channel)
+        return CommandRequest(
+            command,
+            args=args,
+            raw=f"{name} (from an alert)",
+            cluster=route.cluster,
+            user="alertmanager",
+            channel=thread.channel,
+        )
 
-    async def _post_reply(self, thread: Thread, label: str, reply: Reply | None, *, request: CommandRequest | None = None,
-                          alert: Alert | None = None) -> None:
+    async def _post_reply(
+        self,
+        thread: Thread,
+        label: str,
+        reply: Reply | None,
+        *,
+        request: CommandRequest | None = None,
+        alert: Alert | None = None,
+    ) -> None:
         bot = self.bot
         slack_thread = SlackThread(bot.delivery, thread.channel, thread_ts=thread.ts, label=label)
         await slack_thread.start(f":hourglass_flowing_sand: Diagnosing {label}…")
@@ -511,20 +579,30 @@ class AlertThreads:
         except Exception:
             await slack_thread.fail("the diagnosis could not be posted; it is in the bot's log and audit")
             raise
-        await bot.audit.write("answer", transport="alertmanager", user="alertmanager", channel=thread.channel,
-                              command=request.spec.name if request else "no-runbook-entry",
-                              args=request.args if request else {}, cluster=request.cluster if request else None,
-                              outcome=outcome, latency_ms=round((time.monotonic() - t0) * 1000, 1), delivered="thread",
-                              thread_ts=thread.ts)
+        await bot.audit.write(
+            "answer",
+            transport="alertmanager",
+            user="alertmanager",
+            channel=thread.channel,
+            command=request.spec.name if request else "no-runbook-entry",
+            args=request.args if request else {},
+            cluster=request.cluster if request else None,
+            outcome=outcome,
+            latency_ms=round((time.monotonic() - t0) * 1000, 1),
+            delivered="thread",
+            thread_ts=thread.ts,
+        )
 
     async def _close(self, thread: Thread, note: Notification) -> None:
         alerts = list(thread.fingerprints.values())
         started = min((t for a in alerts if (t := _parse_time(a["starts_at"])) is not None), default=thread.opened_at)
         ended = max((t for a in alerts if (t := _parse_time(a["ends_at"])) is not None), default=thread.closed_at)
         entities = "; ".join(slack_escape(a["entity"]) for a in alerts[:MAX_LABELS_SHOWN])
-        text = (f":white_check_mark: Resolved after {_duration(ended - started)} (first fired {_utc(started)}, "
-                f"resolved {_utc(ended)}). {len(alerts)} alert{'s' if len(alerts) != 1 else ''}: {entities}. "
-                f"Diagnoses posted: {len(thread.diagnosed)}.")
+        text = (
+            f":white_check_mark: Resolved after {_duration(ended - started)} (first fired {_utc(started)}, "
+            f"resolved {_utc(ended)}). {len(alerts)} alert{'s' if len(alerts) != 1 else ''}: {entities}. "
+            f"Diagnoses posted: {len(thread.diagnosed)}."
+        )
         await self.bot.delivery.post(thread.channel, thread_ts=thread.ts, text=text[:3000])
 
 
@@ -535,12 +613,19 @@ def _diagnosis_key(alert: Alert) -> str:
 
 
 def _no_entry(alert: Alert) -> Reply:
-    shown = sorted(alert.labels.items())[:MAX_LABELS_SHOWN * 2]
-    return Reply(title=f"No runbook entry for {alert.name}", severity="warning",
-                 verdict=f"The runbook has no entry for '{alert.symptom}'; here is what Alertmanager sent.",
-                 sections=[Section("Labels", [f"{k} = {v}" for k, v in shown])]
-                 + ([Section("Annotations", [f"{k}: {v}" for k, v in sorted(alert.annotations.items())])] if alert.annotations else []),
-                 followups=["/kafka status", "/kafka help why"])
+    shown = sorted(alert.labels.items())[: MAX_LABELS_SHOWN * 2]
+    return Reply(
+        title=f"No runbook entry for {alert.name}",
+        severity="warning",
+        verdict=f"The runbook has no entry for '{alert.symptom}'; here is what Alertmanager sent.",
+        sections=[Section("Labels", [f"{k} = {v}" for k, v in shown])]
+        + (
+            [Section("Annotations", [f"{k}: {v}" for k, v in sorted(alert.annotations.items())])]
+            if alert.annotations
+            else []
+        ),
+        followups=["/kafka status", "/kafka help why"],
+    )
 
 
 def install(bot, app: web.Application, env=None) -> AlertThreads | None:

@@ -55,8 +55,15 @@ class Timing:
 
 # A JMX exporter page takes 1-2 s to render on a loaded machine: a 2 s scrape timeout turns load
 # into "node down" alerts, so the test scrapes every 4 s and evaluates every 2 s.
-FAST = Timing(scrape="4s", scrape_timeout="4s", evaluation="2s", group_wait="1s", group_interval="2s",
-              repeat_interval="1h", rule_for="2s")
+FAST = Timing(
+    scrape="4s",
+    scrape_timeout="4s",
+    evaluation="2s",
+    group_wait="1s",
+    group_interval="2s",
+    repeat_interval="1h",
+    rule_for="2s",
+)
 
 
 def free_port() -> int:
@@ -69,8 +76,10 @@ def binaries() -> tuple[str, str]:
     found = shutil.which(PROMETHEUS), shutil.which(ALERTMANAGER) or shutil.which("alertmanager")
     if not all(found):
         missing = [n for n, f in zip((PROMETHEUS, ALERTMANAGER), found) if not f]
-        raise StackError(f"{' and '.join(missing)} not installed: run scripts/setup.sh "
-                         "(Debian packages prometheus, prometheus-alertmanager)")
+        raise StackError(
+            f"{' and '.join(missing)} not installed: run scripts/setup.sh "
+            "(Debian packages prometheus, prometheus-alertmanager)"
+        )
     return found[0], found[1]
 
 
@@ -130,26 +139,46 @@ class AlertStack:
         path = paths.pop() if paths else "/metrics"
         keep = "|".join(sorted(_metric_names(rules))) or "kafka_.*"
         prometheus = {
-            "global": {"scrape_interval": self.timing.scrape, "scrape_timeout": self.timing.scrape_timeout,
-                       "evaluation_interval": self.timing.evaluation},
+            "global": {
+                "scrape_interval": self.timing.scrape,
+                "scrape_timeout": self.timing.scrape_timeout,
+                "evaluation_interval": self.timing.evaluation,
+            },
             "rule_files": [str(self.workdir / "kafka-rules.yaml")],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{self.alertmanager_port}"]}]}]},
-            "scrape_configs": [{
-                "job_name": "kafka", "metrics_path": path, "static_configs": static,
-                # The rules read a few dozen series of the thousands an exporter page holds.
-                "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": keep, "action": "keep"}],
-            }],
+            "scrape_configs": [
+                {
+                    "job_name": "kafka",
+                    "metrics_path": path,
+                    "static_configs": static,
+                    # The rules read a few dozen series of the thousands an exporter page holds.
+                    "metric_relabel_configs": [{"source_labels": ["__name__"], "regex": keep, "action": "keep"}],
+                }
+            ],
         }
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(prometheus, sort_keys=False))
         token_file = private_file(self.workdir / "webhook-token")
         token_file.write_text(self.token)
         alertmanager = {
-            "route": {"receiver": "kbot", "group_by": ["alertname", "cluster"], "group_wait": self.timing.group_wait,
-                      "group_interval": self.timing.group_interval, "repeat_interval": self.timing.repeat_interval},
-            "receivers": [{"name": "kbot", "webhook_configs": [{
-                "url": self.webhook_url, "send_resolved": True,
-                "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token_file)}},
-            }]}],
+            "route": {
+                "receiver": "kbot",
+                "group_by": ["alertname", "cluster"],
+                "group_wait": self.timing.group_wait,
+                "group_interval": self.timing.group_interval,
+                "repeat_interval": self.timing.repeat_interval,
+            },
+            "receivers": [
+                {
+                    "name": "kbot",
+                    "webhook_configs": [
+                        {
+                            "url": self.webhook_url,
+                            "send_resolved": True,
+                            "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token_file)}},
+                        }
+                    ],
+                }
+            ],
         }
         (self.workdir / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager, sort_keys=False))
 
@@ -162,13 +191,25 @@ class AlertStack:
         (self.workdir / "am-data").mkdir(exist_ok=True)
         (self.workdir / "prom-data").mkdir(exist_ok=True)
         try:
-            self._spawn("alertmanager", [alertmanager, f"--config.file={self.workdir / 'alertmanager.yml'}",
-                                         f"--storage.path={self.workdir / 'am-data'}",
-                                         f"--web.listen-address=127.0.0.1:{self.alertmanager_port}",
-                                         "--cluster.listen-address="])  # no HA gossip port (9094) to clash on
-            self._spawn("prometheus", [prometheus, f"--config.file={self.workdir / 'prometheus.yml'}",
-                                       f"--storage.tsdb.path={self.workdir / 'prom-data'}",
-                                       f"--web.listen-address=127.0.0.1:{self.prometheus_port}"])
+            self._spawn(
+                "alertmanager",
+                [
+                    alertmanager,
+                    f"--config.file={self.workdir / 'alertmanager.yml'}",
+                    f"--storage.path={self.workdir / 'am-data'}",
+                    f"--web.listen-address=127.0.0.1:{self.alertmanager_port}",
+                    "--cluster.listen-address=",
+                ],
+            )  # no HA gossip port (9094) to clash on
+            self._spawn(
+                "prometheus",
+                [
+                    prometheus,
+                    f"--config.file={self.workdir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.workdir / 'prom-data'}",
+                    f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
+                ],
+            )
             self._wait_ready(timeout_s)
         except BaseException:
             self.stop()
@@ -178,8 +219,9 @@ class AlertStack:
     def _spawn(self, name: str, cmd: list[str]) -> None:
         logf = (self.workdir / f"{name}.log").open("ab")
         # Its own process group: a Ctrl-C in `kbot run` reaches us first, and we stop it in order.
-        self.procs[name] = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         logf.close()
 
     def _wait_ready(self, timeout_s: float) -> None:
@@ -197,8 +239,10 @@ class AlertStack:
                 except (urllib.error.URLError, OSError):
                     pass
             if pending and time.monotonic() > deadline:
-                raise StackError(f"{', '.join(pending)} not ready within {timeout_s:g} s: "
-                                 + "; ".join(self._log_tail(n) for n in pending))
+                raise StackError(
+                    f"{', '.join(pending)} not ready within {timeout_s:g} s: "
+                    + "; ".join(self._log_tail(n) for n in pending)
+                )
             if pending:
                 time.sleep(0.3)
 
@@ -210,7 +254,7 @@ class AlertStack:
         return " | ".join(lines[-3:])[-600:] or "no output"
 
     def stop(self, grace_s: float = 10.0) -> None:
-        for name, proc in list(self.procs.items()):
+        for proc in list(self.procs.values()):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         for name, proc in list(self.procs.items()):

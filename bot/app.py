@@ -50,8 +50,9 @@ def cluster_configured(env: Mapping[str, str] | None = None) -> bool:
     return bool(clusters)
 
 
-def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None,
-                 env: Mapping[str, str] | None = None) -> Context:
+def make_context(
+    lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None, env: Mapping[str, str] | None = None
+) -> Context:
     """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
     start costs seconds that a single question should not pay."""
@@ -70,8 +71,12 @@ def make_context(lake: bool = True, progress: Callable[[str], Awaitable[None]] |
         from lake.connect import running_url
 
         want_lake = running_url(env=env) is not None
-    ctx = Context(kb=default_kb(), live=pool if pool.configured() else None,
-                  gate=default_gate(Settings.from_env(env)), lake=lake_from_env(env) if want_lake else None)
+    ctx = Context(
+        kb=default_kb(),
+        live=pool if pool.configured() else None,
+        gate=default_gate(Settings.from_env(env)),
+        lake=lake_from_env(env) if want_lake else None,
+    )
     if progress is not None:
         ctx.progress = progress
     return ctx

@@ -36,8 +36,10 @@ _SECRET_TEXT = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|xoxe
 _SECRET_KEYS = re.compile(r"(password|secret|passwd|credential|api_?key|private_?key|^token$|signing)", re.I)
 MASK = "***"
 # "confirm <token>" / "cancel <token>" as typed, clicked (a button's value) or sent with /kafka.
-_TOKEN_COMMAND = re.compile(r"^(\s*(?:/kafka\s+)?(?:confirm|cancel)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
-                            re.I)
+_TOKEN_COMMAND = re.compile(
+    r"^(\s*(?:/kafka\s+)?(?:confirm|cancel)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
+    re.I,
+)
 # ... and a token-shaped word (bot.gate.new_token: 32 url-safe characters) after them anywhere else.
 _TOKEN_ANYWHERE = re.compile(r"(\b(?:confirm|cancel)\s+)()([A-Za-z0-9_-]{32})(?![A-Za-z0-9_-])", re.I)
 # Bodies and response URLs that libraries put in their log lines (Bolt logs a rejected request's
@@ -55,8 +57,12 @@ def hash_tokens(value: Any) -> Any:
     """A copy of ``value`` with every confirm token replaced by its hash: a ``token`` field becomes
     ``token_id``, and "confirm <token>" text becomes "confirm #<token_id>"."""
     if isinstance(value, dict):
-        return {("token_id" if k == "token" and isinstance(v, str) else k):
-                (token_id(v) if k == "token" and isinstance(v, str) else hash_tokens(v)) for k, v in value.items()}
+        return {
+            ("token_id" if k == "token" and isinstance(v, str) else k): (
+                token_id(v) if k == "token" and isinstance(v, str) else hash_tokens(v)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [hash_tokens(v) for v in value]
     if isinstance(value, str):
@@ -90,7 +96,9 @@ class RedactingFilter(logging.Filter):
 def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
     """A copy of ``value`` with secret-looking keys and Slack tokens masked."""
     if isinstance(value, dict):
-        return {k: (MASK if isinstance(k, str) and _SECRET_KEYS.search(k) else scrub(v, extra)) for k, v in value.items()}
+        return {
+            k: (MASK if isinstance(k, str) and _SECRET_KEYS.search(k) else scrub(v, extra)) for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [scrub(v, extra) for v in value]
     if isinstance(value, str):
@@ -116,28 +124,42 @@ class KafkaMirror:
         self.topic = topic
         self.delivered = 0
         self.failed = 0
-        self.last_error: str | None = None   # librdkafka's last client-level error, for status and tests
-        conf = {"message.timeout.ms": self.MIRROR_TIMEOUT_MS, "queue.buffering.max.messages": 10000,
-                "enable.idempotence": True, "acks": "all", "error_cb": self._on_error, **conf}
+        self.last_error: str | None = None  # librdkafka's last client-level error, for status and tests
+        conf = {
+            "message.timeout.ms": self.MIRROR_TIMEOUT_MS,
+            "queue.buffering.max.messages": 10000,
+            "enable.idempotence": True,
+            "acks": "all",
+            "error_cb": self._on_error,
+            **conf,
+        }
         self._producer = producer if producer is not None else Producer(conf)
 
     def _on_error(self, err) -> None:
         self.last_error = f"{err.name()}: {err.str()}"
         # a rejected login or certificate does not heal itself: say so once it happens
         if err.fatal() or err.name() in ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"):
-            log.warning("audit mirror to topic %s: %s (the local audit log has every record)", self.topic, self.last_error)
+            log.warning(
+                "audit mirror to topic %s: %s (the local audit log has every record)", self.topic, self.last_error
+            )
 
     def _on_delivery(self, err, _msg) -> None:
         if err is not None:
             self.failed += 1
-            log.warning("audit mirror: delivery to topic %s failed: %s (the local audit log has the record)", self.topic, err)
+            log.warning(
+                "audit mirror: delivery to topic %s failed: %s (the local audit log has the record)", self.topic, err
+            )
         else:
             self.delivered += 1
 
     def send(self, record: dict) -> None:
         try:
-            self._producer.produce(self.topic, json.dumps(record).encode(), key=record.get("event", "").encode(),
-                                   on_delivery=self._on_delivery)
+            self._producer.produce(
+                self.topic,
+                json.dumps(record).encode(),
+                key=record.get("event", "").encode(),
+                on_delivery=self._on_delivery,
+            )
             self._producer.poll(0)  # serve earlier delivery callbacks
         except Exception as exc:  # BufferError when the queue is full, KafkaException on a bad config
             self.failed += 1
@@ -148,8 +170,13 @@ class KafkaMirror:
 
 
 class AuditLog:
-    def __init__(self, path: Path, mirror: KafkaMirror | None = None, clock: Callable[[], float] = time.time,
-                 secrets: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        path: Path,
+        mirror: KafkaMirror | None = None,
+        clock: Callable[[], float] = time.time,
+        secrets: tuple[str, ...] = (),
+    ):
         self.path = Path(path)
         self.mirror = mirror
         self.clock = clock
@@ -163,8 +190,12 @@ class AuditLog:
             private_file(self.path)  # an older version may have left it wider
 
     def _build(self, event: str, fields: dict) -> tuple[dict, bytes]:
-        rec = scrub(hash_tokens({"ts": round(self.clock(), 3), "event": event,
-                                 **{k: v for k, v in fields.items() if v is not None}}), self._secrets)
+        rec = scrub(
+            hash_tokens(
+                {"ts": round(self.clock(), 3), "event": event, **{k: v for k, v in fields.items() if v is not None}}
+            ),
+            self._secrets,
+        )
         return rec, (json.dumps(rec, ensure_ascii=False, default=str) + "\n").encode()
 
     def _append(self, data: bytes) -> None:
@@ -252,8 +283,9 @@ def _settle(done: asyncio.Future, error: BaseException | None) -> None:
             done.set_exception(error)
 
 
-def open_audit(state_dir: Path, topic: str | None = None, cluster: str | None = None,
-               secrets: tuple[str, ...] = ()) -> AuditLog:
+def open_audit(
+    state_dir: Path, topic: str | None = None, cluster: str | None = None, secrets: tuple[str, ...] = ()
+) -> AuditLog:
     """The audit log in ``state_dir``, mirrored to ``topic`` on ``cluster`` when one is given."""
     mirror = None
     if topic:
@@ -277,8 +309,12 @@ def cluster_secrets() -> tuple[str, ...]:
         clusters = load_clusters()
     except Exception:  # a broken clusters file is reported where it is used, not here
         return ()
-    return tuple(str(v) for c in clusters.values()
-                 for v in (c.sasl_password, c.ssl_key_password, c.operator_sasl_password, c.operator_ssl_key_password) if v)
+    return tuple(
+        str(v)
+        for c in clusters.values()
+        for v in (c.sasl_password, c.ssl_key_password, c.operator_sasl_password, c.operator_ssl_key_password)
+        if v
+    )
 
 
 def _quiet_rdkafka() -> logging.Logger:

@@ -34,14 +34,21 @@ def chart_png(series: list[Series], title: str) -> bytes:
             units.setdefault(s.unit, []).append(s)
     if not units:
         raise ValueError("no points to chart")
-    fig, axes = plt.subplots(len(units), 1, figsize=(WIDTH_IN, HEIGHT_IN * len(units)), dpi=DPI, squeeze=False,
-                             sharex=True)
+    fig, axes = plt.subplots(
+        len(units), 1, figsize=(WIDTH_IN, HEIGHT_IN * len(units)), dpi=DPI, squeeze=False, sharex=True
+    )
     try:
         for ax, (unit, group) in zip(axes[:, 0], units.items()):
             for s in group:
                 xs = [_time(t) for t, _v in s.points]
-                ax.plot(xs, [v for _t, v in s.points], linewidth=2.2, label=s.label or s.title,
-                        drawstyle="steps-post" if len(xs) > 1 else "default", marker="o" if len(xs) < 3 else None)
+                ax.plot(
+                    xs,
+                    [v for _t, v in s.points],
+                    linewidth=2.2,
+                    label=s.label or s.title,
+                    drawstyle="steps-post" if len(xs) > 1 else "default",
+                    marker="o" if len(xs) < 3 else None,
+                )
             window = next((s.window for s in group if s.window), None)
             if window:
                 ax.axvspan(_time(window[0]), _time(window[1]), color="tab:red", alpha=0.12, label="incident window")

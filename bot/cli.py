@@ -57,8 +57,15 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
         return EXIT_BAD_INPUT
     views = describe(settings, env)
     if args.json:
-        print(json.dumps([{"name": v.env, "value": v.value, "source": v.source, "section": v.section,
-                           "secret": v.secret} for v in views], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"name": v.env, "value": v.value, "source": v.source, "section": v.section, "secret": v.secret}
+                    for v in views
+                ],
+                indent=2,
+            )
+        )
         return 0
     section = None
     for v in views:
@@ -74,27 +81,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbot",
         description="Kafka incident bot: cause, mechanism (Kafka source line) and mitigation for Kafka symptoms.",
-        epilog="Examples: kbot ask \"why URP\" | kbot ask --json \"runbook PRODUCER_FENCED\" | kbot console",
+        epilog='Examples: kbot ask "why URP" | kbot ask --json "runbook PRODUCER_FENCED" | kbot console',
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    ask = sub.add_parser("ask", help="ask one question, e.g. kbot ask \"why URP\"",
-                         description="Ask one question, exactly as you would type it after /kafka in Slack.")
+    ask = sub.add_parser(
+        "ask",
+        help='ask one question, e.g. kbot ask "why URP"',
+        description="Ask one question, exactly as you would type it after /kafka in Slack.",
+    )
     # REMAINDER: the question's own options (`--since 30m`, `--full`, `--json`) pass through to the
     # bot's parser, so quotes are optional as the help says.
     ask.add_argument("text", nargs=argparse.REMAINDER, help="the question, e.g. 'why URP' (quotes optional)")
     ask.add_argument("--json", action="store_true", help="print the answer as JSON")
     ask.add_argument("--cluster", metavar="NAME", help="the configured cluster to ask about (clusters.yaml)")
     ask.add_argument("--png", metavar="FILE", help="write the answer's chart (a trend over time) to FILE as PNG")
-    console = sub.add_parser("console", help="interactive console with history",
-                             description="Interactive console; type what you would type after /kafka. 'exit' quits.")
+    console = sub.add_parser(
+        "console",
+        help="interactive console with history",
+        description="Interactive console; type what you would type after /kafka. 'exit' quits.",
+    )
     console.add_argument("--json", action="store_true", help="print every answer as JSON")
     console.add_argument("--cluster", metavar="NAME", help="the configured cluster this console talks to")
-    check = sub.add_parser("check", help="validate the runbook knowledge base and exit",
-                           description="Load and validate the whole runbook knowledge base.")
+    check = sub.add_parser(
+        "check",
+        help="validate the runbook knowledge base and exit",
+        description="Load and validate the whole runbook knowledge base.",
+    )
     check.add_argument("--json", action="store_true", help="print the result as JSON")
-    config = sub.add_parser("config", help="show the effective configuration (secrets masked) and where each value came from",
-                            description="Every setting the bot reads, its value (secrets masked) and its source: the "
-                                        "environment or the default. Exits 2 when a value is wrong, naming it.")
+    config = sub.add_parser(
+        "config",
+        help="show the effective configuration (secrets masked) and where each value came from",
+        description="Every setting the bot reads, its value (secrets masked) and its source: the "
+        "environment or the default. Exits 2 when a value is wrong, naming it.",
+    )
     config.add_argument("--json", action="store_true", help="print the settings as JSON")
     config.add_argument("--markdown", action="store_true", help="print the README's configuration table")
     try:
@@ -139,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kbot: configuration: {line}", file=sys.stderr)
         print("kbot: `kbot config` shows every setting and where it came from", file=sys.stderr)
         return EXIT_BAD_INPUT
-    logging.basicConfig(level=settings.kbot_log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=settings.kbot_log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if settings.kbot_log_level != "DEBUG":
         # kafka-python logs every refused connection; the answer already says the cluster is down.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)

@@ -11,6 +11,7 @@ router already understands - or the "which cluster?" Reply. The Slack handler ca
     if isinstance(routed, Reply): post it
     else: answer(routed.text, ctx, user=..., channel=...)
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,8 @@ _CLUSTER_FLAG = re.compile(r"(^|\s)--cluster(=|\s|$)")
 
 @dataclass(frozen=True)
 class Routing:
-    clusters: tuple[str, ...]                   # configured cluster names, sorted
-    channels: Mapping[str, str] = field(default_factory=dict)   # Slack channel id -> cluster
+    clusters: tuple[str, ...]  # configured cluster names, sorted
+    channels: Mapping[str, str] = field(default_factory=dict)  # Slack channel id -> cluster
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Routing":
@@ -41,9 +42,9 @@ class Routing:
 
 @dataclass(frozen=True)
 class Routed:
-    text: str               # what to pass to commands.dispatch.answer
-    cluster: str | None     # the chosen cluster (None: the command needs none)
-    how: str                # "explicit" | "flag" | "channel" | "only" | "none"
+    text: str  # what to pass to commands.dispatch.answer
+    cluster: str | None  # the chosen cluster (None: the command needs none)
+    how: str  # "explicit" | "flag" | "channel" | "only" | "none"
 
 
 def _first_word(text: str) -> str:
@@ -62,14 +63,20 @@ def route(text: str, channel: str | None, routing: Routing) -> Routed | Reply:
     text = text or ""
     m = _AT.match(text)
     if m:
-        name, rest = m.group(1), text[m.end():]
+        name, rest = m.group(1), text[m.end() :]
         if name not in routing.clusters:
             return unknown_cluster_reply(name, rest, routing)
         if not rest.strip():
-            return which_cluster_reply("", routing, channel, note=f"Say what to ask {name}, e.g. `/kafka @{name} status`.")
+            return which_cluster_reply(
+                "", routing, channel, note=f"Say what to ask {name}, e.g. `/kafka @{name} status`."
+            )
         if _CLUSTER_FLAG.search(rest):
-            return Reply(title="Two clusters named", severity="error", outcome="bad_input",
-                         verdict=f"The command names a cluster twice (@{name} and --cluster); keep one.")
+            return Reply(
+                title="Two clusters named",
+                severity="error",
+                outcome="bad_input",
+                verdict=f"The command names a cluster twice (@{name} and --cluster); keep one.",
+            )
         return Routed(_with_cluster(rest, name), name, "explicit")
     if _CLUSTER_FLAG.search(text):
         return Routed(text, None, "flag")  # the router validates the name and says if it is unknown
@@ -88,22 +95,36 @@ def which_cluster_reply(text: str, routing: Routing, channel: str | None = None,
     the same command on it."""
     names = list(routing.clusters)
     if not names:
-        return Reply(title="No Kafka cluster configured", severity="error", outcome="source_down",
-                     verdict="No Kafka cluster is configured: set KBOT_BOOTSTRAP or create clusters.yaml.")
+        return Reply(
+            title="No Kafka cluster configured",
+            severity="error",
+            outcome="source_down",
+            verdict="No Kafka cluster is configured: set KBOT_BOOTSTRAP or create clusters.yaml.",
+        )
     example = f"/kafka @{names[0]} {text.strip() or 'status'}"
-    verdict = note or (f"This channel is not mapped to a Kafka cluster and {len(names)} are configured: "
-                       f"which one? Name it first, e.g. `{example}`.")
+    verdict = note or (
+        f"This channel is not mapped to a Kafka cluster and {len(names)} are configured: "
+        f"which one? Name it first, e.g. `{example}`."
+    )
     return Reply(
-        title="Which cluster?", severity="info", verdict=verdict,
+        title="Which cluster?",
+        severity="info",
+        verdict=verdict,
         actions=[Action(name, f"@{name} {text.strip()}") for name in names] if text.strip() else [],
-        notes=[f"Configured clusters: {', '.join(names)}.",
-               "To answer in this channel without asking, map it to a cluster: `channels:` in clusters.yaml "
-               f"({channel or '<channel id>'}: <cluster>) or KBOT_CHANNEL_CLUSTERS."],
+        notes=[
+            f"Configured clusters: {', '.join(names)}.",
+            "To answer in this channel without asking, map it to a cluster: `channels:` in clusters.yaml "
+            f"({channel or '<channel id>'}: <cluster>) or KBOT_CHANNEL_CLUSTERS.",
+        ],
     )
 
 
 def unknown_cluster_reply(name: str, rest: str, routing: Routing) -> Reply:
     names = ", ".join(routing.clusters) or "none"
-    return Reply(title="Unknown cluster", severity="error", outcome="bad_input",
-                 verdict=f"There is no Kafka cluster named '{name}'. Configured clusters: {names}.",
-                 actions=[Action(n, f"@{n} {rest.strip()}") for n in routing.clusters] if rest.strip() else [])
+    return Reply(
+        title="Unknown cluster",
+        severity="error",
+        outcome="bad_input",
+        verdict=f"There is no Kafka cluster named '{name}'. Configured clusters: {names}.",
+        actions=[Action(n, f"@{n} {rest.strip()}") for n in routing.clusters] if rest.strip() else [],
+    )

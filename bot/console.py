@@ -22,14 +22,15 @@ from .render import render_addition, render_json, render_text
 from .spinner import Spinner
 
 
-
 def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
     if as_json or (result.request is not None and result.request.json):
         # The console prints one JSON document per line, so a script can read it line by line.
         print(render_json(result.reply, indent=None if compact_json else 2))
     else:
         full = result.request is not None and result.request.full
-        print(render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
+        print(
+            render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end=""
+        )
 
 
 SPINNER = Spinner()
@@ -44,9 +45,9 @@ def split_png(words: list[str], png: str | None) -> tuple[list[str], str | None]
     words = list(words)
     for i, word in enumerate(words):
         if word == "--png" and i + 1 < len(words):
-            return words[:i] + words[i + 2:], words[i + 1]
+            return words[:i] + words[i + 2 :], words[i + 1]
         if word.startswith("--png="):
-            return words[:i] + words[i + 1:], word.split("=", 1)[1]
+            return words[:i] + words[i + 1 :], word.split("=", 1)[1]
     return words, png
 
 
@@ -147,7 +148,9 @@ def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
     os.environ.setdefault("KBOT_SPARK_LOG", str(settings.spark_log))
     ctx = make_context(progress=_progress, env=env)
     if sys.stdin.isatty():
-        print("Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits.")
+        print(
+            "Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits."
+        )
     loop = asyncio.new_event_loop()
     try:
         for line in _console_lines("kafka> ", settings.home):

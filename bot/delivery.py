@@ -153,8 +153,15 @@ class ChannelQueue:
 class Delivery:
     """The per-channel queues of one Slack client; ``call`` returns Slack's response or raises."""
 
-    def __init__(self, client, *, pace_s: float = PACE_S, burst: int = BURST,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+    def __init__(
+        self,
+        client,
+        *,
+        pace_s: float = PACE_S,
+        burst: int = BURST,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.client = client
         self.pace_s, self.burst, self.clock, self.sleep = pace_s, burst, clock, sleep
         self.queues: dict[str, ChannelQueue] = {}
@@ -163,7 +170,9 @@ class Delivery:
         """Queue one call behind everything already queued for ``channel``; its future holds the answer."""
         queue = self.queues.get(channel)
         if queue is None:
-            queue = self.queues[channel] = ChannelQueue(self.client, channel, self.pace_s, self.burst, self.clock, self.sleep)
+            queue = self.queues[channel] = ChannelQueue(
+                self.client, channel, self.pace_s, self.burst, self.clock, self.sleep
+            )
         future = asyncio.get_running_loop().create_future()
         queue.jobs.append(_Job(method, kwargs, future))
         if queue.worker is None or queue.worker.done():
@@ -195,7 +204,9 @@ class Delivery:
             while queue.jobs:
                 job = queue.jobs.popleft()
                 if not job.future.done():
-                    job.future.set_exception(DeliveryFailed(job.method, queue.channel, 0, RuntimeError("shutting down")))
+                    job.future.set_exception(
+                        DeliveryFailed(job.method, queue.channel, 0, RuntimeError("shutting down"))
+                    )
 
 
 @dataclass

@@ -45,7 +45,8 @@ from commands.spec import CommandRequest
 
 from .audit import AuditLog, token_id
 from .rbac import Verdict
-from .state_db import FILENAME as STATE_DB_FILE, StateDb
+from .state_db import FILENAME as STATE_DB_FILE
+from .state_db import StateDb
 
 log = logging.getLogger(__name__)
 
@@ -96,15 +97,24 @@ def _state_refusal(record: Record, now: float) -> Decision | None:
     if record.state == "executing":
         return _refuse("used", "This action is already being executed; it runs once.")
     if record.state == "expired" or (record.state == "pending" and now >= record.expires_at):
-        return _refuse("expired", f"This confirmation expired at {_utc(record.expires_at)} UTC; "
-                                  "run the command again for a fresh preview.")
+        return _refuse(
+            "expired",
+            f"This confirmation expired at {_utc(record.expires_at)} UTC; run the command again for a fresh preview.",
+        )
     if record.state != "pending":
         return _refuse("used", f"This action was already used (state: {record.state}); a token works once.")
     return None
 
 
-def decide(record: Record | None, user: str, now: float, approvals: list[str], *,
-           permitted: Verdict | None = None, approvers_required: int = 1) -> Decision:
+def decide(
+    record: Record | None,
+    user: str,
+    now: float,
+    approvals: list[str],
+    *,
+    permitted: Verdict | None = None,
+    approvers_required: int = 1,
+) -> Decision:
     """May ``user`` confirm ``record`` at ``now``? No I/O: the RBAC verdict is passed in."""
     if record is None:
         return _refuse("unknown", "No pending action has that token. Check it, or run the command again.")
@@ -112,18 +122,26 @@ def decide(record: Record | None, user: str, now: float, approvals: list[str], *
     if refusal is not None:
         return refusal
     if not record.plan.ready:
-        return _refuse("not_ready", "The preview showed a failing precondition, so it cannot be confirmed. "
-                                    "Fix the cause and run the command again.")
+        return _refuse(
+            "not_ready",
+            "The preview showed a failing precondition, so it cannot be confirmed. "
+            "Fix the cause and run the command again.",
+        )
     if permitted is not None and not permitted.allowed:
         return _refuse("rbac", f"{permitted.reason} (rule: {permitted.rule})")
     if not record.needs_second_approver:
         if user != record.requester:
-            return _refuse("wrong_user", f"Only {record.requester}, who asked for this action, can confirm it. "
-                                         "Run the command yourself to get your own preview.")
+            return _refuse(
+                "wrong_user",
+                f"Only {record.requester}, who asked for this action, can confirm it. "
+                "Run the command yourself to get your own preview.",
+            )
         return Decision("execute", "ok", "Confirmed by the requester.")
     if user == record.requester:
-        return _refuse("self_approval", "This is a high-risk action: someone other than the requester must approve "
-                                        "it. Self-approval is refused.")
+        return _refuse(
+            "self_approval",
+            "This is a high-risk action: someone other than the requester must approve it. Self-approval is refused.",
+        )
     if user in approvals:
         return _refuse("already_approved", "You have already approved this action; it needs a different approver.")
     have = len(set(approvals) - {record.requester}) + 1
@@ -143,7 +161,9 @@ def decide_cancel(record: Record | None, user: str, now: float, *, permitted: Ve
         return Decision("execute", "ok", "Cancelled.")
     if permitted is not None and permitted.rule.startswith("terminal"):
         return _refuse("wrong_user", permitted.reason)  # says how to map the terminal user
-    return _refuse("wrong_user", f"Only {record.requester}, or someone allowed to run '{record.command}', can cancel it.")
+    return _refuse(
+        "wrong_user", f"Only {record.requester}, or someone allowed to run '{record.command}', can cancel it."
+    )
 
 
 def _utc(ts: float) -> str:
@@ -185,23 +205,56 @@ class PendingStore:
 
     @staticmethod
     def _row(row) -> Record:
-        return Record(row[0], row[1], ActionPlan.from_dict(json.loads(row[2])), row[3], row[4], row[5], row[6],
-                      bool(row[7]), row[8], json.loads(row[9]), json.loads(row[10]) if row[10] else None, row[11])
+        return Record(
+            row[0],
+            row[1],
+            ActionPlan.from_dict(json.loads(row[2])),
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            bool(row[7]),
+            row[8],
+            json.loads(row[9]),
+            json.loads(row[10]) if row[10] else None,
+            row[11],
+        )
 
     def insert(self, r: Record) -> None:
         with self._connect() as conn:
-            conn.execute("INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                         (r.token, r.command, json.dumps(r.plan.to_dict()), r.requester, r.channel, r.created_at,
-                          r.expires_at, int(r.needs_second_approver), r.state, json.dumps(r.approvals),
-                          json.dumps(r.result) if r.result is not None else None, r.updated_at))
+            conn.execute(
+                "INSERT INTO pending VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    r.token,
+                    r.command,
+                    json.dumps(r.plan.to_dict()),
+                    r.requester,
+                    r.channel,
+                    r.created_at,
+                    r.expires_at,
+                    int(r.needs_second_approver),
+                    r.state,
+                    json.dumps(r.approvals),
+                    json.dumps(r.result) if r.result is not None else None,
+                    r.updated_at,
+                ),
+            )
 
     def get(self, token: str) -> Record | None:
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM pending WHERE token = ?", (token,)).fetchone()
         return self._row(row) if row else None
 
-    def transition(self, token: str, from_state: str, to_state: str, now: float, *,
-                   approvals: list[str] | None = None, result: dict | None = None) -> bool:
+    def transition(
+        self,
+        token: str,
+        from_state: str,
+        to_state: str,
+        now: float,
+        *,
+        approvals: list[str] | None = None,
+        result: dict | None = None,
+    ) -> bool:
         """Move one record from ``from_state`` to ``to_state``; False when it was not in ``from_state``."""
         sets, args = ["state = ?", "updated_at = ?"], [to_state, now]
         if approvals is not None:
@@ -211,8 +264,9 @@ class PendingStore:
             sets.append("result = ?")
             args.append(json.dumps(result, default=str))
         with self._connect() as conn:
-            cur = conn.execute(f"UPDATE pending SET {', '.join(sets)} WHERE token = ? AND state = ?",
-                               (*args, token, from_state))
+            cur = conn.execute(
+                f"UPDATE pending SET {', '.join(sets)} WHERE token = ? AND state = ?", (*args, token, from_state)
+            )
             return cur.rowcount == 1
 
     def in_state(self, state: str) -> list[Record]:
@@ -223,8 +277,10 @@ class PendingStore:
         """Remember a chat message that shows this record (its preview with buttons, or the working
         message of a confirm), so whoever resolves the record, in any process, gets it edited."""
         with self._connect() as conn:
-            conn.execute("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,NULL)",
-                         (token, channel, ts, role, json.dumps(payload)))
+            conn.execute(
+                "INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,NULL)",
+                (token, channel, ts, role, json.dumps(payload)),
+            )
 
     def unsettled_messages(self) -> list[tuple[Record, dict]]:
         """Messages of records that left "pending" (or moved on again) since their message was last edited."""
@@ -235,13 +291,17 @@ class PendingStore:
                 # a working message, once settled, became an answer: it is never edited again
                 "(m.settled_state != p.state AND m.role != 'working'))"
             ).fetchall()
-        return [(self._row(r[:12]), {"channel": r[12], "ts": r[13], "role": r[14], "payload": json.loads(r[15])})
-                for r in rows]
+        return [
+            (self._row(r[:12]), {"channel": r[12], "ts": r[13], "role": r[14], "payload": json.loads(r[15])})
+            for r in rows
+        ]
 
     def mark_settled(self, token: str, channel: str, ts: str, state: str) -> None:
         with self._connect() as conn:
-            conn.execute("UPDATE messages SET settled_state = ? WHERE token = ? AND channel = ? AND ts = ?",
-                         (state, token, channel, ts))
+            conn.execute(
+                "UPDATE messages SET settled_state = ? WHERE token = ? AND channel = ? AND ts = ?",
+                (state, token, channel, ts),
+            )
 
     def expired_pending(self, now: float) -> list[Record]:
         with self._connect() as conn:
@@ -261,10 +321,21 @@ def new_token() -> str:
 
 
 class ConfirmationGate(Gate):
-    def __init__(self, store: PendingStore, audit: AuditLog, *, router=None, clock: Callable[[], float] = time.time,
-                 ttl_s: float = DEFAULT_TTL_S, high_risk_kinds: frozenset[str] = frozenset({"abort-txn"}),
-                 approvers_required: int = 1, authorize: Authorize | None = None, transport: str = "terminal",
-                 actor: dict | None = None, acting_user: str | None = None):
+    def __init__(
+        self,
+        store: PendingStore,
+        audit: AuditLog,
+        *,
+        router=None,
+        clock: Callable[[], float] = time.time,
+        ttl_s: float = DEFAULT_TTL_S,
+        high_risk_kinds: frozenset[str] = frozenset({"abort-txn"}),
+        approvers_required: int = 1,
+        authorize: Authorize | None = None,
+        transport: str = "terminal",
+        actor: dict | None = None,
+        acting_user: str | None = None,
+    ):
         if router is None:
             from commands.registry import ROUTER as router
         self.store, self.audit, self.router, self.clock = store, audit, router, clock
@@ -295,8 +366,15 @@ class ConfirmationGate(Gate):
     async def _audit(self, event: str, rec: Record | None, **fields) -> None:
         base = {"transport": self.transport, **self.actor}
         if rec is not None:
-            base.update(token_id=token_id(rec.token), command=rec.command, kind=rec.plan.kind, cluster=rec.plan.cluster,
-                        args=rec.plan.args, requester=rec.requester, channel=rec.channel)
+            base.update(
+                token_id=token_id(rec.token),
+                command=rec.command,
+                kind=rec.plan.kind,
+                cluster=rec.plan.cluster,
+                args=rec.plan.args,
+                requester=rec.requester,
+                channel=rec.channel,
+            )
         await self.audit.write(event, **{**base, **{k: v for k, v in fields.items() if v is not None}})
 
     async def status(self, token: str) -> Record | None:
@@ -305,14 +383,31 @@ class ConfirmationGate(Gate):
     # -- Gate API --
     async def propose(self, plan: ActionPlan, request: CommandRequest) -> Pending:
         now = self.clock()
-        rec = Record(new_token(), request.spec.name, plan, request.user or "unknown", request.channel, now,
-                     now + self.ttl_s, bool(plan.high_risk or plan.kind in self.high_risk_kinds
-                                            or request.spec.name in self.high_risk_kinds), updated_at=now)
+        rec = Record(
+            new_token(),
+            request.spec.name,
+            plan,
+            request.user or "unknown",
+            request.channel,
+            now,
+            now + self.ttl_s,
+            bool(plan.high_risk or plan.kind in self.high_risk_kinds or request.spec.name in self.high_risk_kinds),
+            updated_at=now,
+        )
         await self._db(self.store.insert, rec)
-        await self._audit("preview", rec, user=rec.requester, raw=request.raw, summary=plan.summary,
-                          changes=plan.changes, validation=plan.validation, ready=plan.ready,
-                          preconditions=[p.__dict__ for p in plan.preconditions],
-                          needs_second_approver=rec.needs_second_approver, expires_at=rec.expires_at)
+        await self._audit(
+            "preview",
+            rec,
+            user=rec.requester,
+            raw=request.raw,
+            summary=plan.summary,
+            changes=plan.changes,
+            validation=plan.validation,
+            ready=plan.ready,
+            preconditions=[p.__dict__ for p in plan.preconditions],
+            needs_second_approver=rec.needs_second_approver,
+            expires_at=rec.expires_at,
+        )
         return rec.pending()
 
     async def confirm(self, token: str, request: CommandRequest, ctx) -> Reply:
@@ -323,20 +418,38 @@ class ConfirmationGate(Gate):
         async with lock:
             rec = await self.status(token)  # read again: a concurrent click may have moved it
             now = self.clock()
-            d = decide(rec, user, now, rec.approvals if rec else [], permitted=verdict,
-                       approvers_required=self.approvers_required)
+            d = decide(
+                rec,
+                user,
+                now,
+                rec.approvals if rec else [],
+                permitted=verdict,
+                approvers_required=self.approvers_required,
+            )
             if d.action == "refuse":
                 if d.code == "expired" and rec is not None and rec.state == "pending":
                     await self._expire(rec, now)
-                await self._audit("refusal", rec, user=user, step="confirm", code=d.code, reason=d.reason,
-                                  rule=verdict.rule if verdict else None, token_id=None if rec else token_id(token))
+                await self._audit(
+                    "refusal",
+                    rec,
+                    user=user,
+                    step="confirm",
+                    code=d.code,
+                    reason=d.reason,
+                    rule=verdict.rule if verdict else None,
+                    token_id=None if rec else token_id(token),
+                )
                 return error_reply(d.reason, title="Not confirmed")
             approvals = [*rec.approvals, user] if rec.needs_second_approver else rec.approvals
             if d.action == "approve":
                 await self._db(self.store.transition, token, "pending", "pending", now, approvals=approvals)
                 await self._audit("approval", rec, user=user, approvals=approvals, complete=False)
-                return Reply(title=f"Approval recorded: {rec.plan.kind}", severity="warning", verdict=d.reason,
-                             notes=[f"Requested by {rec.requester}; approved so far by {', '.join(approvals)}."])
+                return Reply(
+                    title=f"Approval recorded: {rec.plan.kind}",
+                    severity="warning",
+                    verdict=d.reason,
+                    notes=[f"Requested by {rec.requester}; approved so far by {', '.join(approvals)}."],
+                )
             # The single-use step: exactly one caller, in any process, moves it out of "pending".
             won = await self._db(self.store.transition, token, "pending", "executing", now, approvals=approvals)
             if not won:
@@ -352,37 +465,57 @@ class ConfirmationGate(Gate):
         async def close(state: str, event: str, **fields) -> None:
             result = {k: v for k, v in fields.items() if k in ("detail", "before", "after", "ok", "preconditions")}
             # Who confirmed, for the chat message edited later (possibly by another process: outcome_note).
-            await self._db(self.store.transition, rec.token, "executing", state, self.clock(), result={**result, "by": user})
-            await self._audit(event, rec, user=user, state=state,
-                              latency_ms=round((time.monotonic() - started) * 1000, 1), **fields)
+            await self._db(
+                self.store.transition, rec.token, "executing", state, self.clock(), result={**result, "by": user}
+            )
+            await self._audit(
+                event, rec, user=user, state=state, latency_ms=round((time.monotonic() - started) * 1000, 1), **fields
+            )
 
         if spec is None:
-            await close("aborted", "refusal", code="no_command", detail=f"'{rec.command}' is no longer a command of this bot.")
-            return error_reply(f"'{rec.command}' is no longer a command of this bot; nothing was changed.", title="Not executed")
+            await close(
+                "aborted", "refusal", code="no_command", detail=f"'{rec.command}' is no longer a command of this bot."
+            )
+            return error_reply(
+                f"'{rec.command}' is no longer a command of this bot; nothing was changed.", title="Not executed"
+            )
         try:
             checks = await spec.recheck(rec.plan, ctx)
         except Exception as exc:
             log.exception("recheck of %s failed", rec.command)
             await close("aborted", "refusal", code="recheck_failed", detail=f"could not re-check preconditions: {exc}")
-            return error_reply(f"Could not re-check the preconditions ({exc}); nothing was changed.", title="Not executed")
+            return error_reply(
+                f"Could not re-check the preconditions ({exc}); nothing was changed.", title="Not executed"
+            )
         failing = [p for p in checks if not p.ok]
         if failing:
             detail = "; ".join(f"{p.name}: {p.detail}" for p in failing)
-            await close("aborted", "refusal", code="precondition", detail=detail,
-                        preconditions=[p.__dict__ for p in checks])
-            return Reply(title=f"Not executed: {rec.plan.kind}", severity="error",
-                         verdict="A precondition no longer holds, so nothing was changed.",
-                         evidence=[Evidence(p.name, p.detail, "live: re-check", "ok" if p.ok else "bad") for p in checks],
-                         followups=[f"Run '{rec.command}' again for a fresh preview once the cause is fixed."])
+            await close(
+                "aborted", "refusal", code="precondition", detail=detail, preconditions=[p.__dict__ for p in checks]
+            )
+            return Reply(
+                title=f"Not executed: {rec.plan.kind}",
+                severity="error",
+                verdict="A precondition no longer holds, so nothing was changed.",
+                evidence=[Evidence(p.name, p.detail, "live: re-check", "ok" if p.ok else "bad") for p in checks],
+                followups=[f"Run '{rec.command}' again for a fresh preview once the cause is fixed."],
+            )
         try:
             result = await spec.execute(rec.plan, ctx)
         except Exception as exc:
             # We do not know whether the change landed: ask the cluster instead of guessing.
             log.exception("execute of %s raised", rec.command)
             outcome = await self._reconcile_one(spec, rec, ctx)
-            await close(outcome, "execution", ok=False, detail=f"execute raised {type(exc).__name__}: {exc}; reconciled: {outcome}")
-            return error_reply(f"The action raised an error ({type(exc).__name__}: {exc}). Checked the cluster "
-                               f"afterwards: {outcome}.", title=f"Execution error: {rec.plan.kind}")
+            await close(
+                outcome,
+                "execution",
+                ok=False,
+                detail=f"execute raised {type(exc).__name__}: {exc}; reconciled: {outcome}",
+            )
+            return error_reply(
+                f"The action raised an error ({type(exc).__name__}: {exc}). Checked the cluster afterwards: {outcome}.",
+                title=f"Execution error: {rec.plan.kind}",
+            )
         state = "executed" if result.ok else "failed"
         await close(state, "execution", ok=result.ok, detail=result.detail, before=result.before, after=result.after)
         return _result_reply(rec, user, result)
@@ -406,13 +539,26 @@ class ConfirmationGate(Gate):
         if d.action == "refuse":
             if d.code == "expired" and rec is not None and rec.state == "pending":
                 await self._expire(rec, now)
-            await self._audit("refusal", rec, user=user, step="cancel", code=d.code, reason=d.reason,
-                              token_id=None if rec else token_id(token))
+            await self._audit(
+                "refusal",
+                rec,
+                user=user,
+                step="cancel",
+                code=d.code,
+                reason=d.reason,
+                token_id=None if rec else token_id(token),
+            )
             return error_reply(d.reason, title="Not cancelled")
         if not await self._db(self.store.transition, token, "pending", "cancelled", now, result={"by": user}):
-            return error_reply("This action is no longer pending; it was confirmed or cancelled meanwhile.", title="Not cancelled")
+            return error_reply(
+                "This action is no longer pending; it was confirmed or cancelled meanwhile.", title="Not cancelled"
+            )
         await self._audit("cancel", rec, user=user)
-        return Reply(title=f"Cancelled: {rec.plan.kind}", severity="info", verdict=f"{rec.plan.summary} — cancelled by {user}. Nothing changed.")
+        return Reply(
+            title=f"Cancelled: {rec.plan.kind}",
+            severity="info",
+            verdict=f"{rec.plan.summary} — cancelled by {user}. Nothing changed.",
+        )
 
     # -- housekeeping --
     async def _expire(self, rec: Record, now: float) -> bool:
@@ -441,8 +587,14 @@ class ConfirmationGate(Gate):
         out = []
         for rec in await self._db(self.store.in_state, "executing"):
             outcome = await self._reconcile_one(self._action(rec.command), rec, ctx)
-            if await self._db(self.store.transition, rec.token, "executing", outcome, self.clock(),
-                              result={"detail": f"reconciled after a restart: {outcome}"}):
+            if await self._db(
+                self.store.transition,
+                rec.token,
+                "executing",
+                outcome,
+                self.clock(),
+                result={"detail": f"reconciled after a restart: {outcome}"},
+            ):
                 await self._audit("reconciled", rec, outcome=outcome)
                 out.append((rec, outcome))
         return out
@@ -451,9 +603,9 @@ class ConfirmationGate(Gate):
 _RECONCILED = {
     "done": "the bot stopped while this was executing; checked the cluster afterwards: the change is in place",
     "not_done": "the bot stopped while this was executing; checked the cluster afterwards: the change did not land "
-                "(run the command again if it is still needed)",
+    "(run the command again if it is still needed)",
     "unknown": "the bot stopped while this was executing; the cluster could not tell whether the change landed: "
-               "check before running it again",
+    "check before running it again",
 }
 
 
@@ -480,19 +632,30 @@ def outcome_note(rec: Record) -> str:
 
 def _result_reply(rec: Record, user: str, result: ActionResult) -> Reply:
     evidence = [Evidence(f"before: {k}", str(v), "live: before") for k, v in result.before.items()]
-    evidence += [Evidence(f"after: {k}", str(v), "live: after", "ok" if result.ok else "bad") for k, v in result.after.items()]
+    evidence += [
+        Evidence(f"after: {k}", str(v), "live: after", "ok" if result.ok else "bad") for k, v in result.after.items()
+    ]
     return Reply(
         title=f"{'Done' if result.ok else 'Failed'}: {rec.plan.kind}",
         severity="ok" if result.ok else "error",
         verdict=result.detail or rec.plan.summary,
         evidence=evidence,
         sections=[Section("Changed" if result.ok else "Attempted", rec.plan.changes or [rec.plan.summary])],
-        notes=[f"Requested by {rec.requester}; confirmed by {user}; cluster {rec.plan.cluster}. Recorded in the audit log."],
+        notes=[
+            f"Requested by {rec.requester}; confirmed by {user}; cluster {rec.plan.cluster}. Recorded in the audit log."
+        ],
     )
 
 
-def default_gate(settings=None, *, authorize: Authorize | None = None, router=None, transport: str = "terminal",
-                 audit: AuditLog | None = None, clock: Callable[[], float] = time.time) -> ConfirmationGate:
+def default_gate(
+    settings=None,
+    *,
+    authorize: Authorize | None = None,
+    router=None,
+    transport: str = "terminal",
+    audit: AuditLog | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ConfirmationGate:
     """The gate on KBOT_STATE_DIR, as both the terminal and the Slack server use it."""
     from .audit import open_audit
     from .settings import Settings
@@ -504,8 +667,19 @@ def default_gate(settings=None, *, authorize: Authorize | None = None, router=No
 
         terminal = TerminalAuthorizer.from_settings(settings)
         authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
-    audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
-    return ConfirmationGate(PendingStore(settings.state_dir / STATE_DB_FILE), audit, router=router,
-                            ttl_s=settings.confirm_ttl_s, high_risk_kinds=settings.high_risk_kinds,
-                            approvers_required=settings.approvers_required, authorize=authorize, transport=transport,
-                            clock=clock, actor=actor, acting_user=acting_user)
+    audit = audit or open_audit(
+        settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets())
+    )
+    return ConfirmationGate(
+        PendingStore(settings.state_dir / STATE_DB_FILE),
+        audit,
+        router=router,
+        ttl_s=settings.confirm_ttl_s,
+        high_risk_kinds=settings.high_risk_kinds,
+        approvers_required=settings.approvers_required,
+        authorize=authorize,
+        transport=transport,
+        clock=clock,
+        actor=actor,
+        acting_user=acting_user,
+    )

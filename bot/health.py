@@ -36,8 +36,14 @@ PROBE_TIMEOUT_S = 2.0  # per component: a load balancer gives /healthz a few sec
 CACHE_S = 5.0
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 # Audit events that are gate decisions (bot/gate.py writes them), and the outcome label each gets.
-GATE_EVENTS = {"preview": "preview", "approval": "approval", "execution": "execution", "cancel": "cancel",
-               "expiry": "expiry", "reconciled": "reconciled"}
+GATE_EVENTS = {
+    "preview": "preview",
+    "approval": "approval",
+    "execution": "execution",
+    "cancel": "cancel",
+    "expiry": "expiry",
+    "reconciled": "reconciled",
+}
 
 
 @dataclass
@@ -119,16 +125,37 @@ class Metrics:
     def __init__(self, bot):
         self.bot = bot
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter("kbot_requests", "Requests answered or refused, by transport, command and outcome",
-                                ["transport", "command", "outcome"], registry=self.registry)
-        self.latency = Histogram("kbot_answer_seconds", "Time from a request to its delivered answer",
-                                 ["transport", "command"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.failed = Counter("kbot_posts_failed", "Answers that could not be posted after their retries",
-                              ["step"], registry=self.registry)
-        self.gate = Counter("kbot_gate_decisions", "Confirmation gate steps (preview, approval, execution, refusal ...)",
-                            ["event", "outcome"], registry=self.registry)
-        self.alerts = Counter("kbot_alert_notifications", "Alertmanager notifications received, by how they were handled",
-                              ["result"], registry=self.registry)
+        self.requests = Counter(
+            "kbot_requests",
+            "Requests answered or refused, by transport, command and outcome",
+            ["transport", "command", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "kbot_answer_seconds",
+            "Time from a request to its delivered answer",
+            ["transport", "command"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.failed = Counter(
+            "kbot_posts_failed",
+            "Answers that could not be posted after their retries",
+            ["step"],
+            registry=self.registry,
+        )
+        self.gate = Counter(
+            "kbot_gate_decisions",
+            "Confirmation gate steps (preview, approval, execution, refusal ...)",
+            ["event", "outcome"],
+            registry=self.registry,
+        )
+        self.alerts = Counter(
+            "kbot_alert_notifications",
+            "Alertmanager notifications received, by how they were handled",
+            ["result"],
+            registry=self.registry,
+        )
         self.registry.register(_LiveState(bot))
 
     def observe(self, event: str, fields: dict[str, Any]) -> None:
@@ -145,8 +172,12 @@ class Metrics:
             elif event == "refusal" and fields.get("step") not in ("confirm", "cancel"):
                 self.requests.labels(transport, str(fields.get("command") or "?"), "refused").inc()
             if event in GATE_EVENTS or (event == "refusal" and fields.get("step") in ("confirm", "cancel")):
-                outcome = fields.get("state") or fields.get("outcome") or fields.get("code") or (
-                    "complete" if fields.get("complete") else "ok")
+                outcome = (
+                    fields.get("state")
+                    or fields.get("outcome")
+                    or fields.get("code")
+                    or ("complete" if fields.get("complete") else "ok")
+                )
                 self.gate.labels(event, str(outcome)).inc()
             if event == "alert":
                 self.alerts.labels(str(fields.get("result") or "?")).inc()

@@ -58,8 +58,11 @@ class TerminalIdentity:
         return TERMINAL_PREFIX + self.os_user
 
     def audit_fields(self) -> dict:
-        return {"os_user": self.os_user, "uid": self.uid,
-                "terminal_mapping": "terminal_users" if self.mapped else "unmapped"}
+        return {
+            "os_user": self.os_user,
+            "uid": self.uid,
+            "terminal_mapping": "terminal_users" if self.mapped else "unmapped",
+        }
 
 
 def load_policy(settings: Settings) -> tuple[Policy, str]:
@@ -75,8 +78,9 @@ def load_policy(settings: Settings) -> tuple[Policy, str]:
 class TerminalAuthorizer:
     """The gate's ``authorize`` for the terminal: (user, channel, record) -> Verdict."""
 
-    def __init__(self, identity: TerminalIdentity, policy: Policy, *, policy_error: str = "",
-                 settings: Settings | None = None):
+    def __init__(
+        self, identity: TerminalIdentity, policy: Policy, *, policy_error: str = "", settings: Settings | None = None
+    ):
         self.identity, self.policy, self.policy_error = identity, policy, policy_error
         self.settings = settings
         self._directory: Directory | None = None
@@ -86,35 +90,44 @@ class TerminalAuthorizer:
         settings = settings or Settings.from_env()
         policy, error = load_policy(settings)
         name, uid = os_account()
-        return cls(TerminalIdentity(name, uid, policy.terminal_users.get(name)), policy, policy_error=error,
-                   settings=settings)
+        return cls(
+            TerminalIdentity(name, uid, policy.terminal_users.get(name)), policy, policy_error=error, settings=settings
+        )
 
     def _how_to_map(self) -> str:
-        where = f"the RBAC policy ({self.settings.rbac_file})" if self.settings and self.settings.rbac_file \
+        where = (
+            f"the RBAC policy ({self.settings.rbac_file})"
+            if self.settings and self.settings.rbac_file
             else "an RBAC policy file (KBOT_RBAC_FILE)"
+        )
         broken = f" (the policy could not be read: {self.policy_error})" if self.policy_error else ""
-        return (f"add `{self.identity.os_user}: <your Slack user id>` under terminal_users in {where}{broken}")
+        return f"add `{self.identity.os_user}: <your Slack user id>` under terminal_users in {where}{broken}"
 
     def directory(self) -> Directory | None:
         """Slack, when this host has a bot token: for the mapped user's account state and user groups."""
         if self._directory is None and self.settings is not None and self.settings.bot_token:
             from slack_sdk.web.async_client import AsyncWebClient
 
-            self._directory = Directory(AsyncWebClient(token=self.settings.bot_token, base_url=self.settings.api_url,
-                                                       timeout=30))
+            self._directory = Directory(
+                AsyncWebClient(token=self.settings.bot_token, base_url=self.settings.api_url, timeout=30)
+            )
         return self._directory
 
     async def __call__(self, user: str, channel: str | None, record) -> Verdict:
         me = self.identity
         if user != me.user:
-            return Verdict.no("terminal identity", f"This terminal acts as {me.user} (OS account {me.os_user}), not {user}.")
+            return Verdict.no(
+                "terminal identity", f"This terminal acts as {me.user} (OS account {me.os_user}), not {user}."
+            )
         if not me.mapped:
             if record.requester == me.user:
                 return Verdict.ok("terminal: own request")
-            return Verdict.no("terminal_users",
-                              f"OS account '{me.os_user}' is not mapped to a Slack user, so it may only confirm actions "
-                              f"it requested from this terminal (this one was requested by {record.requester}); "
-                              f"to approve from the terminal, {self._how_to_map()}.")
+            return Verdict.no(
+                "terminal_users",
+                f"OS account '{me.os_user}' is not mapped to a Slack user, so it may only confirm actions "
+                f"it requested from this terminal (this one was requested by {record.requester}); "
+                f"to approve from the terminal, {self._how_to_map()}.",
+            )
         mapping = me.mapping
         rule = f"terminal_users[{me.os_user}]"
         groups = set(mapping.groups)
@@ -130,8 +143,9 @@ class TerminalAuthorizer:
             except Exception as exc:  # Slack refused or is unreachable: fail closed, as the Slack side does
                 err = getattr(exc, "response", None)
                 err = err.get("error") if err is not None else (str(exc) or type(exc).__name__)
-                return Verdict.no(f"{rule} -> Slack error",
-                                  f"Could not check {mapping.slack_user} with Slack ({err}); try again.")
+                return Verdict.no(
+                    f"{rule} -> Slack error", f"Could not check {mapping.slack_user} with Slack ({err}); try again."
+                )
         # An action requested from the terminal has no channel: channel lists and channel-bound
         # grants speak about Slack channels, so they cannot grant it (or refuse it for being nowhere).
         policy = self.policy if record.channel is not None else dataclasses.replace(self.policy, channels=None)

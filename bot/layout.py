@@ -22,8 +22,14 @@ SHORT_STEP_CHARS = 200
 SHORT_WHY_CHARS = 160
 EVIDENCE_ROWS = 8
 SECTION_LINES = 20
-SEVERITY_WORD = {"critical": "CRITICAL", "warning": "WARNING", "ok": "OK", "unknown": "UNKNOWN",
-                 "error": "ERROR", "info": "INFO"}
+SEVERITY_WORD = {
+    "critical": "CRITICAL",
+    "warning": "WARNING",
+    "ok": "OK",
+    "unknown": "UNKNOWN",
+    "error": "ERROR",
+    "info": "INFO",
+}
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 
@@ -82,7 +88,11 @@ def _rank_note(top: Diagnosis, other: Diagnosis) -> str:
     top_live = top.why_ranked.startswith(("live", "lake"))
     other_live = other.why_ranked.startswith(("live", "lake"))
     if top_live and not other_live:
-        basis = f"no evidence points at it (runbook match: {other.why_ranked})" if other.why_ranked else "no evidence points at it"
+        basis = (
+            f"no evidence points at it (runbook match: {other.why_ranked})"
+            if other.why_ranked
+            else "no evidence points at it"
+        )
     elif other.why_ranked:
         basis = other.why_ranked
     else:
@@ -109,8 +119,11 @@ def short_answer(reply: Reply) -> ShortAnswer:
                 answer.heading = f"Do now: {top.title}"
                 answer.steps = [_short_step(s) for s in doable[:DO_NOW_STEPS]]
             answer.warnings = [_split_do_not(x) for x in top.do_not]
-            answer.warnings += [Caution(first_sentence(s.text, SHORT_STEP_CHARS), last_resort=True)
-                                for s in top.mitigation if s.destroys_data]
+            answer.warnings += [
+                Caution(first_sentence(s.text, SHORT_STEP_CHARS), last_resort=True)
+                for s in top.mitigation
+                if s.destroys_data
+            ]
             answer.others = [_rank_note(top, d) for d in reply.diagnoses[1:]]
         if top.mechanism:
             answer.why = top.mechanism[0]

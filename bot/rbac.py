@@ -37,8 +37,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Iterable
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +82,9 @@ def _terminal_users(data, source: str) -> dict[str, TerminalUser]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise PolicyError(f"{source}: terminal_users: expected a mapping of OS account -> Slack user id or {{user, groups}}")
+        raise PolicyError(
+            f"{source}: terminal_users: expected a mapping of OS account -> Slack user id or {{user, groups}}"
+        )
     out = {}
     for name, value in data.items():
         where = f"{source}: terminal_users[{name}]"
@@ -144,9 +145,13 @@ def _rules(items, kind: str) -> tuple[Rule, ...]:
         if unknown:
             raise PolicyError(f"{kind}[{i}]: unknown field(s) {sorted(unknown)}")
         name = str(item.get("name") or i)
-        rule = Rule(name, _ids(item.get("users"), f"{kind}[{name}].users"), _ids(item.get("groups"), f"{kind}[{name}].groups"),
-                    _ids(item.get("channels"), f"{kind}[{name}].channels"),
-                    frozenset(c.lower() for c in _ids(item.get("commands"), f"{kind}[{name}].commands")))
+        rule = Rule(
+            name,
+            _ids(item.get("users"), f"{kind}[{name}].users"),
+            _ids(item.get("groups"), f"{kind}[{name}].groups"),
+            _ids(item.get("channels"), f"{kind}[{name}].channels"),
+            frozenset(c.lower() for c in _ids(item.get("commands"), f"{kind}[{name}].commands")),
+        )
         if not rule.commands:
             raise PolicyError(f"{kind}[{name}]: names no commands")
         if not (rule.users or rule.groups):
@@ -175,9 +180,14 @@ class Policy:
         read_only = data.get("read_only", "open")
         if read_only not in ("open", "granted"):
             raise PolicyError(f"{source}: read_only must be 'open' or 'granted', not {read_only!r}")
-        return cls(None if channels is None or ANY in channels else channels, read_only == "open",
-                   _rules(data.get("grants"), "grants"), _rules(data.get("deny"), "deny"), source,
-                   _terminal_users(data.get("terminal_users"), source))
+        return cls(
+            None if channels is None or ANY in channels else channels,
+            read_only == "open",
+            _rules(data.get("grants"), "grants"),
+            _rules(data.get("deny"), "deny"),
+            source,
+            _terminal_users(data.get("terminal_users"), source),
+        )
 
     @classmethod
     def load(cls, path: Path) -> "Policy":
@@ -194,20 +204,29 @@ class Policy:
         """Pure: may ``user`` (member of ``groups``) run ``command`` in ``channel``?"""
         command = command.lower()
         if self.channels is not None and channel not in self.channels:
-            return Verdict.no("channels", f"The bot does not take commands in this channel ({channel}); "
-                              f"the policy ({self.source}) lists the channels it answers in.")
+            return Verdict.no(
+                "channels",
+                f"The bot does not take commands in this channel ({channel}); "
+                f"the policy ({self.source}) lists the channels it answers in.",
+            )
         for rule in self.deny:
             if rule.matches(user, groups, channel, command):
-                return Verdict.no(f"deny[{rule.name}]", f"'{command}' is denied to you by rule deny[{rule.name}] in {self.source}.")
+                return Verdict.no(
+                    f"deny[{rule.name}]", f"'{command}' is denied to you by rule deny[{rule.name}] in {self.source}."
+                )
         if not mutating and self.read_only_open:
             return Verdict.ok("read_only: open")
         for rule in self.grants:
             if rule.matches(user, groups, channel, command):
                 return Verdict.ok(f"grants[{rule.name}]")
-        kind = "changes the cluster" if mutating else "is read-only, and this policy grants read-only commands explicitly"
-        return Verdict.no("default: deny unless granted",
-                          f"'{command}' {kind}; no grant in {self.source} gives it to you"
-                          f"{' in this channel' if channel else ''}. Ask the bot's owners for a grant.")
+        kind = (
+            "changes the cluster" if mutating else "is read-only, and this policy grants read-only commands explicitly"
+        )
+        return Verdict.no(
+            "default: deny unless granted",
+            f"'{command}' {kind}; no grant in {self.source} gives it to you"
+            f"{' in this channel' if channel else ''}. Ask the bot's owners for a grant.",
+        )
 
 
 @dataclass
@@ -254,9 +273,14 @@ class Directory:
             try:
                 resp = await self.client.users_info(user=user_id)
                 u = resp["user"]
-                facts = UserFacts(True, bool(u.get("is_restricted") or u.get("is_ultra_restricted")),
-                                  bool(u.get("deleted")), bool(u.get("is_bot")), u.get("team_id"),
-                                  enterprise_id=(u.get("enterprise_user") or {}).get("enterprise_id"))
+                facts = UserFacts(
+                    True,
+                    bool(u.get("is_restricted") or u.get("is_ultra_restricted")),
+                    bool(u.get("deleted")),
+                    bool(u.get("is_bot")),
+                    u.get("team_id"),
+                    enterprise_id=(u.get("enterprise_user") or {}).get("enterprise_id"),
+                )
             except SlackApiError as exc:
                 err = exc.response.get("error", "error") if exc.response is not None else "error"
                 if err not in ("user_not_found", "user_not_visible"):
@@ -299,12 +323,16 @@ class Authorizer:
     def origin(self, team_id: str | None, api_app_id: str | None, enterprise_id: str | None = None) -> Verdict:
         """Pure and cheap: checked on the ack path, before any Web API call."""
         if self.allowed_enterprise_ids and enterprise_id not in self.allowed_enterprise_ids:
-            return Verdict.no("KBOT_ALLOWED_ENTERPRISE_IDS",
-                              f"This bot does not serve Enterprise Grid org {enterprise_id or 'none (not a Grid workspace)'}.")
+            return Verdict.no(
+                "KBOT_ALLOWED_ENTERPRISE_IDS",
+                f"This bot does not serve Enterprise Grid org {enterprise_id or 'none (not a Grid workspace)'}.",
+            )
         if self.allowed_team_ids and team_id not in self.allowed_team_ids:
             return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"This bot does not serve workspace {team_id or 'unknown'}.")
         if self.allowed_api_app_ids and api_app_id not in self.allowed_api_app_ids:
-            return Verdict.no("KBOT_ALLOWED_API_APP_IDS", f"Requests from app {api_app_id or 'unknown'} are not accepted.")
+            return Verdict.no(
+                "KBOT_ALLOWED_API_APP_IDS", f"Requests from app {api_app_id or 'unknown'} are not accepted."
+            )
         return Verdict.ok("origin")
 
     async def identity(self, user_id: str | None) -> Verdict:
@@ -321,18 +349,29 @@ class Authorizer:
             return Verdict.no("identity: bot", "Other bots cannot use this bot.")
         if self.allowed_team_ids and facts.team_id and facts.team_id not in self.allowed_team_ids:
             return Verdict.no("KBOT_ALLOWED_TEAM_IDS", f"Users from workspace {facts.team_id} cannot use this bot.")
-        if self.allowed_enterprise_ids and facts.enterprise_id and facts.enterprise_id not in self.allowed_enterprise_ids:
-            return Verdict.no("KBOT_ALLOWED_ENTERPRISE_IDS", f"Users from Enterprise Grid org {facts.enterprise_id} cannot use this bot.")
+        if (
+            self.allowed_enterprise_ids
+            and facts.enterprise_id
+            and facts.enterprise_id not in self.allowed_enterprise_ids
+        ):
+            return Verdict.no(
+                "KBOT_ALLOWED_ENTERPRISE_IDS",
+                f"Users from Enterprise Grid org {facts.enterprise_id} cannot use this bot.",
+            )
         return Verdict.ok("identity")
 
     async def command(self, user_id: str, channel: str | None, command: str, mutating: bool) -> Verdict:
         from slack_sdk.errors import SlackApiError
 
         try:
-            groups = await self.directory.groups_of(user_id, self.policy.group_ids()) if self.policy.group_ids() else set()
+            groups = (
+                await self.directory.groups_of(user_id, self.policy.group_ids()) if self.policy.group_ids() else set()
+            )
         except SlackApiError as exc:  # fail closed: group rules can neither grant nor deny unseen
             err = exc.response.get("error") if exc.response is not None else str(exc)
-            return Verdict.no("groups: Slack error", f"Could not read user group membership from Slack ({err}); try again.")
+            return Verdict.no(
+                "groups: Slack error", f"Could not read user group membership from Slack ({err}); try again."
+            )
         return self.policy.check(user_id, groups, channel, command, mutating)
 
     async def for_action(self, user_id: str, channel: str | None, command: str) -> Verdict:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from commands.reply import Reply, Section, Series, Table
 
-from .layout import (EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize,
-                     short_answer)
+from .layout import EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize, short_answer
 
 # Slack Block Kit limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS_PER_MESSAGE = 50
@@ -34,6 +33,7 @@ MAX_TABLE_CELL_TEXT = 500
 # (reports put the ceiling near 13,200 characters of block text): stay under 12,000 per message.
 MAX_BLOCK_TEXT_PER_MESSAGE = 12_000
 MARKER_ROOM = 300  # the "part n of m" context block added to split messages
+
 
 def slack_escape(text: object) -> str:
     """Slack's mrkdwn escaping: only &, < and > are control characters."""
@@ -96,8 +96,9 @@ def sparkline(values: list[float]) -> str:
         return ""
     lo, hi = min(values), max(values)
     span = hi - lo
-    return "".join(SPARK_BARS[0 if span == 0 else min(len(SPARK_BARS) - 1, int((v - lo) / span * len(SPARK_BARS)))]
-                   for v in values)
+    return "".join(
+        SPARK_BARS[0 if span == 0 else min(len(SPARK_BARS) - 1, int((v - lo) / span * len(SPARK_BARS)))] for v in values
+    )
 
 
 def series_line(series: Series) -> str:
@@ -106,16 +107,27 @@ def series_line(series: Series) -> str:
     if not values:
         return f"{series.title}: no data"
     first, last = series.points[0][0], series.points[-1][0]
-    return (f"{series.title}: {sparkline(values[-60:])}  {fmt_cell(min(values))}..{fmt_cell(max(values))} {series.unit}, "
-            f"now {fmt_cell(values[-1])}  ({first[11:16]}-{last[11:16]} UTC)")
+    return (
+        f"{series.title}: {sparkline(values[-60:])}  {fmt_cell(min(values))}..{fmt_cell(max(values))} {series.unit}, "
+        f"now {fmt_cell(values[-1])}  ({first[11:16]}-{last[11:16]} UTC)"
+    )
 
 
 # ---- terminal ------------------------------------------------------------------------------------
 
 TEXT_MARK = {"ok": "+", "bad": "!", "neutral": "-"}  # an evidence line's status in plain text
 
-_ANSI = {"critical": "\033[1;31m", "warning": "\033[1;33m", "ok": "\033[1;32m", "error": "\033[1;31m",
-         "unknown": "\033[1;35m", "info": "\033[1m", "warn": "\033[31m", "dim": "\033[2m", "bold": "\033[1m"}
+_ANSI = {
+    "critical": "\033[1;31m",
+    "warning": "\033[1;33m",
+    "ok": "\033[1;32m",
+    "error": "\033[1;31m",
+    "unknown": "\033[1;35m",
+    "info": "\033[1m",
+    "warn": "\033[31m",
+    "dim": "\033[2m",
+    "bold": "\033[1m",
+}
 _RESET = "\033[0m"
 
 
@@ -133,7 +145,9 @@ def table_lines(table: Table, indent: str = "  ") -> list[str]:
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(table.columns)]
 
     def line(values: list[str]) -> str:
-        return indent + "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+        return (
+            indent + "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+        )
 
     out = [table.title, line(table.columns)] + [line(r) for r in cells]
     if table.more:
@@ -163,7 +177,11 @@ def _section_lines(section: Section, limit: int | None) -> list[str]:
 def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
     sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
     # An informational answer (help, a runbook entry) has no severity worth a tag.
-    out = [paint("bold", reply.title) if reply.severity == "info" else f"{paint(reply.severity, f'[{sev}]')} {paint('bold', reply.title)}"]
+    out = [
+        paint("bold", reply.title)
+        if reply.severity == "info"
+        else f"{paint(reply.severity, f'[{sev}]')} {paint('bold', reply.title)}"
+    ]
     if reply.verdict:
         out.append(reply.verdict)
     if reply.window:
@@ -197,8 +215,10 @@ def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
     if short.others:
         out += ["", short.others_heading] + [f"  - {o}" for o in short.others]
     if reply.actions:
-        out += ["", "Actions"] + [f"  {a.label}: /kafka {a.command}" + ("  (asks for confirmation)" if a.mutating else "")
-                                  for a in reply.actions]
+        out += ["", "Actions"] + [
+            f"  {a.label}: /kafka {a.command}" + ("  (asks for confirmation)" if a.mutating else "")
+            for a in reply.actions
+        ]
     out += [f"Note: {n}" for n in reply.notes]
     if short.more:
         out.append("More: " + "  |  ".join(short.more))
@@ -231,9 +251,15 @@ def addition_reply(early: Reply, final: Reply) -> Reply:
         verdict = f"Verdict now: {final.verdict}"
     elif any((e.label, e.value) not in seen for e in final.evidence):
         verdict = "The metric lake's evidence, added to the answer above."
-    return Reply(title=f"Metric lake{f' ({final.window})' if final.window else ''}", severity=final.severity,
-                 verdict=verdict, evidence=[e for e in final.evidence if (e.label, e.value) not in seen],
-                 series=final.series, notes=notes, tables=[t for t in final.tables if t not in early.tables])
+    return Reply(
+        title=f"Metric lake{f' ({final.window})' if final.window else ''}",
+        severity=final.severity,
+        verdict=verdict,
+        evidence=[e for e in final.evidence if (e.label, e.value) not in seen],
+        series=final.series,
+        notes=notes,
+        tables=[t for t in final.tables if t not in early.tables],
+    )
 
 
 def render_addition(early: Reply, final: Reply) -> str:
@@ -253,8 +279,14 @@ def render_json(reply: Reply, *, indent: int | None = 2) -> str:
 
 # ---- Block Kit ----------------------------------------------------------------------------------
 
-SEVERITY_EMOJI = {"ok": ":large_green_circle:", "info": ":information_source:", "warning": ":warning:",
-                  "critical": ":red_circle:", "error": ":x:", "unknown": ":grey_question:"}
+SEVERITY_EMOJI = {
+    "ok": ":large_green_circle:",
+    "info": ":information_source:",
+    "warning": ":warning:",
+    "critical": ":red_circle:",
+    "error": ":x:",
+    "unknown": ":grey_question:",
+}
 
 
 def _clip(text: str, limit: int) -> str:
@@ -290,16 +322,25 @@ def _sections(text: str) -> list[dict]:
 
 
 def _context(texts: list[str]) -> list[dict]:
-    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(t, MAX_CONTEXT_TEXT)}
-                                             for t in texts[start: start + MAX_CONTEXT_ELEMENTS]]}
-            for start in range(0, len(texts), MAX_CONTEXT_ELEMENTS)]
+    return [
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": _clip(t, MAX_CONTEXT_TEXT)}
+                for t in texts[start : start + MAX_CONTEXT_ELEMENTS]
+            ],
+        }
+        for start in range(0, len(texts), MAX_CONTEXT_ELEMENTS)
+    ]
 
 
 def _cell(text: str) -> dict:
     return {"type": "raw_text", "text": _clip(text, MAX_TABLE_CELL_TEXT) or " "}
 
 
-def _table_blocks(title: str, columns: list[str], rows: list[list[str]], numeric: list[bool], more: int = 0) -> list[dict]:
+def _table_blocks(
+    title: str, columns: list[str], rows: list[list[str]], numeric: list[bool], more: int = 0
+) -> list[dict]:
     """A titled Block Kit table (raw text cells: nothing in them is mrkdwn), split at 100 rows."""
     columns, numeric = columns[:MAX_TABLE_CELLS], numeric[:MAX_TABLE_CELLS]
     rows = [[_clip(c, MAX_TABLE_CELL_TEXT) for c in row[:MAX_TABLE_CELLS]] for row in rows]
@@ -321,17 +362,26 @@ def _table_blocks(title: str, columns: list[str], rows: list[list[str]], numeric
     for n, piece in enumerate(pieces, 1):
         label = f"*{slack_escape(title)}*" + (f" ({n} of {len(pieces)})" if len(pieces) > 1 else "")
         blocks += _sections(label)
-        blocks.append({"type": "table",
-                       "column_settings": [{"align": "right" if num else "left", "is_wrapped": not num} for num in numeric],
-                       "rows": [[_cell(c) for c in columns]] + [[_cell(c) for c in row] for row in piece]})
+        blocks.append(
+            {
+                "type": "table",
+                "column_settings": [{"align": "right" if num else "left", "is_wrapped": not num} for num in numeric],
+                "rows": [[_cell(c) for c in columns]] + [[_cell(c) for c in row] for row in piece],
+            }
+        )
     if more:
         blocks += _context([f"+{more:,} more rows"])
     return blocks
 
 
 def _reply_table_blocks(table: Table) -> list[dict]:
-    return _table_blocks(table.title, table.columns, [[fmt_cell(v) for v in row] for row in table.rows],
-                         _numeric_columns(table), table.more)
+    return _table_blocks(
+        table.title,
+        table.columns,
+        [[fmt_cell(v) for v in row] for row in table.rows],
+        _numeric_columns(table),
+        table.more,
+    )
 
 
 def _evidence_blocks(reply: Reply, limit: int | None) -> list[dict]:
@@ -339,8 +389,12 @@ def _evidence_blocks(reply: Reply, limit: int | None) -> list[dict]:
     if not shown:
         return []
     mark = {"ok": "✅", "bad": "❗", "neutral": "•"}
-    blocks = _table_blocks("Evidence", [" ", "What", "Value", "Source"],
-                           [[mark[e.status], e.label, e.value, e.source] for e in shown], [False] * 4)
+    blocks = _table_blocks(
+        "Evidence",
+        [" ", "What", "Value", "Source"],
+        [[mark[e.status], e.label, e.value, e.source] for e in shown],
+        [False] * 4,
+    )
     if len(reply.evidence) > len(shown):
         blocks += _context([f"+{len(reply.evidence) - len(shown)} more (Show full answer)"])
     return blocks
@@ -358,18 +412,27 @@ def _buttons(reply: Reply, short: ShortAnswer | None) -> list[dict]:
         for i, a in enumerate(reply.actions)
     ]
     if short is not None and reply.more_command and (reply.diagnoses or short.shortened):
-        buttons.append({"type": "button", "text": {"type": "plain_text", "text": "Show full runbook" if reply.diagnoses
-                                                   else "Show full answer"},
-                        "action_id": f"kbot_action_{len(reply.actions)}", "value": _clip(reply.more_command, MAX_BUTTON_VALUE)})
-    return [{"type": "actions", "elements": buttons[start: start + MAX_ACTION_ELEMENTS]}
-            for start in range(0, len(buttons), MAX_ACTION_ELEMENTS)]
+        buttons.append(
+            {
+                "type": "button",
+                "text": {"type": "plain_text", "text": "Show full runbook" if reply.diagnoses else "Show full answer"},
+                "action_id": f"kbot_action_{len(reply.actions)}",
+                "value": _clip(reply.more_command, MAX_BUTTON_VALUE),
+            }
+        )
+    return [
+        {"type": "actions", "elements": buttons[start : start + MAX_ACTION_ELEMENTS]}
+        for start in range(0, len(buttons), MAX_ACTION_ELEMENTS)
+    ]
 
 
 def _verdict_text(reply: Reply) -> str:
     sev = SEVERITY_WORD.get(reply.severity, reply.severity.upper())
-    return (f"{SEVERITY_EMOJI.get(reply.severity, '')} *{sev}* {slack_escape(reply.verdict)}"
-            + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else "")
-            + "".join(f"\n:warning: _Missing from this answer:_ {slack_escape(m)}" for m in reply.missing))
+    return (
+        f"{SEVERITY_EMOJI.get(reply.severity, '')} *{sev}* {slack_escape(reply.verdict)}"
+        + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else "")
+        + "".join(f"\n:warning: _Missing from this answer:_ {slack_escape(m)}" for m in reply.missing)
+    )
 
 
 def _short_blocks(reply: Reply, short: ShortAnswer) -> list[dict]:
@@ -386,9 +449,15 @@ def _short_blocks(reply: Reply, short: ShortAnswer) -> list[dict]:
             lines += [f"    `{slack_escape(k)}={slack_escape(v)}`" for k, v in (step.config or {}).items()]
         blocks += _sections("\n".join(lines))
     if short.warnings:
-        lines = [(f":warning: *Last resort, destroys data:* {slack_escape(w.what)}" if w.last_resort else
-                  f":no_entry: *Do not* {slack_escape(w.what[:1].lower() + w.what[1:])}"
-                  + (f" — {slack_escape(w.why)}" if w.why else "")) for w in short.warnings]
+        lines = [
+            (
+                f":warning: *Last resort, destroys data:* {slack_escape(w.what)}"
+                if w.last_resort
+                else f":no_entry: *Do not* {slack_escape(w.what[:1].lower() + w.what[1:])}"
+                + (f" — {slack_escape(w.why)}" if w.why else "")
+            )
+            for w in short.warnings
+        ]
         blocks += _sections("\n".join(lines))
     blocks += _evidence_blocks(reply, EVIDENCE_ROWS)
     for table in reply.tables:
@@ -396,12 +465,18 @@ def _short_blocks(reply: Reply, short: ShortAnswer) -> list[dict]:
     for section in reply.sections:
         shown = section.lines[:SECTION_LINES]
         left = len(section.lines) - len(shown)
-        blocks += _sections(_ENV.get_template("slack_section.j2").render(s=Section(section.heading, shown))
-                            + (f"\n_+{left} more (Show full answer)_" if left else ""))
+        blocks += _sections(
+            _ENV.get_template("slack_section.j2").render(s=Section(section.heading, shown))
+            + (f"\n_+{left} more (Show full answer)_" if left else "")
+        )
     if short.why is not None:
         w = short.why
-        blocks += _context([f"*Why:* <{w.url}|{slack_escape(w.label)}> `{slack_escape(w.symbol)}`: "
-                            f"{slack_escape(first_sentence(w.does, 200))}"])
+        blocks += _context(
+            [
+                f"*Why:* <{w.url}|{slack_escape(w.label)}> `{slack_escape(w.symbol)}`: "
+                f"{slack_escape(first_sentence(w.does, 200))}"
+            ]
+        )
     elif short.why_note:
         blocks += _context([f"*Why:* {slack_escape(short.why_note)}"])
     if short.others:
@@ -430,7 +505,9 @@ def reply_blocks(reply: Reply, *, full: bool = False) -> list[dict]:
     for s in reply.sections:
         blocks += _sections(_ENV.get_template("slack_section.j2").render(s=s))
     blocks += _buttons(reply, None)
-    blocks += _context([*(f":memo: {slack_escape(n)}" for n in reply.notes), *(slack_escape(f) for f in reply.followups)])
+    blocks += _context(
+        [*(f":memo: {slack_escape(n)}" for n in reply.notes), *(slack_escape(f) for f in reply.followups)]
+    )
     return blocks
 
 
@@ -453,8 +530,11 @@ def _paginate(blocks: list[dict]) -> list[list[dict]]:
     for block in blocks:
         size = block_text_chars(block)
         is_table = block["type"] == "table"
-        full = (len(page) >= MAX_BLOCKS_PER_MESSAGE - 1 or chars + size > MAX_BLOCK_TEXT_PER_MESSAGE - MARKER_ROOM
-                or (is_table and tables >= 1))
+        full = (
+            len(page) >= MAX_BLOCKS_PER_MESSAGE - 1
+            or chars + size > MAX_BLOCK_TEXT_PER_MESSAGE - MARKER_ROOM
+            or (is_table and tables >= 1)
+        )
         if page and full:
             # Keep a table's title with its table.
             carry = [page.pop()] if is_table and page[-1]["type"] == "section" else []
@@ -485,7 +565,10 @@ def render_blocks(reply: Reply, *, full: bool = False) -> list[dict]:
     for n, page in enumerate(pages, 1):
         if len(pages) > 1:
             title = slack_escape(_clip(reply.title, MAX_HEADER_TEXT))
-            marker = {"type": "context", "elements": [{"type": "mrkdwn", "text": f"_{title}: part {n} of {len(pages)}_"}]}
+            marker = {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"_{title}: part {n} of {len(pages)}_"}],
+            }
             page = [*page, marker] if n == 1 else [marker, *page]
         messages.append({"text": fallback if n == 1 else f"{fallback} (part {n} of {len(pages)})", "blocks": page})
     return messages

@@ -26,15 +26,20 @@ from .app import cluster_configured, local_env
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "run", help="run the bot on the embedded default (local cluster, lake, Slack app or console)",
+        "run",
+        help="run the bot on the embedded default (local cluster, lake, Slack app or console)",
         description=__doc__.split("\n\n")[0] + " Starts the local Kafka cluster when no cluster is configured, "
-        "collects metrics into the lake, and serves Slack when tokens are set (else the console).")
+        "collects metrics into the lake, and serves Slack when tokens are set (else the console).",
+    )
     p.add_argument("--no-cluster", action="store_true", help="do not start the local cluster when none is configured")
     p.add_argument("--no-lake", action="store_true", help="do not collect metrics or start Spark")
     p.add_argument("--json", action="store_true", help="console answers as JSON")
-    p.add_argument("--alerts", action="store_true",
-                   help="also run Prometheus and Alertmanager on loopback with the shipped Kafka rules; alerts open "
-                        "threads in Slack (KBOT_ALERT_CHANNEL, default #kafka-alerts; needs the Slack app)")
+    p.add_argument(
+        "--alerts",
+        action="store_true",
+        help="also run Prometheus and Alertmanager on loopback with the shipped Kafka rules; alerts open "
+        "threads in Slack (KBOT_ALERT_CHANNEL, default #kafka-alerts; needs the Slack app)",
+    )
     return p
 
 
@@ -60,8 +65,10 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     configuration as its environment."""
     settings = load(env)
     if settings.kbot_metrics_source == "exporters" and not settings.kbot_metrics_targets:
-        _say("no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with KBOT_PROMETHEUS_URL): "
-             "not collecting into the lake")
+        _say(
+            "no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with KBOT_PROMETHEUS_URL): "
+            "not collecting into the lake"
+        )
         return None
     from .settings import private_dir, private_file
 
@@ -82,7 +89,9 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
         try:
             env.update(embedded_cluster())
         except Exception as exc:  # the run goes on: runbook answers need no cluster
-            _say(f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only")
+            _say(
+                f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only"
+            )
     collector = stack = None
     if getattr(args, "alerts", False):
         try:
@@ -124,14 +133,17 @@ def start_connect_server(env: Mapping[str, str]):
     try:
         info = ensure_server(env=env)
     except LakeError as exc:
-        _say(f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark")
+        _say(
+            f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark"
+        )
         return None
     _say(f"Spark kept warm at {info.url} ({'started' if info.started else 'already running'}; log {info.log})")
     return info
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:
-    from .slack_app import configured, run as run_serve
+    from .slack_app import configured
+    from .slack_app import run as run_serve
 
     if configured(env):
         return run_serve(args, env)
@@ -153,26 +165,35 @@ def start_alert_stack(env: dict[str, str]):
     from .slack_app import configured
 
     if not configured(env):
-        _say("--alerts: alerts open threads in Slack, and no Slack tokens are set (SLACK_BOT_TOKEN with "
-             "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager")
+        _say(
+            "--alerts: alerts open threads in Slack, and no Slack tokens are set (SLACK_BOT_TOKEN with "
+            "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager"
+        )
         return None
     targets = env.get("KBOT_METRICS_TARGETS", "")
     if not targets:
         _say("--alerts: no metrics targets (KBOT_METRICS_TARGETS) to scrape: not starting Prometheus and Alertmanager")
         return None
-    env.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))   # the Slack app below reads it from env too
+    env.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))  # the Slack app below reads it from env too
     if not env.get(ROUTES_ENV) and not env.get(CHANNEL_ENV):
         env[CHANNEL_ENV] = "#kafka-alerts"
         _say(f"--alerts: alert threads go to #kafka-alerts (set {CHANNEL_ENV} or {ROUTES_ENV} to choose)")
     AlertConfig.from_env(env)  # a wrong routes file stops here, before anything starts
     settings = Settings.from_env(env)
-    stack = local_stack(settings.state_dir, targets, f"http://127.0.0.1:{settings.port}{PATH}", env[TOKEN_ENV],
-                        cluster=env.get("KBOT_CLUSTER_NAME") or "local")
+    stack = local_stack(
+        settings.state_dir,
+        targets,
+        f"http://127.0.0.1:{settings.port}{PATH}",
+        env[TOKEN_ENV],
+        cluster=env.get("KBOT_CLUSTER_NAME") or "local",
+    )
     try:
         stack.start()
     except StackError as exc:
         _say(f"--alerts: {exc}")
         return None
-    _say(f"Prometheus on {stack.prometheus_url} (rules: {RULES}), Alertmanager on {stack.alertmanager_url}, "
-         f"alerts to the bot's {PATH}")
+    _say(
+        f"Prometheus on {stack.prometheus_url} (rules: {RULES}), Alertmanager on {stack.alertmanager_url}, "
+        f"alerts to the bot's {PATH}"
+    )
     return stack

@@ -118,10 +118,17 @@ def parse_schedule(line: str) -> Schedule:
         every = dt.timedelta(minutes=int(m.group(1))) if m.group(2) == "m" else dt.timedelta(hours=int(m.group(1)))
         if every < dt.timedelta(minutes=5) or dt.timedelta(days=1) % every:
             raise ScheduleError(f"'{line}': the interval must be at least 5m and divide a day evenly")
-        if every < dt.timedelta(hours=1) and dt.timedelta(hours=1) % every or every > dt.timedelta(hours=1) and every % dt.timedelta(hours=1):
+        if (
+            every < dt.timedelta(hours=1)
+            and dt.timedelta(hours=1) % every
+            or every > dt.timedelta(hours=1)
+            and every % dt.timedelta(hours=1)
+        ):
             # a cron expression can step minutes within an hour or hours within a day, not both
-            raise ScheduleError(f"'{line}': the interval must divide an hour (5m, 10m, 15m, 20m, 30m) "
-                                "or be whole hours that divide a day evenly; write a cron expression otherwise")
+            raise ScheduleError(
+                f"'{line}': the interval must divide an hour (5m, 10m, 15m, 20m, 30m) "
+                "or be whole hours that divide a day evenly; write a cron expression otherwise"
+            )
     else:
         days = _days(when)
         m = _TIME.match(rest.pop(0))
@@ -170,9 +177,16 @@ MISSED_GRACE = dt.timedelta(minutes=15)
 class Scheduler:
     """Fires ``post(schedule, due)`` when a schedule comes due. Clock and sleep are injected."""
 
-    def __init__(self, schedules: list[Schedule], post: Post, *, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, max_sleep_s: float = 60.0,
-                 grace: dt.timedelta = MISSED_GRACE):
+    def __init__(
+        self,
+        schedules: list[Schedule],
+        post: Post,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_sleep_s: float = 60.0,
+        grace: dt.timedelta = MISSED_GRACE,
+    ):
         self.schedules, self.post, self.clock, self.sleep, self.grace = schedules, post, clock, sleep, grace
         self.max_sleep_s = max_sleep_s  # wake at least this often, so a clock jump is noticed
         start = self.now()

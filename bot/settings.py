@@ -57,8 +57,12 @@ def private_dir(path: Path) -> Path:
         if st.st_uid == os.getuid() and not st.st_mode & stat.S_ISVTX:
             os.chmod(path, 0o700)
         else:
-            log.warning("state folder %s is readable by other users (mode %o) and is not ours to tighten; "
-                        "point KBOT_STATE_DIR at a private folder", path, st.st_mode & 0o777)
+            log.warning(
+                "state folder %s is readable by other users (mode %o) and is not ours to tighten; "
+                "point KBOT_STATE_DIR at a private folder",
+                path,
+                st.st_mode & 0o777,
+            )
     return path
 
 
@@ -131,7 +135,7 @@ class Settings:
 
     @property
     def mode(self) -> str | None:
-        """"socket" with an app token, "http" with a bot token and signing secret, else None."""
+        """ "socket" with an app token, "http" with a bot token and signing secret, else None."""
         if self.bot_token and self.app_token:
             return "socket"
         if self.bot_token and self.signing_secret:
@@ -150,8 +154,10 @@ class Settings:
         """Non-empty when no workspace or org allow-list is set: then the signing secret alone decides."""
         if self.allowed_team_ids or self.allowed_enterprise_ids:
             return ""
-        return ("KBOT_ALLOWED_TEAM_IDS and KBOT_ALLOWED_ENTERPRISE_IDS are both empty: ANY Slack workspace "
-                "or Enterprise Grid org where this app is installed may call the bot. Set one of them.")
+        return (
+            "KBOT_ALLOWED_TEAM_IDS and KBOT_ALLOWED_ENTERPRISE_IDS are both empty: ANY Slack workspace "
+            "or Enterprise Grid org where this app is installed may call the bot. Set one of them."
+        )
 
     def secrets(self) -> list[str]:
         """The values that must never reach a log line or an audit record."""

@@ -52,14 +52,19 @@ def install_log_redaction(settings: Settings, extra: tuple[str, ...] = ()) -> No
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "serve", help="run the Slack app (HTTP on KBOT_PORT, or Socket Mode when SLACK_APP_TOKEN is set)",
+        "serve",
+        help="run the Slack app (HTTP on KBOT_PORT, or Socket Mode when SLACK_APP_TOKEN is set)",
         description="Run the Slack app. HTTP mode needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET and serves "
-                    "/slack/events; Socket Mode needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN. Without them it says so "
-                    f"and exits {EXIT_NOT_CONFIGURED}.")
+        "/slack/events; Socket Mode needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN. Without them it says so "
+        f"and exits {EXIT_NOT_CONFIGURED}.",
+    )
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--port", type=int, default=None, help="port (default KBOT_PORT, else 3000)")
-    p.add_argument("--check", action="store_true",
-                   help=f"only check the Slack configuration: exit 0 if it is complete, {EXIT_NOT_CONFIGURED} if not")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help=f"only check the Slack configuration: exit 0 if it is complete, {EXIT_NOT_CONFIGURED} if not",
+    )
     p.add_argument("--json", action="store_true", help="with --check: the result as JSON on stdout")
 
 
@@ -82,20 +87,34 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
             cfg = AlertConfig.from_env(env)
-            alerts = {"configured": cfg is not None, "routes": len(cfg.routes) if cfg else 0,
-                      "default_channel": cfg.default_channel if cfg else None}
+            alerts = {
+                "configured": cfg is not None,
+                "routes": len(cfg.routes) if cfg else 0,
+                "default_channel": cfg.default_channel if cfg else None,
+            }
         except AlertConfigError as exc:
             alerts = {"configured": False, "error": str(exc)}
-        print(json.dumps({"configured": settings.mode is not None, "mode": settings.mode, "missing": settings.missing() or None,
-                          "warnings": [warning] if warning else [], "alerts": alerts}))
+        print(
+            json.dumps(
+                {
+                    "configured": settings.mode is not None,
+                    "mode": settings.mode,
+                    "missing": settings.missing() or None,
+                    "warnings": [warning] if warning else [],
+                    "alerts": alerts,
+                }
+            )
+        )
         if warning:
             print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
         if "error" in alerts:
             return 2
         return 0 if settings.mode else EXIT_NOT_CONFIGURED
     if settings.mode is None:
-        print(f"kbot serve: Slack is not configured: {settings.missing()}. Use `kbot console` for the terminal.",
-              file=sys.stderr)
+        print(
+            f"kbot serve: Slack is not configured: {settings.missing()}. Use `kbot console` for the terminal.",
+            file=sys.stderr,
+        )
         return EXIT_NOT_CONFIGURED
     from .alerts import AlertConfig, AlertConfigError
 
@@ -108,8 +127,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if getattr(args, "check", False):
         if warning:
             print(f"kbot serve: WARNING: {warning}", file=sys.stderr)
-        print(f"kbot serve: Slack configured ({settings.mode} mode)"
-              + (f"; Alertmanager webhook on /alerts/alertmanager ({len(alerts.routes)} routes)" if alerts else ""))
+        print(
+            f"kbot serve: Slack configured ({settings.mode} mode)"
+            + (f"; Alertmanager webhook on /alerts/alertmanager ({len(alerts.routes)} routes)" if alerts else "")
+        )
         return 0
     install_log_redaction(settings, (alerts.token,) if alerts else ())
     if warning:
@@ -117,15 +138,22 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if logging.getLogger().level > logging.INFO:
         logging.getLogger(__name__).setLevel(logging.INFO)
     try:
-        asyncio.run(serve(settings, host=getattr(args, "host", None) or "0.0.0.0",
-                          port=getattr(args, "port", None) or settings.port, env=env))
+        asyncio.run(
+            serve(
+                settings,
+                host=getattr(args, "host", None) or "0.0.0.0",
+                port=getattr(args, "port", None) or settings.port,
+                env=env,
+            )
+        )
     except KeyboardInterrupt:
         pass
     return 0
 
 
-async def serve(settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None,
-                env: Mapping[str, str] | None = None) -> None:
+async def serve(
+    settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None, env: Mapping[str, str] | None = None
+) -> None:
     from aiohttp import web
 
     from .slack_bot import KafkaBot

@@ -55,10 +55,10 @@ from commands.router import Router
 from commands.spec import CommandRequest
 
 from .audit import AuditLog, RedactingFilter, open_audit, scrub
+from .cluster_routing import route
 from .delivery import Coalescer, Delivery, DeliveryFailed
 from .gate import ConfirmationGate, default_gate
 from .rbac import Authorizer, Directory, Policy, Verdict
-from .cluster_routing import route
 from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
@@ -82,8 +82,12 @@ class Deliveries:
     In memory: a retry reaching a freshly restarted process runs once more; the gate's single-use
     transition still keeps a confirm from executing twice."""
 
-    def __init__(self, ttl_s: float = RETRY_MEMORY_S, max_entries: int = RETRY_MEMORY_MAX,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        ttl_s: float = RETRY_MEMORY_S,
+        max_entries: int = RETRY_MEMORY_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.ttl_s, self.max_entries, self.clock = ttl_s, max_entries, clock
         self._seen: OrderedDict[str, float] = OrderedDict()
         self.duplicates = 0
@@ -91,7 +95,9 @@ class Deliveries:
     def first(self, request) -> bool:
         """Record this delivery; False when it is a retry of one already acked."""
         now = self.clock()
-        while self._seen and (len(self._seen) >= self.max_entries or now - next(iter(self._seen.values())) > self.ttl_s):
+        while self._seen and (
+            len(self._seen) >= self.max_entries or now - next(iter(self._seen.values())) > self.ttl_s
+        ):
             self._seen.popitem(last=False)
         key = hashlib.sha256((request.raw_body or "").encode()).hexdigest()
         retry = request.headers.get("x-slack-retry-num")
@@ -145,20 +151,37 @@ def make_client(settings: Settings, session: aiohttp.ClientSession | None = None
         # TLS-handshakes) a new connection for every call, which dominates a burst's CPU time.
         session=session,
         # Not the server-error handler: retrying a chat.postMessage that got a 500 can post twice.
-        retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2), AsyncRateLimitErrorRetryHandler(max_retry_count=3)],
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
     )
 
 
 def _queue_client(client: AsyncWebClient) -> AsyncWebClient:
     """The same client (token, URL, session), minus the rate-limit retry handler."""
-    return AsyncWebClient(token=client.token, base_url=client.base_url, timeout=client.timeout, session=client.session,
-                          retry_handlers=[h for h in client.retry_handlers if not isinstance(h, AsyncRateLimitErrorRetryHandler)])
+    return AsyncWebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=client.timeout,
+        session=client.session,
+        retry_handlers=[h for h in client.retry_handlers if not isinstance(h, AsyncRateLimitErrorRetryHandler)],
+    )
 
 
 class KafkaBot:
-    def __init__(self, settings: Settings, *, ctx: Context | None = None, client: AsyncWebClient | None = None,
-                 router: Router | None = None, gate: ConfirmationGate | None = None, audit: AuditLog | None = None,
-                 policy: Policy | None = None, clock=time.time):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        ctx: Context | None = None,
+        client: AsyncWebClient | None = None,
+        router: Router | None = None,
+        gate: ConfirmationGate | None = None,
+        audit: AuditLog | None = None,
+        policy: Policy | None = None,
+        clock=time.time,
+    ):
         if router is None:
             from commands.registry import ROUTER as router
         self.settings, self.router, self.clock = settings, router, clock
@@ -170,12 +193,20 @@ class KafkaBot:
             except RuntimeError:
                 pass  # no loop yet: slack_sdk then uses a session per call
         self.client = client or make_client(settings, self._session)
-        self.audit = audit or open_audit(settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets()))
+        self.audit = audit or open_audit(
+            settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets())
+        )
         policy = policy or (Policy.load(settings.rbac_file) if settings.rbac_file else Policy())
-        self.authorizer = Authorizer(policy, Directory(self.client), settings.allowed_team_ids, settings.allowed_api_app_ids,
-                                     settings.allowed_enterprise_ids)
-        self.gate = gate or default_gate(settings, authorize=self._authorize_action, router=router,
-                                         transport="slack", audit=self.audit, clock=clock)
+        self.authorizer = Authorizer(
+            policy,
+            Directory(self.client),
+            settings.allowed_team_ids,
+            settings.allowed_api_app_ids,
+            settings.allowed_enterprise_ids,
+        )
+        self.gate = gate or default_gate(
+            settings, authorize=self._authorize_action, router=router, transport="slack", audit=self.audit, clock=clock
+        )
         self.deliveries = Deliveries()
         # Every post to a channel: paced, in order, retried (bot/delivery.py). Its client leaves 429s to
         # the queue: a 429 retried inside slack_sdk would leave the queue's pace ignorant of it, and
@@ -184,7 +215,7 @@ class KafkaBot:
         self.coalescer = Coalescer()
         self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
-        self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
+        _ = self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
         self.routing = _routing(settings.env or None)
         self.schedules = parse_schedules(settings.digest_schedules)
         self._check_schedules()
@@ -199,24 +230,36 @@ class KafkaBot:
         # copies the filters of the logger it is given to each of its own loggers, so one filter
         # added here, before the app exists, covers them all.
         # Loggers Bolt or slack_sdk made earlier (another app in this process) get it directly.
-        made = [lg for n, lg in logging.Logger.manager.loggerDict.items()
-                if n.startswith(("slack_bolt", "slack_sdk")) and isinstance(lg, logging.Logger)]
+        made = [
+            lg
+            for n, lg in logging.Logger.manager.loggerDict.items()
+            if n.startswith(("slack_bolt", "slack_sdk")) and isinstance(lg, logging.Logger)
+        ]
         for logger in (bolt_log, log, *made):
             _redact(logger, settings.secrets())
-        self.app = AsyncApp(name="kbot", signing_secret=settings.signing_secret or "", client=self.client,
-                            process_before_response=False, logger=bolt_log,
-                            # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
-                            request_verification_enabled=settings.mode != "socket")
+        self.app = AsyncApp(
+            name="kbot",
+            signing_secret=settings.signing_secret or "",
+            client=self.client,
+            process_before_response=False,
+            logger=bolt_log,
+            # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
+            request_verification_enabled=settings.mode != "socket",
+        )
         Listeners(self).register(self.app)
 
     def _check_schedules(self) -> None:
         for s in self.schedules:
             req = parse_request(s.text, router=self.router)
             if isinstance(req, Answer):
-                log.warning("schedule %r: %s (it will post that error until the command exists)", s.source, req.reply.verdict)
+                log.warning(
+                    "schedule %r: %s (it will post that error until the command exists)", s.source, req.reply.verdict
+                )
                 continue
             if req.spec.mutating:
-                raise ValueError(f"schedule {s.source!r}: '{req.spec.name}' changes the cluster; schedules run read-only commands only")
+                raise ValueError(
+                    f"schedule {s.source!r}: '{req.spec.name}' changes the cluster; schedules run read-only commands only"
+                )
 
     # ---- background work, off the ack path --------------------------------------------------------
     def spawn(self, coro: Coroutine) -> asyncio.Task:
@@ -253,11 +296,31 @@ class KafkaBot:
         async with self._slots:
             await self._handle_text(text, started=started, rid=rid, **kw)
 
-    async def _handle_text(self, text: str, *, user: str | None, channel: str | None, team: str | None, source: str,
-                           started: float, rid: str, thread_ts: str | None = None, respond: AsyncRespond | None = None,
-                           message: dict | None = None) -> None:
-        await self.audit.write("request", transport="slack", source=source, user=user, team=team, channel=channel,
-                               text=text[:AUDIT_TEXT_CHARS], text_len=len(text), request_id=rid)
+    async def _handle_text(
+        self,
+        text: str,
+        *,
+        user: str | None,
+        channel: str | None,
+        team: str | None,
+        source: str,
+        started: float,
+        rid: str,
+        thread_ts: str | None = None,
+        respond: AsyncRespond | None = None,
+        message: dict | None = None,
+    ) -> None:
+        await self.audit.write(
+            "request",
+            transport="slack",
+            source=source,
+            user=user,
+            team=team,
+            channel=channel,
+            text=text[:AUDIT_TEXT_CHARS],
+            text_len=len(text),
+            request_id=rid,
+        )
         where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, respond=respond)
         request = await self._admit(text, where)
         if request is None:
@@ -284,8 +347,11 @@ class KafkaBot:
         try:
             identity = await self.authorizer.identity(user)
         except SlackApiError as exc:
-            identity = Verdict.no("identity: Slack error", "Could not check your account with Slack "
-                                  f"({exc.response.get('error') if exc.response else exc}); try again.")
+            identity = Verdict.no(
+                "identity: Slack error",
+                "Could not check your account with Slack "
+                f"({exc.response.get('error') if exc.response else exc}); try again.",
+            )
         if not identity.allowed:
             await self.refuse(identity, "identity", **where)
             return None
@@ -307,8 +373,9 @@ class KafkaBot:
             return None
         return request
 
-    async def _answer_in_thread(self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
-                                respond, message, entry) -> bool:
+    async def _answer_in_thread(
+        self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts, respond, message, entry
+    ) -> bool:
         """Working message, the command, the answer in its thread; True when the answer was delivered.
         A delivery that fails after its retries is reported (audit + log, with the request id), and
         the working message is marked, so no hourglass is left behind."""
@@ -321,10 +388,16 @@ class KafkaBot:
         except SlackApiError as exc:
             # Slack's answer, not a rate limit (the delivery queue waits those out): not in the
             # channel, or a DM we cannot post to. Answer privately where Slack lets us.
-            log.warning("cannot post in %s (%s); answering privately", channel, exc.response.get("error") if exc.response else exc)
+            log.warning(
+                "cannot post in %s (%s); answering privately",
+                channel,
+                exc.response.get("error") if exc.response else exc,
+            )
             result = await run_request(request, self.ctx)
             await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
-            await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="private", request_id=rid)
+            await self._audit_answer(
+                request, result.outcome, started, user, channel, team, delivered="private", request_id=rid
+            )
             return False
         except DeliveryFailed as exc:
             await self._delivery_failed(exc, request, rid, started, user, channel, team, step="working message")
@@ -342,18 +415,31 @@ class KafkaBot:
                 posted += await thread.add(addition_reply(early_reply, result.reply))
             await remember_answer_messages(self, request, result.reply, thread, posted, message)
         except Exception as exc:
-            await thread.fail("the answer could not be posted; it is in the bot's log and audit" if isinstance(exc, DeliveryFailed)
-                              else "the request failed; it is in the bot's log and audit")
+            await thread.fail(
+                "the answer could not be posted; it is in the bot's log and audit"
+                if isinstance(exc, DeliveryFailed)
+                else "the request failed; it is in the bot's log and audit"
+            )
             await self._delivery_failed(exc, request, rid, started, user, channel, team, step="answer")
             return False
-        await self._audit_answer(request, result.outcome, started, user, channel, team, delivered="thread",
-                                 thread_ts=thread.ts, request_id=rid)
+        await self._audit_answer(
+            request,
+            result.outcome,
+            started,
+            user,
+            channel,
+            team,
+            delivered="thread",
+            thread_ts=thread.ts,
+            request_id=rid,
+        )
         if message:
             await self._settle(message, channel, request, result.outcome, user)
         return True
 
-    async def _point_to(self, entry, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts,
-                        respond) -> bool:
+    async def _point_to(
+        self, entry, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts, respond
+    ) -> bool:
         """Point a repeated question to the thread that answers it (privately: one line for the asker,
         none in the channel). False when the first asker could not start a thread."""
         where = await entry.where
@@ -364,27 +450,62 @@ class KafkaBot:
         try:
             link = (await self.client.chat_getPermalink(channel=thread_channel, message_ts=ts)).get("permalink")
         except SlackApiError as exc:
-            log.info("no permalink for %s/%s: %s", thread_channel, ts, exc.response.get("error") if exc.response else exc)
+            log.info(
+                "no permalink for %s/%s: %s", thread_channel, ts, exc.response.get("error") if exc.response else exc
+            )
         asked = f"<@{entry.leader}> asked" if entry.leader and entry.leader != user else "You asked"
         place = f"<{link}|this thread>" if link else "the thread of that question in this channel"
-        pointer = Reply(title="Already answered in a thread", severity="info",
-                        verdict=f"{asked} the same question here moments ago; the answer is in {place}.")
+        pointer = Reply(
+            title="Already answered in a thread",
+            severity="info",
+            verdict=f"{asked} the same question here moments ago; the answer is in {place}.",
+        )
         await self._tell_privately(pointer, user=user, channel=channel, respond=respond)
-        await self._audit_answer(request, "coalesced", started, user, channel, team, delivered="pointer",
-                                 thread_ts=ts, request_id=rid)
+        await self._audit_answer(
+            request, "coalesced", started, user, channel, team, delivered="pointer", thread_ts=ts, request_id=rid
+        )
         return True
 
-    async def _delivery_failed(self, exc: Exception, request, rid: str, started: float, user, channel, team, *, step: str) -> None:
-        log.error("request %s (%s in %s): %s failed: %s", rid, request.spec.name, channel, step, exc,
-                  exc_info=not isinstance(exc, (DeliveryFailed, SlackApiError)))  # a bug gets its traceback
-        await self._audit_answer(request, "failed", started, user, channel, team, delivered="failed", step=step,
-                                 error=str(exc)[:AUDIT_TEXT_CHARS], request_id=rid)
+    async def _delivery_failed(
+        self, exc: Exception, request, rid: str, started: float, user, channel, team, *, step: str
+    ) -> None:
+        log.error(
+            "request %s (%s in %s): %s failed: %s",
+            rid,
+            request.spec.name,
+            channel,
+            step,
+            exc,
+            exc_info=not isinstance(exc, (DeliveryFailed, SlackApiError)),
+        )  # a bug gets its traceback
+        await self._audit_answer(
+            request,
+            "failed",
+            started,
+            user,
+            channel,
+            team,
+            delivered="failed",
+            step=step,
+            error=str(exc)[:AUDIT_TEXT_CHARS],
+            request_id=rid,
+        )
 
     async def _audit_answer(self, request, outcome: str, started: float, user, channel, team, **extra) -> None:
-        await self.audit.write("answer", transport="slack", user=user, team=team, channel=channel,
-                               command=request.spec.name, args=request.args, options=request.options,
-                               cluster=request.cluster, outcome=outcome,
-                               latency_ms=round((time.monotonic() - started) * 1000, 1), **extra)
+        await self.audit.write(
+            "answer",
+            transport="slack",
+            user=user,
+            team=team,
+            channel=channel,
+            command=request.spec.name,
+            args=request.args,
+            options=request.options,
+            cluster=request.cluster,
+            outcome=outcome,
+            latency_ms=round((time.monotonic() - started) * 1000, 1),
+            **extra,
+        )
 
     async def _settle(self, message: dict, channel: str, request, outcome: str, user: str) -> None:
         """Take the buttons off a message once they are spent, so nobody clicks a dead token or an
@@ -408,19 +529,44 @@ class KafkaBot:
         except (SlackApiError, DeliveryFailed) as exc:
             log.warning("could not update the answered message: %s", exc.response.get("error") if exc.response else exc)
 
-    async def refuse(self, verdict: Verdict, step: str, user, channel, team, text: str, *, thread_ts=None,
-                     respond: AsyncRespond | None = None, reply: Reply | None = None, command: str | None = None,
-                     **extra) -> None:
+    async def refuse(
+        self,
+        verdict: Verdict,
+        step: str,
+        user,
+        channel,
+        team,
+        text: str,
+        *,
+        thread_ts=None,
+        respond: AsyncRespond | None = None,
+        reply: Reply | None = None,
+        command: str | None = None,
+        **extra,
+    ) -> None:
         """Answer a refused request privately and audit it (``extra``: more fields for the audit record)."""
         reply = reply or error_reply(verdict.reason, title="Not allowed")
         await self.audit_refusal(step, verdict, user, channel, team, text, command=command, **extra)
         await self._tell_privately(reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
 
     async def audit_refusal(self, step: str, verdict: Verdict, user, channel, team, text: str, **extra) -> None:
-        await self.audit.write("refusal", transport="slack", step=step, rule=verdict.rule, reason=verdict.reason,
-                               user=user, team=team, channel=channel, text=text[:AUDIT_TEXT_CHARS], text_len=len(text), **extra)
+        await self.audit.write(
+            "refusal",
+            transport="slack",
+            step=step,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            user=user,
+            team=team,
+            channel=channel,
+            text=text[:AUDIT_TEXT_CHARS],
+            text_len=len(text),
+            **extra,
+        )
 
-    async def _tell_privately(self, reply: Reply, *, user, channel, thread_ts=None, respond: AsyncRespond | None = None) -> None:
+    async def _tell_privately(
+        self, reply: Reply, *, user, channel, thread_ts=None, respond: AsyncRespond | None = None
+    ) -> None:
         """Ephemeral, page by page; through Bolt's respond() (the request's response_url) when the bot
         cannot post in the channel: that works even where the bot is not a member."""
         pages = render_blocks(reply)
@@ -430,11 +576,15 @@ class KafkaBot:
             return
         except SlackApiError as exc:
             if respond is None or respond.response_url is None:  # events carry no response_url
-                log.warning("could not answer %s privately: %s", user, exc.response.get("error") if exc.response else exc)
+                log.warning(
+                    "could not answer %s privately: %s", user, exc.response.get("error") if exc.response else exc
+                )
                 return
         try:
             for page in pages[:MAX_RESPONSE_URL_POSTS]:
-                await respond(text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False)
+                await respond(
+                    text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False
+                )
         except Exception as exc:
             log.warning("could not answer %s through the response_url: %s", user, exc)
 
@@ -445,8 +595,11 @@ class KafkaBot:
         texts = [schedule.text]
         if self.routing is not None:
             routed = route(schedule.text, schedule.channel, self.routing)
-            texts = ([routed.text] if not isinstance(routed, Reply)
-                     else [f"{schedule.text} --cluster {name}" for name in self.routing.clusters])
+            texts = (
+                [routed.text]
+                if not isinstance(routed, Reply)
+                else [f"{schedule.text} --cluster {name}" for name in self.routing.clusters]
+            )
         for text in texts:
             await self._post_scheduled(schedule, due, text)
 
@@ -457,19 +610,33 @@ class KafkaBot:
         first = await self.delivery.post(schedule.channel, **pages[0])
         for page in pages[1:]:
             await self.delivery.post(first.get("channel") or schedule.channel, thread_ts=first["ts"], **page)
-        await self.audit.write("scheduled", transport="slack", schedule=schedule.source, channel=schedule.channel,
-                               text=text, due=due.isoformat(), outcome=result.outcome,
-                               latency_ms=round((time.monotonic() - started) * 1000, 1))
+        await self.audit.write(
+            "scheduled",
+            transport="slack",
+            schedule=schedule.source,
+            channel=schedule.channel,
+            text=text,
+            due=due.isoformat(),
+            outcome=result.outcome,
+            latency_ms=round((time.monotonic() - started) * 1000, 1),
+        )
 
     # ---- life cycle -----------------------------------------------------------------------------------
     async def start_background(self) -> None:
         """Reconcile what a crash left executing, then run the expiry sweep and the scheduler."""
         for rec, outcome in await self.gate.reconcile_incomplete(self.ctx):
-            log.warning("action %s (%s) was executing when the bot stopped: reconciled as %s", rec.plan.kind, rec.command, outcome)
+            log.warning(
+                "action %s (%s) was executing when the bot stopped: reconciled as %s",
+                rec.plan.kind,
+                rec.command,
+                outcome,
+            )
         self._background.append(asyncio.create_task(self._sweep_expired()))
         self._background.append(asyncio.create_task(settle_forever(self)))
         if self.schedules:
-            self._background.append(asyncio.create_task(Scheduler(self.schedules, self.post_scheduled, clock=self.clock).run_forever()))
+            self._background.append(
+                asyncio.create_task(Scheduler(self.schedules, self.post_scheduled, clock=self.clock).run_forever())
+            )
 
     async def _sweep_expired(self) -> None:
         while True:
@@ -504,13 +671,17 @@ class KafkaBot:
             # Unsigned garbage stays a 401, as Bolt answers it; only Slack-signed garbage earns a 400.
             if not self._signed(await request.text(), request.headers):
                 return web.json_response({"error": "invalid request"}, status=401)
-            log.warning("rejected a signed but malformed Slack request (%d bytes): %s", request.content_length or 0, problem)
+            log.warning(
+                "rejected a signed but malformed Slack request (%d bytes): %s", request.content_length or 0, problem
+            )
             return web.json_response({"error": "malformed request"}, status=400)
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
     def _signed(self, body: str, headers) -> bool:
         try:
-            return self._verifier.is_valid(body, headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature"))
+            return self._verifier.is_valid(
+                body, headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature")
+            )
         except ValueError:  # a timestamp that is not a number
             return False
 
@@ -543,21 +714,32 @@ def _coalesce_key(request, channel: str | None):
     commands: an action must be previewed and confirmed for each requester."""
     if request.spec.mutating or channel is None:
         return None
-    return (channel, request.cluster, request.spec.name, repr(sorted(request.args.items())),
-            repr(sorted(request.options.items())))
+    return (
+        channel,
+        request.cluster,
+        request.spec.name,
+        repr(sorted(request.args.items())),
+        repr(sorted(request.options.items())),
+    )
 
 
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-
 # ---- pending actions' messages kept true, and the routes of bot/alerts.py and bot/health.py -------
 # (functions rather than KafkaBot methods: added by the alerts/health work, called from a few lines above)
 SETTLE_INTERVAL_S = 5.0  # a terminal confirm or an expiry shows in Slack within this (sqlite read, cheap)
-_STATE_EMOJI = {"executed": ":white_check_mark:", "done": ":white_check_mark:", "failed": ":x:", "aborted": ":no_entry:",
-                "cancelled": ":heavy_multiplication_x:", "expired": ":hourglass:", "not_done": ":warning:",
-                "unknown": ":warning:"}
+_STATE_EMOJI = {
+    "executed": ":white_check_mark:",
+    "done": ":white_check_mark:",
+    "failed": ":x:",
+    "aborted": ":no_entry:",
+    "cancelled": ":heavy_multiplication_x:",
+    "expired": ":hourglass:",
+    "not_done": ":warning:",
+    "unknown": ":warning:",
+}
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 
 
@@ -590,8 +772,9 @@ async def remember_working_message(bot: KafkaBot, request, thread: SlackThread) 
         await bot.gate.attach_message(token, thread.channel, thread.ts, "working", {})
 
 
-async def remember_answer_messages(bot: KafkaBot, request, reply: Reply, thread: SlackThread, posted: list[str],
-                                   message: dict | None) -> None:
+async def remember_answer_messages(
+    bot: KafkaBot, request, reply: Reply, thread: SlackThread, posted: list[str], message: dict | None
+) -> None:
     """After an answer is posted: store a preview's message (the page with the buttons) with its
     record; for a confirm / cancel that resolved its record, mark the messages this answer already
     made true (its own working message, now the answer; the clicked preview, which _settle edits)."""
@@ -649,8 +832,11 @@ async def settle_pending_messages(bot: KafkaBot) -> int:
             log.warning("could not edit the message of action %s: %s", rec.plan.kind, exc)
             continue
         except SlackApiError as exc:  # Slack's answer (message deleted, channel archived): retrying cannot help
-            log.warning("could not edit the message of action %s: %s", rec.plan.kind,
-                        exc.response.get("error") if exc.response else exc)
+            log.warning(
+                "could not edit the message of action %s: %s",
+                rec.plan.kind,
+                exc.response.get("error") if exc.response else exc,
+            )
         await bot.gate.mark_settled(rec.token, msg["channel"], msg["ts"], rec.state)
         edited += 1
     return edited

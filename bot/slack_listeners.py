@@ -36,8 +36,11 @@ _MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
 def _enterprise(body: dict) -> str | None:
     """The Enterprise Grid org of a slash command, interaction or event (None outside Grid)."""
     ent = body.get("enterprise")
-    found = body.get("enterprise_id") or (ent.get("id") if isinstance(ent, dict) else None) \
+    found = (
+        body.get("enterprise_id")
+        or (ent.get("id") if isinstance(ent, dict) else None)
         or ((body.get("team") or {}).get("enterprise_id") if isinstance(body.get("team"), dict) else None)
+    )
     if not found:
         for auth in body.get("authorizations") or []:
             if isinstance(auth, dict) and auth.get("enterprise_id"):
@@ -49,6 +52,7 @@ def _enterprise(body: dict) -> str | None:
 class Sender:
     """Who sent a request, from where, and its /kafka text: read once, the same way for the
     middleware and the listener, from whichever of the three payload kinds it is."""
+
     source: str  # "slash", "button" or "mention" (the audit's name for it)
     text: str
     user: str | None
@@ -64,23 +68,47 @@ class Sender:
         if body.get("type") == "block_actions":
             user, channel = body.get("user") or {}, body.get("channel") or {}
             message, container = body.get("message") or {}, body.get("container") or {}
-            return cls("button", body["actions"][0].get("value") or "", user=user.get("id"),
-                       channel=channel.get("id") or container.get("channel_id"),
-                       team=(body.get("team") or {}).get("id") or user.get("team_id"),
-                       thread_ts=message.get("thread_ts") or message.get("ts") or container.get("thread_ts")
-                       or container.get("message_ts"), **common)
+            return cls(
+                "button",
+                body["actions"][0].get("value") or "",
+                user=user.get("id"),
+                channel=channel.get("id") or container.get("channel_id"),
+                team=(body.get("team") or {}).get("id") or user.get("team_id"),
+                thread_ts=message.get("thread_ts")
+                or message.get("ts")
+                or container.get("thread_ts")
+                or container.get("message_ts"),
+                **common,
+            )
         if body.get("type") == "event_callback":
             event = body["event"]
-            return cls("mention", _MENTION.sub("", event.get("text") or "", count=1), user=event.get("user"),
-                       channel=event.get("channel"), team=body.get("team_id"),
-                       thread_ts=event.get("thread_ts") or event.get("ts"), **common)
-        return cls("slash", body.get("text") or "", user=body.get("user_id"), channel=body.get("channel_id"),
-                   team=body.get("team_id"), **common)
+            return cls(
+                "mention",
+                _MENTION.sub("", event.get("text") or "", count=1),
+                user=event.get("user"),
+                channel=event.get("channel"),
+                team=body.get("team_id"),
+                thread_ts=event.get("thread_ts") or event.get("ts"),
+                **common,
+            )
+        return cls(
+            "slash",
+            body.get("text") or "",
+            user=body.get("user_id"),
+            channel=body.get("channel_id"),
+            team=body.get("team_id"),
+            **common,
+        )
 
     def where(self) -> dict:
         """handle_text's keyword arguments."""
-        return {"user": self.user, "channel": self.channel, "team": self.team, "source": self.source,
-                "thread_ts": self.thread_ts}
+        return {
+            "user": self.user,
+            "channel": self.channel,
+            "team": self.team,
+            "source": self.source,
+            "thread_ts": self.thread_ts,
+        }
 
 
 class Listeners:
@@ -119,8 +147,11 @@ class Listeners:
         response = await ack(text=f":no_entry: {verdict.reason}") if sender.source == "slash" else await ack()
         who = (sender.user, sender.channel, sender.team, sender.text)
         if sender.source == "button":
-            self.bot.spawn(self.bot.refuse(verdict, "origin", *who, thread_ts=sender.thread_ts, respond=respond,
-                                           api_app_id=sender.api_app_id))
+            self.bot.spawn(
+                self.bot.refuse(
+                    verdict, "origin", *who, thread_ts=sender.thread_ts, respond=respond, api_app_id=sender.api_app_id
+                )
+            )
         else:
             self.bot.spawn(self.bot.audit_refusal("origin", verdict, *who, api_app_id=sender.api_app_id))
         return response
@@ -134,8 +165,9 @@ class Listeners:
     async def button(self, ack, body: dict, respond) -> None:
         await ack()
         sender = Sender.of(body)
-        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where(), respond=respond,
-                                            message=body.get("message") or {}))
+        self.bot.spawn(
+            self.bot.handle_text(sender.text, **sender.where(), respond=respond, message=body.get("message") or {})
+        )
 
     async def mention(self, body: dict) -> None:
         sender = Sender.of(body)

@@ -29,8 +29,14 @@ from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
 
 log = logging.getLogger(__name__)
 
-SEVERITY_EMOJI = {"ok": ":white_check_mark:", "info": ":information_source:", "warning": ":warning:",
-                  "critical": ":rotating_light:", "error": ":x:", "unknown": ":grey_question:"}
+SEVERITY_EMOJI = {
+    "ok": ":white_check_mark:",
+    "info": ":information_source:",
+    "warning": ":warning:",
+    "critical": ":rotating_light:",
+    "error": ":x:",
+    "unknown": ":grey_question:",
+}
 MIN_PROGRESS_INTERVAL_S = 3.0  # chat.update is Tier 3 (about 50 a minute), shared by every answer in the channel
 MAX_SUMMARY_VERDICT = 300
 
@@ -40,8 +46,16 @@ def _clip(text: str, n: int) -> str:
 
 
 class SlackThread:
-    def __init__(self, sender: Delivery | object, channel: str, *, thread_ts: str | None = None, label: str = "",
-                 min_interval_s: float = MIN_PROGRESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        sender: Delivery | object,
+        channel: str,
+        *,
+        thread_ts: str | None = None,
+        label: str = "",
+        min_interval_s: float = MIN_PROGRESS_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         # A Delivery shared by the whole app; a bare client (a test, a one-off) gets queues of its own.
         self.delivery = sender if isinstance(sender, Delivery) else Delivery(sender)
         self.channel = channel
@@ -68,8 +82,12 @@ class SlackThread:
             if self._done:
                 return
             self._last_edit = self.clock()
-            sent = self.delivery.submit("chat_update", self.channel, ts=self.ts,
-                                        text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000))
+            sent = self.delivery.submit(
+                "chat_update",
+                self.channel,
+                ts=self.ts,
+                text=_clip(f":hourglass_flowing_sand: {self.label} — {slack_escape(message)}", 3000),
+            )
             sent.add_done_callback(_progress_sent)
 
     async def finish(self, reply: Reply, *, full: bool = False) -> list[str]:
@@ -81,10 +99,15 @@ class SlackThread:
         pages = [scrub(p) for p in render_blocks(reply, full=full)]
         posted: list[str] = []
         if self.thread_ts is None:
-            summary = scrub(f"{SEVERITY_EMOJI.get(reply.severity, '')} {self.label} — *{slack_escape(_clip(reply.title, 150))}*"
-                       + (f": {slack_escape(_clip(for_transport(reply.verdict, 'slack'), MAX_SUMMARY_VERDICT))}"
-                          if reply.verdict else "")
-                       + " (answer in the thread)")
+            summary = scrub(
+                f"{SEVERITY_EMOJI.get(reply.severity, '')} {self.label} — *{slack_escape(_clip(reply.title, 150))}*"
+                + (
+                    f": {slack_escape(_clip(for_transport(reply.verdict, 'slack'), MAX_SUMMARY_VERDICT))}"
+                    if reply.verdict
+                    else ""
+                )
+                + " (answer in the thread)"
+            )
             await self.delivery.update(self.channel, ts=self.ts, text=_clip(summary, MAX_SECTION_TEXT))
             for page in pages:
                 posted.append(await self._post(page, thread_ts=self.ts, reply=reply))
@@ -113,9 +136,15 @@ class SlackThread:
         title = reply.series[0].title if len({s.title for s in reply.series}) == 1 else reply.title
         try:
             png = await asyncio.get_running_loop().run_in_executor(None, chart_png, reply.series, title)
-            await self.delivery.call("files_upload_v2", self.channel, thread_ts=thread_ts, file=png,
-                                     filename="kbot-chart.png", title=_clip(title, 200),
-                                     alt_txt=_clip(f"Chart: {title}", 1000))
+            await self.delivery.call(
+                "files_upload_v2",
+                self.channel,
+                thread_ts=thread_ts,
+                file=png,
+                filename="kbot-chart.png",
+                title=_clip(title, 200),
+                alt_txt=_clip(f"Chart: {title}", 1000),
+            )
         except Exception as exc:  # noqa: BLE001 - the answer is already posted
             log.warning("could not post the chart for %s: %s", reply.title, exc)
 
@@ -124,11 +153,17 @@ class SlackThread:
             resp = await self.delivery.post(self.channel, thread_ts=thread_ts, **page)
         except SlackApiError as exc:
             # Blocks Slack refuses (a limit we missed) must not swallow the answer: fall back to text.
-            if exc.response is None or exc.response.get("error") not in ("invalid_blocks", "msg_too_long", "msg_blocks_too_long",
-                                                                         "invalid_blocks_format"):
+            if exc.response is None or exc.response.get("error") not in (
+                "invalid_blocks",
+                "msg_too_long",
+                "msg_blocks_too_long",
+                "invalid_blocks_format",
+            ):
                 raise
             log.error("Slack refused the rendered blocks (%s); posting the answer as text", exc.response.get("error"))
-            resp = await self.delivery.post(self.channel, thread_ts=thread_ts, text=_clip(scrub(render_text(reply)), 39000))
+            resp = await self.delivery.post(
+                self.channel, thread_ts=thread_ts, text=_clip(scrub(render_text(reply)), 39000)
+            )
         return resp["ts"]
 
     async def fail(self, text: str) -> None:
@@ -138,7 +173,9 @@ class SlackThread:
         async with self._lock:
             self._done = True
         try:
-            await self.delivery.update(self.channel, ts=self.ts, text=_clip(f":x: {self.label} — {text}", MAX_SECTION_TEXT))
+            await self.delivery.update(
+                self.channel, ts=self.ts, text=_clip(f":x: {self.label} — {text}", MAX_SECTION_TEXT)
+            )
         except Exception as exc:  # the caller already reports the failure; this is the courtesy edit
             log.warning("could not mark the working message as failed: %s", exc)
 
@@ -147,4 +184,7 @@ def _progress_sent(done) -> None:
     """Progress is a courtesy; the answer still comes. A failed edit is one log line, never a traceback."""
     if not done.cancelled() and done.exception() is not None:
         exc = done.exception()
-        log.warning("progress update failed: %s", exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response else exc)
+        log.warning(
+            "progress update failed: %s",
+            exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response else exc,
+        )

@@ -31,12 +31,16 @@ SPEC = CommandSpec(
     params=(Param("topic", "the topic", kind="topic"), Param("partition", "the partition number", kind="int")),
     options=(
         Option("producer-id", "the producer whose transaction to abort (needed when several are open)", kind="int"),
-        Option("min-age-ms", f"only abort a transaction idle at least this long (default {DEFAULT_MIN_AGE_MS:,} ms)", kind="int"),
+        Option(
+            "min-age-ms",
+            f"only abort a transaction idle at least this long (default {DEFAULT_MIN_AGE_MS:,} ms)",
+            kind="int",
+        ),
     ),
     mutating=True,
     examples=("abort-txn payments 0", "abort-txn payments 0 --producer-id 4001"),
     details="Needs a second approver: aborting a transaction that is still live fails its producer. "
-            "Records of the aborted transaction become invisible to read_committed consumers.",
+    "Records of the aborted transaction become invisible to read_committed consumers.",
 )
 
 
@@ -48,15 +52,18 @@ def pick_producer(open_txns: list[ProducerState], wanted: int | None, topic: str
             if p.producer_id == wanted:
                 return p
         held = ", ".join(str(p.producer_id) for p in open_txns) or "none"
-        raise BadInput(f"Producer {wanted} holds no open transaction on {where} (open: {held}).",
-                       ["hanging-txns"])
+        raise BadInput(f"Producer {wanted} holds no open transaction on {where} (open: {held}).", ["hanging-txns"])
     if not open_txns:
         raise BadInput(f"No transaction is open on {where}: nothing to abort.", ["hanging-txns"])
     if len(open_txns) > 1:
-        listing = "; ".join(f"producer {p.producer_id} (epoch {p.producer_epoch}) from offset {p.current_txn_start_offset:,}"
-                            for p in open_txns)
-        raise BadInput(f"{len(open_txns)} transactions are open on {where}: {listing}. Say which with --producer-id.",
-                       [f"abort-txn {topic} {partition} --producer-id {p.producer_id}" for p in open_txns[:3]])
+        listing = "; ".join(
+            f"producer {p.producer_id} (epoch {p.producer_epoch}) from offset {p.current_txn_start_offset:,}"
+            for p in open_txns
+        )
+        raise BadInput(
+            f"{len(open_txns)} transactions are open on {where}: {listing}. Say which with --producer-id.",
+            [f"abort-txn {topic} {partition} --producer-id {p.producer_id}" for p in open_txns[:3]],
+        )
     return open_txns[0]
 
 
@@ -68,35 +75,60 @@ def lso_move(open_txns: list[ProducerState], producer_id: int) -> tuple[int, int
     return now, (min(rest) if rest else None)
 
 
-def preconditions(args: JsonObject, topic: TopicInfo | None, producers: list[ProducerState], now_ms: float,
-                  flagged: set[int] | None) -> list[Precondition]:
+def preconditions(
+    args: JsonObject, topic: TopicInfo | None, producers: list[ProducerState], now_ms: float, flagged: set[int] | None
+) -> list[Precondition]:
     """Pure: the checks the plan and the re-check share. ``flagged``: producer ids the coordinators
     list as hanging (None when that listing could not be read)."""
     where = f"{args['topic']}-{args['partition']}"
     part = next((p for p in topic.partitions if p.partition == args["partition"]), None) if topic else None
-    out = [Precondition("partition exists", part is not None and part.leader is not None,
-                        f"{where} has leader {part.leader}" if part is not None and part.leader is not None
-                        else f"{where} does not exist" if part is None else f"{where} has no leader: the marker cannot be written")]
+    out = [
+        Precondition(
+            "partition exists",
+            part is not None and part.leader is not None,
+            f"{where} has leader {part.leader}"
+            if part is not None and part.leader is not None
+            else f"{where} does not exist"
+            if part is None
+            else f"{where} has no leader: the marker cannot be written",
+        )
+    ]
     same = next((p for p in producers if p.producer_id == args["producer_id"]), None)
-    holds = (same is not None and same.has_open_transaction and same.producer_epoch == args["producer_epoch"]
-             and same.current_txn_start_offset == args["start_offset"])
+    holds = (
+        same is not None
+        and same.has_open_transaction
+        and same.producer_epoch == args["producer_epoch"]
+        and same.current_txn_start_offset == args["start_offset"]
+    )
     if holds:
         detail = f"producer {args['producer_id']} (epoch {args['producer_epoch']}) still holds the transaction open from offset {args['start_offset']:,}"
     elif same is None or not same.has_open_transaction:
         detail = f"producer {args['producer_id']} no longer holds an open transaction on {where}: it ended on its own"
     else:
-        detail = (f"producer {args['producer_id']} now has epoch {same.producer_epoch}, transaction from offset "
-                  f"{same.current_txn_start_offset:,} (previewed: epoch {args['producer_epoch']}, offset {args['start_offset']:,}): preview again")
+        detail = (
+            f"producer {args['producer_id']} now has epoch {same.producer_epoch}, transaction from offset "
+            f"{same.current_txn_start_offset:,} (previewed: epoch {args['producer_epoch']}, offset {args['start_offset']:,}): preview again"
+        )
     out.append(Precondition("same open transaction", holds, detail))
     last = same.last_timestamp if same is not None else -1
     idle_ms = now_ms - last if last > 0 else None
     old = idle_ms is not None and idle_ms >= args["min_age_ms"]
     listed = flagged is not None and args["producer_id"] in flagged
     idle = f"last write {idle_ms / 1000:,.0f} s ago" if idle_ms is not None else "last write time unknown"
-    out.append(Precondition(
-        "old enough to be hanging", old or listed,
-        f"{idle}; threshold {args['min_age_ms'] / 1000:,.0f} s"
-        + ("; listed as hanging by its coordinator" if listed else "" if flagged is not None else "; coordinator listing unreadable")))
+    out.append(
+        Precondition(
+            "old enough to be hanging",
+            old or listed,
+            f"{idle}; threshold {args['min_age_ms'] / 1000:,.0f} s"
+            + (
+                "; listed as hanging by its coordinator"
+                if listed
+                else ""
+                if flagged is not None
+                else "; coordinator listing unreadable"
+            ),
+        )
+    )
     return out
 
 
@@ -124,15 +156,23 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
         raise BadInput("--min-age-ms cannot be negative.")
     info = await _topic(gw, topic)
     if info is None or all(p.partition != partition for p in info.partitions):
-        raise BadInput(f"{where} does not exist" + (f" ({topic} has {len(info.partitions)} partitions)." if info else "."),
-                       [f"describe {topic}"])
+        raise BadInput(
+            f"{where} does not exist" + (f" ({topic} has {len(info.partitions)} partitions)." if info else "."),
+            [f"describe {topic}"],
+        )
     await ctx.progress(f"describing the producers on {where}")
     producers = await gw.describe_producers(topic, partition)
     open_txns = [p for p in producers if p.has_open_transaction]
     chosen = pick_producer(open_txns, request.option_int("producer-id"), topic, partition)
-    args = {"topic": topic, "partition": partition, "producer_id": chosen.producer_id,
-            "producer_epoch": chosen.producer_epoch, "coordinator_epoch": chosen.coordinator_epoch,
-            "start_offset": chosen.current_txn_start_offset, "min_age_ms": min_age}
+    args = {
+        "topic": topic,
+        "partition": partition,
+        "producer_id": chosen.producer_id,
+        "producer_epoch": chosen.producer_epoch,
+        "coordinator_epoch": chosen.coordinator_epoch,
+        "start_offset": chosen.current_txn_start_offset,
+        "min_age_ms": min_age,
+    }
     flagged = await _flagged(gw, min_age)
     before, after = lso_move(open_txns, chosen.producer_id)
     if after is None:
@@ -142,10 +182,14 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     else:
         move = f"LSO moves from {before:,} to {after:,} (the next open transaction)"
     return ActionPlan(
-        kind=SPEC.name, cluster=gw.name, args=args,
+        kind=SPEC.name,
+        cluster=gw.name,
+        args=args,
         summary=f"Abort producer {chosen.producer_id}'s open transaction on {where}.",
-        changes=[f"write an ABORT marker for producer {chosen.producer_id} (epoch {chosen.producer_epoch}) on {where}; {move}",
-                 f"the transaction's records from offset {chosen.current_txn_start_offset:,} become invisible to read_committed consumers"],
+        changes=[
+            f"write an ABORT marker for producer {chosen.producer_id} (epoch {chosen.producer_epoch}) on {where}; {move}",
+            f"the transaction's records from offset {chosen.current_txn_start_offset:,} become invisible to read_committed consumers",
+        ],
         validation="Kafka has no dry run for WriteTxnMarkers; the producer's state was read and is re-read right before the abort.",
         preconditions=preconditions(args, info, producers, ctx.clock() * 1000, flagged),
         high_risk=True,
@@ -160,7 +204,9 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     return preconditions(a, info, producers, ctx.clock() * 1000, await _flagged(gw, a["min_age_ms"]))
 
 
-async def _state(gw: AdminGateway, topic: str, partition: int, producers: list[ProducerState] | None = None) -> JsonObject:
+async def _state(
+    gw: AdminGateway, topic: str, partition: int, producers: list[ProducerState] | None = None
+) -> JsonObject:
     """The partition as the cluster reports it: its producers, and the last stable offset and high
     watermark read from the leader (not inferred from the producers: the evidence must show what
     read_committed consumers can really read now)."""
@@ -171,16 +217,19 @@ async def _state(gw: AdminGateway, topic: str, partition: int, producers: list[P
         offsets = (await gw.stable_offsets([(topic, partition)])).get((topic, partition))
     except GatewayError:
         offsets = None
-    return {"producers": [asdict(p) for p in producers],
-            "lso": offsets.last_stable if offsets else None,
-            "high_watermark": offsets.high_watermark if offsets else None,
-            "lso_lag": offsets.lso_lag if offsets else None,
-            "open_transactions": len(open_txns)}
+    return {
+        "producers": [asdict(p) for p in producers],
+        "lso": offsets.last_stable if offsets else None,
+        "high_watermark": offsets.high_watermark if offsets else None,
+        "lso_lag": offsets.lso_lag if offsets else None,
+        "open_transactions": len(open_txns),
+    }
 
 
 def _still_open(producers: list[ProducerState], args: JsonObject) -> bool:
-    return any(p.producer_id == args["producer_id"] and p.current_txn_start_offset == args["start_offset"]
-               for p in producers)
+    return any(
+        p.producer_id == args["producer_id"] and p.current_txn_start_offset == args["start_offset"] for p in producers
+    )
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
@@ -189,7 +238,9 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     before = await _state(gw, a["topic"], a["partition"])
     try:
         # WriteTxnMarkers as the operator (ALTER on CLUSTER, KIP-664); every read stays the observer's
-        await (await operator_gateway(ctx, plan.cluster)).abort_transaction(a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"])
+        await (await operator_gateway(ctx, plan.cluster)).abort_transaction(
+            a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"]
+        )
     except GatewayError as exc:
         return ActionResult(False, f"The abort failed: {exc}", before, {})
     producers = await gw.describe_producers(a["topic"], a["partition"])
@@ -199,8 +250,13 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         producers = await gw.describe_producers(a["topic"], a["partition"])
     after = await _state(gw, a["topic"], a["partition"], producers)
     if _still_open(producers, a):
-        return ActionResult(False, f"The abort was accepted but producer {a['producer_id']}'s transaction still shows open on "
-                                   f"{a['topic']}-{a['partition']}.", before, after)
+        return ActionResult(
+            False,
+            f"The abort was accepted but producer {a['producer_id']}'s transaction still shows open on "
+            f"{a['topic']}-{a['partition']}.",
+            before,
+            after,
+        )
     if after["lso"] is None:
         lso = "not readable right after the abort"
     elif after["lso_lag"] == 0:
@@ -208,9 +264,13 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     else:
         lso = f"{after['lso']:,}, {after['lso_lag']:,} records behind the high watermark {after['high_watermark']:,} (another open transaction)"
     was = f"{before['lso']:,}" if before["lso"] is not None else "?"
-    return ActionResult(True, f"Aborted producer {a['producer_id']}'s transaction on {a['topic']}-{a['partition']}; "
-                              f"LSO was {was} and is now {lso}.",
-                        before, after)
+    return ActionResult(
+        True,
+        f"Aborted producer {a['producer_id']}'s transaction on {a['topic']}-{a['partition']}; "
+        f"LSO was {was} and is now {lso}.",
+        before,
+        after,
+    )
 
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:

@@ -118,12 +118,19 @@ def preview_reply(pending: Pending) -> "Reply":
     sections = [Section("Will change", plan.changes or [plan.summary])]
     if plan.validation:
         sections.append(Section("Dry run", [plan.validation]))
-    approver = "a second approver (not the requester) must confirm" if pending.needs_second_approver else "the requester confirms"
+    approver = (
+        "a second approver (not the requester) must confirm"
+        if pending.needs_second_approver
+        else "the requester confirms"
+    )
     actions = (
         [Action("Confirm", f"confirm {pending.token}", mutating=True), Action("Cancel", f"cancel {pending.token}")]
-        if plan.ready else [Action("Cancel", f"cancel {pending.token}")]
+        if plan.ready
+        else [Action("Cancel", f"cancel {pending.token}")]
     )
-    verdict = plan.summary + (" Preconditions hold." if plan.ready else " A precondition fails: it cannot run as it stands.")
+    verdict = plan.summary + (
+        " Preconditions hold." if plan.ready else " A precondition fails: it cannot run as it stands."
+    )
     return Reply(
         title=f"Preview: {plan.kind}",
         severity="warning" if plan.ready else "error",
@@ -131,8 +138,10 @@ def preview_reply(pending: Pending) -> "Reply":
         evidence=evidence,
         sections=sections,
         actions=actions,
-        notes=[f"Nothing has changed yet. Token {pending.token}: {approver}; expires at "
-               f"{_clock(pending.expires_at)} UTC; it can be used once."],
+        notes=[
+            f"Nothing has changed yet. Token {pending.token}: {approver}; expires at "
+            f"{_clock(pending.expires_at)} UTC; it can be used once."
+        ],
     )
 
 

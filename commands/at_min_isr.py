@@ -23,39 +23,75 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     topic = request.arg_text("topic")
     snap = await snapshot(gw, topics=[topic] if topic else None, min_isr="all")
     if snap.floors_unread:  # the categories need each topic's floor (the missing part says which grant)
-        return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity="unknown",
-                     verdict="Unknown: min.insync.replicas could not be read, so no partition can be placed "
-                             "at or under it.")
+        return Reply(
+            title="Partitions by ISR category" + (f" ({topic})" if topic else ""),
+            severity="unknown",
+            verdict="Unknown: min.insync.replicas could not be read, so no partition can be placed at or under it.",
+        )
     cats = snap.by_category()
     evidence = [
-        Evidence(name, f"{len(cats[name]):,}" + (f": {name_partitions(cats[name])}" if cats[name] else ""),
-                 "live: metadata + topic configs", "bad" if cats[name] else "ok")
+        Evidence(
+            name,
+            f"{len(cats[name]):,}" + (f": {name_partitions(cats[name])}" if cats[name] else ""),
+            "live: metadata + topic configs",
+            "bad" if cats[name] else "ok",
+        )
         for name in ("AtMinIsr", "UnderMinIsr", "UnderReplicated", "Offline")
     ]
     rows: list[list[Cell]] = []
     found = sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition))
     for p in found[:MAX_ROWS]:
         clamped = p.min_isr if p.min_isr > len(p.replicas) else None
-        rows.append([f"{p.topic}-{p.partition}", ",".join(map(str, p.isr)), ",".join(map(str, p.replicas)),
-                     p.effective_min_isr, clamped])
+        rows.append(
+            [
+                f"{p.topic}-{p.partition}",
+                ",".join(map(str, p.isr)),
+                ",".join(map(str, p.replicas)),
+                p.effective_min_isr,
+                clamped,
+            ]
+        )
     at, under = len(cats["AtMinIsr"]), len(cats["UnderMinIsr"])
     severity: Severity
     if under:
         verdict, severity = f"{under:,} partition(s) under min ISR: acks=all writes fail there now.", "critical"
     elif at:
-        verdict, severity = f"{at:,} partition(s) at min ISR: one more replica lost and acks=all writes stop.", "warning"
+        verdict, severity = (
+            f"{at:,} partition(s) at min ISR: one more replica lost and acks=all writes stop.",
+            "warning",
+        )
     else:
         verdict, severity = "No partition is at or under its min ISR.", "ok"
     cat_ref = ctx.kb.reference["partition_categories"]
-    legend = [f"{c.name}: {c.definition}" for c in cat_ref.categories] if isinstance(cat_ref, PartitionCategories) else []
-    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")] if (at or under) else []
-    return Reply(title="Partitions by ISR category" + (f" ({topic})" if topic else ""), severity=severity,
-                 verdict=verdict, evidence=evidence, diagnoses=diagnoses,
-                 tables=[Table("At or under min ISR", ["partition", "ISR", "replicas", "min ISR",
-                                                       "configured min ISR (clamped to RF)"], rows,
-                               more=len(found) - len(rows))] if rows else [],
-                 notes=[f"{len(found) - len(rows):,} more partitions: name a topic to narrow."] if len(found) > len(rows) else [],
-                 sections=[Section("Categories (KIP-427)", legend)] if request.full else [])
+    legend = (
+        [f"{c.name}: {c.definition}" for c in cat_ref.categories] if isinstance(cat_ref, PartitionCategories) else []
+    )
+    diagnoses = (
+        [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")]
+        if (at or under)
+        else []
+    )
+    return Reply(
+        title="Partitions by ISR category" + (f" ({topic})" if topic else ""),
+        severity=severity,
+        verdict=verdict,
+        evidence=evidence,
+        diagnoses=diagnoses,
+        tables=[
+            Table(
+                "At or under min ISR",
+                ["partition", "ISR", "replicas", "min ISR", "configured min ISR (clamped to RF)"],
+                rows,
+                more=len(found) - len(rows),
+            )
+        ]
+        if rows
+        else [],
+        notes=[f"{len(found) - len(rows):,} more partitions: name a topic to narrow."]
+        if len(found) > len(rows)
+        else [],
+        sections=[Section("Categories (KIP-427)", legend)] if request.full else [],
+    )
 
 
 MAX_ROWS = 200

@@ -31,19 +31,61 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
     """Pure rules from the runbook's durability table; RF is the topic's largest replica set."""
     out: list[Finding] = []
     if min_isr > rf:
-        out.append(Finding("critical", name, f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
-                           f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}", "under-min-isr"))
+        out.append(
+            Finding(
+                "critical",
+                name,
+                f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
+                f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}",
+                "under-min-isr",
+            )
+        )
     if rf == 1:
-        out.append(Finding("critical", name, "RF=1: one broker or disk loss loses data and makes partitions offline", "offline-partitions"))
+        out.append(
+            Finding(
+                "critical",
+                name,
+                "RF=1: one broker or disk loss loses data and makes partitions offline",
+                "offline-partitions",
+            )
+        )
     elif rf == 2:
         if min_isr >= 2:
-            out.append(Finding("warning", name, "RF=2 with min.insync.replicas=2: any single broker loss stops acks=all writes", "under-min-isr"))
+            out.append(
+                Finding(
+                    "warning",
+                    name,
+                    "RF=2 with min.insync.replicas=2: any single broker loss stops acks=all writes",
+                    "under-min-isr",
+                )
+            )
         else:
-            out.append(Finding("warning", name, "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data", "under-min-isr"))
+            out.append(
+                Finding(
+                    "warning",
+                    name,
+                    "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data",
+                    "under-min-isr",
+                )
+            )
     if rf >= 3 and min_isr == 1:
-        out.append(Finding("warning", name, f"min.insync.replicas=1 with RF={rf}: acks=all waits for the leader alone", "under-min-isr"))
+        out.append(
+            Finding(
+                "warning",
+                name,
+                f"min.insync.replicas=1 with RF={rf}: acks=all waits for the leader alone",
+                "under-min-isr",
+            )
+        )
     if unclean:
-        out.append(Finding("critical", name, "unclean.leader.election.enable=true: an out-of-sync replica may become leader and drop acknowledged writes", "unclean-election"))
+        out.append(
+            Finding(
+                "critical",
+                name,
+                "unclean.leader.election.enable=true: an out-of-sync replica may become leader and drop acknowledged writes",
+                "unclean-election",
+            )
+        )
     return out
 
 
@@ -69,22 +111,51 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     cap_values = sorted({v for v in caps.values() if v is not None})
     evidence = [
         Evidence("Topics audited", f"{len(topics):,}", "live: metadata + topic configs"),
-        Evidence("Critical findings", f"{sum(f.severity == 'critical' for f in findings):,}", "audit", "bad" if any(f.severity == "critical" for f in findings) else "ok"),
-        Evidence("Warnings", f"{sum(f.severity == 'warning' for f in findings):,}", "audit", "bad" if any(f.severity == "warning" for f in findings) else "ok"),
-        Evidence("transaction.max.timeout.ms per broker", ", ".join(f"{b}: {v}" for b, v in sorted(caps.items())) or "unknown",
-                 "live: broker configs", "neutral" if len(cap_values) <= 1 else "bad"),
+        Evidence(
+            "Critical findings",
+            f"{sum(f.severity == 'critical' for f in findings):,}",
+            "audit",
+            "bad" if any(f.severity == "critical" for f in findings) else "ok",
+        ),
+        Evidence(
+            "Warnings",
+            f"{sum(f.severity == 'warning' for f in findings):,}",
+            "audit",
+            "bad" if any(f.severity == "warning" for f in findings) else "ok",
+        ),
+        Evidence(
+            "transaction.max.timeout.ms per broker",
+            ", ".join(f"{b}: {v}" for b, v in sorted(caps.items())) or "unknown",
+            "live: broker configs",
+            "neutral" if len(cap_values) <= 1 else "bad",
+        ),
     ]
     notes = []
     if len(cap_values) > 1:
-        notes.append("Brokers disagree on transaction.max.timeout.ms: a producer's timeout may be accepted by one coordinator and refused by another.")
+        notes.append(
+            "Brokers disagree on transaction.max.timeout.ms: a producer's timeout may be accepted by one coordinator and refused by another."
+        )
     lines = [f"[{f.severity}] {f.topic}: {f.text} (see /kafka runbook {f.entry})" for f in findings]
     entries = list(dict.fromkeys(f.entry for f in findings))
-    severity: Severity = "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
-    verdict = (f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)." if findings
-               else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR 2..RF, unclean election off).")
-    return Reply(title="Durability audit", severity=severity, verdict=verdict, evidence=evidence,
-                 diagnoses=[diagnosis(ctx.kb, ctx.kb.failure_modes[e], reason="audit finding", first_steps=1) for e in entries[:3]],
-                 sections=[Section("Findings", lines)] if lines else [], notes=notes)
+    severity: Severity = (
+        "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
+    )
+    verdict = (
+        f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)."
+        if findings
+        else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR 2..RF, unclean election off)."
+    )
+    return Reply(
+        title="Durability audit",
+        severity=severity,
+        verdict=verdict,
+        evidence=evidence,
+        diagnoses=[
+            diagnosis(ctx.kb, ctx.kb.failure_modes[e], reason="audit finding", first_steps=1) for e in entries[:3]
+        ],
+        sections=[Section("Findings", lines)] if lines else [],
+        notes=notes,
+    )
 
 
 COMMAND = Command(SPEC, run)

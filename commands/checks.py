@@ -10,8 +10,16 @@ from __future__ import annotations
 from runbook_kb import KnowledgeBase
 
 from . import metric_checks
-from .live_checks import (Check, check_controller, check_fencing, check_hanging, check_metadata_lag, check_offline,
-                          check_under_min_isr, check_urp)
+from .live_checks import (
+    Check,
+    check_controller,
+    check_fencing,
+    check_hanging,
+    check_metadata_lag,
+    check_offline,
+    check_under_min_isr,
+    check_urp,
+)
 
 # The live checks by the name the runbook binds them under (an entry's `checks.live`).
 LIVE_CHECKS: dict[str, Check] = {

@@ -18,8 +18,16 @@ SPEC = CommandSpec(
     examples=("describe orders",),
 )
 
-INCIDENT_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable", "retention.ms", "retention.bytes",
-                    "cleanup.policy", "segment.bytes", "max.message.bytes", "message.timestamp.type")
+INCIDENT_CONFIGS = (
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "retention.ms",
+    "retention.bytes",
+    "cleanup.policy",
+    "segment.bytes",
+    "max.message.bytes",
+    "message.timestamp.type",
+)
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
@@ -33,18 +41,34 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         cats = categories(p)
         bad += cats != ["InSync"]
         preferred = None if not p.has_leader or p.leader == p.replicas[0] else p.replicas[0]
-        rows.append([p.partition, p.leader if p.has_leader else None, preferred, _ids(p.replicas), _ids(p.isr),
-                     "/".join(cats)])
+        rows.append(
+            [p.partition, p.leader if p.has_leader else None, preferred, _ids(p.replicas), _ids(p.isr), "/".join(cats)]
+        )
     rf = max((len(p.replicas) for p in snap.states), default=0)
-    cfg_rows: list[list[Cell]] = [[k, config_value(configs, k, "?"), bool(configs.get(k) and configs[k].is_default)]
-                for k in INCIDENT_CONFIGS if k in configs]
-    evidence = [Evidence("Partitions", f"{len(rows)} (RF {rf}); {bad} not fully in sync", "live: metadata", "bad" if bad else "ok")]
-    return Reply(title=f"Topic {topic}", severity="warning" if bad else "ok",
-                 verdict=f"{topic}: {len(rows)} partitions, RF {rf}, {bad} out of sync.",
-                 evidence=evidence,
-                 tables=[Table("Partitions", ["partition", "leader", "preferred leader (if not leading)", "replicas",
-                                              "ISR", "state"], rows)]
-                 + ([Table("Configs", ["config", "value", "default"], cfg_rows)] if cfg_rows else []))
+    cfg_rows: list[list[Cell]] = [
+        [k, config_value(configs, k, "?"), bool(configs.get(k) and configs[k].is_default)]
+        for k in INCIDENT_CONFIGS
+        if k in configs
+    ]
+    evidence = [
+        Evidence(
+            "Partitions", f"{len(rows)} (RF {rf}); {bad} not fully in sync", "live: metadata", "bad" if bad else "ok"
+        )
+    ]
+    return Reply(
+        title=f"Topic {topic}",
+        severity="warning" if bad else "ok",
+        verdict=f"{topic}: {len(rows)} partitions, RF {rf}, {bad} out of sync.",
+        evidence=evidence,
+        tables=[
+            Table(
+                "Partitions",
+                ["partition", "leader", "preferred leader (if not leading)", "replicas", "ISR", "state"],
+                rows,
+            )
+        ]
+        + ([Table("Configs", ["config", "value", "default"], cfg_rows)] if cfg_rows else []),
+    )
 
 
 def _ids(ids: Iterable[int]) -> str:

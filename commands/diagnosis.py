@@ -9,7 +9,9 @@ from .reply import Diagnosis, SourceLine, Step
 
 
 def source_lines(kb: KnowledgeBase, entry: FailureMode) -> list[SourceLine]:
-    return [SourceLine(label=ref.label, symbol=ref.symbol, does=ref.does, url=kb.ref_link(ref)) for ref in entry.mechanism]
+    return [
+        SourceLine(label=ref.label, symbol=ref.symbol, does=ref.does, url=kb.ref_link(ref)) for ref in entry.mechanism
+    ]
 
 
 def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_steps: int | None = 3) -> Diagnosis:
@@ -19,8 +21,10 @@ def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_ste
         title=entry.title,
         cause=entry.cause,
         mechanism=source_lines(kb, entry),
-        mitigation=[Step(text=s.action, command=s.command, config=s.config, destroys_data=s.destroys_data)
-                    for s in entry.mitigation],
+        mitigation=[
+            Step(text=s.action, command=s.command, config=s.config, destroys_data=s.destroys_data)
+            for s in entry.mitigation
+        ],
         do_not=[f"{d.action}: {d.why}" for d in entry.do_not],
         first_steps=list(entry.triage if first_steps is None else entry.triage[:first_steps]),
         why_ranked=reason,

@@ -37,9 +37,14 @@ _RANK: dict[str, int] = {"ok": 0, "info": 1, "warning": 2, "critical": 3, "error
 SPEC = CommandSpec(
     words=("digest",),
     summary="Health digest: brokers and partition counts, audit findings, hanging transactions, group lag, lake trends.",
-    options=(Option("groups", f"comma-separated consumer groups to report lag for (default: ${GROUPS_ENV}, "
-                              f"else every group of the cluster, up to {LISTED_GROUPS})"),
-             Option("hours", "how far back the lake trends look (default 24)", kind="int")),
+    options=(
+        Option(
+            "groups",
+            f"comma-separated consumer groups to report lag for (default: ${GROUPS_ENV}, "
+            f"else every group of the cluster, up to {LISTED_GROUPS})",
+        ),
+        Option("hours", "how far back the lake trends look (default 24)", kind="int"),
+    ),
     examples=("digest", "digest --groups payments,billing"),
 )
 
@@ -73,22 +78,50 @@ def _snapshot_once(gw: AdminGateway) -> ReadSnapshot:
 async def _status(read_snapshot: ReadSnapshot) -> Part:
     snap = await read_snapshot()
     cats = snap.by_category()
-    lines = [f"{label}: {len(cats[k]):,}" + (f" ({name_partitions(cats[k], 4)})" if cats[k] else "")
-             for k, label in (("UnderReplicated", "Under-replicated"), ("AtMinIsr", "At min ISR"),
-                              ("UnderMinIsr", "Under min ISR"), ("Offline", "Offline"))]
+    lines = [
+        f"{label}: {len(cats[k]):,}" + (f" ({name_partitions(cats[k], 4)})" if cats[k] else "")
+        for k, label in (
+            ("UnderReplicated", "Under-replicated"),
+            ("AtMinIsr", "At min ISR"),
+            ("UnderMinIsr", "Under min ISR"),
+            ("Offline", "Offline"),
+        )
+    ]
     brokers = brokers_evidence(snap)
     missing = sorted(snap.brokers.expected - snap.brokers.registered)
     # At min ISR by design (RF = min ISR) is the audit section's business, not a health problem.
     lost_to_floor = [p for p in cats["AtMinIsr"] if len(p.isr) < len(p.replicas)]
-    sev: Severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] else
-                     "warning" if missing or cats["UnderReplicated"] or lost_to_floor else "ok")
+    sev: Severity = (
+        "critical"
+        if cats["Offline"] or cats["UnderMinIsr"]
+        else "warning"
+        if missing or cats["UnderReplicated"] or lost_to_floor
+        else "ok"
+    )
     actions = [Action("Why URP", "why URP")] if cats["UnderReplicated"] else []
     if missing:
         actions.append(Action("Triage", "triage URP"))
-    return Part(Section("Status", [f"Brokers registered: {brokers.value}",
-                                   f"{snap.partition_count:,} partitions in {len(snap.topics):,} topic{'s' if len(snap.topics) != 1 else ''}", *lines]),
-                sev, [brokers, Evidence("Partitions not fully in sync", f"{len(cats['UnderReplicated']):,}", "live: metadata",
-                                        "bad" if cats["UnderReplicated"] else "ok")], actions)
+    return Part(
+        Section(
+            "Status",
+            [
+                f"Brokers registered: {brokers.value}",
+                f"{snap.partition_count:,} partitions in {len(snap.topics):,} topic{'s' if len(snap.topics) != 1 else ''}",
+                *lines,
+            ],
+        ),
+        sev,
+        [
+            brokers,
+            Evidence(
+                "Partitions not fully in sync",
+                f"{len(cats['UnderReplicated']):,}",
+                "live: metadata",
+                "bad" if cats["UnderReplicated"] else "ok",
+            ),
+        ],
+        actions,
+    )
 
 
 async def _audit(read_snapshot: ReadSnapshot) -> Part:
@@ -99,12 +132,19 @@ async def _audit(read_snapshot: ReadSnapshot) -> Part:
     if not findings:
         every = f"All {len(topics):,} topics meet" if len(topics) != 1 else "The 1 topic meets"
         return Part(Section("Audit", [f"{every} the durability rules."]))
-    lines = [f"{len(critical):,} critical, {len(findings) - len(critical):,} warning(s) on "
-             f"{len({f.topic for f in findings}):,} topic(s)"]
-    lines += [f"[{f.severity}] {f.topic}: {f.text}" for f in (critical + [f for f in findings if f not in critical])[:5]]
-    return Part(Section("Audit", lines), "warning",
-                [Evidence("Audit findings", f"{len(critical)} critical / {len(findings)} total", "audit", "bad")],
-                [Action("Full audit", "audit")])
+    lines = [
+        f"{len(critical):,} critical, {len(findings) - len(critical):,} warning(s) on "
+        f"{len({f.topic for f in findings}):,} topic(s)"
+    ]
+    lines += [
+        f"[{f.severity}] {f.topic}: {f.text}" for f in (critical + [f for f in findings if f not in critical])[:5]
+    ]
+    return Part(
+        Section("Audit", lines),
+        "warning",
+        [Evidence("Audit findings", f"{len(critical)} critical / {len(findings)} total", "audit", "bad")],
+        [Action("Full audit", "audit")],
+    )
 
 
 async def _hanging(gw: AdminGateway, read_snapshot: ReadSnapshot) -> Part:
@@ -113,10 +153,19 @@ async def _hanging(gw: AdminGateway, read_snapshot: ReadSnapshot) -> Part:
     if found.severity == "ok":
         return Part(Section("Hanging transactions", ["No open transaction holds any partition back."]))
     lines = [found.verdict] + [f"{e.label}: {e.value}" for e in found.evidence[:10]]
-    return Part(Section("Hanging transactions", lines), found.severity,
-                [Evidence("Open transactions blocking partitions", str(sum(1 for e in found.evidence if e.status == "bad")),
-                          "live: list_offsets + describe_producers + describe_transactions", "bad")],
-                [Action("Hanging transactions", "hanging-txns")])
+    return Part(
+        Section("Hanging transactions", lines),
+        found.severity,
+        [
+            Evidence(
+                "Open transactions blocking partitions",
+                str(sum(1 for e in found.evidence if e.status == "bad")),
+                "live: list_offsets + describe_producers + describe_transactions",
+                "bad",
+            )
+        ],
+        [Action("Hanging transactions", "hanging-txns")],
+    )
 
 
 def wanted_groups(option: object | None, env: dict[str, str] | None = None) -> list[str]:
@@ -179,25 +228,45 @@ async def _lag_listed(gw: AdminGateway) -> Part:
         lines.append(f"{hidden} more group(s) behind or unread: `lag` lists them all.")
     quiet = [s.group for s in summaries if not s.error and not s.lagging]
     if quiet:
-        lines.append(f"Caught up ({len(quiet)}): " + ", ".join(quiet[:10]) + (f" and {len(quiet) - 10} more" if len(quiet) > 10 else ""))
+        lines.append(
+            f"Caught up ({len(quiet)}): "
+            + ", ".join(quiet[:10])
+            + (f" and {len(quiet) - 10} more" if len(quiet) > 10 else "")
+        )
     if not summaries:
         lines.append("No consumer groups in the cluster.")
     if skipped:
-        lines.append(f"{skipped} more group(s) not read: at most {LISTED_GROUPS} per digest (name them with --groups "
-                     f"or ${GROUPS_ENV}).")
+        lines.append(
+            f"{skipped} more group(s) not read: at most {LISTED_GROUPS} per digest (name them with --groups "
+            f"or ${GROUPS_ENV})."
+        )
     if listing.failed_brokers:
-        lines.append("Not listed by broker(s) " + ", ".join(map(str, sorted(listing.failed_brokers)))
-                     + ": the groups they coordinate are missing.")
+        lines.append(
+            "Not listed by broker(s) "
+            + ", ".join(map(str, sorted(listing.failed_brokers)))
+            + ": the groups they coordinate are missing."
+        )
         worst = max(worst, "warning", key=_RANK.__getitem__)
     behind = sum(1 for s in summaries if s.lagging)
     actions = [Action("Consumer groups", "lag")] if behind else []
-    return Part(Section("Consumer lag (now)", lines), worst,
-                [Evidence("Consumer groups behind", f"{behind} of {len(summaries)} read ({len(listing.groups)} listed)",
-                          "live: list_groups", "bad" if behind else "ok")], actions)
+    return Part(
+        Section("Consumer lag (now)", lines),
+        worst,
+        [
+            Evidence(
+                "Consumer groups behind",
+                f"{behind} of {len(summaries)} read ({len(listing.groups)} listed)",
+                "live: list_groups",
+                "bad" if behind else "ok",
+            )
+        ],
+        actions,
+    )
 
 
-async def lake_rows(ctx: Context, cluster: str, hours: int, query: WindowQuery | str,
-                    **options: Any) -> list[dict[str, Any]] | None:
+async def lake_rows(
+    ctx: Context, cluster: str, hours: int, query: WindowQuery | str, **options: Any
+) -> list[dict[str, Any]] | None:
     """Rows of the lake's window query ``query`` over the last ``hours`` of one cluster, through
     LakeService.query (its time limit; a timed-out query's Spark jobs are cancelled); None without
     a lake."""
@@ -250,22 +319,34 @@ async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
     hot = await lake_rows(ctx, cluster, hours, "hot_partitions", top=5)
     urp = await lake_rows(ctx, cluster, hours, "urp_trend")
     # "Hot" only past the same skew as hot-partitions; idle partitions (0 rec/s) are not listed
-    lines = [f"{'Hot' if (r['skew'] or 0) >= HOT_SKEW else 'Busiest'}: {r['topic']}-{r['partition']} "
-             f"{r['records_per_sec']:,.1f} rec/s" + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "")
-             for r in hot or [] if (r["records_per_sec"] or 0) > 0]
+    lines = [
+        f"{'Hot' if (r['skew'] or 0) >= HOT_SKEW else 'Busiest'}: {r['topic']}-{r['partition']} "
+        f"{r['records_per_sec']:,.1f} rec/s" + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "")
+        for r in hot or []
+        if (r["records_per_sec"] or 0) > 0
+    ]
     shaped = [r for r in urp or [] if r["shape"] != "zero"]
     lines += [f"URP on broker {r['broker']}: {r['shape']} (max {r['max']:,.0f}, last {r['last']:,.0f})" for r in shaped]
     if not lines:
-        lines = [f"No lake data for cluster {cluster} in the last {hours} h." if not hot and not urp
-                 else f"No hot partitions or URP in the last {hours} h."]
+        lines = [
+            f"No lake data for cluster {cluster} in the last {hours} h."
+            if not hot and not urp
+            else f"No hot partitions or URP in the last {hours} h."
+        ]
     severity: Severity = "warning" if shaped else "ok"
     evidence: list[Evidence] = []
     if hot or urp:
         # how old the trends are: a quiet trend from a lake that stopped an hour ago says nothing
         age, stale = freshness(await lake_data_end(ctx, cluster, hours), ctx.clock())
         heading = f"Trends, last {hours} h (metric lake; {age})"
-        evidence.append(Evidence("Metric lake data", age + ("; is `kbot lake collect` running?" if stale else ""),
-                                 "lake: freshness", "bad" if stale else "ok"))
+        evidence.append(
+            Evidence(
+                "Metric lake data",
+                age + ("; is `kbot lake collect` running?" if stale else ""),
+                "lake: freshness",
+                "bad" if stale else "ok",
+            )
+        )
         if stale and severity == "ok":
             severity = "info"
     else:
@@ -289,9 +370,13 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("gathering the digest: status, audit, transactions, lag, lake")
     read_snapshot = _snapshot_once(gw)
-    sections: list[tuple[str, Callable[[], Awaitable[Part]]]] = [("Status", lambda: _status(read_snapshot)), ("Audit", lambda: _audit(read_snapshot)),
-                ("Hanging transactions", lambda: _hanging(gw, read_snapshot)), ("Consumer lag", lambda: _lag(gw, groups)),
-                ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours))]
+    sections: list[tuple[str, Callable[[], Awaitable[Part]]]] = [
+        ("Status", lambda: _status(read_snapshot)),
+        ("Audit", lambda: _audit(read_snapshot)),
+        ("Hanging transactions", lambda: _hanging(gw, read_snapshot)),
+        ("Consumer lag", lambda: _lag(gw, groups)),
+        ("Trends (metric lake)", lambda: _lake(ctx, gw.name, hours)),
+    ]
     parts: list[Part] = []
     down: Exception | None = None
     # Sequential on purpose: a digest is not urgent, and once the cluster is found unreachable the
@@ -311,9 +396,14 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if failed:
         verdict += f" Could not read: {', '.join(failed)}."
     severity: Severity = "critical" if worst == "critical" else "warning" if problems or failed else "ok"
-    return Reply(title=f"Kafka digest ({gw.name})", severity=severity, verdict=verdict,
-                 evidence=[e for p in parts for e in p.evidence], sections=[p.section for p in parts],
-                 actions=[a for p in parts for a in p.actions][:5])
+    return Reply(
+        title=f"Kafka digest ({gw.name})",
+        severity=severity,
+        verdict=verdict,
+        evidence=[e for p in parts for e in p.evidence],
+        sections=[p.section for p in parts],
+        actions=[a for p in parts for a in p.actions][:5],
+    )
 
 
 COMMAND = Command(SPEC, run)

@@ -125,8 +125,11 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
     except Exception:  # a bug: log it for us, give the user a short answer
         log.exception("command %r failed", request.spec.name)
         return Answer(
-            error_reply("Something went wrong inside the bot while answering; the error is in the bot's log.",
-                        ["help"], title="Internal error"),
+            error_reply(
+                "Something went wrong inside the bot while answering; the error is in the bot's log.",
+                ["help"],
+                title="Internal error",
+            ),
             "failed",
             request,
         )
@@ -141,8 +144,9 @@ async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) ->
     return preview_reply(pending)
 
 
-def parse_request(text: str, *, user: str | None = None, channel: str | None = None,
-                  router: Router = ROUTER) -> CommandRequest | Answer:
+def parse_request(
+    text: str, *, user: str | None = None, channel: str | None = None, router: Router = ROUTER
+) -> CommandRequest | Answer:
     """The request the text asks for, or the bad_input Answer saying why it is not one. Every
     transport parses here, so a mistake reads the same in the terminal and in Slack."""
     try:
@@ -153,8 +157,15 @@ def parse_request(text: str, *, user: str | None = None, channel: str | None = N
     return request
 
 
-async def answer(text: str, ctx: Context, *, user: str | None = None, channel: str | None = None,
-                 router: Router = ROUTER, early: bool = False) -> Answer:
+async def answer(
+    text: str,
+    ctx: Context,
+    *,
+    user: str | None = None,
+    channel: str | None = None,
+    router: Router = ROUTER,
+    early: bool = False,
+) -> Answer:
     parsed = parse_request(text, user=user, channel=channel, router=router)
     if isinstance(parsed, Answer):
         return parsed

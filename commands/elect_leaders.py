@@ -25,9 +25,14 @@ SETTLE_S = 10.0  # metadata on the broker we ask may trail the controller for a 
 SPEC = CommandSpec(
     words=("elect-leaders",),
     summary="Preferred leader election on one topic's partitions whose leader is not the preferred replica.",
-    params=(Param("topic", "the topic", kind="topic"),
-            Param("partitions", "which partitions: '0,2,5-7' (default: every partition of the topic not led by its preferred replica)",
-                  required=False)),
+    params=(
+        Param("topic", "the topic", kind="topic"),
+        Param(
+            "partitions",
+            "which partitions: '0,2,5-7' (default: every partition of the topic not led by its preferred replica)",
+            required=False,
+        ),
+    ),
     mutating=True,
     examples=("elect-leaders orders", "elect-leaders orders 0,2,5-7"),
     details="Only preferred elections; a partition whose preferred replica is down or out of the ISR is skipped, with why.",
@@ -65,12 +70,14 @@ def election_plan(topic: TopicInfo, registered: set[int], wanted: list[int] | No
     parts = {p.partition: p for p in topic.partitions}
     missing = [n for n in (wanted or []) if n not in parts]
     if missing:
-        raise BadInput(f"{topic.name} has partitions 0-{len(parts) - 1}; no partition {', '.join(map(str, missing[:10]))}.",
-                       [f"describe {topic.name}"])
+        raise BadInput(
+            f"{topic.name} has partitions 0-{len(parts) - 1}; no partition {', '.join(map(str, missing[:10]))}.",
+            [f"describe {topic.name}"],
+        )
     eligible: list[tuple[int, int, int | None]] = []
     skipped: list[tuple[int, str]] = []
     already: list[int] = []
-    for n in (wanted if wanted is not None else sorted(parts)):
+    for n in wanted if wanted is not None else sorted(parts):
         p = parts[n]
         preferred = p.preferred_leader
         if preferred is None:
@@ -110,19 +117,33 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     changes += [f"{topic}-{n}: skipped, {why}" for n, why in skipped]
     if already and wanted is not None:
         changes.append(f"already led by the preferred replica: {', '.join(f'{topic}-{n}' for n in already)}")
-    pre = [Precondition("preferred replica alive and in ISR", bool(eligible),
-                        f"{len(eligible)} partition(s) can move to their preferred replica"
-                        + (f"; {len(skipped)} skipped" if skipped else "") if eligible
-                        else "no partition of the selection can move: " + (
-                            "every one is already led by its preferred replica" if not skipped else
-                            "; ".join(f"{topic}-{n}: {why}" for n, why in skipped[:5])))]
+    pre = [
+        Precondition(
+            "preferred replica alive and in ISR",
+            bool(eligible),
+            f"{len(eligible)} partition(s) can move to their preferred replica"
+            + (f"; {len(skipped)} skipped" if skipped else "")
+            if eligible
+            else "no partition of the selection can move: "
+            + (
+                "every one is already led by its preferred replica"
+                if not skipped
+                else "; ".join(f"{topic}-{n}: {why}" for n, why in skipped[:5])
+            ),
+        )
+    ]
     return ActionPlan(
-        kind=SPEC.name, cluster=gw.name,
-        args={"topic": topic, "partitions": [[n, pref] for n, pref, _ in eligible], "skipped": [[n, w] for n, w in skipped]},
+        kind=SPEC.name,
+        cluster=gw.name,
+        args={
+            "topic": topic,
+            "partitions": [[n, pref] for n, pref, _ in eligible],
+            "skipped": [[n, w] for n, w in skipped],
+        },
         summary=f"Preferred leader election on {len(eligible)} partition(s) of {topic}.",
         changes=changes or [f"nothing to move on {topic}"],
         validation="Preferred election has no dry run in Kafka's API; each preferred replica was checked alive and in the ISR, "
-                   "and is checked again right before the election.",
+        "and is checked again right before the election.",
         preconditions=pre,
     )
 
@@ -138,8 +159,13 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     if not planned:
         return [Precondition("preferred replica alive and in ISR", False, "nothing to elect")]
     bad = "; ".join(f"{topic}-{n}: {why}" for n, why in skipped)
-    return [Precondition("preferred replica alive and in ISR", not skipped,
-                         bad or f"{len(eligible)} to move, {len(already)} already preferred")]
+    return [
+        Precondition(
+            "preferred replica alive and in ISR",
+            not skipped,
+            bad or f"{len(eligible)} to move, {len(already)} already preferred",
+        )
+    ]
 
 
 def _leaders(info: TopicInfo | None, partitions: list[int]) -> dict[str, int | None]:
@@ -154,7 +180,9 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     before = _leaders((await _read(gw, topic))[0], numbers)
     try:
         # ElectLeaders as the operator (ALTER on CLUSTER); the reads around it stay the observer's
-        results = await (await operator_gateway(ctx, plan.cluster)).elect_preferred_leaders([(topic, n) for n in numbers])
+        results = await (await operator_gateway(ctx, plan.cluster)).elect_preferred_leaders(
+            [(topic, n) for n in numbers]
+        )
     except GatewayError as exc:
         return ActionResult(False, f"The election failed: {exc}", {"leaders": before}, {})
     want = {str(n): pref for n, pref in pairs}
@@ -165,11 +193,17 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         await asyncio.sleep(0.5)
         after = _leaders((await _read(gw, topic))[0], numbers)
     failed = [r for r in results if r.outcome == "failed"]
-    detail = (f"{sum(r.outcome == 'elected' for r in results)} elected, "
-              f"{sum(r.outcome == 'already_preferred' for r in results)} already preferred, {len(failed)} failed"
-              + ("".join(f"; {topic}-{r.partition}: {r.error}" for r in failed[:5])))
-    return ActionResult(not failed and after == want, detail,
-                        {"leaders": before}, {"leaders": after, "outcomes": {str(r.partition): r.outcome for r in results}})
+    detail = (
+        f"{sum(r.outcome == 'elected' for r in results)} elected, "
+        f"{sum(r.outcome == 'already_preferred' for r in results)} already preferred, {len(failed)} failed"
+        + ("".join(f"; {topic}-{r.partition}: {r.error}" for r in failed[:5]))
+    )
+    return ActionResult(
+        not failed and after == want,
+        detail,
+        {"leaders": before},
+        {"leaders": after, "outcomes": {str(r.partition): r.outcome for r in results}},
+    )
 
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:

@@ -82,8 +82,9 @@ def _expected(cluster: ClusterInfo, topics: list[TopicInfo]) -> frozenset[int]:
     return frozenset(on_replicas) | frozenset(cluster.broker_ids)
 
 
-async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr: str = "unhealthy",
-                   include_internal: bool = True) -> Snapshot:
+async def snapshot(
+    gw: AdminGateway, *, topics: list[str] | None = None, min_isr: str = "unhealthy", include_internal: bool = True
+) -> Snapshot:
     """Read the cluster once. ``min_isr``: "all" reads min.insync.replicas for every topic (status,
     audit), "unhealthy" only for topics with a partition out of sync (why URP), "none" skips it."""
     import asyncio
@@ -94,7 +95,9 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
     if min_isr == "all":
         wanted = [t.name for t in described]
     elif min_isr == "unhealthy":
-        wanted = [t.name for t in described if any(len(p.isr) < len(p.replicas) or p.leader is None for p in t.partitions)]
+        wanted = [
+            t.name for t in described if any(len(p.isr) < len(p.replicas) or p.leader is None for p in t.partitions)
+        ]
     else:
         wanted = []
     floors_unread = False
@@ -102,8 +105,11 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
         configs = await gw.topic_configs(wanted) if wanted else {}
     except NotAuthorized as exc:  # the partitions still answer; only the floors are unknown
         configs, floors_unread = {}, True
-        note_missing("the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher "
-                     "floor is not flagged)", exc)
+        note_missing(
+            "the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher "
+            "floor is not flagged)",
+            exc,
+        )
     floors: dict[str, int] = {}
     for name, cfg in configs.items():
         value = cfg.get("min.insync.replicas")
@@ -122,8 +128,9 @@ async def snapshot(gw: AdminGateway, *, topics: list[str] | None = None, min_isr
         for p in t.partitions
     ]
     facts = BrokerFacts(registered=frozenset(cluster.broker_ids), expected=_expected(cluster, described))
-    return Snapshot(cluster=cluster, topics=described, configs=configs, states=states, brokers=facts,
-                    floors_unread=floors_unread)
+    return Snapshot(
+        cluster=cluster, topics=described, configs=configs, states=states, brokers=facts, floors_unread=floors_unread
+    )
 
 
 def name_partitions(parts: Iterable[PartitionState | tuple[str, int]], limit: int = SAMPLE) -> str:

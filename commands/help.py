@@ -35,7 +35,9 @@ def overview(commands: list[Command]) -> Reply:
     sections = [Section(heading="Ask", lines=[f"{s.usage()}  —  {s.summary}" for s in read])]
     if write:
         sections.append(
-            Section(heading="Act (preview and confirmation first)", lines=[f"{s.usage()}  —  {s.summary}" for s in write])
+            Section(
+                heading="Act (preview and confirmation first)", lines=[f"{s.usage()}  —  {s.summary}" for s in write]
+            )
         )
     return Reply(
         title="Kafka incident bot",

@@ -23,21 +23,32 @@ from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 MAX_LINES = 120
 MAX_BROKER_COLUMNS = 8
-PER_PARTITION = frozenset({"LogEndOffset", "LogStartOffset", "Size", "LastStableOffsetLag", "CommittedOffset", "ConsumerLag"})
+PER_PARTITION = frozenset(
+    {"LogEndOffset", "LogStartOffset", "Size", "LastStableOffsetLag", "CommittedOffset", "ConsumerLag"}
+)
 BUCKETS_S = (60, 120, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 
 SPEC = CommandSpec(
     words=("history",),
     summary="One metric over time from the metric lake: a value per minute and broker.",
-    params=(Param("metric", "UnderReplicatedPartitions (or URP), IsrShrinksPerSec, LogEndOffset, RequestHandlerAvgIdlePercent ...",
-                  kind="word"),),
+    params=(
+        Param(
+            "metric",
+            "UnderReplicatedPartitions (or URP), IsrShrinksPerSec, LogEndOffset, RequestHandlerAvgIdlePercent ...",
+            kind="word",
+        ),
+    ),
     options=(
         lake.since_option("1h"),
         Option("topic", "only samples of this topic", kind="topic"),
         Option("broker", "only samples reported by this broker (node id)", kind="int"),
         Option("partition", "only samples of this partition number", kind="int"),
     ),
-    examples=("history URP", "history IsrShrinksPerSec --since 30m --broker 102", "history LogEndOffset --topic orders --partition 3"),
+    examples=(
+        "history URP",
+        "history IsrShrinksPerSec --since 30m --broker 102",
+        "history LogEndOffset --topic orders --partition 3",
+    ),
 )
 
 
@@ -51,7 +62,9 @@ def resolve_metric(ctx: Context, text: str) -> tuple[str, bool]:
     by_lower = {n.lower(): n for n in names}
     if text.lower() in by_lower:
         return by_lower[text.lower()], True
-    target = ctx.kb.vocabulary.get(text) or next((v for k, v in ctx.kb.vocabulary.items() if norm(k) == norm(text)), None)
+    target = ctx.kb.vocabulary.get(text) or next(
+        (v for k, v in ctx.kb.vocabulary.items() if norm(k) == norm(text)), None
+    )
     if target is not None and target.lower() in by_lower:
         return by_lower[target.lower()], True
     return text, False
@@ -89,22 +102,38 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     facts = await lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
     rows = facts["rows"]
     resolution = facts.get("resolution_name") or "raw samples"
-    scope = "".join([f" topic {topic}" if topic else "", f" partition {partition}" if partition is not None else "",
-                     f" broker {broker}" if broker is not None else ""])
+    scope = "".join(
+        [
+            f" topic {topic}" if topic else "",
+            f" partition {partition}" if partition is not None else "",
+            f" broker {broker}" if broker is not None else "",
+        ]
+    )
     title = f"History of {_clip(metric)}" + (f" ({scope.strip()})" if scope else "")
     if not rows:
         present = facts.get("present") or []
-        suggestions = [name for name, _s, _i in process.extract(metric, present or known_metrics(), limit=3, score_cutoff=60)]
+        suggestions = [
+            name for name, _s, _i in process.extract(metric, present or known_metrics(), limit=3, score_cutoff=60)
+        ]
         if not known and metric not in present:
             verdict = f"Unknown metric '{_clip(metric)}': the metric lake has no such metric in the last {lake.describe_since(window.since)}."
         else:
             verdict = f"No data for this window: no {_clip(metric)} samples{scope} in the last {lake.describe_since(window.since)}."
-        notes = [f"Metrics in this window: {', '.join(present[:20])}" + (" …" if len(present) > 20 else "")] if present else \
-            ["The lake has no samples at all in this window."]
+        notes = (
+            [f"Metrics in this window: {', '.join(present[:20])}" + (" …" if len(present) > 20 else "")]
+            if present
+            else ["The lake has no samples at all in this window."]
+        )
         notes.append(f"Resolution: {resolution}.")
-        return Reply(title=title, severity="info", verdict=verdict, window=window.label, notes=notes,
-                     evidence=[lake.no_data(window, "lake: metric_history", f"{_clip(metric)} samples{scope}")],
-                     followups=[f"/kafka history {s}" for s in suggestions])
+        return Reply(
+            title=title,
+            severity="info",
+            verdict=verdict,
+            window=window.label,
+            notes=notes,
+            evidence=[lake.no_data(window, "lake: metric_history", f"{_clip(metric)} samples{scope}")],
+            followups=[f"/kafka history {s}" for s in suggestions],
+        )
     counter = metric.endswith("PerSec")
     brokers = sorted({r["broker"] for r in rows})
     clusters = sorted({r["cluster"] for r in rows})
@@ -124,20 +153,42 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     latest = by_bucket[last_bucket]
     peak = max(rows, key=lambda r: r["value"])
     unit = f"events per {width}" if counter else f"largest sample per {width}"
-    verdict = (f"{metric}{scope}: latest {', '.join(f'{_who(k)} {_fmt(v, counter, bucket_s)}' for k, v in sorted(latest.items())[:MAX_BROKER_COLUMNS])}; "
-               f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
-               f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC.")
-    evidence = [Evidence("Series", f"{len(by_bucket)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
-                         "lake: metric_history", "neutral"),
-                Evidence("Resolution", f"{resolution} ({facts.get('resolution', 'raw')})", "lake: metric_history", "neutral")]
-    notes = [f"Resolution: {resolution}" + ("; no raw samples were read." if facts.get("resolution") not in (None, "raw") else ".")]
+    verdict = (
+        f"{metric}{scope}: latest {', '.join(f'{_who(k)} {_fmt(v, counter, bucket_s)}' for k, v in sorted(latest.items())[:MAX_BROKER_COLUMNS])}; "
+        f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
+        f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC."
+    )
+    evidence = [
+        Evidence(
+            "Series",
+            f"{len(by_bucket)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
+            "lake: metric_history",
+            "neutral",
+        ),
+        Evidence("Resolution", f"{resolution} ({facts.get('resolution', 'raw')})", "lake: metric_history", "neutral"),
+    ]
+    notes = [
+        f"Resolution: {resolution}"
+        + ("; no raw samples were read." if facts.get("resolution") not in (None, "raw") else ".")
+    ]
     if len(clusters) > 1:
-        notes.append(f"Samples from {len(clusters)} clusters ({', '.join(clusters)}) are combined; add --cluster to pick one.")
+        notes.append(
+            f"Samples from {len(clusters)} clusters ({', '.join(clusters)}) are combined; add --cluster to pick one."
+        )
     if metric in PER_PARTITION and (topic is None or partition is None):
-        notes.append("Per-partition series are combined per broker (largest value); add --topic/--partition for one series.")
-    return Reply(title=title, severity="info", verdict=verdict, evidence=evidence,
-                 sections=[Section(f"Per {width} (UTC)", lines)], notes=notes, window=window.label,
-                 series=_series(metric, scope, unit, by_bucket, brokers))
+        notes.append(
+            "Per-partition series are combined per broker (largest value); add --topic/--partition for one series."
+        )
+    return Reply(
+        title=title,
+        severity="info",
+        verdict=verdict,
+        evidence=evidence,
+        sections=[Section(f"Per {width} (UTC)", lines)],
+        notes=notes,
+        window=window.label,
+        series=_series(metric, scope, unit, by_bucket, brokers),
+    )
 
 
 def _by_bucket(rows: list[lake.Row]) -> dict[int, dict[int, float]]:
@@ -154,8 +205,14 @@ def trend_series(metric: str, rows: list[lake.Row], unit: str, mark: tuple[str, 
     return _series(metric, "", unit, _by_bucket(rows), sorted({r["broker"] for r in rows}), mark)
 
 
-def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, float]], brokers: list[int],
-            mark: tuple[str, str] | None = None) -> list[Series]:
+def _series(
+    metric: str,
+    scope: str,
+    unit: str,
+    by_bucket: dict[int, dict[int, float]],
+    brokers: list[int],
+    mark: tuple[str, str] | None = None,
+) -> list[Series]:
     """One line per broker (the busiest few when there are many), for the chart."""
     totals = {b: sum(v.get(b, 0.0) for v in by_bucket.values()) for b in brokers}
     shown = sorted(brokers, key=lambda b: -totals[b])[:MAX_CHART_LINES]
@@ -163,8 +220,16 @@ def _series(metric: str, scope: str, unit: str, by_bucket: dict[int, dict[int, f
     def iso(ts: int) -> str:
         return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()
 
-    return [Series(f"{metric}{scope}", unit, [(iso(t), float(by_bucket[t][b])) for t in sorted(by_bucket) if b in by_bucket[t]],
-                   window=mark, label="cluster" if b == -1 else f"broker {b}") for b in sorted(shown)]
+    return [
+        Series(
+            f"{metric}{scope}",
+            unit,
+            [(iso(t), float(by_bucket[t][b])) for t in sorted(by_bucket) if b in by_bucket[t]],
+            window=mark,
+            label="cluster" if b == -1 else f"broker {b}",
+        )
+        for b in sorted(shown)
+    ]
 
 
 MAX_CHART_LINES = 8  # lines a chart stays readable with at Slack's thumbnail size

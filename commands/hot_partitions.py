@@ -26,15 +26,20 @@ SPEC = CommandSpec(
     words=("hot-partitions",),
     summary="Partitions ranked by records/s over a window (metric lake), with skew vs their topic's median and the leader broker.",
     params=(Param("topic", "only this topic", kind="topic", required=False),),
-    options=(lake.since_option("15m"), Option("top", f"how many partitions to list (default {DEFAULT_TOP}, at most {MAX_TOP})", kind="int"),
-             Option("rank", "peak (the highest 1-minute rate in the window, default) or mean (over the window)")),
+    options=(
+        lake.since_option("15m"),
+        Option("top", f"how many partitions to list (default {DEFAULT_TOP}, at most {MAX_TOP})", kind="int"),
+        Option("rank", "peak (the highest 1-minute rate in the window, default) or mean (over the window)"),
+    ),
     examples=("hot-partitions", "hot-partitions orders --since 30m", "hot-partitions --rank mean"),
     details="From LogEndOffset growth in the metric lake; the answer names the window it looked at and "
-            "whether it ranked on the per-minute peak or the window mean.",
+    "whether it ranked on the per-minute peak or the window mean.",
 )
 
 
-async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str], notes: list[str]) -> dict[tuple[str, int], int | None]:
+async def _live_leaders(
+    ctx: Context, request: CommandRequest, topics: list[str], notes: list[str]
+) -> dict[tuple[str, int], int | None]:
     """(topic, partition) -> leader from the cluster's metadata; {} without a cluster."""
     if ctx.live is None or not topics:
         return {}
@@ -48,8 +53,10 @@ async def _live_leaders(ctx: Context, request: CommandRequest, topics: list[str]
             described = await gw.describe_topics(topics)
         except UnknownTopic as exc:
             # a topic the lake remembers may be gone now: the others still get live leaders
-            notes.append(f"Not in the cluster's metadata now (deleted?): {', '.join(exc.topics)}; "
-                         "their leaders are the lake's estimate.")
+            notes.append(
+                f"Not in the cluster's metadata now (deleted?): {', '.join(exc.topics)}; "
+                "their leaders are the lake's estimate."
+            )
             rest = [t for t in topics if t not in set(exc.topics)]
             described = await gw.describe_topics(rest) if rest else []
     except (GatewayError, Unavailable) as exc:
@@ -62,8 +69,11 @@ def _rates(r: lake.Row, rank_by: str) -> str:
     """Both rates, the ranked one first: 'peak 714.0 rec/s at 22:41 (1-min), mean 96.2 rec/s'."""
     peak, mean = r.get("peak_records_per_sec"), r.get("records_per_sec")
     at = r.get("peak_at")
-    peak_text = (f"peak {peak:,.1f} rec/s" + (f" at {at:%H:%M}" if at is not None else "") + " (1-min)"
-                 if peak is not None else "peak unknown")
+    peak_text = (
+        f"peak {peak:,.1f} rec/s" + (f" at {at:%H:%M}" if at is not None else "") + " (1-min)"
+        if peak is not None
+        else "peak unknown"
+    )
     mean_text = f"mean {mean:,.1f} rec/s" if mean is not None else "mean unknown"
     return f"{peak_text}, {mean_text}" if rank_by == "peak" else f"{mean_text}, {peak_text}"
 
@@ -86,35 +96,58 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     scope = f"topic {topic}" if topic else "all topics"
     title = f"Hot partitions ({scope})"
     if not rows:
-        return Reply(title=title, severity="info", window=window.label,
-                     verdict=f"No data for this window: the metric lake has no LogEndOffset samples for {scope} "
-                             f"in the last {lake.describe_since(window.since)}.",
-                     evidence=[lake.no_data(window, "lake: hot_partitions", "LogEndOffset samples")],
-                     followups=["/kafka hot-partitions --since 1h"])
+        return Reply(
+            title=title,
+            severity="info",
+            window=window.label,
+            verdict=f"No data for this window: the metric lake has no LogEndOffset samples for {scope} "
+            f"in the last {lake.describe_since(window.since)}.",
+            evidence=[lake.no_data(window, "lake: hot_partitions", "LogEndOffset samples")],
+            followups=["/kafka hot-partitions --since 1h"],
+        )
     notes: list[str] = []
     leaders = await _live_leaders(ctx, request, sorted({r["topic"] for r in rows}), notes)
     many = len({r["cluster"] for r in rows}) > 1
-    table = Table(f"Top {len(rows)} by records/s ({measure})",
-                  ["#", "partition", "peak rec/s", "peak at (UTC)", "mean rec/s", "KiB/s", "x topic median", "leader"])
+    table = Table(
+        f"Top {len(rows)} by records/s ({measure})",
+        ["#", "partition", "peak rec/s", "peak at (UTC)", "mean rec/s", "KiB/s", "x topic median", "leader"],
+    )
     evidence: list[Evidence] = []
     for r in rows:
         live_leader = leaders.get((r["topic"], r["partition"]))
-        leader = (f"leader {live_leader} (live)" if live_leader is not None
-                  else f"leader {r['leader_broker']} (estimated from the lake)")
+        leader = (
+            f"leader {live_leader} (live)"
+            if live_leader is not None
+            else f"leader {r['leader_broker']} (estimated from the lake)"
+        )
         skew = r["skew"]
         # skew is null only when the topic's median rate is 0 (most partitions idle)
         skew_text = f"{skew:.1f}x topic median" if skew is not None else "topic median 0 rec/s"
         rate = _rates(r, rank_by)
         where = f" [{r['cluster']}]" if many else ""
         at = r.get("peak_at")
-        table.rows.append([r["rank"], f"{r['topic']}-{r['partition']}{where}", _round(r.get("peak_records_per_sec")),
-                           f"{at:%H:%M}" if at is not None else None, _round(r.get("records_per_sec")),
-                           _round(r["bytes_per_sec"] / 1024) if r.get("bytes_per_sec") else None,
-                           _round(skew), leader.removeprefix("leader ")])
+        table.rows.append(
+            [
+                r["rank"],
+                f"{r['topic']}-{r['partition']}{where}",
+                _round(r.get("peak_records_per_sec")),
+                f"{at:%H:%M}" if at is not None else None,
+                _round(r.get("records_per_sec")),
+                _round(r["bytes_per_sec"] / 1024) if r.get("bytes_per_sec") else None,
+                _round(skew),
+                leader.removeprefix("leader "),
+            ]
+        )
         if len(evidence) < 3:
             median = f" ({r['topic_median_rate']:,.1f} rec/s)" if skew is not None else ""
-            evidence.append(Evidence(f"{r['topic']}-{r['partition']}", f"{rate}, {skew_text}{median}, {leader}",
-                                     "lake: hot_partitions", "bad" if (skew or 0) >= lake.HOT_SKEW else "neutral"))
+            evidence.append(
+                Evidence(
+                    f"{r['topic']}-{r['partition']}",
+                    f"{rate}, {skew_text}{median}, {leader}",
+                    "lake: hot_partitions",
+                    "bad" if (skew or 0) >= lake.HOT_SKEW else "neutral",
+                )
+            )
     hottest = rows[0]
     hot = (hottest["skew"] or 0) >= lake.HOT_SKEW
     entry = ctx.kb.failure_modes.get("hot-partition")
@@ -123,17 +156,34 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if hot:
         live_leader = leaders.get((hottest["topic"], hottest["partition"]))
         hot_leader = live_leader if live_leader is not None else hottest["leader_broker"]
-        verdict = (f"{hottest['topic']}-{hottest['partition']} is hot: {_rates(hottest, rank_by)}, "
-                   f"{hottest['skew']:.1f}x its topic's median, led by broker {hot_leader}.")
+        verdict = (
+            f"{hottest['topic']}-{hottest['partition']} is hot: {_rates(hottest, rank_by)}, "
+            f"{hottest['skew']:.1f}x its topic's median, led by broker {hot_leader}."
+        )
         if entry is not None:
-            diagnoses.append(diagnosis(ctx.kb, entry, reason=f"lake: {hottest['topic']}-{hottest['partition']} "
-                                                             f"at {hottest['skew']:.1f}x its topic's median ({measure})"))
+            diagnoses.append(
+                diagnosis(
+                    ctx.kb,
+                    entry,
+                    reason=f"lake: {hottest['topic']}-{hottest['partition']} "
+                    f"at {hottest['skew']:.1f}x its topic's median ({measure})",
+                )
+            )
     else:
-        verdict = (f"No hot partition in the last {lake.describe_since(window.since)}: the busiest, "
-                   f"{hottest['topic']}-{hottest['partition']}, writes {ranked or 0:,.1f} records/s ({measure})"
-                   + (f", {hottest['skew']:.1f}x its topic's median." if hottest["skew"] is not None else "."))
-    notes.insert(0, f"Ranked on the {measure}" + ("; `--rank mean` ranks on the window mean." if rank_by == "peak"
-                                                    else "; `--rank peak` ranks on the highest 1-minute rate."))
+        verdict = (
+            f"No hot partition in the last {lake.describe_since(window.since)}: the busiest, "
+            f"{hottest['topic']}-{hottest['partition']}, writes {ranked or 0:,.1f} records/s ({measure})"
+            + (f", {hottest['skew']:.1f}x its topic's median." if hottest["skew"] is not None else ".")
+        )
+    notes.insert(
+        0,
+        f"Ranked on the {measure}"
+        + (
+            "; `--rank mean` ranks on the window mean."
+            if rank_by == "peak"
+            else "; `--rank peak` ranks on the highest 1-minute rate."
+        ),
+    )
     if entry is not None:
         # the runbook's first warning (adding partitions does not split a hot key ...) leads the notes
         notes = [f"Do not: {d.action}. {d.why}" for d in entry.do_not[:1]] + notes

@@ -23,7 +23,7 @@ from .spec import Command, CommandRequest, CommandSpec, Param
 SPEC = CommandSpec(
     words=("lag",),
     summary="Consumer group lag and its likely cause (consumers stopped, rebalance storm, slow consumers), with the "
-            "metric lake's window verdict (OK/WARN/STALL/STOP/REWIND); without a group, every group, lagging ones first.",
+    "metric lake's window verdict (OK/WARN/STALL/STOP/REWIND); without a group, every group, lagging ones first.",
     params=(Param("group", "the consumer group id (default: list every group)", kind="group", required=False),),
     options=(lake_evidence.SINCE_OPTION,),
     examples=("lag", "lag payments-service", "lag payments-service --since 1h"),
@@ -34,14 +34,14 @@ SPEC = CommandSpec(
 # rebalances and keep the answer well inside Slack's patience.
 READS = 5
 READ_GAP_S = 0.5
-LIST_LIMIT = 200       # groups read by `lag` without a group (batched: a few requests per coordinator)
-LIST_CONCURRENCY = 8   # reads in flight when a gateway cannot batch them
-SHOWN = 15             # groups named per line group in the listing
-MAX_ROWS = 200         # partitions shown in the per-partition table
+LIST_LIMIT = 200  # groups read by `lag` without a group (batched: a few requests per coordinator)
+LIST_CONCURRENCY = 8  # reads in flight when a gateway cannot batch them
+SHOWN = 15  # groups named per line group in the listing
+MAX_ROWS = 200  # partitions shown in the per-partition table
 
 REBALANCING = frozenset({"PREPARING_REBALANCE", "COMPLETING_REBALANCE", "ASSIGNING", "RECONCILING"})
 NO_MEMBERS = frozenset({"EMPTY", "DEAD"})
-CONCENTRATED = 0.5     # one partition holding this share of a group's lag points at that partition
+CONCENTRATED = 0.5  # one partition holding this share of a group's lag points at that partition
 
 # the KB alerts whose thresholds set the severity of a lagging / rebalancing group
 LAG_ALERT, REBALANCE_ALERT = "records-lag-max", "rebalance-rate-per-hour"
@@ -135,8 +135,7 @@ def last_commit_text(f: GroupFacts) -> str:
     if f.lake_last_commit is not None:
         return f"last commit seen {_utc(f.lake_last_commit)} ({_ago(f.now - f.lake_last_commit)}, metric lake)"
     if not f.committed_moved:
-        return (f"no commit during the {f.seconds:.1f} s watched; the time of the last commit needs the "
-                f"metric lake")
+        return f"no commit during the {f.seconds:.1f} s watched; the time of the last commit needs the metric lake"
     return "offsets were committed while watched"
 
 
@@ -160,15 +159,24 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     others = [e for e in sig.lag_entries if e != "rebalance-storm"]
 
     if no_members and lag > 0:
-        reason = (f"state {f.states[-1]} with 0 members in all {reads} read(s); lag {lag:,} ({trend}); "
-                  f"{last_commit_text(f)}")
-        causes = [Cause("consumers-stopped", sig.stopped_entry, "Consumers stopped / no members", reason),
-                  Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm",
-                        "ranks lower because the group has no members: nothing is rebalancing",
-                        considered=True)]
-        verdict = (f"Group {f.group} has no members and is {lag:,} records behind"
-                   + (f", growing ({trend})" if growing else "")
-                   + f": its consumers stopped (Burrow: STOP). Nothing consumes it; {last_commit_text(f)}.")
+        reason = (
+            f"state {f.states[-1]} with 0 members in all {reads} read(s); lag {lag:,} ({trend}); {last_commit_text(f)}"
+        )
+        causes = [
+            Cause("consumers-stopped", sig.stopped_entry, "Consumers stopped / no members", reason),
+            Cause(
+                "rebalance-storm",
+                "rebalance-storm",
+                "Consumer rebalance storm",
+                "ranks lower because the group has no members: nothing is rebalancing",
+                considered=True,
+            ),
+        ]
+        verdict = (
+            f"Group {f.group} has no members and is {lag:,} records behind"
+            + (f", growing ({trend})" if growing else "")
+            + f": its consumers stopped (Burrow: STOP). Nothing consumes it; {last_commit_text(f)}."
+        )
         # growing lag is the KB's records-lag-max alert; the lake's Burrow ERR over a whole window
         # (STOP on its partitions) raises the answer to critical in run()
         return Ranking("STOP", sig.lag_severity if growing else "warning", verdict, tuple(causes), lag, change)
@@ -183,12 +191,21 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
             seen.append(f"{len(ids)} different member ids in {f.seconds:.1f} s (members joining and leaving)")
         reason = "; ".join(seen) + f"; lag {lag:,} ({trend})"
         causes = [Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm", reason)]
-        causes += [Cause(e, e, e, "ranks lower: the group is busy rebalancing, which stops consumption on "
-                         "every partition", considered=True) for e in others]
+        causes += [
+            Cause(
+                e,
+                e,
+                e,
+                "ranks lower: the group is busy rebalancing, which stops consumption on every partition",
+                considered=True,
+            )
+            for e in others
+        ]
         storm = churn or rebalancing > 1
         severity: Severity = sig.rebalance_severity if (lag > 0 or storm) else "info"
-        verdict = (f"Group {f.group} is rebalancing{' again and again' if storm else ''} ({'; '.join(seen)})"
-                   + (f" and is {lag:,} records behind ({trend})." if lag else ", though it is caught up now."))
+        verdict = f"Group {f.group} is rebalancing{' again and again' if storm else ''} ({'; '.join(seen)})" + (
+            f" and is {lag:,} records behind ({trend})." if lag else ", though it is caught up now."
+        )
         return Ranking("REBALANCING", severity, verdict, tuple(causes), lag, change)
 
     if lag == 0:
@@ -205,29 +222,60 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     causes = []
     hot = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
     if hot:
-        causes.append(Cause("hot-partition", "hot-partition", "hot-partition",
-                            f"{f.worst_share:.0%} of the lag is on {f.worst_partition}"))
+        causes.append(
+            Cause(
+                "hot-partition",
+                "hot-partition",
+                "hot-partition",
+                f"{f.worst_share:.0%} of the lag is on {f.worst_partition}",
+            )
+        )
     if slow:
         moved = "committed offsets moved" if f.committed_moved else "committed offsets did not move"
-        causes.append(Cause("slow-consumer", None, "Consumers slower than producers",
-                            f"{stable}; lag {lag:,} ({watched}) while {moved}"))
-    causes += [Cause(e, e, e, f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
-                     considered=not slow)
-               for e in others if not (hot and e == "hot-partition")]
-    causes.append(Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm",
-                        f"ranks lower: {stable}, no rebalance seen", considered=True))
+        causes.append(
+            Cause(
+                "slow-consumer",
+                None,
+                "Consumers slower than producers",
+                f"{stable}; lag {lag:,} ({watched}) while {moved}",
+            )
+        )
+    causes += [
+        Cause(
+            e,
+            e,
+            e,
+            f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
+            considered=not slow,
+        )
+        for e in others
+        if not (hot and e == "hot-partition")
+    ]
+    causes.append(
+        Cause(
+            "rebalance-storm",
+            "rebalance-storm",
+            "Consumer rebalance storm",
+            f"ranks lower: {stable}, no rebalance seen",
+            considered=True,
+        )
+    )
     if slow:
-        verdict = (f"Group {f.group} is {lag:,} records behind and {'growing' if growing else 'not catching up'} "
-                   f"({watched}) with its members "
-                   f"consuming: the consumers are slower than the producers (Burrow: {window or 'WARN'}).")
+        verdict = (
+            f"Group {f.group} is {lag:,} records behind and {'growing' if growing else 'not catching up'} "
+            f"({watched}) with its members "
+            f"consuming: the consumers are slower than the producers (Burrow: {window or 'WARN'})."
+        )
         return Ranking(window or "WARN", sig.lag_severity, verdict, tuple(causes), lag, change)
-    verdict = (f"Group {f.group} is {lag:,} records behind on {f.lagging_partitions} partition(s), "
-               f"not growing ({trend}).")
+    verdict = (
+        f"Group {f.group} is {lag:,} records behind on {f.lagging_partitions} partition(s), not growing ({trend})."
+    )
     return Ranking("BEHIND", "info", verdict, tuple(causes), lag, change)
 
 
-def facts_from_reads(group: str, reads: list[tuple[GroupRead, bool]],
-                     lake: lake_evidence.LakeFindings | None = None) -> GroupFacts:
+def facts_from_reads(
+    group: str, reads: list[tuple[GroupRead, bool]], lake: lake_evidence.LakeFindings | None = None
+) -> GroupFacts:
     """GroupFacts from live reads (oldest first; the flag says whether members were read) and the
     lake's findings on the group (``lake_evidence.GroupLagFindings`` or None)."""
     last = reads[-1][0].lag
@@ -265,7 +313,9 @@ async def read_group(gw: AdminGateway, group: str) -> tuple[GroupRead, bool]:
     return await read(group), True
 
 
-async def watch_group(gw: AdminGateway, group: str, reads: int = READS, gap_s: float = READ_GAP_S) -> list[tuple[GroupRead, bool]]:
+async def watch_group(
+    gw: AdminGateway, group: str, reads: int = READS, gap_s: float = READ_GAP_S
+) -> list[tuple[GroupRead, bool]]:
     """``reads`` reads ``gap_s`` apart. The first read's error is the answer; a later failure
     (the coordinator moving mid-watch) ends the watch with the reads made so far."""
     out = [await read_group(gw, group)]
@@ -319,10 +369,13 @@ async def read_groups(gw: AdminGateway, names: list[str]) -> dict[str, tuple[Gro
                 return await read_group(gw, g)
             except GatewayError as exc:
                 return exc
+
     return dict(zip(names, await asyncio.gather(*(one(g) for g in names))))
 
 
-async def summarize_groups(gw: AdminGateway, listings: Iterable[GroupListing], limit: int) -> tuple[list[GroupSummary], int]:
+async def summarize_groups(
+    gw: AdminGateway, listings: Iterable[GroupListing], limit: int
+) -> tuple[list[GroupSummary], int]:
     """Read the lag of up to ``limit`` of the listed groups (consumer groups and offsets-only ones;
     Connect and other protocols have no offsets to lag on). Returns the summaries, lagging
     first (most lag first), and how many groups were not read because of the cap."""
@@ -400,38 +453,67 @@ async def _list(request: CommandRequest, ctx: Context) -> Reply:
     others = len(listing.groups) - len(summaries) - skipped
     lines = [summary_line(s) for s in lagging]
     if quiet:
-        names = ", ".join(s.group for s in quiet[:SHOWN]) + (f" and {len(quiet) - SHOWN} more" if len(quiet) > SHOWN else "")
+        names = ", ".join(s.group for s in quiet[:SHOWN]) + (
+            f" and {len(quiet) - SHOWN} more" if len(quiet) > SHOWN else ""
+        )
         lines.append(f"Caught up ({len(quiet)}): {names}")
     lines += [summary_line(s) for s in failed]
     notes = []
     if skipped:
-        notes.append(f"{skipped} group(s) not read: at most {LIST_LIMIT} groups are read per listing; "
-                     f"ask `lag <group>` for one of them.")
+        notes.append(
+            f"{skipped} group(s) not read: at most {LIST_LIMIT} groups are read per listing; "
+            f"ask `lag <group>` for one of them."
+        )
     if others:
-        notes.append(f"{others} group(s) of other protocols (Connect, share groups ...) have no consumer offsets "
-                     f"and are not listed.")
+        notes.append(
+            f"{others} group(s) of other protocols (Connect, share groups ...) have no consumer offsets "
+            f"and are not listed."
+        )
     if listing.failed_brokers:
-        notes.append("Brokers that did not list their groups (the groups they coordinate are missing): "
-                     + "; ".join(f"{b}: {why}" for b, why in sorted(listing.failed_brokers.items())))
+        notes.append(
+            "Brokers that did not list their groups (the groups they coordinate are missing): "
+            + "; ".join(f"{b}: {why}" for b, why in sorted(listing.failed_brokers.items()))
+        )
     severity: Severity = max((summary_severity(s) for s in summaries), key=_ORDER.__getitem__, default="ok")
     if severity == "error":
         severity = "warning"
     if not summaries:
         verdict = f"No consumer groups in cluster {gw.name}."
     elif lagging:
-        verdict = (f"{len(lagging)} of {len(summaries)} group(s) are behind; most: {lagging[0].group} "
-                   f"with {lagging[0].total_lag:,} records.")
+        verdict = (
+            f"{len(lagging)} of {len(summaries)} group(s) are behind; most: {lagging[0].group} "
+            f"with {lagging[0].total_lag:,} records."
+        )
     else:
         verdict = f"All {len(summaries)} group(s) read are caught up."
-    evidence = [Evidence("Consumer groups", f"{len(listing.groups):,} listed, {len(summaries):,} read", "live: list_groups", "neutral"),
-                Evidence("Groups behind", f"{len(lagging):,}", "live: list_group_offsets + list_offsets",
-                         "bad" if lagging else "ok")]
-    data = {"groups": [s.as_dict() for s in summaries], "listed": len(listing.groups), "read": len(summaries),
-            "skipped": skipped, "failed_brokers": {str(b): why for b, why in listing.failed_brokers.items()}}
-    return LagReply(title=f"Consumer groups of {gw.name}", severity=severity, verdict=verdict, evidence=evidence,
-                    sections=[Section("Groups, lagging first", lines or ["No consumer groups."])],
-                    actions=[Action(f"Lag of {s.group}", f"lag {s.group}") for s in lagging[:3]],
-                    notes=notes, lag=data)
+    evidence = [
+        Evidence(
+            "Consumer groups",
+            f"{len(listing.groups):,} listed, {len(summaries):,} read",
+            "live: list_groups",
+            "neutral",
+        ),
+        Evidence(
+            "Groups behind", f"{len(lagging):,}", "live: list_group_offsets + list_offsets", "bad" if lagging else "ok"
+        ),
+    ]
+    data = {
+        "groups": [s.as_dict() for s in summaries],
+        "listed": len(listing.groups),
+        "read": len(summaries),
+        "skipped": skipped,
+        "failed_brokers": {str(b): why for b, why in listing.failed_brokers.items()},
+    }
+    return LagReply(
+        title=f"Consumer groups of {gw.name}",
+        severity=severity,
+        verdict=verdict,
+        evidence=evidence,
+        sections=[Section("Groups, lagging first", lines or ["No consumer groups."])],
+        actions=[Action(f"Lag of {s.group}", f"lag {s.group}") for s in lagging[:3]],
+        notes=notes,
+        lag=data,
+    )
 
 
 async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
@@ -451,36 +533,64 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     last, members_known = reads[-1]
     g = last.lag
     rows = sorted(g.partitions, key=lambda p: -(p.lag or 0))
-    per_partition = Table("Per partition (largest first)", ["partition", "committed", "log end", "lag", "error"],
-                          [[f"{p.topic}-{p.partition}", p.committed, p.log_end, p.lag, p.error] for p in rows[:MAX_ROWS]],
-                          more=max(0, len(rows) - MAX_ROWS))
+    per_partition = Table(
+        "Per partition (largest first)",
+        ["partition", "committed", "log end", "lag", "error"],
+        [[f"{p.topic}-{p.partition}", p.committed, p.log_end, p.lag, p.error] for p in rows[:MAX_ROWS]],
+        more=max(0, len(rows) - MAX_ROWS),
+    )
     states = sorted(set(facts.states), key=facts.states.index)
     evidence = [
-        Evidence("Group state", (g.state if len(states) == 1 else " -> ".join(states))
-                 + f" ({len(reads)} read(s) over {facts.seconds:.1f} s)", "live: describe_groups",
-                 "bad" if ranking.status in ("STOP", "REBALANCING") else "neutral"),
+        Evidence(
+            "Group state",
+            (g.state if len(states) == 1 else " -> ".join(states))
+            + f" ({len(reads)} read(s) over {facts.seconds:.1f} s)",
+            "live: describe_groups",
+            "bad" if ranking.status in ("STOP", "REBALANCING") else "neutral",
+        ),
     ]
     if members_known:
         ids = set().union(*(r.member_ids for r, _ in reads))
-        evidence.append(Evidence("Members", f"{len(last.members)} now" + (f", {len(ids)} different ids while watched"
-                                                                          if len(ids) > len(last.members) else ""),
-                                 "live: describe_groups", "bad" if not last.members and g.total_lag else "neutral"))
-    evidence.append(Evidence("Total lag", f"{g.total_lag:,} records over {len(rows)} partition(s); "
-                             + (trend_text(ranking.change, facts.seconds) if len(reads) > 1 else "one read"),
-                             "live: list_group_offsets + list_offsets", "bad" if g.total_lag else "ok"))
+        evidence.append(
+            Evidence(
+                "Members",
+                f"{len(last.members)} now"
+                + (f", {len(ids)} different ids while watched" if len(ids) > len(last.members) else ""),
+                "live: describe_groups",
+                "bad" if not last.members and g.total_lag else "neutral",
+            )
+        )
+    evidence.append(
+        Evidence(
+            "Total lag",
+            f"{g.total_lag:,} records over {len(rows)} partition(s); "
+            + (trend_text(ranking.change, facts.seconds) if len(reads) > 1 else "one read"),
+            "live: list_group_offsets + list_offsets",
+            "bad" if g.total_lag else "ok",
+        )
+    )
     lagging = [p for p in rows if (p.lag or 0) > 0]
     if lagging:
         worst = lagging[0]
         evidence.append(Evidence("Largest", f"{worst.topic}-{worst.partition}: {worst.lag:,}", "live", "bad"))
     if ranking.status == "STOP":
-        evidence.append(Evidence("Last commit", last_commit_text(facts),
-                                 "lake: partition_lag_status" if facts.lake_last_commit is not None else "live", "bad"))
+        evidence.append(
+            Evidence(
+                "Last commit",
+                last_commit_text(facts),
+                "lake: partition_lag_status" if facts.lake_last_commit is not None else "live",
+                "bad",
+            )
+        )
     no_commit = [p for p in rows if p.committed is None]
     if no_commit:
         evidence.append(Evidence("Partitions without a committed offset", str(len(no_commit)), "live", "neutral"))
     ranked = [c for c in ranking.causes if not c.considered]
-    diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[c.entry_id], reason=c.reason, first_steps=2)
-                 for c in ranked if c.entry_id in ctx.kb.failure_modes]
+    diagnoses = [
+        diagnosis(ctx.kb, ctx.kb.failure_modes[c.entry_id], reason=c.reason, first_steps=2)
+        for c in ranked
+        if c.entry_id in ctx.kb.failure_modes
+    ]
     cause_lines = [f"{i}. {_title(ctx, c)}: {c.reason}" for i, c in enumerate(ranked, 1)]
     cause_lines += [f"Considered: {_title(ctx, c)}: {c.reason}" for c in ranking.causes if c.considered]
     sections: list[Section] = []
@@ -497,20 +607,45 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         if lake.available and lake.has_data and _ORDER[lake.severity] > _ORDER[severity] and g.total_lag:
             severity = lake.severity
     data = {
-        "group": group, "state": g.state, "status": ranking.status, "total_lag": g.total_lag,
-        "lag_change": ranking.change, "seconds_watched": round(facts.seconds, 3), "reads": len(reads),
-        "states": list(facts.states), "members": len(last.members) if members_known else None,
-        "committed_moved": facts.committed_moved, "last_commit": facts.lake_last_commit,
+        "group": group,
+        "state": g.state,
+        "status": ranking.status,
+        "total_lag": g.total_lag,
+        "lag_change": ranking.change,
+        "seconds_watched": round(facts.seconds, 3),
+        "reads": len(reads),
+        "states": list(facts.states),
+        "members": len(last.members) if members_known else None,
+        "committed_moved": facts.committed_moved,
+        "last_commit": facts.lake_last_commit,
         "causes": [{"key": c.key, "entry_id": c.entry_id, "considered": c.considered} for c in ranking.causes],
-        "partitions": [{"topic": p.topic, "partition": p.partition, "committed": p.committed, "log_end": p.log_end,
-                        "lag": p.lag} for p in rows],
-        "lake": ({"status": getattr(lake, "status", None), "worst_status": getattr(lake, "worst_status", None),
-                  "total_lag": getattr(lake, "total_lag", None)} if lake_facts is not None else None),
+        "partitions": [
+            {"topic": p.topic, "partition": p.partition, "committed": p.committed, "log_end": p.log_end, "lag": p.lag}
+            for p in rows
+        ],
+        "lake": (
+            {
+                "status": getattr(lake, "status", None),
+                "worst_status": getattr(lake, "worst_status", None),
+                "total_lag": getattr(lake, "total_lag", None),
+            }
+            if lake_facts is not None
+            else None
+        ),
     }
-    return LagReply(title=f"Lag of {group}", severity=severity, verdict=ranking.verdict, evidence=evidence,
-                    diagnoses=diagnoses, sections=sections, notes=notes, tables=[per_partition],
-                    series=list(lake_facts.series) if lake_facts is not None else [],
-                    window=lake.window.label if lake is not None and lake.available else None, lag=data)
+    return LagReply(
+        title=f"Lag of {group}",
+        severity=severity,
+        verdict=ranking.verdict,
+        evidence=evidence,
+        diagnoses=diagnoses,
+        sections=sections,
+        notes=notes,
+        tables=[per_partition],
+        series=list(lake_facts.series) if lake_facts is not None else [],
+        window=lake.window.label if lake is not None and lake.available else None,
+        lag=data,
+    )
 
 
 def _title(ctx: Context, c: Cause) -> str:

@@ -109,8 +109,10 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T],
     """``fn(view, *args)`` on the lake; Unavailable when there is none or it fails."""
     lake = ctx.lake
     if lake is None:
-        raise Unavailable("No metric lake is configured: run `kbot lake collect` and `kbot lake ingest` "
-                          "(or set KBOT_LAKE_URI) and start the bot with the lake enabled.")
+        raise Unavailable(
+            "No metric lake is configured: run `kbot lake collect` and `kbot lake ingest` "
+            "(or set KBOT_LAKE_URI) and start the bot with the lake enabled."
+        )
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     from lake.errors import LakeUnavailable
@@ -144,8 +146,14 @@ def known_metrics() -> list[str]:
     return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
 
 
-async def window_rows(ctx: Context, cluster: str | None, hours: int, query: WindowQuery | str,
-                      timeout: float | None = None, **options: Any) -> list[Row] | None:
+async def window_rows(
+    ctx: Context,
+    cluster: str | None,
+    hours: int,
+    query: WindowQuery | str,
+    timeout: float | None = None,
+    **options: Any,
+) -> list[Row] | None:
     """Rows of ``query(window_df)`` (a pure ``spark_queries`` function, or its name with
     ``options``) over the last ``hours`` of ``cluster``, through ``LakeService.query`` (its time
     limit; a timed-out query's Spark jobs are cancelled); None without a lake.  Raises
@@ -163,8 +171,9 @@ async def window_rows(ctx: Context, cluster: str | None, hours: int, query: Wind
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
     try:
-        rows: list[Row] = await lake.query(q_window_rows, end - dt.timedelta(hours=hours), end, query,
-                                           cluster=cluster, timeout=timeout)
+        rows: list[Row] = await lake.query(
+            q_window_rows, end - dt.timedelta(hours=hours), end, query, cluster=cluster, timeout=timeout
+        )
         return rows
     except LakeUnavailable as exc:
         raise Unavailable(str(exc)) from exc
@@ -237,8 +246,15 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
     line = f"lake data ends {_hms(data_end)} UTC, before this began"
     if not out.lead:
         out.evidence = [e for e in out.evidence if e.status == "bad"]
-        out.evidence.insert(0, Evidence("Metric lake", line + ": it cannot show this symptom "
-                                        "(is `kbot lake collect` / ingest running?)", "lake: freshness", "neutral"))
+        out.evidence.insert(
+            0,
+            Evidence(
+                "Metric lake",
+                line + ": it cannot show this symptom (is `kbot lake collect` / ingest running?)",
+                "lake: freshness",
+                "neutral",
+            ),
+        )
         out.verdict = f"The metric lake cannot say: {line}."
         out.severity = "info"
     else:
@@ -247,7 +263,9 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
 
 
 def no_data(window: Window, source: str, what: str = "samples") -> Evidence:
-    return Evidence("Metric lake", f"no data for this window ({window.label}): no {what} in the lake", source, "neutral")
+    return Evidence(
+        "Metric lake", f"no data for this window ({window.label}): no {what} in the lake", source, "neutral"
+    )
 
 
 # --------------------------------------------------------------------------- URP family
@@ -263,26 +281,48 @@ def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
     shaped = sorted((r for r in trend if r["shape"] != "zero"), key=lambda r: (-(r["max"] or 0), r["broker"]))
     for r in shaped:
         if r["shape"] == "flat":
-            desc = (f"flat: level at {_n(r['modal_value'])} for {r['modal_share']:.0%} of its non-zero samples "
-                    f"({r['nonzero_samples']} of {r['samples']} samples > 0, last {_n(r['last'])})")
+            desc = (
+                f"flat: level at {_n(r['modal_value'])} for {r['modal_share']:.0%} of its non-zero samples "
+                f"({r['nonzero_samples']} of {r['samples']} samples > 0, last {_n(r['last'])})"
+            )
         else:
-            desc = (f"fluctuating: between {_n(r['min'])} and {_n(r['max'])}, {r['changes']} changes in "
-                    f"{r['samples']} samples, last {_n(r['last'])}")
+            desc = (
+                f"fluctuating: between {_n(r['min'])} and {_n(r['max'])}, {r['changes']} changes in "
+                f"{r['samples']} samples, last {_n(r['last'])}"
+            )
         out.evidence.append(Evidence(f"URP trend, {_who(r, many)}", desc, "lake: urp_trend", "bad"))
     if trend and not shaped:
         samples = max(r["samples"] for r in trend)
-        out.evidence.append(Evidence("URP trend", f"0 on all {len(trend)} reporting broker(s) (up to {samples} samples each)",
-                                     "lake: urp_trend", "ok"))
+        out.evidence.append(
+            Evidence(
+                "URP trend",
+                f"0 on all {len(trend)} reporting broker(s) (up to {samples} samples each)",
+                "lake: urp_trend",
+                "ok",
+            )
+        )
     top = [r for r in conc if r["rank"] == 1 and r["share"] is not None]
     if shaped and len(top) == 1:
         r = top[0]
-        out.evidence.append(Evidence(
-            "URP concentrates on", f"{_who(r, many)}: {r['share']:.0%} of the cluster's URP "
-            f"(mean {_n(r['mean_urp'], 1)}, max {_n(r['max_urp'])})", "lake: urp_concentration", "bad"))
+        out.evidence.append(
+            Evidence(
+                "URP concentrates on",
+                f"{_who(r, many)}: {r['share']:.0%} of the cluster's URP "
+                f"(mean {_n(r['mean_urp'], 1)}, max {_n(r['max_urp'])})",
+                "lake: urp_concentration",
+                "bad",
+            )
+        )
     elif shaped and top:
-        out.evidence.append(Evidence(
-            "URP spread evenly over", ", ".join(_who(r, many) for r in sorted(top, key=lambda r: r["broker"]))
-            + f" ({top[0]['share']:.0%} each)", "lake: urp_concentration", "bad"))
+        out.evidence.append(
+            Evidence(
+                "URP spread evenly over",
+                ", ".join(_who(r, many) for r in sorted(top, key=lambda r: r["broker"]))
+                + f" ({top[0]['share']:.0%} each)",
+                "lake: urp_concentration",
+                "bad",
+            )
+        )
     moving = sorted((r for r in churn if (r["shrinks"] or 0) > 0 or (r["expands"] or 0) > 0), key=lambda r: r["broker"])
     for r in moving:
         text = f"{_n(r['shrinks'])} ISR shrinks, {_n(r['expands'])} expands"
@@ -290,12 +330,20 @@ def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
             text += " (shrinks without expands)"
         if r["resets"]:
             text += f"; counters reset {r['resets']}x (the broker restarted)"
-        out.evidence.append(Evidence(f"ISR churn, {_who(r, many)}", text, "lake: isr_churn",
-                                     "bad" if r["shrinks_without_expands"] else "neutral"))
+        out.evidence.append(
+            Evidence(
+                f"ISR churn, {_who(r, many)}",
+                text,
+                "lake: isr_churn",
+                "bad" if r["shrinks_without_expands"] else "neutral",
+            )
+        )
     if churn and not moving:
         out.evidence.append(Evidence("ISR churn", "no ISR shrinks or expands", "lake: isr_churn", "ok"))
     if not shaped:
-        out.verdict = f"The metric lake shows no under-replicated partitions in the last {describe_since(window.since)}."
+        out.verdict = (
+            f"The metric lake shows no under-replicated partitions in the last {describe_since(window.since)}."
+        )
         out.severity = "ok"
         return out
     shapes = {r["shape"] for r in shaped}
@@ -303,14 +351,17 @@ def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
     # the broker carrying most of the URP decides the signature when both shapes appear
     lead_shape = None
     if top:
-        lead_shape = next((r["shape"] for r in shaped
-                           if (r["cluster"], r["broker"]) == (top[0]["cluster"], top[0]["broker"])), None)
+        lead_shape = next(
+            (r["shape"] for r in shaped if (r["cluster"], r["broker"]) == (top[0]["cluster"], top[0]["broker"])), None
+        )
     shape = lead_shape or ("flat" if shapes == {"flat"} else "fluctuating")
     entry = "broker-loss" if shape == "flat" else "slow-follower"
     title = ctx.kb.failure_modes[entry].title if entry in ctx.kb.failure_modes else entry
     out.lead.append((entry, f"lake: URP {shape} on broker(s) {brokers} over the last {describe_since(window.since)}"))
-    out.verdict = (f"The metric lake shows URP {shape} on broker(s) {brokers} over the "
-                   f"{describe_since(window.since)}: the pattern of '{title}'.")
+    out.verdict = (
+        f"The metric lake shows URP {shape} on broker(s) {brokers} over the "
+        f"{describe_since(window.since)}: the pattern of '{title}'."
+    )
     out.severity = "warning"
     return out
 
@@ -323,8 +374,9 @@ async def urp(ctx: Context, request: CommandRequest, window: Window, began: dt.d
 # --------------------------------------------------------------------------- other symptoms
 
 
-async def under_min_isr(ctx: Context, request: CommandRequest, window: Window,
-                        began: dt.datetime | None = None) -> LakeFindings:
+async def under_min_isr(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await run_query(ctx, request, _q("q_under_min_isr"), window.start, window.end)
     rows = facts["rows"]
     if not rows:
@@ -333,19 +385,34 @@ async def under_min_isr(ctx: Context, request: CommandRequest, window: Window,
     many = _many(rows)
     bad = [r for r in rows if (r["max_under"] or 0) > 0]
     for r in sorted(bad, key=lambda r: r["broker"]):
-        out.evidence.append(Evidence(f"Under min ISR, {_who(r, many)}",
-                                     f"up to {_n(r['max_under'])} partition(s), in {r['minutes_under']} of {r['minutes']} minute(s)",
-                                     "lake: under_min_isr_timeline", "bad"))
+        out.evidence.append(
+            Evidence(
+                f"Under min ISR, {_who(r, many)}",
+                f"up to {_n(r['max_under'])} partition(s), in {r['minutes_under']} of {r['minutes']} minute(s)",
+                "lake: under_min_isr_timeline",
+                "bad",
+            )
+        )
     if not bad:
         at = max((r["max_at"] or 0) for r in rows)
-        out.evidence.append(Evidence("Under min ISR", "0 on every broker" + (f" (up to {_n(at)} at min ISR)" if at else ""),
-                                     "lake: under_min_isr_timeline", "ok"))
+        out.evidence.append(
+            Evidence(
+                "Under min ISR",
+                "0 on every broker" + (f" (up to {_n(at)} at min ISR)" if at else ""),
+                "lake: under_min_isr_timeline",
+                "ok",
+            )
+        )
     else:
-        out.lead.append(("under-min-isr", "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad)))
+        out.lead.append(
+            ("under-min-isr", "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad))
+        )
     return apply_freshness(out, facts["data_end"], began)
 
 
-async def offline(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+async def offline(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await run_query(ctx, request, _q("q_offline"), window.start, window.end)
     rows = facts["rows"]
     if not rows:
@@ -354,74 +421,128 @@ async def offline(ctx: Context, request: CommandRequest, window: Window, began: 
     for r in rows:
         if (r["max_offline"] or 0) > 0:
             first = dt.datetime.fromtimestamp(r["first_offline"], dt.timezone.utc)
-            out.evidence.append(Evidence("Offline partitions over the window",
-                                         f"up to {_n(r['max_offline'])}, in {r['minutes_offline']} of {r['minutes']} minute(s), "
-                                         f"first at {first:%H:%M} UTC", "lake: offline_timeline", "bad"))
+            out.evidence.append(
+                Evidence(
+                    "Offline partitions over the window",
+                    f"up to {_n(r['max_offline'])}, in {r['minutes_offline']} of {r['minutes']} minute(s), "
+                    f"first at {first:%H:%M} UTC",
+                    "lake: offline_timeline",
+                    "bad",
+                )
+            )
         else:
             out.evidence.append(Evidence("Offline partitions over the window", "0", "lake: offline_timeline", "ok"))
     return apply_freshness(out, facts["data_end"], began)
 
 
-async def hanging(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+async def hanging(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await run_query(ctx, request, _q("q_hanging"), window.start, window.end)
     out = LakeFindings(window)
     for r in facts["growing"]:
-        out.evidence.append(Evidence(f"LastStableOffsetLag {r['topic']}-{r['partition']}",
-                                     f"growing: {_n(r['first_lag'])} -> {_n(r['last_lag'])} records "
-                                     f"({_n(r['growth_per_sec'], 1)}/s), leader broker {r['leader_broker']}",
-                                     "lake: last_stable_offset_lag", "bad"))
+        out.evidence.append(
+            Evidence(
+                f"LastStableOffsetLag {r['topic']}-{r['partition']}",
+                f"growing: {_n(r['first_lag'])} -> {_n(r['last_lag'])} records "
+                f"({_n(r['growth_per_sec'], 1)}/s), leader broker {r['leader_broker']}",
+                "lake: last_stable_offset_lag",
+                "bad",
+            )
+        )
     for r in facts["late"]:
-        out.evidence.append(Evidence(f"Late transactions, broker {r['broker']}",
-                                     f"up to {_n(r['max'])} partition(s) past transaction.max.timeout.ms",
-                                     "lake: late_transactions", "bad"))
+        out.evidence.append(
+            Evidence(
+                f"Late transactions, broker {r['broker']}",
+                f"up to {_n(r['max'])} partition(s) past transaction.max.timeout.ms",
+                "lake: late_transactions",
+                "bad",
+            )
+        )
     if facts["growing"] or facts["late"]:
         out.lead.append(("hanging-transaction", "lake: LastStableOffsetLag growing without coming down"))
     else:
-        out.evidence.append(Evidence("LastStableOffsetLag", "no partition's LSO lag kept growing", "lake: last_stable_offset_lag", "ok"))
+        out.evidence.append(
+            Evidence("LastStableOffsetLag", "no partition's LSO lag kept growing", "lake: last_stable_offset_lag", "ok")
+        )
     return apply_freshness(out, facts["data_end"], began)
 
 
-async def saturation(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+async def saturation(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await run_query(ctx, request, _q("q_saturation"), window.start, window.end)
     if not facts["idle"]:
         return LakeFindings.without_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples")
     out = LakeFindings(window)
     many = _many(facts["idle"])
     for r in sorted(facts["idle"], key=lambda r: r["avg_idle"]):
-        out.evidence.append(Evidence(f"Handler idle, {_who(r, many)}",
-                                     f"avg {r['avg_idle']:.0%}, min {r['min_idle']:.0%}, last {r['last_idle']:.0%}",
-                                     "lake: request_handler_idle", "bad" if r["saturated"] else "ok"))
+        out.evidence.append(
+            Evidence(
+                f"Handler idle, {_who(r, many)}",
+                f"avg {r['avg_idle']:.0%}, min {r['min_idle']:.0%}, last {r['last_idle']:.0%}",
+                "lake: request_handler_idle",
+                "bad" if r["saturated"] else "ok",
+            )
+        )
     worst = sorted(facts["queue"], key=lambda r: -(r["max_ms"] or 0))[:3]
     for r in worst:
-        out.evidence.append(Evidence(f"Request queue time p99, {r['request']}",
-                                     f"max {_n(r['max_ms'], 1)} ms (broker {r['worst_broker']}), avg {_n(r['avg_ms'], 1)} ms",
-                                     "lake: request_queue_time", "neutral"))
+        out.evidence.append(
+            Evidence(
+                f"Request queue time p99, {r['request']}",
+                f"max {_n(r['max_ms'], 1)} ms (broker {r['worst_broker']}), avg {_n(r['avg_ms'], 1)} ms",
+                "lake: request_queue_time",
+                "neutral",
+            )
+        )
     sat = [r for r in facts["idle"] if r["saturated"]]
     if sat:
-        out.lead.append(("handler-saturation", "lake: request handler idle below 30% on broker(s) "
-                         + ", ".join(str(r["broker"]) for r in sat)))
+        out.lead.append(
+            (
+                "handler-saturation",
+                "lake: request handler idle below 30% on broker(s) " + ", ".join(str(r["broker"]) for r in sat),
+            )
+        )
     return apply_freshness(out, facts["data_end"], began)
 
 
-async def controller(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+async def controller(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await run_query(ctx, request, _q("q_controller"), window.start, window.end)
     rows = facts["rows"]
     out = LakeFindings(window)
     for r in rows:
-        out.evidence.append(Evidence("Active controller count != 1",
-                                     f"{r['buckets']} minute(s) from {r['start']:%H:%M} UTC "
-                                     f"(between {_n(r['min_active'])} and {_n(r['max_active'])} active)",
-                                     "lake: controller_anomalies", "bad"))
+        out.evidence.append(
+            Evidence(
+                "Active controller count != 1",
+                f"{r['buckets']} minute(s) from {r['start']:%H:%M} UTC "
+                f"(between {_n(r['min_active'])} and {_n(r['max_active'])} active)",
+                "lake: controller_anomalies",
+                "bad",
+            )
+        )
     if not rows:
-        out.evidence.append(Evidence("Active controller", "exactly one in every minute with samples", "lake: controller_anomalies", "ok"))
+        out.evidence.append(
+            Evidence(
+                "Active controller", "exactly one in every minute with samples", "lake: controller_anomalies", "ok"
+            )
+        )
     return apply_freshness(out, facts["data_end"], began)
 
 
 # --------------------------------------------------------------------------- hot partitions
 
 
-async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str | None = None,
-              top: int = 10, rank_by: str = "peak", chart: int = 0) -> Facts:
+async def hot(
+    ctx: Context,
+    request: CommandRequest,
+    window: Window,
+    topic: str | None = None,
+    top: int = 10,
+    rank_by: str = "peak",
+    chart: int = 0,
+) -> Facts:
     """``{"rows": [...], "series": [...], "data_end": ...}``: partitions ranked by their per-minute
     peak rate (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``;
     ``series`` has the per-minute rates of the first ``chart`` of them."""
@@ -431,7 +552,9 @@ async def hot(ctx: Context, request: CommandRequest, window: Window, topic: str 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
 
 
-async def hot_symptom(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
+async def hot_symptom(
+    ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
+) -> LakeFindings:
     facts = await hot(ctx, request, window, None, 3, "peak")
     rows = facts["rows"]
     if not rows:
@@ -439,15 +562,24 @@ async def hot_symptom(ctx: Context, request: CommandRequest, window: Window, beg
     out = LakeFindings(window)
     for r in rows:
         skew = r["skew"]
-        out.evidence.append(Evidence(f"Write rate {r['topic']}-{r['partition']}",
-                                     f"peak {_n(r['peak_records_per_sec'], 1)} records/s (1-minute)"
-                                     + (f", {skew:.1f}x its topic's median peak" if skew is not None else "")
-                                     + f"; window mean {_n(r['records_per_sec'], 1)}/s"
-                                     + f"; leader broker {r['leader_broker']}",
-                                     "lake: hot_partitions", "bad" if (skew or 0) >= HOT_SKEW else "neutral"))
+        out.evidence.append(
+            Evidence(
+                f"Write rate {r['topic']}-{r['partition']}",
+                f"peak {_n(r['peak_records_per_sec'], 1)} records/s (1-minute)"
+                + (f", {skew:.1f}x its topic's median peak" if skew is not None else "")
+                + f"; window mean {_n(r['records_per_sec'], 1)}/s"
+                + f"; leader broker {r['leader_broker']}",
+                "lake: hot_partitions",
+                "bad" if (skew or 0) >= HOT_SKEW else "neutral",
+            )
+        )
     if (rows[0]["skew"] or 0) >= HOT_SKEW:
-        out.lead.append(("hot-partition", f"lake: {rows[0]['topic']}-{rows[0]['partition']} peaked at "
-                                          f"{rows[0]['skew']:.1f}x its topic's median"))
+        out.lead.append(
+            (
+                "hot-partition",
+                f"lake: {rows[0]['topic']}-{rows[0]['partition']} peaked at {rows[0]['skew']:.1f}x its topic's median",
+            )
+        )
     return apply_freshness(out, facts["data_end"], began)
 
 
@@ -477,10 +609,13 @@ async def group_lag(ctx: Context, request: CommandRequest, group: str, window: W
     out = GroupLagFindings(window)
     for g in facts["group"]:
         status = g["status"]
-        text = (f"{status} (worst partition: {g['worst_status']}); {g['partitions_not_ok']} of {g['partitions']} "
-                f"partition(s) not OK; lag now {_n(g['total_lag'])}")
-        out.evidence.append(Evidence("Window verdict (Burrow rules)", text, "lake: group_lag_status",
-                                     "ok" if status == "OK" else "bad"))
+        text = (
+            f"{status} (worst partition: {g['worst_status']}); {g['partitions_not_ok']} of {g['partitions']} "
+            f"partition(s) not OK; lag now {_n(g['total_lag'])}"
+        )
+        out.evidence.append(
+            Evidence("Window verdict (Burrow rules)", text, "lake: group_lag_status", "ok" if status == "OK" else "bad")
+        )
         out.severity = "ok" if status == "OK" else ("warning" if status == "WARN" else "critical")
         out.status, out.worst_status, out.total_lag = status, g["worst_status"], g["total_lag"]
     parts = facts["partitions"]
@@ -490,9 +625,15 @@ async def group_lag(ctx: Context, request: CommandRequest, group: str, window: W
     out.first_commit = min(firsts) if firsts else None
     out.details = partition_lag_lines(parts)
     clusters = {r["cluster"] for r in facts.get("trend", [])}
-    out.series = [Series(f"Lag of {group}", "records", [(r["minute"].isoformat(), float(r["lag"]))
-                                                        for r in facts["trend"] if r["cluster"] == c],
-                         label=f"total lag [{c}]" if len(clusters) > 1 else "total lag") for c in sorted(clusters)]
+    out.series = [
+        Series(
+            f"Lag of {group}",
+            "records",
+            [(r["minute"].isoformat(), float(r["lag"])) for r in facts["trend"] if r["cluster"] == c],
+            label=f"total lag [{c}]" if len(clusters) > 1 else "total lag",
+        )
+        for c in sorted(clusters)
+    ]
     return out
 
 
@@ -507,16 +648,29 @@ async def group_lag_or_note(ctx: Context, request: CommandRequest, group: str, w
 
 
 def partition_lag_lines(rows: list[Row]) -> list[str]:
-    return [f"{r['topic']}-{r['partition']}: {r['status']} (lag {_n(r['current_lag'])}, max {_n(r['max_lag'])}, "
-            f"{r['commits']} commit(s) seen)" for r in rows]
+    return [
+        f"{r['topic']}-{r['partition']}: {r['status']} (lag {_n(r['current_lag'])}, max {_n(r['max_lag'])}, "
+        f"{r['commits']} commit(s) seen)"
+        for r in rows
+    ]
 
 
 # --------------------------------------------------------------------------- history
 
 
-async def history(ctx: Context, request: CommandRequest, window: Window, metric: str, topic: str | None,
-                  broker: int | None, partition: int | None, bucket_s: int) -> Facts:
-    return await run_query(ctx, request, _q("q_history"), window.start, window.end, metric, topic, broker, partition, bucket_s)
+async def history(
+    ctx: Context,
+    request: CommandRequest,
+    window: Window,
+    metric: str,
+    topic: str | None,
+    broker: int | None,
+    partition: int | None,
+    bucket_s: int,
+) -> Facts:
+    return await run_query(
+        ctx, request, _q("q_history"), window.start, window.end, metric, topic, broker, partition, bucket_s
+    )
 
 
 # --------------------------------------------------------------------------- `why`: by runbook entry
@@ -535,8 +689,9 @@ LAKE_CHECKS: dict[str, LakeCheck] = {
 }
 
 
-async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str,
-                      began: dt.datetime | None = None) -> LakeFindings | None:
+async def for_symptom(
+    ctx: Context, request: CommandRequest, entry_id: str, began: dt.datetime | None = None
+) -> LakeFindings | None:
     """The lake's evidence for a symptom, or None without a lake or a lake check for it.
 
     ``began``: when the live symptom began, when the caller knows (aware UTC); the answer then
@@ -556,5 +711,6 @@ async def for_symptom(ctx: Context, request: CommandRequest, entry_id: str,
 
 
 def unavailable(window: Window, exc: Exception) -> LakeFindings:
-    return LakeFindings(window, notes=[f"Metric lake: {exc} This answer has no lake evidence."],
-                        has_data=False, available=False)
+    return LakeFindings(
+        window, notes=[f"Metric lake: {exc} This answer has no lake evidence."], has_data=False, available=False
+    )

@@ -75,13 +75,18 @@ def _worst(severities: Iterable[Severity]) -> Severity:
 def _urls(gw: AdminGateway) -> dict[int, str]:
     urls = gw.config.metrics_urls
     if not urls:
-        raise GatewayError(f"no metrics endpoints are configured for cluster {gw.name!r} "
-                           "(set KBOT_METRICS_TARGETS=<node id>=<url>,...)", gw.name)
+        raise GatewayError(
+            f"no metrics endpoints are configured for cluster {gw.name!r} "
+            "(set KBOT_METRICS_TARGETS=<node id>=<url>,...)",
+            gw.name,
+        )
     return urls
 
 
 def _failed_evidence(reading: exporters.Reading) -> list[Evidence]:
-    return [Evidence(f"Node {n} exporter", why, "live: JMX exporter", "bad") for n, why in sorted(reading.failed.items())]
+    return [
+        Evidence(f"Node {n} exporter", why, "live: JMX exporter", "bad") for n, why in sorted(reading.failed.items())
+    ]
 
 
 # ---- handler saturation ---------------------------------------------------------------------------
@@ -92,34 +97,51 @@ QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
 
 
 async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
-    reading = await exporters.read(_urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S)
+    reading = await exporters.read(
+        _urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S
+    )
     bounds = alert_bounds("RequestHandlerAvgIdlePercent")
     net_bounds = alert_bounds("NetworkProcessorAvgIdlePercent")
     evidence: list[Evidence] = []
     busy: list[tuple[int, float, Severity]] = []
     for s in sorted(reading.named(HANDLER_IDLE), key=lambda s: s.value):
         sev = classify(s.value, bounds)
-        queue = [q for q in reading.named(QUEUE_TIME) if q.node == s.node and q.label("request") == "Produce"
-                 and q.label("quantile") == "0.99"]
+        queue = [
+            q
+            for q in reading.named(QUEUE_TIME)
+            if q.node == s.node and q.label("request") == "Produce" and q.label("quantile") == "0.99"
+        ]
         extra = f"; Produce RequestQueueTimeMs p99 {queue[0].value:,.0f} ms" if queue else ""
-        evidence.append(Evidence(f"Broker {s.node} request handlers idle", f"{s.value:.0%}{extra}",
-                                 "live: JMX exporter (one-minute rate)", "bad" if sev != "ok" else "ok"))
+        evidence.append(
+            Evidence(
+                f"Broker {s.node} request handlers idle",
+                f"{s.value:.0%}{extra}",
+                "live: JMX exporter (one-minute rate)",
+                "bad" if sev != "ok" else "ok",
+            )
+        )
         if sev != "ok":
             busy.append((s.node, s.value, sev))
     for s in reading.named(NETWORK_IDLE):
         if classify(s.value, net_bounds) != "ok":
-            evidence.append(Evidence(f"Broker {s.node} network threads idle", f"{s.value:.0%}", "live: JMX exporter", "bad"))
+            evidence.append(
+                Evidence(f"Broker {s.node} network threads idle", f"{s.value:.0%}", "live: JMX exporter", "bad")
+            )
     evidence += _failed_evidence(reading)
     if not busy:
         if not reading.named(HANDLER_IDLE):
             return LiveFindings("No broker's request-handler idle time could be read.", "warning", evidence)
-        return LiveFindings("The request handlers have idle time on every broker: they are not saturated.", "ok", evidence)
+        return LiveFindings(
+            "The request handlers have idle time on every broker: they are not saturated.", "ok", evidence
+        )
     worst = busy[0]
     severity = _worst(sev for _b, _v, sev in busy)
     limit = bounds.get(worst[2], ("<", 0.0))[1]
-    verdict = (f"Broker {broker_list(b for b, _v, _s in busy)}: request handler threads are saturated "
-               f"(idle {worst[1]:.0%} on broker {worst[0]}, alert below {limit:.0%}): requests queue before any work starts. "
-               "Find what the handlers are busy with (request rates per type, TotalTimeMs split) before adding threads.")
+    verdict = (
+        f"Broker {broker_list(b for b, _v, _s in busy)}: request handler threads are saturated "
+        f"(idle {worst[1]:.0%} on broker {worst[0]}, alert below {limit:.0%}): requests queue before any work starts. "
+        "Find what the handlers are busy with (request rates per type, TotalTimeMs split) before adding threads."
+    )
     lead = [("handler-saturation", f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
     return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
 
@@ -134,7 +156,9 @@ SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
 async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
     reading, configs = await asyncio.gather(
         exporters.read(_urls(gw), frozenset({EVICTIONS, SESSIONS}), LIVE_SCRAPE_TIMEOUT_S),
-        gw.broker_configs(), return_exceptions=True)
+        gw.broker_configs(),
+        return_exceptions=True,
+    )
     if isinstance(reading, BaseException):
         raise reading
     slots: dict[int, int] = {}
@@ -151,9 +175,14 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
         fill = f"{sessions.get(s.node, 0):,.0f} of {cap:,} slots" if cap else f"{sessions.get(s.node, 0):,.0f} sessions"
         pinned = cap is not None and sessions.get(s.node, 0) >= cap
         bad = s.value > 0 or pinned
-        evidence.append(Evidence(f"Broker {s.node} fetch sessions",
-                                 f"{s.value:,.2f} evictions/s (one-minute rate); cache {fill}" + ("; full" if pinned else ""),
-                                 "live: JMX exporter + broker config", "bad" if bad else "ok"))
+        evidence.append(
+            Evidence(
+                f"Broker {s.node} fetch sessions",
+                f"{s.value:,.2f} evictions/s (one-minute rate); cache {fill}" + ("; full" if pinned else ""),
+                "live: JMX exporter + broker config",
+                "bad" if bad else "ok",
+            )
+        )
         if bad:
             evicting.append((s.node, s.value))
     evidence += _failed_evidence(reading)
@@ -161,20 +190,32 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
         return LiveFindings("No broker is evicting incremental fetch sessions.", "ok", evidence)
     node, rate = evicting[0]
     cap = slots.get(node)
-    verdict = (f"Broker {broker_list(b for b, _r in evicting)} evicts incremental fetch sessions ({rate:,.2f}/s on broker "
-               f"{node}{f', cache of {cap:,} slots full' if cap and sessions.get(node, 0) >= cap else ''}): evicted fetchers "
-               f"fall back to full fetch requests, which costs CPU and latency. Raise {SLOTS_KEY} or cut the number of fetchers.")
-    return LiveFindings(verdict, "warning", evidence,
-                        [("fetch-session-eviction", f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")])
+    verdict = (
+        f"Broker {broker_list(b for b, _r in evicting)} evicts incremental fetch sessions ({rate:,.2f}/s on broker "
+        f"{node}{f', cache of {cap:,} slots full' if cap and sessions.get(node, 0) >= cap else ''}): evicted fetchers "
+        f"fall back to full fetch requests, which costs CPU and latency. Raise {SLOTS_KEY} or cut the number of fetchers."
+    )
+    return LiveFindings(
+        verdict,
+        "warning",
+        evidence,
+        [("fetch-session-eviction", f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")],
+    )
 
 
 # ---- hot partition ----------------------------------------------------------------------------------
 
-def partition_rates(first: Mapping[tuple[str, int], PartitionOffsets], second: Mapping[tuple[str, int], PartitionOffsets],
-                    seconds: float) -> dict[tuple[str, int], float]:
+
+def partition_rates(
+    first: Mapping[tuple[str, int], PartitionOffsets],
+    second: Mapping[tuple[str, int], PartitionOffsets],
+    seconds: float,
+) -> dict[tuple[str, int], float]:
     """Records/s per partition from two reads of the high watermarks ``seconds`` apart."""
     gap = max(1e-3, seconds)
-    return {k: max(0.0, (second[k].high_watermark - first[k].high_watermark) / gap) for k in first.keys() & second.keys()}
+    return {
+        k: max(0.0, (second[k].high_watermark - first[k].high_watermark) / gap) for k in first.keys() & second.keys()
+    }
 
 
 def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str, int], float, float]]:
@@ -194,7 +235,9 @@ async def check_hot_partition(gw: AdminGateway) -> LiveFindings:
     """Per-partition write rates from two ListOffsets reads a moment apart: the admin API answers
     in milliseconds where the exporters take a second to render, and needs no metrics endpoint."""
     topics = await gw.describe_topics()
-    leaders = {(p.topic, p.partition): p.leader for t in topics if not t.internal for p in t.partitions if p.leader is not None}
+    leaders = {
+        (p.topic, p.partition): p.leader for t in topics if not t.internal for p in t.partitions if p.leader is not None
+    }
     first = await gw.stable_offsets(list(leaders))
     t0 = time.monotonic()
     await asyncio.sleep(RATE_GAP_S)
@@ -202,26 +245,49 @@ async def check_hot_partition(gw: AdminGateway) -> LiveFindings:
     took = time.monotonic() - t0
     rates = partition_rates(first, second, took)
     hot = hot_partitions(rates)
-    evidence = [Evidence(f"{t}-{p}", f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x), "
-                                     f"leader broker {leaders.get((t, p))}",
-                         f"live: end offsets over {took:.1f} s", "bad") for (t, p), r, m in hot[:5]]
+    evidence = [
+        Evidence(
+            f"{t}-{p}",
+            f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x), "
+            f"leader broker {leaders.get((t, p))}",
+            f"live: end offsets over {took:.1f} s",
+            "bad",
+        )
+        for (t, p), r, m in hot[:5]
+    ]
     if not hot:
         busiest = sorted(rates.items(), key=lambda kv: -kv[1])[:3]
-        evidence += [Evidence(f"{t}-{p}", f"{r:,.0f} records/s", f"live: end offsets over {took:.1f} s", "ok")
-                     for (t, p), r in busiest if r > 0]
+        evidence += [
+            Evidence(f"{t}-{p}", f"{r:,.0f} records/s", f"live: end offsets over {took:.1f} s", "ok")
+            for (t, p), r in busiest
+            if r > 0
+        ]
         return LiveFindings("No partition is written much faster than the rest of its topic right now.", "ok", evidence)
     (topic, part), rate, median = hot[0]
     leader = leaders.get((topic, part))
-    verdict = (f"{topic}-{part} is hot: {rate:,.0f} records/s against its topic's median {median:,.0f} "
-               f"({rate / max(median, 1):,.0f}x)" + (f", all of it on leader broker {leader}" if leader is not None else "")
-               + ". A skewed key (or a custom partitioner) sends most records to one partition; adding partitions does not "
-                 "spread a single key.")
-    return LiveFindings(verdict, "warning", evidence,
-                        [("hot-partition", f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median")],
-                        [Action(f"Describe {topic}", f"describe {topic}")])
+    verdict = (
+        f"{topic}-{part} is hot: {rate:,.0f} records/s against its topic's median {median:,.0f} "
+        f"({rate / max(median, 1):,.0f}x)"
+        + (f", all of it on leader broker {leader}" if leader is not None else "")
+        + ". A skewed key (or a custom partitioner) sends most records to one partition; adding partitions does not "
+        "spread a single key."
+    )
+    return LiveFindings(
+        verdict,
+        "warning",
+        evidence,
+        [
+            (
+                "hot-partition",
+                f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median",
+            )
+        ],
+        [Action(f"Describe {topic}", f"describe {topic}")],
+    )
 
 
 # ---- disks ------------------------------------------------------------------------------------------
+
 
 async def check_disks(gw: AdminGateway) -> LiveFindings:
     dirs = await gw.log_dirs()
@@ -231,41 +297,56 @@ async def check_disks(gw: AdminGateway) -> LiveFindings:
     failed = [d for d in dirs if d.error]
     for d in dirs:
         if d.error:
-            evidence.append(Evidence(f"Broker {d.broker} {d.path}", f"failed: {d.error}", "live: describe_log_dirs", "bad"))
+            evidence.append(
+                Evidence(f"Broker {d.broker} {d.path}", f"failed: {d.error}", "live: describe_log_dirs", "bad")
+            )
             continue
         if not d.total_bytes or d.usable_bytes is None or d.total_bytes <= 0:
             continue
         used = 1 - d.usable_bytes / d.total_bytes
         sev = classify(used, bounds)
-        evidence.append(Evidence(f"Broker {d.broker} {d.path}",
-                                 f"{used:.0%} used, {d.usable_bytes / 2**20:,.0f} MiB free of {d.total_bytes / 2**20:,.0f} MiB",
-                                 "live: describe_log_dirs", "bad" if sev != "ok" else "ok"))
+        evidence.append(
+            Evidence(
+                f"Broker {d.broker} {d.path}",
+                f"{used:.0%} used, {d.usable_bytes / 2**20:,.0f} MiB free of {d.total_bytes / 2**20:,.0f} MiB",
+                "live: describe_log_dirs",
+                "bad" if sev != "ok" else "ok",
+            )
+        )
         if sev != "ok":
             full.append((d.broker, d.path, used, sev))
     registered = set((await gw.describe_cluster()).broker_ids)
     seen = {d.broker for d in dirs}
     silent = sorted(registered - seen)
     if silent:
-        evidence.append(Evidence("Log dirs not reported", f"broker {broker_list(silent)}", "live: describe_log_dirs", "bad"))
+        evidence.append(
+            Evidence("Log dirs not reported", f"broker {broker_list(silent)}", "live: describe_log_dirs", "bad")
+        )
     lead: list[tuple[str, str]] = []
     if full:
         full.sort(key=lambda x: -x[2])
         b, path, used, _sev = full[0]
         lead.append(("full-disk", f"live: {path} on broker {b} is {used:.0%} full"))
     if failed:
-        lead.append(("log-dir-failure", f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})"))
+        lead.append(
+            ("log-dir-failure", f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})")
+        )
     if not lead:
         return LiveFindings("Every log directory has room and none has failed.", "ok", evidence)
     if full:
         b, path, used, sev = full[0]
-        verdict = (f"Broker {b}'s log directory {path} is {used:.0%} full: when it fills, the broker takes the directory "
-                   "offline (and stops if it was its last one). Free space now: shorten retention or delete data of "
-                   "topics you can lose; do not delete segment files by hand.")
+        verdict = (
+            f"Broker {b}'s log directory {path} is {used:.0%} full: when it fills, the broker takes the directory "
+            "offline (and stops if it was its last one). Free space now: shorten retention or delete data of "
+            "topics you can lose; do not delete segment files by hand."
+        )
         severity: Severity = "critical" if failed else sev
     else:
         d = failed[0]
-        verdict = (f"Broker {d.broker}'s log directory {d.path} has failed ({d.error}): its replicas there are offline on "
-                   "that broker, which keeps serving from its other directories.")
+        verdict = (
+            f"Broker {d.broker}'s log directory {d.path} has failed ({d.error}): its replicas there are offline on "
+            "that broker, which keeps serving from its other directories."
+        )
         severity = "critical"
     return LiveFindings(verdict, severity, evidence, lead, [Action("Why URP", "why URP")])
 
@@ -297,10 +378,19 @@ async def unclean_elections(gw: AdminGateway) -> UncleanCount:
     for s in reading.named(UNCLEAN_TOTAL):
         recent = rates.get(s.node, 0.0) >= RECENT_UNCLEAN_RATE
         since = starts.get(s.node)
-        when = f" since it started at {time.strftime('%H:%M UTC %d %b', time.gmtime(since))}" if since else " since it started"
-        out.evidence.append(Evidence(f"Controller {s.node} unclean elections",
-                                     f"{s.value:,.0f}{when}" + ("; one or more in the last few minutes" if recent else ""),
-                                     "live: JMX exporter (UncleanLeaderElectionsPerSec)", "bad" if s.value > 0 else "ok"))
+        when = (
+            f" since it started at {time.strftime('%H:%M UTC %d %b', time.gmtime(since))}"
+            if since
+            else " since it started"
+        )
+        out.evidence.append(
+            Evidence(
+                f"Controller {s.node} unclean elections",
+                f"{s.value:,.0f}{when}" + ("; one or more in the last few minutes" if recent else ""),
+                "live: JMX exporter (UncleanLeaderElectionsPerSec)",
+                "bad" if s.value > 0 else "ok",
+            )
+        )
         if s.value > out.total:
             out.total, out.started_at = s.value, since
         out.recent = out.recent or recent
@@ -321,8 +411,9 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
     what check_offline sees. An unclean election loses acknowledged records: critical."""
     from .evidence import name_partitions, snapshot
 
-    offline, counted, snap = await asyncio.gather(check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"),
-                                                  return_exceptions=True)
+    offline, counted, snap = await asyncio.gather(
+        check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"), return_exceptions=True
+    )
     if isinstance(offline, BaseException):
         raise offline
     if isinstance(counted, BaseException):
@@ -331,25 +422,47 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
     offline.evidence += counted.evidence
     suspects = [] if isinstance(snap, BaseException) else unclean_candidates(snap)
     if suspects:
-        offline.evidence.append(Evidence("Unclean election allowed, ISR shrunk",
-                                         "; ".join(f"{p.topic}-{p.partition} leader {p.leader if p.has_leader else 'none'}, "
-                                                   f"ISR {broker_list(p.isr)}, replicas {broker_list(p.replicas)}"
-                                                   for p in suspects[:5]) + (f" (+{len(suspects) - 5} more)" if len(suspects) > 5 else ""),
-                                         "live: metadata + topic configs", "bad"))
+        offline.evidence.append(
+            Evidence(
+                "Unclean election allowed, ISR shrunk",
+                "; ".join(
+                    f"{p.topic}-{p.partition} leader {p.leader if p.has_leader else 'none'}, "
+                    f"ISR {broker_list(p.isr)}, replicas {broker_list(p.replicas)}"
+                    for p in suspects[:5]
+                )
+                + (f" (+{len(suspects) - 5} more)" if len(suspects) > 5 else ""),
+                "live: metadata + topic configs",
+                "bad",
+            )
+        )
     if counted.total <= 0:
         if suspects:
-            offline.notes.append("Topics that allow unclean elections have partitions with a shrunken ISR: one more "
-                                 "loss there elects an out-of-sync leader and loses data.")
+            offline.notes.append(
+                "Topics that allow unclean elections have partitions with a shrunken ISR: one more "
+                "loss there elects an out-of-sync leader and loses data."
+            )
         return offline
-    when = "in the last few minutes" if counted.recent else (
-        f"since the controller started at {time.strftime('%H:%M UTC', time.gmtime(counted.started_at))}"
-        if counted.started_at else "since the controller started")
-    where = (f" Most likely on {name_partitions(suspects, 4)}: it allows unclean elections and the replicas that "
-             "held the newest records are out of its ISR." if suspects else "")
+    when = (
+        "in the last few minutes"
+        if counted.recent
+        else (
+            f"since the controller started at {time.strftime('%H:%M UTC', time.gmtime(counted.started_at))}"
+            if counted.started_at
+            else "since the controller started"
+        )
+    )
+    where = (
+        f" Most likely on {name_partitions(suspects, 4)}: it allows unclean elections and the replicas that "
+        "held the newest records are out of its ISR."
+        if suspects
+        else ""
+    )
     offline.lead.insert(0, ("unclean-election", f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
     offline.severity = "critical"
-    offline.verdict = (f"{counted.total:,.0f} unclean leader election(s) {when}: an out-of-sync replica became leader, "
-                       f"so records acknowledged by the old leader but not yet copied are lost.{where} Reconcile that data "
-                       "from the producers or upstream, and set unclean.leader.election.enable=false unless availability "
-                       "really matters more than those records.")
+    offline.verdict = (
+        f"{counted.total:,.0f} unclean leader election(s) {when}: an out-of-sync replica became leader, "
+        f"so records acknowledged by the old leader but not yet copied are lost.{where} Reconcile that data "
+        "from the producers or upstream, and set unclean.leader.election.enable=false unless availability "
+        "really matters more than those records."
+    )
     return offline

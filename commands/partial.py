@@ -12,6 +12,7 @@ A context variable, not a parameter, because the refused reads sit deep in share
 (``evidence.snapshot``, the live checks) that many commands call; the variable holds one list per
 request, and tasks started by ``asyncio.gather`` share it (they copy the context, not the list).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

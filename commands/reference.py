@@ -40,8 +40,11 @@ def _named_in(question: str, names: list[str]) -> set[str]:
 
 
 def _fact_lines(model: Strict, topics: list[str]) -> list[str]:
-    return [f"{f.text}" + (f" (source: {f.source})" if f.source else "")
-            for f in getattr(model, "facts", []) if f.topic in topics]
+    return [
+        f"{f.text}" + (f" (source: {f.source})" if f.source else "")
+        for f in getattr(model, "facts", [])
+        if f.topic in topics
+    ]
 
 
 def _config_lines(kb: KnowledgeBase, model: Configs, rows: list[str], question: str, whole: bool) -> list[str]:
@@ -66,15 +69,29 @@ def _signal_sections(model: Signals, rows: list[str], question: str) -> list[Sec
     if named:
         metrics = [m for m in metrics if m.name in named]
         alerts = [a for a in alerts if a.metric in named]
-    sections = [Section("Alerts", [
-        f"[{a.severity}] {a.metric} {a.condition}: {a.meaning}"
-        + (f" Open: {', '.join(a.runbook)}." if a.runbook else "") for a in alerts
-    ])]
+    sections = [
+        Section(
+            "Alerts",
+            [
+                f"[{a.severity}] {a.metric} {a.condition}: {a.meaning}"
+                + (f" Open: {', '.join(a.runbook)}." if a.runbook else "")
+                for a in alerts
+            ],
+        )
+    ]
     if named or len(metrics) <= COMPACT_ABOVE:
-        sections.append(Section("Metrics", [
-            f"{m.name}" + (f" ({m.mbean})" if m.mbean else "") + f": {m.meaning}"
-            + (f" Healthy: {m.healthy}." if m.healthy else "") for m in metrics
-        ]))
+        sections.append(
+            Section(
+                "Metrics",
+                [
+                    f"{m.name}"
+                    + (f" ({m.mbean})" if m.mbean else "")
+                    + f": {m.meaning}"
+                    + (f" Healthy: {m.healthy}." if m.healthy else "")
+                    for m in metrics
+                ],
+            )
+        )
     else:
         sections.append(Section("Metrics (name one for its MBean and meaning)", [", ".join(m.name for m in metrics)]))
     return sections
@@ -88,19 +105,34 @@ def _table_sections(kb: KnowledgeBase, name: str, model: Strict, src: TopicSourc
         return _signal_sections(model, src.rows, question)
     if isinstance(model, Latency):
         comps = [c for c in model.components if not src.rows or c.metric in src.rows]
-        return [Section("Latency components", [
-            f"{c.metric}: {c.stage} High means: {c.high_means}" + (f" Look at: {'; '.join(c.look_at)}." if c.look_at else "")
-            for c in comps
-        ])]
+        return [
+            Section(
+                "Latency components",
+                [
+                    f"{c.metric}: {c.stage} High means: {c.high_means}"
+                    + (f" Look at: {'; '.join(c.look_at)}." if c.look_at else "")
+                    for c in comps
+                ],
+            )
+        ]
     if isinstance(model, Durability):
-        rows = [f"acks={r.acks}, min.insync.replicas={r.min_insync_replicas}, RF={r.replication_factor}: "
-                f"tolerates {r.tolerates[0].lower() + r.tolerates[1:]} {r.outcome}" for r in model.matrix]
-        recs = [f"{r.use_case}: RF={r.replication_factor}, min.insync.replicas={r.min_insync_replicas} ({r.rationale})"
-                for r in model.rf_recommendations]
+        rows = [
+            f"acks={r.acks}, min.insync.replicas={r.min_insync_replicas}, RF={r.replication_factor}: "
+            f"tolerates {r.tolerates[0].lower() + r.tolerates[1:]} {r.outcome}"
+            for r in model.matrix
+        ]
+        recs = [
+            f"{r.use_case}: RF={r.replication_factor}, min.insync.replicas={r.min_insync_replicas} ({r.rationale})"
+            for r in model.rf_recommendations
+        ]
         return [Section("acks x min.insync.replicas x RF", rows), Section("Recommended layouts", recs)]
     if isinstance(model, PartitionCategories):
-        cats = [f"{c.name} ({c.metric}" + (f", {c.mbean}" if c.mbean else "") + f"): {c.definition} Clients: {c.client_impact}"
-                for c in model.categories]
+        cats = [
+            f"{c.name} ({c.metric}"
+            + (f", {c.mbean}" if c.mbean else "")
+            + f"): {c.definition} Clients: {c.client_impact}"
+            for c in model.categories
+        ]
         examples = []
         for ex in model.examples:
             steps = "; ".join(f"{s.event} -> ISR {s.isr}: {', '.join(s.categories)}" for s in ex.steps)
@@ -121,8 +153,9 @@ def topic_sections(kb: KnowledgeBase, topic: ReferenceTopic, question: str = "")
     return [s for s in sections if s.lines]
 
 
-def reference_reply(kb: KnowledgeBase, topic_id: str, question: str = "", reason: str = "",
-                    others: list[str] | None = None) -> Reply:
+def reference_reply(
+    kb: KnowledgeBase, topic_id: str, question: str = "", reason: str = "", others: list[str] | None = None
+) -> Reply:
     """The answer for one reference topic; ``others`` are follow-up commands for the next matches."""
     topic = kb.topics[topic_id]
     others = others or []

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from . import at_min_isr, audit, describe, hanging_txns, help, lag, runbook, status, why
-from . import cancel, confirm  # the confirmation gate's commands
-from . import abort_txn, digest, elect_leaders, retention, throttle, triage  # actions, triage, digest
-from . import history, hot_partitions  # metric lake
+from . import (  # the confirmation gate's commands  # actions, triage, digest  # metric lake
+    abort_txn,
+    at_min_isr,
+    audit,
+    cancel,
+    confirm,
+    describe,
+    digest,
+    elect_leaders,
+    hanging_txns,
+    help,
+    history,
+    hot_partitions,
+    lag,
+    retention,
+    runbook,
+    status,
+    throttle,
+    triage,
+    why,
+)
 from .router import Router
 from .spec import Command
 

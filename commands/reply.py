@@ -128,8 +128,9 @@ class Reply:
         """The JSON form (plain dicts, lists and scalars); its values differ per field."""
         data = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "later"}
         data["schema_version"] = SCHEMA_VERSION
-        data["tables"] = [{"title": t.title, "columns": t.columns, "rows": t.records(), "more": t.more}
-                          for t in self.tables]
+        data["tables"] = [
+            {"title": t.title, "columns": t.columns, "rows": t.records(), "more": t.more} for t in self.tables
+        ]
         data["series"] = [{**asdict(s), "points": [{"time": t, "value": v} for t, v in s.points]} for s in self.series]
         return data
 

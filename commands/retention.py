@@ -32,8 +32,12 @@ _DURATION = re.compile(r"^(\d+)\s*(ms|s|min|m|h|d|w)?$", re.IGNORECASE)
 SPEC = CommandSpec(
     words=("retention",),
     summary="Set a topic's retention.ms (validate_only dry run first; lowering it needs a second approver).",
-    params=(Param("topic", "the topic", kind="topic"),
-            Param("ms", f"retention in ms (or with a unit: 90m, 12h, 7d); -1 keeps data forever; {MIN_MS:,} ms to 10 years")),
+    params=(
+        Param("topic", "the topic", kind="topic"),
+        Param(
+            "ms", f"retention in ms (or with a unit: 90m, 12h, 7d); -1 keeps data forever; {MIN_MS:,} ms to 10 years"
+        ),
+    ),
     mutating=True,
     examples=("retention orders 604800000", "retention orders 3d", "retention audit-log -1"),
     details="Lowering retention makes older segments eligible for deletion at the next retention check; that data is gone.",
@@ -47,11 +51,15 @@ def parse_retention_ms(text: str) -> int:
         return INFINITE
     m = _DURATION.match(text)
     if not m:
-        raise BadInput(f"'{text}' is not a retention: give milliseconds (604800000), a duration (7d, 12h) or -1 for forever.")
+        raise BadInput(
+            f"'{text}' is not a retention: give milliseconds (604800000), a duration (7d, 12h) or -1 for forever."
+        )
     ms = int(m.group(1)) * _UNIT_MS[(m.group(2) or "ms").lower()]
     if ms < MIN_MS:
-        raise BadInput(f"{ms:,} ms is under a minute: shorter than the broker's retention check, so it would delete "
-                       f"almost everything at once. Did you mean seconds? The floor is {MIN_MS:,} ms.")
+        raise BadInput(
+            f"{ms:,} ms is under a minute: shorter than the broker's retention check, so it would delete "
+            f"almost everything at once. Did you mean seconds? The floor is {MIN_MS:,} ms."
+        )
     if ms > MAX_MS:
         raise BadInput(f"{ms:,} ms is more than 10 years; for 'keep forever' use -1.")
     return ms
@@ -120,20 +128,31 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     changes = [f"{topic} {KEY}: {human_ms(before)} -> {human_ms(target)}"]
     if deleting:
         size = await _size_on_disk(gw, topic)
-        changes.append(f"records older than {human_ms(target)} become eligible for deletion at the next retention check"
-                       + (f"; the topic holds {human_bytes(size)} on disk across all replicas now (the most that can go)"
-                          if size is not None else ""))
+        changes.append(
+            f"records older than {human_ms(target)} become eligible for deletion at the next retention check"
+            + (
+                f"; the topic holds {human_bytes(size)} on disk across all replicas now (the most that can go)"
+                if size is not None
+                else ""
+            )
+        )
     policy = config_value(cfg, "cleanup.policy", "delete")
     if "delete" not in policy:
-        changes.append(f"cleanup.policy={policy}: retention.ms deletes nothing on this topic (compaction keeps the latest per key)")
+        changes.append(
+            f"cleanup.policy={policy}: retention.ms deletes nothing on this topic (compaction keeps the latest per key)"
+        )
     return ActionPlan(
-        kind=SPEC.name, cluster=gw.name,
+        kind=SPEC.name,
+        cluster=gw.name,
         args={"topic": topic, "before": before, "target": target},
         summary=f"{'Lower' if deleting else 'Raise' if target != before else 'Keep'} {topic} retention.ms to {human_ms(target)}.",
         changes=changes,
-        validation="IncrementalAlterConfigs validate_only: " + (f"refused: {error}" if error else "accepted by the broker"),
-        preconditions=[Precondition("validate_only dry run", error is None, error or "accepted"),
-                       Precondition("value changes", target != before, f"{KEY} is {human_ms(before)} now")],
+        validation="IncrementalAlterConfigs validate_only: "
+        + (f"refused: {error}" if error else "accepted by the broker"),
+        preconditions=[
+            Precondition("validate_only dry run", error is None, error or "accepted"),
+            Precondition("value changes", target != before, f"{KEY} is {human_ms(before)} now"),
+        ],
         high_risk=deleting,
     )
 
@@ -147,8 +166,12 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     # Someone else changed it since the preview: what the approver saw is no longer what happens.
     unchanged = now is None or now == a["before"]
     error = await _validate(await operator_gateway(ctx, plan.cluster), a["topic"], a["target"])
-    return [Precondition("unchanged since the preview", unchanged, f"{KEY} is {human_ms(now) if now is not None else 'hidden'} now"),
-            Precondition("validate_only dry run", error is None, error or "accepted")]
+    return [
+        Precondition(
+            "unchanged since the preview", unchanged, f"{KEY} is {human_ms(now) if now is not None else 'hidden'} now"
+        ),
+        Precondition("validate_only dry run", error is None, error or "accepted"),
+    ]
 
 
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
@@ -165,8 +188,12 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         await asyncio.sleep(0.5)
         _, after = await _current(gw, a["topic"])
     ok = after == a["target"]
-    return ActionResult(ok, f"{a['topic']} {KEY} is now {human_ms(after) if after is not None else 'unreadable'}",
-                        {KEY: before}, {KEY: after})
+    return ActionResult(
+        ok,
+        f"{a['topic']} {KEY} is now {human_ms(after) if after is not None else 'unreadable'}",
+        {KEY: before},
+        {KEY: after},
+    )
 
 
 async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:

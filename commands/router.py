@@ -117,9 +117,7 @@ class Router:
         if not tokens:
             raise BadInput("Empty command.", ["help"])
         lowered = [t.lower() for t in tokens]
-        command = next(
-            (c for c in self._by_words if tuple(lowered[: len(c.spec.words)]) == c.spec.words), None
-        )
+        command = next((c for c in self._by_words if tuple(lowered[: len(c.spec.words)]) == c.spec.words), None)
         if command is None:
             guess = " ".join(lowered[:2])
             raise BadInput(f"Unknown command '{_clip(tokens[0])}'.", self.closest(guess) or ["help"])
@@ -158,8 +156,9 @@ class Router:
                     # `runbook URP --since 30m`: say which commands take it instead of only refusing.
                     others = [c.spec.usage() for c in self._by_words if any(o.name == name for o in c.spec.options)]
                     hint = f" It belongs to {', '.join(c.split()[0] for c in others[:3])}." if others else ""
-                    raise BadInput(f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.{hint}",
-                                   [spec.usage(), *others[:2]])
+                    raise BadInput(
+                        f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.{hint}", [spec.usage(), *others[:2]]
+                    )
             elif tok.startswith("-") and not _is_number(tok):
                 raise BadInput(f"Arguments may not start with '-': '{_clip(tok)}'.", [spec.usage()])
             else:

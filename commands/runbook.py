@@ -16,10 +16,22 @@ from .spec import Command, CommandRequest, CommandSpec, Param
 SPEC = CommandSpec(
     words=("runbook",),
     summary="Show the full runbook entry (cause, symptoms, mechanism source lines, levers, mitigation, what not to do) "
-            "or a reference topic (KIP-427, acks matrix, KIP-16, latency decomposition, reassignment ...).",
-    params=(Param("query", "an entry id, alias, metric, error, config key, reference topic or a question", kind="text", rest=True),),
-    examples=("runbook hanging transaction", "runbook UnderMinIsrPartitionCount", "runbook PRODUCER_FENCED",
-              "runbook KIP-427", "runbook acks matrix"),
+    "or a reference topic (KIP-427, acks matrix, KIP-16, latency decomposition, reassignment ...).",
+    params=(
+        Param(
+            "query",
+            "an entry id, alias, metric, error, config key, reference topic or a question",
+            kind="text",
+            rest=True,
+        ),
+    ),
+    examples=(
+        "runbook hanging transaction",
+        "runbook UnderMinIsrPartitionCount",
+        "runbook PRODUCER_FENCED",
+        "runbook KIP-427",
+        "runbook acks matrix",
+    ),
 )
 
 

@@ -72,7 +72,9 @@ class Command:
 
     def __post_init__(self) -> None:
         if self.spec.mutating != (self.action is not None) or (self.run is None) == (self.action is None):
-            raise ValueError(f"{self.spec.name}: a mutating command has an action and no run; a read-only one the reverse")
+            raise ValueError(
+                f"{self.spec.name}: a mutating command has an action and no run; a read-only one the reverse"
+            )
 
 
 @dataclass

@@ -27,11 +27,21 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     cats = snap.by_category()
     evidence = [brokers_evidence(snap), *quorum.evidence]
     notes: list[str] = []
-    for name, label in (("UnderReplicated", "Under-replicated"), ("AtMinIsr", "At min ISR"),
-                        ("UnderMinIsr", "Under min ISR"), ("Offline", "Offline")):
+    for name, label in (
+        ("UnderReplicated", "Under-replicated"),
+        ("AtMinIsr", "At min ISR"),
+        ("UnderMinIsr", "Under min ISR"),
+        ("Offline", "Offline"),
+    ):
         parts = cats[name]
-        evidence.append(Evidence(label, f"{len(parts):,}" + (f": {name_partitions(parts)}" if parts else ""),
-                                 "live: metadata + topic configs", "bad" if parts else "ok"))
+        evidence.append(
+            Evidence(
+                label,
+                f"{len(parts):,}" + (f": {name_partitions(parts)}" if parts else ""),
+                "live: metadata + topic configs",
+                "bad" if parts else "ok",
+            )
+        )
     missing = sorted(snap.brokers.expected - snap.brokers.registered)
     liveness = await _liveness(gw, missing)
     for b, res in sorted(liveness.items()):
@@ -45,29 +55,50 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         problems.append(quorum.verdict.rstrip("."))
     for b in missing:
         state = liveness[b].state if b in liveness else None
-        problems.append(f"broker {b} missing" + {"silent": " (paused or hung, not dead: it holds its port but answers nothing)",
-                                                  "refused": " (not running: its port refuses connections)",
-                                                  "answers": " (its process answers but it is fenced)"}.get(state or "", ""))
-    for parts, word in ((cats["Offline"], "offline"), (cats["UnderMinIsr"], "under min ISR"),
-                        (cats["UnderReplicated"], "under-replicated"), (lost, "at min ISR after losing a replica")):
+        problems.append(
+            f"broker {b} missing"
+            + {
+                "silent": " (paused or hung, not dead: it holds its port but answers nothing)",
+                "refused": " (not running: its port refuses connections)",
+                "answers": " (its process answers but it is fenced)",
+            }.get(state or "", "")
+        )
+    for parts, word in (
+        (cats["Offline"], "offline"),
+        (cats["UnderMinIsr"], "under min ISR"),
+        (cats["UnderReplicated"], "under-replicated"),
+        (lost, "at min ISR after losing a replica"),
+    ):
         if parts:
             problems.append(f"{len(parts):,} {word}")
     if by_design:
-        notes.append(f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
-                     "one broker loss stops their acks=all writes. See /kafka audit.")
-    severity: Severity = ("critical" if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
-                else "warning" if problems else "ok")
+        notes.append(
+            f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
+            "one broker loss stops their acks=all writes. See /kafka audit."
+        )
+    severity: Severity = (
+        "critical"
+        if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
+        else "warning"
+        if problems
+        else "ok"
+    )
     topics = len({p.topic for p in snap.states})
-    verdict = (f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topic{'s' if topics != 1 else ''}, "
-               f"{snap.partition_count:,} partitions all in sync."
-               if not problems else "Not healthy: " + "; ".join(problems) + ".")
+    verdict = (
+        f"Healthy: {len(snap.brokers.registered)} brokers, {topics:,} topic{'s' if topics != 1 else ''}, "
+        f"{snap.partition_count:,} partitions all in sync."
+        if not problems
+        else "Not healthy: " + "; ".join(problems) + "."
+    )
     if quorum.lost:
         # The partition counts below come from the brokers' cached metadata, which stops changing
         # without a controller: say so first, they are not evidence of health.
         others = problems[1:]
         verdict = quorum.verdict + (f" Also: {'; '.join(others)}." if others else "")
-        notes.append("Without an active controller the brokers' metadata is frozen: ISR and leader changes are not "
-                     "recorded, so the partition counts may look better than the cluster is.")
+        notes.append(
+            "Without an active controller the brokers' metadata is frozen: ISR and leader changes are not "
+            "recorded, so the partition counts may look better than the cluster is."
+        )
     actions = []
     if quorum.lost:
         actions.append(Action("Why no controller", "why no active controller"))
@@ -77,8 +108,15 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         actions.append(Action("Why under min ISR", "why under-min-isr"))
     if cats["UnderReplicated"]:
         actions.append(Action("Why URP", "why URP"))
-    return Reply(title=f"Cluster status ({gw.name})", severity=severity, verdict=verdict, evidence=evidence,
-                 actions=actions, notes=notes, tables=[_brokers_table(snap, liveness)])
+    return Reply(
+        title=f"Cluster status ({gw.name})",
+        severity=severity,
+        verdict=verdict,
+        evidence=evidence,
+        actions=actions,
+        notes=notes,
+        tables=[_brokers_table(snap, liveness)],
+    )
 
 
 def _brokers_table(snap: Snapshot, liveness: dict[int, ProbeResult]) -> Table:
@@ -87,8 +125,11 @@ def _brokers_table(snap: Snapshot, liveness: dict[int, ProbeResult]) -> Table:
     rows: list[list[Cell]] = [[b, "registered" if b in snap.brokers.registered else "missing"] for b in brokers]
     if not liveness:  # nothing was probed (every broker registered): no empty column
         return Table("Brokers", ["broker", "state"], rows)
-    return Table("Brokers", ["broker", "state", "listener probe"],
-                 [row + [liveness[b].describe() if b in liveness else None] for row, b in zip(rows, brokers)])
+    return Table(
+        "Brokers",
+        ["broker", "state", "listener probe"],
+        [row + [liveness[b].describe() if b in liveness else None] for row, b in zip(rows, brokers)],
+    )
 
 
 async def _liveness(gw: AdminGateway, missing: list[int]) -> dict[int, ProbeResult]:

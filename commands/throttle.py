@@ -41,7 +41,7 @@ SET_SPEC = CommandSpec(
     mutating=True,
     examples=("throttle set 50MB/s", "throttle set 10485760"),
     details="Sets leader/follower.replication.throttled.rate on every broker; for topics under reassignment also "
-            "lists the moving replicas in leader/follower.replication.throttled.replicas. Dry-run with validate_only first.",
+    "lists the moving replicas in leader/follower.replication.throttled.replicas. Dry-run with validate_only first.",
 )
 CLEAR_SPEC = CommandSpec(
     words=("throttle", "clear"),
@@ -58,12 +58,16 @@ def parse_rate(text: str) -> int:
         raise BadInput(f"'{text}' is not a rate: write bytes per second like 10485760, 50MB/s or 10MiB/s.")
     number, prefix, unit = m.group(1), (m.group(2) or "").lower(), m.group(3)
     if unit == "b":  # lower-case b is bits in network units (Mb/s); Kafka's throttle is in bytes
-        raise BadInput(f"'{text}' reads as bits per second; the throttle is in bytes: write {number}{(m.group(2) or '').upper()}B/s.")
+        raise BadInput(
+            f"'{text}' reads as bits per second; the throttle is in bytes: write {number}{(m.group(2) or '').upper()}B/s."
+        )
     rate = int(float(number) * _UNITS[prefix])
     if rate <= 0:
         raise BadInput("The rate must be above 0 bytes/s (use `throttle clear` to remove the throttle).")
     if rate > MAX_RATE:
-        raise BadInput(f"{rate:,} bytes/s is above {MAX_RATE // 10**9} GB/s, more than any broker link carries: check the unit.")
+        raise BadInput(
+            f"{rate:,} bytes/s is above {MAX_RATE // 10**9} GB/s, more than any broker link carries: check the unit."
+        )
     return rate
 
 
@@ -128,23 +132,48 @@ async def _dry_run(gw: AdminGateway, brokers: Settings, topics: Settings) -> lis
 def _changes(before_b: Settings, target_b: Settings, before_t: Settings, target_t: Settings) -> list[str]:
     def show(v: str | None) -> str:
         return "(not set)" if v is None else v if len(v) <= 80 else v[:77] + "..."
-    lines = [f"broker {b} {k}: {show(before_b[b][k])} -> {show(v)}" for b, kv in target_b.items() for k, v in kv.items()]
-    lines += [f"topic {t} {k}: {show(before_t[t][k])} -> {show(v)}" for t, kv in target_t.items() for k, v in kv.items()]
+
+    lines = [
+        f"broker {b} {k}: {show(before_b[b][k])} -> {show(v)}" for b, kv in target_b.items() for k, v in kv.items()
+    ]
+    lines += [
+        f"topic {t} {k}: {show(before_t[t][k])} -> {show(v)}" for t, kv in target_t.items() for k, v in kv.items()
+    ]
     return lines
 
 
-def _make_plan(kind: str, gw: AdminGateway, summary: str, brokers: list[int], target_b: Settings, target_t: Settings,
-               before_b: Settings, before_t: Settings, errors: list[str], notes: list[str]) -> ActionPlan:
-    pre = [Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) if errors
-                        else f"the brokers accepted all {sum(len(v) for v in target_b.values()) + sum(len(v) for v in target_t.values())} change(s)")]
+def _make_plan(
+    kind: str,
+    gw: AdminGateway,
+    summary: str,
+    brokers: list[int],
+    target_b: Settings,
+    target_t: Settings,
+    before_b: Settings,
+    before_t: Settings,
+    errors: list[str],
+    notes: list[str],
+) -> ActionPlan:
+    pre = [
+        Precondition(
+            "validate_only dry run",
+            not errors,
+            "; ".join(errors[:5])
+            if errors
+            else f"the brokers accepted all {sum(len(v) for v in target_b.values()) + sum(len(v) for v in target_t.values())} change(s)",
+        )
+    ]
     if not target_b and not target_t:
         pre.append(Precondition("something to change", False, "no broker or topic has a replication throttle set"))
     return ActionPlan(
-        kind=kind, cluster=gw.name,
+        kind=kind,
+        cluster=gw.name,
         args={"brokers": brokers, "target_brokers": target_b, "target_topics": target_t},
         summary=summary,
         changes=_changes(before_b, target_b, before_t, target_t) + notes,
-        validation=("IncrementalAlterConfigs validate_only: " + ("refused: " + "; ".join(errors[:3]) if errors else "accepted")),
+        validation=(
+            "IncrementalAlterConfigs validate_only: " + ("refused: " + "; ".join(errors[:3]) if errors else "accepted")
+        ),
         preconditions=pre,
     )
 
@@ -162,12 +191,24 @@ async def plan_set(request: CommandRequest, ctx: Context) -> ActionPlan:
     errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, lists)
     notes = []
     if not lists:
-        notes.append("No reassignment is in progress, so no topic lists throttled replicas: the rates throttle nothing until one does.")
+        notes.append(
+            "No reassignment is in progress, so no topic lists throttled replicas: the rates throttle nothing until one does."
+        )
     if rate < LOW_RATE:
         notes.append(f"{human_rate(rate)} is very low: copying a replica of real size at that rate takes days.")
-    return _make_plan(SET_SPEC.name, gw, f"Throttle replication to {human_rate(rate)} on {len(brokers)} broker(s)"
-                      + (f" and the moving replicas of {len(lists)} topic(s)." if lists else "."),
-                      brokers, target_b, lists, before_b, before_t, errors, notes)
+    return _make_plan(
+        SET_SPEC.name,
+        gw,
+        f"Throttle replication to {human_rate(rate)} on {len(brokers)} broker(s)"
+        + (f" and the moving replicas of {len(lists)} topic(s)." if lists else "."),
+        brokers,
+        target_b,
+        lists,
+        before_b,
+        before_t,
+        errors,
+        notes,
+    )
 
 
 async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
@@ -182,24 +223,40 @@ async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
     target_b = {b: kv for b, kv in target_b.items() if kv}
     target_t = {t: kv for t, kv in target_t.items() if kv}
     errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, target_t)
-    return _make_plan(CLEAR_SPEC.name, gw, f"Remove the replication throttle from {len(target_b)} broker(s) and {len(target_t)} topic(s).",
-                      brokers, target_b, target_t, before_b, {t: before_t[t] for t in target_t}, errors, [])
+    return _make_plan(
+        CLEAR_SPEC.name,
+        gw,
+        f"Remove the replication throttle from {len(target_b)} broker(s) and {len(target_t)} topic(s).",
+        brokers,
+        target_b,
+        target_t,
+        before_b,
+        {t: before_t[t] for t in target_t},
+        errors,
+        [],
+    )
 
 
 async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     gw = await gateway(ctx, plan.cluster)
     now = (await gw.describe_cluster()).broker_ids
     same = sorted(now) == sorted(plan.args["brokers"])
-    errors = await _dry_run(await operator_gateway(ctx, plan.cluster), plan.args["target_brokers"], plan.args["target_topics"])
+    errors = await _dry_run(
+        await operator_gateway(ctx, plan.cluster), plan.args["target_brokers"], plan.args["target_topics"]
+    )
     # A broker that joined since the preview would be left unthrottled: preview again instead.
-    return [Precondition("same brokers as previewed", same, f"registered now: {now}, previewed: {plan.args['brokers']}"),
-            Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) or "accepted")]
+    return [
+        Precondition("same brokers as previewed", same, f"registered now: {now}, previewed: {plan.args['brokers']}"),
+        Precondition("validate_only dry run", not errors, "; ".join(errors[:5]) or "accepted"),
+    ]
 
 
 async def _read_back(gw: AdminGateway, plan: ActionPlan) -> dict[str, State]:
     brokers = [int(b) for b in plan.args["target_brokers"]]
-    return {"brokers": await _broker_state(gw, brokers) if brokers else {},
-            "topics": await _topic_state(gw, sorted(plan.args["target_topics"]))}
+    return {
+        "brokers": await _broker_state(gw, brokers) if brokers else {},
+        "topics": await _topic_state(gw, sorted(plan.args["target_topics"])),
+    }
 
 
 def _matches(state: Mapping[str, State], plan: ActionPlan) -> tuple[int, int]:
@@ -236,7 +293,9 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         after = await _read_back(gw, plan)
         done, total = _matches(after, plan)
     ok = not failed and done == total
-    detail = f"{done} of {total} config change(s) read back as planned" + ("; failed: " + "; ".join(failed[:5]) if failed else "")
+    detail = f"{done} of {total} config change(s) read back as planned" + (
+        "; failed: " + "; ".join(failed[:5]) if failed else ""
+    )
     return ActionResult(ok, detail, before, after)
 
 

@@ -106,15 +106,26 @@ def _secs(ms: int | None) -> str:
 def describe_txn(t: OpenTxn, now_ms: int) -> str:
     """One evidence line: who, where, how far the LSO lags, and what happens next."""
     lag = t.offsets.lso_lag if t.offsets is not None else None
-    who = f"producer {t.producer_id} (epoch {t.producer_epoch})" + (f", transactional id {t.transactional_id}" if t.transactional_id else "")
-    held = (f"LSO {t.offsets.last_stable:,} lags the high watermark {t.offsets.high_watermark:,} by {lag:,} records"
-            if t.offsets is not None else f"open from offset {t.start_offset:,}")
+    who = f"producer {t.producer_id} (epoch {t.producer_epoch})" + (
+        f", transactional id {t.transactional_id}" if t.transactional_id else ""
+    )
+    held = (
+        f"LSO {t.offsets.last_stable:,} lags the high watermark {t.offsets.high_watermark:,} by {lag:,} records"
+        if t.offsets is not None
+        else f"open from offset {t.start_offset:,}"
+    )
     age = t.age_ms(now_ms)
     status = t.status(now_ms)
     at = t.abort_at_ms
     if status == "within-timeout":
-        fate = (f"within its {_secs(t.timeout_ms)} timeout: the coordinator aborts it at {_utc(at)} (in {_secs(at - now_ms)}) "
-                "unless the producer finishes it") if at is not None else "within its timeout"
+        fate = (
+            (
+                f"within its {_secs(t.timeout_ms)} timeout: the coordinator aborts it at {_utc(at)} (in {_secs(at - now_ms)}) "
+                "unless the producer finishes it"
+            )
+            if at is not None
+            else "within its timeout"
+        )
     elif status == "past-timeout":
         fate = f"HANGING: past its {_secs(t.timeout_ms)} timeout by {_secs(now_ms - at if at is not None else None)} and still open"
     else:
@@ -122,8 +133,9 @@ def describe_txn(t: OpenTxn, now_ms: int) -> str:
     return f"{who}: {held} for {_secs(age)}; {fate}"
 
 
-async def read_open_transactions(gw: AdminGateway, *, topics: list[TopicInfo] | None = None,
-                                 clock: Callable[[], float] = time.time) -> TxnReport:
+async def read_open_transactions(
+    gw: AdminGateway, *, topics: list[TopicInfo] | None = None, clock: Callable[[], float] = time.time
+) -> TxnReport:
     """``topics``: the partition layout when the caller already read it (the digest's snapshot)."""
     report = TxnReport(now_ms=int(clock() * 1000))
     # The coordinators and the partitions are read at the same time.
@@ -145,7 +157,9 @@ async def read_open_transactions(gw: AdminGateway, *, topics: list[TopicInfo] | 
     offsets = await gw.stable_offsets(tps)
     blocked = sorted((k for k, o in offsets.items() if o.lso_lag > 0), key=lambda k: -offsets[k].lso_lag)
     if len(blocked) > MAX_DESCRIBE:
-        report.unread["producers"] = f"producers read on the {MAX_DESCRIBE} most-lagging of {len(blocked)} blocked partitions"
+        report.unread["producers"] = (
+            f"producers read on the {MAX_DESCRIBE} most-lagging of {len(blocked)} blocked partitions"
+        )
         blocked = blocked[:MAX_DESCRIBE]
     states = await asyncio.gather(*(gw.describe_producers(t, p) for t, p in blocked), return_exceptions=True)
     by_pid = {d.producer_id: d for d in descs.values()}
@@ -158,19 +172,34 @@ async def read_open_transactions(gw: AdminGateway, *, topics: list[TopicInfo] | 
             continue
         for s in res:
             if s.has_open_transaction:
-                report.open.append(_open_txn(topic, partition, s, offsets.get((topic, partition)), by_pid.get(s.producer_id)))
+                report.open.append(
+                    _open_txn(topic, partition, s, offsets.get((topic, partition)), by_pid.get(s.producer_id))
+                )
                 holding.add(s.producer_id)
     report.coordinator_only = [d for d in descs.values() if d.producer_id not in holding]
-    report.open.sort(key=lambda t: (t.status(report.now_ms) == "within-timeout", -(t.offsets.lso_lag if t.offsets else 0)))
+    report.open.sort(
+        key=lambda t: (t.status(report.now_ms) == "within-timeout", -(t.offsets.lso_lag if t.offsets else 0))
+    )
     return report
 
 
-def _open_txn(topic: str, partition: int, s: ProducerState, offsets: PartitionOffsets | None,
-              d: TransactionDescription | None) -> OpenTxn:
-    return OpenTxn(topic, partition, s.producer_id, s.producer_epoch, s.coordinator_epoch, s.current_txn_start_offset,
-                   offsets, transactional_id=d.transactional_id if d else None, coordinator_id=d.coordinator_id if d else None,
-                   start_time_ms=d.start_time_ms if d and d.start_time_ms >= 0 else None,
-                   timeout_ms=d.timeout_ms if d else None, last_write_ms=s.last_timestamp if s.last_timestamp > 0 else None)
+def _open_txn(
+    topic: str, partition: int, s: ProducerState, offsets: PartitionOffsets | None, d: TransactionDescription | None
+) -> OpenTxn:
+    return OpenTxn(
+        topic,
+        partition,
+        s.producer_id,
+        s.producer_epoch,
+        s.coordinator_epoch,
+        s.current_txn_start_offset,
+        offsets,
+        transactional_id=d.transactional_id if d else None,
+        coordinator_id=d.coordinator_id if d else None,
+        start_time_ms=d.start_time_ms if d and d.start_time_ms >= 0 else None,
+        timeout_ms=d.timeout_ms if d else None,
+        last_write_ms=s.last_timestamp if s.last_timestamp > 0 else None,
+    )
 
 
 async def _coordinator_view(gw: AdminGateway, report: TxnReport) -> dict[str, TransactionDescription]:

@@ -31,11 +31,18 @@ from .spec import Command, CommandRequest, CommandSpec, Param
 SPEC = CommandSpec(
     words=("why",),
     summary="Explain a symptom, metric or error: likely causes ranked, with evidence from the cluster, the source line behind each, first steps.",
-    params=(Param("symptom", "what you see: URP, offline, NotEnoughReplicas, IsrShrinksPerSec, LastStableOffsetLag ...", kind="text", rest=True),),
+    params=(
+        Param(
+            "symptom",
+            "what you see: URP, offline, NotEnoughReplicas, IsrShrinksPerSec, LastStableOffsetLag ...",
+            kind="text",
+            rest=True,
+        ),
+    ),
     examples=("why URP", "why offline", "why NotEnoughReplicas", "why hanging transaction"),
     options=(lake_evidence.SINCE_OPTION,),
     details="Ranked from the runbook; with a cluster configured the answer leads with what the cluster shows now; "
-            "with the metric lake, the trend over the window (--since, default 15m) is added.",
+    "with the metric lake, the trend over the window (--since, default 15m) is added.",
 )
 
 MAX_DIAGNOSES = 4
@@ -94,8 +101,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
 
 LAKE_GRACE_S = 0.3  # how long a live answer waits for a lake query that is almost done
 # The metric whose trend is charted beside the lake's findings, by the lake check bound to the entry.
-TREND_METRIC = {"urp": "UnderReplicatedPartitions", "under_min_isr": "UnderMinIsrPartitionCount",
-                "offline": "OfflinePartitionsCount"}
+TREND_METRIC = {
+    "urp": "UnderReplicatedPartitions",
+    "under_min_isr": "UnderMinIsrPartitionCount",
+    "offline": "OfflinePartitionsCount",
+}
 
 
 async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str) -> LakeFindings | None:
@@ -112,17 +122,33 @@ async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str) -> La
         facts = await lake_evidence.history(ctx, request, window, metric, None, None, None, bucket_for(window.since))
     except Unavailable:
         return findings  # the findings stand without the chart
-    findings.series = trend_series(metric, facts["rows"], "partitions", (window.start.isoformat(), window.end.isoformat()))
+    findings.series = trend_series(
+        metric, facts["rows"], "partitions", (window.start.isoformat(), window.end.isoformat())
+    )
     return findings
 
 
-async def _after_lake(ctx: Context, symptom: str, matches: list[Match], ranked: list[tuple[str, str]],
-                      check: Check | None, live: LiveFindings, lake_task: asyncio.Future[LakeFindings | None]) -> Reply:
+async def _after_lake(
+    ctx: Context,
+    symptom: str,
+    matches: list[Match],
+    ranked: list[tuple[str, str]],
+    check: Check | None,
+    live: LiveFindings,
+    lake_task: asyncio.Future[LakeFindings | None],
+) -> Reply:
     return _reply(ctx, symptom, matches, ranked, check, live, await lake_task)
 
 
-def _reply(ctx: Context, symptom: str, matches: list[Match], ranked: list[tuple[str, str]], check: Check | None,
-           live: LiveFindings | None, lake: LakeFindings | None) -> Reply:
+def _reply(
+    ctx: Context,
+    symptom: str,
+    matches: list[Match],
+    ranked: list[tuple[str, str]],
+    check: Check | None,
+    live: LiveFindings | None,
+    lake: LakeFindings | None,
+) -> Reply:
     if live is not None:
         ranked = _lead_first(live.lead, ranked)
     elif lake is not None and lake.lead:
@@ -134,15 +160,22 @@ def _reply(ctx: Context, symptom: str, matches: list[Match], ranked: list[tuple[
         notes, actions = list(live.notes), list(live.actions)
     else:
         # Nothing showed whether the symptom is present now: say so rather than guess a severity.
-        unseen = ("No cluster is configured" if ctx.live is None else "The runbook has no live check for this")
-        verdict = (f"{unseen}, so whether '{symptom}' is happening now is unknown. {len(matches)} runbook "
-                   f"explanation{'s' if len(matches) > 1 else ''}; check '{top}' first.")
+        unseen = "No cluster is configured" if ctx.live is None else "The runbook has no live check for this"
+        verdict = (
+            f"{unseen}, so whether '{symptom}' is happening now is unknown. {len(matches)} runbook "
+            f"explanation{'s' if len(matches) > 1 else ''}; check '{top}' first."
+        )
         severity, actions = "unknown", []
         evidence = [Evidence("Runbook match", f"{m.entry.title}: {m.reason}", "kb") for m in matches]
         lake_led = lake is not None and bool(lake.lead)
-        notes = [("No live evidence in this answer: ranked from the metric lake's trend and the runbook." if lake_led
-                  else "No live evidence in this answer: ranked from the runbook alone.")
-                 + ("" if check is not None else " The runbook has no live check for this symptom yet.")]
+        notes = [
+            (
+                "No live evidence in this answer: ranked from the metric lake's trend and the runbook."
+                if lake_led
+                else "No live evidence in this answer: ranked from the runbook alone."
+            )
+            + ("" if check is not None else " The runbook has no live check for this symptom yet.")
+        ]
         if lake is not None and lake.verdict:
             verdict = f"{lake.verdict} Check '{top}' first."
             severity = lake.severity if lake.severity != "info" else severity

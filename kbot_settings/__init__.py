@@ -36,11 +36,24 @@ __all__ = ["KbotSettings", "SettingsError", "SettingView", "describe", "load", "
 SECTIONS = ("Paths", "Kafka cluster", "Slack", "Access and the gate", "Digests and alerts", "Metric lake", "Logging")
 
 
-def _f(default: Any, env: str, what: str, section: str, *, also: tuple[str, ...] = (), secret: bool = False,
-       **constraints: Any) -> Any:
+def _f(
+    default: Any,
+    env: str,
+    what: str,
+    section: str,
+    *,
+    also: tuple[str, ...] = (),
+    secret: bool = False,
+    **constraints: Any,
+) -> Any:
     """A field read from ``env`` (or, in that order, the names in ``also``)."""
-    return Field(default, validation_alias=AliasChoices(env, *also), description=what,
-                 json_schema_extra={"env": [env, *also], "section": section, "secret": secret}, **constraints)
+    return Field(
+        default,
+        validation_alias=AliasChoices(env, *also),
+        description=what,
+        json_schema_extra={"env": [env, *also], "section": section, "secret": secret},
+        **constraints,
+    )
 
 
 class KbotSettings(BaseSettings):
@@ -50,139 +63,256 @@ class KbotSettings(BaseSettings):
 
     # --- paths ------------------------------------------------------------------------------------------
     kbot_home: Path = _f(Path("~/.kbot"), "KBOT_HOME", "the state root: every folder below defaults under it", "Paths")
-    kbot_state_dir: Path | None = _f(None, "KBOT_STATE_DIR", "pending actions, triage threads, the audit log "
-                                     "(default: KBOT_HOME)", "Paths")
-    kbot_cache_dir: Path = _f(Path("~/.cache/kbot"), "KBOT_CACHE_DIR", "downloaded Kafka and Delta jars, the "
-                              "runbook cache (safe to delete)", "Paths")
+    kbot_state_dir: Path | None = _f(
+        None, "KBOT_STATE_DIR", "pending actions, triage threads, the audit log (default: KBOT_HOME)", "Paths"
+    )
+    kbot_cache_dir: Path = _f(
+        Path("~/.cache/kbot"),
+        "KBOT_CACHE_DIR",
+        "downloaded Kafka and Delta jars, the runbook cache (safe to delete)",
+        "Paths",
+    )
 
     # --- Kafka --------------------------------------------------------------------------------------------
-    kbot_clusters_file: Path | None = _f(None, "KBOT_CLUSTERS_FILE", "clusters.yaml: several named clusters "
-                                         "(default: KBOT_HOME/clusters.yaml)", "Kafka cluster")
-    kbot_cluster: str | None = _f(None, "KBOT_CLUSTER", "the default cluster's name when several are configured",
-                                  "Kafka cluster")
-    kbot_bootstrap: str | None = _f(None, "KBOT_BOOTSTRAP", "host:port[,host:port]: one cluster without a file",
-                                    "Kafka cluster")
-    kbot_cluster_name: str | None = _f(None, "KBOT_CLUSTER_NAME", "that cluster's name (default \"default\")",
-                                       "Kafka cluster")
+    kbot_clusters_file: Path | None = _f(
+        None,
+        "KBOT_CLUSTERS_FILE",
+        "clusters.yaml: several named clusters (default: KBOT_HOME/clusters.yaml)",
+        "Kafka cluster",
+    )
+    kbot_cluster: str | None = _f(
+        None, "KBOT_CLUSTER", "the default cluster's name when several are configured", "Kafka cluster"
+    )
+    kbot_bootstrap: str | None = _f(
+        None, "KBOT_BOOTSTRAP", "host:port[,host:port]: one cluster without a file", "Kafka cluster"
+    )
+    kbot_cluster_name: str | None = _f(
+        None, "KBOT_CLUSTER_NAME", 'that cluster\'s name (default "default")', "Kafka cluster"
+    )
     kbot_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = _f(
-        "PLAINTEXT", "KBOT_SECURITY_PROTOCOL", "how the bot connects to it", "Kafka cluster")
+        "PLAINTEXT", "KBOT_SECURITY_PROTOCOL", "how the bot connects to it", "Kafka cluster"
+    )
     kbot_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = _f(
-        None, "KBOT_SASL_MECHANISM", "SASL mechanism (with SASL_*)", "Kafka cluster")
+        None, "KBOT_SASL_MECHANISM", "SASL mechanism (with SASL_*)", "Kafka cluster"
+    )
     kbot_sasl_username: str | None = _f(None, "KBOT_SASL_USERNAME", "the observer principal (reads)", "Kafka cluster")
     kbot_sasl_password: SecretStr | None = _f(None, "KBOT_SASL_PASSWORD", "its password", "Kafka cluster", secret=True)
     kbot_ssl_ca: Path | None = _f(None, "KBOT_SSL_CA", "CA bundle (PEM) that verifies the brokers", "Kafka cluster")
     kbot_ssl_cert: Path | None = _f(None, "KBOT_SSL_CERT", "client certificate (mTLS)", "Kafka cluster")
     kbot_ssl_key: Path | None = _f(None, "KBOT_SSL_KEY", "its key", "Kafka cluster")
-    kbot_ssl_key_password: SecretStr | None = _f(None, "KBOT_SSL_KEY_PASSWORD", "the key's password", "Kafka cluster",
-                                                 secret=True)
-    kbot_operator_sasl_username: str | None = _f(None, "KBOT_OPERATOR_SASL_USERNAME", "the operator principal "
-                                                 "(confirmed actions only)", "Kafka cluster")
-    kbot_operator_sasl_password: SecretStr | None = _f(None, "KBOT_OPERATOR_SASL_PASSWORD", "its password",
-                                                       "Kafka cluster", secret=True)
-    kbot_operator_ssl_cert: Path | None = _f(None, "KBOT_OPERATOR_SSL_CERT", "the operator's client certificate",
-                                             "Kafka cluster")
+    kbot_ssl_key_password: SecretStr | None = _f(
+        None, "KBOT_SSL_KEY_PASSWORD", "the key's password", "Kafka cluster", secret=True
+    )
+    kbot_operator_sasl_username: str | None = _f(
+        None, "KBOT_OPERATOR_SASL_USERNAME", "the operator principal (confirmed actions only)", "Kafka cluster"
+    )
+    kbot_operator_sasl_password: SecretStr | None = _f(
+        None, "KBOT_OPERATOR_SASL_PASSWORD", "its password", "Kafka cluster", secret=True
+    )
+    kbot_operator_ssl_cert: Path | None = _f(
+        None, "KBOT_OPERATOR_SSL_CERT", "the operator's client certificate", "Kafka cluster"
+    )
     kbot_operator_ssl_key: Path | None = _f(None, "KBOT_OPERATOR_SSL_KEY", "its key", "Kafka cluster")
-    kbot_operator_ssl_key_password: SecretStr | None = _f(None, "KBOT_OPERATOR_SSL_KEY_PASSWORD", "the key's password",
-                                                          "Kafka cluster", secret=True)
-    kbot_expected_brokers: str | None = _f(None, "KBOT_EXPECTED_BROKERS", "broker ids that should be registered, "
-                                           "e.g. 1,2,3 (a missing one is then named)", "Kafka cluster")
-    kbot_admin_timeout_s: float = _f(10.0, "KBOT_ADMIN_TIMEOUT_S", "seconds an admin request may take", "Kafka cluster",
-                                     gt=0, le=600)
+    kbot_operator_ssl_key_password: SecretStr | None = _f(
+        None, "KBOT_OPERATOR_SSL_KEY_PASSWORD", "the key's password", "Kafka cluster", secret=True
+    )
+    kbot_expected_brokers: str | None = _f(
+        None,
+        "KBOT_EXPECTED_BROKERS",
+        "broker ids that should be registered, e.g. 1,2,3 (a missing one is then named)",
+        "Kafka cluster",
+    )
+    kbot_admin_timeout_s: float = _f(
+        10.0, "KBOT_ADMIN_TIMEOUT_S", "seconds an admin request may take", "Kafka cluster", gt=0, le=600
+    )
 
     # --- Slack --------------------------------------------------------------------------------------------
-    slack_bot_token: SecretStr | None = _f(None, "SLACK_BOT_TOKEN", "xoxb-... the bot's Web API token", "Slack",
-                                           secret=True)
-    slack_signing_secret: SecretStr | None = _f(None, "SLACK_SIGNING_SECRET", "verifies Slack's HTTP requests",
-                                                "Slack", secret=True)
-    slack_app_token: SecretStr | None = _f(None, "SLACK_APP_TOKEN", "xapp-...: Socket Mode instead of HTTP", "Slack",
-                                           secret=True)
-    slack_api_url: str = _f("https://slack.com/api/", "SLACK_API_URL", "the Web API's base URL (tests point it at a "
-                            "local stand-in)", "Slack")
-    kbot_port: int = _f(3000, "KBOT_PORT", "HTTP port of the Slack app (PORT too, for platforms that set it)",
-                        "Slack", also=("PORT",), ge=1, le=65535)
-    kbot_max_in_flight: int = _f(16, "KBOT_MAX_IN_FLIGHT", "requests worked on at once (more wait, already acked)",
-                                 "Slack", ge=1, le=1000)
-    kbot_channel_clusters: str | None = _f(None, "KBOT_CHANNEL_CLUSTERS", "channel -> cluster, e.g. "
-                                           "C01=prod,C02=staging", "Slack")
+    slack_bot_token: SecretStr | None = _f(
+        None, "SLACK_BOT_TOKEN", "xoxb-... the bot's Web API token", "Slack", secret=True
+    )
+    slack_signing_secret: SecretStr | None = _f(
+        None, "SLACK_SIGNING_SECRET", "verifies Slack's HTTP requests", "Slack", secret=True
+    )
+    slack_app_token: SecretStr | None = _f(
+        None, "SLACK_APP_TOKEN", "xapp-...: Socket Mode instead of HTTP", "Slack", secret=True
+    )
+    slack_api_url: str = _f(
+        "https://slack.com/api/",
+        "SLACK_API_URL",
+        "the Web API's base URL (tests point it at a local stand-in)",
+        "Slack",
+    )
+    kbot_port: int = _f(
+        3000,
+        "KBOT_PORT",
+        "HTTP port of the Slack app (PORT too, for platforms that set it)",
+        "Slack",
+        also=("PORT",),
+        ge=1,
+        le=65535,
+    )
+    kbot_max_in_flight: int = _f(
+        16, "KBOT_MAX_IN_FLIGHT", "requests worked on at once (more wait, already acked)", "Slack", ge=1, le=1000
+    )
+    kbot_channel_clusters: str | None = _f(
+        None, "KBOT_CHANNEL_CLUSTERS", "channel -> cluster, e.g. C01=prod,C02=staging", "Slack"
+    )
 
     # --- access and the gate --------------------------------------------------------------------------------
-    kbot_allowed_team_ids: str | None = _f(None, "KBOT_ALLOWED_TEAM_IDS", "workspaces allowed to call the bot "
-                                           "(comma list; empty: any)", "Access and the gate")
-    kbot_allowed_enterprise_ids: str | None = _f(None, "KBOT_ALLOWED_ENTERPRISE_IDS", "Enterprise Grid orgs allowed "
-                                                 "(comma list; empty: any)", "Access and the gate")
-    kbot_allowed_api_app_ids: str | None = _f(None, "KBOT_ALLOWED_API_APP_IDS", "Slack app ids whose requests are "
-                                              "accepted (comma list; empty: any)", "Access and the gate")
-    kbot_rbac_file: Path | None = _f(None, "KBOT_RBAC_FILE", "who may run which action where (YAML); without it "
-                                     "every action is refused", "Access and the gate")
-    kbot_confirm_ttl_s: float = _f(900.0, "KBOT_CONFIRM_TTL_S", "seconds a preview's Confirm stays valid",
-                                   "Access and the gate", gt=0, le=86400)
-    kbot_high_risk_kinds: str = _f("abort-txn", "KBOT_HIGH_RISK_KINDS", "actions that need a second approver "
-                                   "(comma list)", "Access and the gate")
-    kbot_approvers_required: int = _f(1, "KBOT_APPROVERS_REQUIRED", "approvers besides the requester a high-risk "
-                                      "action needs", "Access and the gate", ge=1, le=10)
-    kbot_audit_topic: str | None = _f(None, "KBOT_AUDIT_TOPIC", "also write the audit log to this Kafka topic",
-                                      "Access and the gate")
-    kbot_audit_cluster: str | None = _f(None, "KBOT_AUDIT_CLUSTER", "the cluster holding that topic (default: the "
-                                        "default cluster)", "Access and the gate")
+    kbot_allowed_team_ids: str | None = _f(
+        None,
+        "KBOT_ALLOWED_TEAM_IDS",
+        "workspaces allowed to call the bot (comma list; empty: any)",
+        "Access and the gate",
+    )
+    kbot_allowed_enterprise_ids: str | None = _f(
+        None,
+        "KBOT_ALLOWED_ENTERPRISE_IDS",
+        "Enterprise Grid orgs allowed (comma list; empty: any)",
+        "Access and the gate",
+    )
+    kbot_allowed_api_app_ids: str | None = _f(
+        None,
+        "KBOT_ALLOWED_API_APP_IDS",
+        "Slack app ids whose requests are accepted (comma list; empty: any)",
+        "Access and the gate",
+    )
+    kbot_rbac_file: Path | None = _f(
+        None,
+        "KBOT_RBAC_FILE",
+        "who may run which action where (YAML); without it every action is refused",
+        "Access and the gate",
+    )
+    kbot_confirm_ttl_s: float = _f(
+        900.0, "KBOT_CONFIRM_TTL_S", "seconds a preview's Confirm stays valid", "Access and the gate", gt=0, le=86400
+    )
+    kbot_high_risk_kinds: str = _f(
+        "abort-txn", "KBOT_HIGH_RISK_KINDS", "actions that need a second approver (comma list)", "Access and the gate"
+    )
+    kbot_approvers_required: int = _f(
+        1,
+        "KBOT_APPROVERS_REQUIRED",
+        "approvers besides the requester a high-risk action needs",
+        "Access and the gate",
+        ge=1,
+        le=10,
+    )
+    kbot_audit_topic: str | None = _f(
+        None, "KBOT_AUDIT_TOPIC", "also write the audit log to this Kafka topic", "Access and the gate"
+    )
+    kbot_audit_cluster: str | None = _f(
+        None,
+        "KBOT_AUDIT_CLUSTER",
+        "the cluster holding that topic (default: the default cluster)",
+        "Access and the gate",
+    )
 
     # --- digests and alerts ---------------------------------------------------------------------------------
-    kbot_digest_schedules: str | None = _f(None, "KBOT_DIGEST_SCHEDULES", "health digests: '<cron> #channel "
-                                           "[@cluster]', ';' separated", "Digests and alerts")
-    kbot_digest_groups: str | None = _f(None, "KBOT_DIGEST_GROUPS", "consumer groups the digest reports on",
-                                        "Digests and alerts")
-    kbot_alert_channel: str | None = _f(None, "KBOT_ALERT_CHANNEL", "channel for alert threads (kbot run --alerts)",
-                                        "Digests and alerts")
-    kbot_alert_routes: Path | None = _f(None, "KBOT_ALERT_ROUTES", "alert -> channel routes (YAML)",
-                                        "Digests and alerts")
-    kbot_alert_token: SecretStr | None = _f(None, "KBOT_ALERT_TOKEN", "the Alertmanager webhook's bearer token "
-                                            "(made up per run when unset)", "Digests and alerts", secret=True)
+    kbot_digest_schedules: str | None = _f(
+        None,
+        "KBOT_DIGEST_SCHEDULES",
+        "health digests: '<cron> #channel [@cluster]', ';' separated",
+        "Digests and alerts",
+    )
+    kbot_digest_groups: str | None = _f(
+        None, "KBOT_DIGEST_GROUPS", "consumer groups the digest reports on", "Digests and alerts"
+    )
+    kbot_alert_channel: str | None = _f(
+        None, "KBOT_ALERT_CHANNEL", "channel for alert threads (kbot run --alerts)", "Digests and alerts"
+    )
+    kbot_alert_routes: Path | None = _f(
+        None, "KBOT_ALERT_ROUTES", "alert -> channel routes (YAML)", "Digests and alerts"
+    )
+    kbot_alert_token: SecretStr | None = _f(
+        None,
+        "KBOT_ALERT_TOKEN",
+        "the Alertmanager webhook's bearer token (made up per run when unset)",
+        "Digests and alerts",
+        secret=True,
+    )
 
     # --- the metric lake ------------------------------------------------------------------------------------
-    kbot_lake: bool | None = _f(None, "KBOT_LAKE", "1: use the metric lake even when none exists yet (kbot run "
-                                "sets it); 0: never", "Metric lake")
+    kbot_lake: bool | None = _f(
+        None,
+        "KBOT_LAKE",
+        "1: use the metric lake even when none exists yet (kbot run sets it); 0: never",
+        "Metric lake",
+    )
     kbot_lake_dir: Path | None = _f(None, "KBOT_LAKE_DIR", "the lake's folder (default: KBOT_HOME/lake)", "Metric lake")
-    kbot_lake_uri: str | None = _f(None, "KBOT_LAKE_URI", "the lake's table root when not on local disk "
-                                   "(s3a://, abfss://)", "Metric lake")
-    kbot_lake_cluster: str | None = _f(None, "KBOT_LAKE_CLUSTER", "the lake's cluster when a request names none",
-                                       "Metric lake")
-    kbot_lake_timeout_s: float = _f(30.0, "KBOT_LAKE_TIMEOUT_S", "seconds a lake query may take", "Metric lake",
-                                    gt=0, le=3600)
-    kbot_lake_retention: str | None = _f(None, "KBOT_LAKE_RETENTION", "how long rows are kept (default "
-                                         "raw=7d,rollups=90d)", "Metric lake")
-    kbot_lake_groups: str | None = _f(None, "KBOT_LAKE_GROUPS", "consumer groups whose commits are collected",
-                                      "Metric lake")
-    kbot_metrics_targets: str | None = _f(None, "KBOT_METRICS_TARGETS", "exporters to scrape: "
-                                          "101=http://host:7071/metrics,...", "Metric lake")
+    kbot_lake_uri: str | None = _f(
+        None, "KBOT_LAKE_URI", "the lake's table root when not on local disk (s3a://, abfss://)", "Metric lake"
+    )
+    kbot_lake_cluster: str | None = _f(
+        None, "KBOT_LAKE_CLUSTER", "the lake's cluster when a request names none", "Metric lake"
+    )
+    kbot_lake_timeout_s: float = _f(
+        30.0, "KBOT_LAKE_TIMEOUT_S", "seconds a lake query may take", "Metric lake", gt=0, le=3600
+    )
+    kbot_lake_retention: str | None = _f(
+        None, "KBOT_LAKE_RETENTION", "how long rows are kept (default raw=7d,rollups=90d)", "Metric lake"
+    )
+    kbot_lake_groups: str | None = _f(
+        None, "KBOT_LAKE_GROUPS", "consumer groups whose commits are collected", "Metric lake"
+    )
+    kbot_metrics_targets: str | None = _f(
+        None, "KBOT_METRICS_TARGETS", "exporters to scrape: 101=http://host:7071/metrics,...", "Metric lake"
+    )
     kbot_metrics_source: Literal["exporters", "prometheus"] = _f(
-        "exporters", "KBOT_METRICS_SOURCE", "where the lake's samples come from: the exporters themselves, or a "
-        "Prometheus that scrapes them (docs/metrics-sources.md)", "Metric lake")
-    kbot_prometheus_url: str | None = _f(None, "KBOT_PROMETHEUS_URL", "that Prometheus, e.g. http://prometheus:9090",
-                                         "Metric lake")
-    kbot_prometheus_broker_label: str = _f("node_id", "KBOT_PROMETHEUS_BROKER_LABEL", "the label holding the broker id "
-                                           "in Prometheus", "Metric lake")
-    kbot_prometheus_selector: str | None = _f(None, "KBOT_PROMETHEUS_SELECTOR", "extra label filters for its series, "
-                                              "e.g. cluster=\"prod\"", "Metric lake")
-    kbot_spark_master: str | None = _f(None, "KBOT_SPARK_MASTER", "local[*], sc://host:15002, spark://host:7077 "
-                                       "(default: the warm local Connect server when it runs, else in-process)",
-                                       "Metric lake")
-    kbot_spark_connect_port: int = _f(15002, "KBOT_SPARK_CONNECT_PORT", "port of the Spark Connect server `kbot run` "
-                                      "and `kbot lake serve` keep warm (docs/lake-connect.md)", "Metric lake",
-                                      ge=1, le=65535)
+        "exporters",
+        "KBOT_METRICS_SOURCE",
+        "where the lake's samples come from: the exporters themselves, or a "
+        "Prometheus that scrapes them (docs/metrics-sources.md)",
+        "Metric lake",
+    )
+    kbot_prometheus_url: str | None = _f(
+        None, "KBOT_PROMETHEUS_URL", "that Prometheus, e.g. http://prometheus:9090", "Metric lake"
+    )
+    kbot_prometheus_broker_label: str = _f(
+        "node_id", "KBOT_PROMETHEUS_BROKER_LABEL", "the label holding the broker id in Prometheus", "Metric lake"
+    )
+    kbot_prometheus_selector: str | None = _f(
+        None, "KBOT_PROMETHEUS_SELECTOR", 'extra label filters for its series, e.g. cluster="prod"', "Metric lake"
+    )
+    kbot_spark_master: str | None = _f(
+        None,
+        "KBOT_SPARK_MASTER",
+        "local[*], sc://host:15002, spark://host:7077 "
+        "(default: the warm local Connect server when it runs, else in-process)",
+        "Metric lake",
+    )
+    kbot_spark_connect_port: int = _f(
+        15002,
+        "KBOT_SPARK_CONNECT_PORT",
+        "port of the Spark Connect server `kbot run` and `kbot lake serve` keep warm (docs/lake-connect.md)",
+        "Metric lake",
+        ge=1,
+        le=65535,
+    )
     kbot_spark_connect_memory: str = _f("1g", "KBOT_SPARK_CONNECT_MEMORY", "that server's memory", "Metric lake")
-    kbot_spark_conf: str | None = _f(None, "KBOT_SPARK_CONF", "extra Spark settings, 'key=value;key=value'",
-                                     "Metric lake")
-    kbot_spark_log: Path | None = _f(None, "KBOT_SPARK_LOG", "where Spark's own output goes in the console "
-                                     "(default: KBOT_HOME/spark.log)", "Metric lake")
+    kbot_spark_conf: str | None = _f(
+        None, "KBOT_SPARK_CONF", "extra Spark settings, 'key=value;key=value'", "Metric lake"
+    )
+    kbot_spark_log: Path | None = _f(
+        None,
+        "KBOT_SPARK_LOG",
+        "where Spark's own output goes in the console (default: KBOT_HOME/spark.log)",
+        "Metric lake",
+    )
 
     # --- logging --------------------------------------------------------------------------------------------
     kbot_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = _f(
-        "WARNING", "KBOT_LOG_LEVEL", "the bot's log level (stderr)", "Logging")
+        "WARNING", "KBOT_LOG_LEVEL", "the bot's log level (stderr)", "Logging"
+    )
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Only what load() hands in: the environment is read there, once, as a mapping that can
         # also be a run's own configuration (bot/run.py) or a test's - never merged with the
         # process environment behind its back.
@@ -240,8 +370,13 @@ class KbotSettings(BaseSettings):
 
 
 #: where a derived default comes from, for `kbot config`
-DERIVED = {"kbot_state_dir": "KBOT_HOME", "kbot_lake_dir": "KBOT_HOME/lake",
-           "kbot_clusters_file": "KBOT_HOME/clusters.yaml", "kbot_spark_log": "KBOT_HOME/spark.log"}
+DERIVED = {
+    "kbot_state_dir": "KBOT_HOME",
+    "kbot_lake_dir": "KBOT_HOME/lake",
+    "kbot_clusters_file": "KBOT_HOME/clusters.yaml",
+    "kbot_spark_log": "KBOT_HOME/spark.log",
+}
+
 
 def _meta(name: str) -> dict[str, Any]:
     """A field's own metadata (its variables, section, secrecy), as _f stored it."""
@@ -291,10 +426,12 @@ def load(env: Mapping[str, str] | None = None) -> KbotSettings:
 
 def _plain(msg: str) -> str:
     """pydantic's messages, said the way an operator reads them."""
-    return (msg.replace("Input should be a valid integer, unable to parse string as an integer", "must be a whole number")
-            .replace("Input should be a valid number, unable to parse string as a number", "must be a number")
-            .replace("Input should be a valid boolean, unable to interpret input", "must be 1/0, true/false or yes/no")
-            .replace("Input should be", "must be"))
+    return (
+        msg.replace("Input should be a valid integer, unable to parse string as an integer", "must be a whole number")
+        .replace("Input should be a valid number, unable to parse string as a number", "must be a number")
+        .replace("Input should be a valid boolean, unable to interpret input", "must be 1/0, true/false or yes/no")
+        .replace("Input should be", "must be")
+    )
 
 
 @dataclass(frozen=True)
@@ -335,12 +472,19 @@ def describe(settings: KbotSettings, env: Mapping[str, str] | None = None) -> li
             source = f"environment ({set_by})"
         elif name in DERIVED:
             source = f"default ({DERIVED[name]})"
-            value = {"kbot_state_dir": settings.state_dir, "kbot_lake_dir": settings.lake_dir,
-                     "kbot_clusters_file": settings.clusters_file, "kbot_spark_log": settings.spark_log}[name]
+            value = {
+                "kbot_state_dir": settings.state_dir,
+                "kbot_lake_dir": settings.lake_dir,
+                "kbot_clusters_file": settings.clusters_file,
+                "kbot_spark_log": settings.spark_log,
+            }[name]
         else:
             source = "default"
-        out.append(SettingView(names[0], _shown(value), source, str(extra.get("section", "")), f.description or "",
-                               _is_secret(name)))
+        out.append(
+            SettingView(
+                names[0], _shown(value), source, str(extra.get("section", "")), f.description or "", _is_secret(name)
+            )
+        )
     return out
 
 
@@ -356,7 +500,7 @@ def markdown_table() -> str:
             names = _env_of(name)
             default = (DERIVED.get(name) if name in DERIVED else _shown(getattr(defaults, name))) or ""
             if default.startswith(str(Path.home())):
-                default = "~" + default[len(str(Path.home())):]
+                default = "~" + default[len(str(Path.home())) :]
             secret = " (secret)" if _is_secret(name) else ""
             lines.append(f"| `{'` / `'.join(names)}` | {default and f'`{default}`'} | {f.description}{secret} |")
     return "\n".join(lines)

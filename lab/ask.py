@@ -30,9 +30,9 @@ def cluster_env(cluster) -> dict[str, str]:
 @dataclass
 class Asked:
     question: str
-    outcome: str          # commands.dispatch outcome: answered / bad_input / unavailable / failed
-    reply: dict           # Reply.to_dict(), via the product's JSON renderer
-    seconds: float        # from handing over the text to having the rendered JSON
+    outcome: str  # commands.dispatch outcome: answered / bad_input / unavailable / failed
+    reply: dict  # Reply.to_dict(), via the product's JSON renderer
+    seconds: float  # from handing over the text to having the rendered JSON
 
 
 class Asker:
@@ -54,10 +54,12 @@ class Asker:
 
 def ask_once(cluster, question: str) -> Asked:
     """Synchronous one-off (a fresh console session: the first question pays the connection)."""
+
     async def go():
         asker = Asker(cluster)
         try:
             return await asker.ask(question)
         finally:
             await asker.close()
+
     return asyncio.run(go())

@@ -22,32 +22,48 @@ EXIT_BAD_INPUT = 2
 
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "lab", help="the failure lab: reproduce a runbook failure mode on a local cluster and judge the bot's answer",
+        "lab",
+        help="the failure lab: reproduce a runbook failure mode on a local cluster and judge the bot's answer",
         description="Reproduce the runbook's failure modes on a real local Kafka cluster (faults injected from "
-                    "outside: signals, separate clients, a small filesystem the lab makes), ask the bot as an "
-                    "engineer would, and judge the answer: top-1 cause, the entity named, the mechanism lines, "
-                    f"severity, and an answer within {ANSWER_BUDGET_S:.0f} s.",
-        epilog="Examples: kbot lab list | kbot lab run broker-loss | kbot lab run hanging-transaction --json | kbot lab heal")
+        "outside: signals, separate clients, a small filesystem the lab makes), ask the bot as an "
+        "engineer would, and judge the answer: top-1 cause, the entity named, the mechanism lines, "
+        f"severity, and an answer within {ANSWER_BUDGET_S:.0f} s.",
+        epilog="Examples: kbot lab list | kbot lab run broker-loss | kbot lab run hanging-transaction --json | kbot lab heal",
+    )
     sub = p.add_subparsers(dest="lab_command", metavar="ACTION")
-    ls = sub.add_parser("list", help="list the modes, the expected answer and whether each runs on this machine",
-                        description="List every failure mode with its expected runbook entry and severity, the "
-                                    "question asked, and why a mode cannot be reproduced here when it cannot.")
+    ls = sub.add_parser(
+        "list",
+        help="list the modes, the expected answer and whether each runs on this machine",
+        description="List every failure mode with its expected runbook entry and severity, the "
+        "question asked, and why a mode cannot be reproduced here when it cannot.",
+    )
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
-    run = sub.add_parser("run", help="run one mode: inject, wait for the symptom, ask, judge",
-                         description="Start the lab cluster the mode needs (as `kbot cluster up` does, on the lab's "
-                                     "own ports), inject the fault from outside, wait for the symptom, ask the bot "
-                                     "and judge its answer. The fault stays in place afterwards so you can ask more "
-                                     "yourself; `kbot lab heal` (or --heal) undoes it.")
+    run = sub.add_parser(
+        "run",
+        help="run one mode: inject, wait for the symptom, ask, judge",
+        description="Start the lab cluster the mode needs (as `kbot cluster up` does, on the lab's "
+        "own ports), inject the fault from outside, wait for the symptom, ask the bot "
+        "and judge its answer. The fault stays in place afterwards so you can ask more "
+        "yourself; `kbot lab heal` (or --heal) undoes it.",
+    )
     run.add_argument("mode", help="the mode's name, as `kbot lab list` shows it")
-    run.add_argument("--heal", action="store_true", help="heal right after judging instead of leaving the fault in place")
+    run.add_argument(
+        "--heal", action="store_true", help="heal right after judging instead of leaving the fault in place"
+    )
     run.add_argument("--json", action="store_true", help="print the result (answers and judgement) as JSON")
-    heal = sub.add_parser("heal", help="undo the fault the last `lab run` left in place",
-                          description="Undo the fault a `kbot lab run` left in place on the lab clusters and wait "
-                                      "until every partition is fully in sync again.")
+    heal = sub.add_parser(
+        "heal",
+        help="undo the fault the last `lab run` left in place",
+        description="Undo the fault a `kbot lab run` left in place on the lab clusters and wait "
+        "until every partition is fully in sync again.",
+    )
     heal.add_argument("--json", action="store_true", help="print what was done as JSON")
-    down = sub.add_parser("down", help="stop the lab clusters and delete their data",
-                          description="Stop the lab clusters (both topologies), unmount the lab's small "
-                                      "filesystem and delete the clusters' data.")
+    down = sub.add_parser(
+        "down",
+        help="stop the lab clusters and delete their data",
+        description="Stop the lab clusters (both topologies), unmount the lab's small "
+        "filesystem and delete the clusters' data.",
+    )
     down.add_argument("--json", action="store_true", help="print what was done as JSON")
     return p
 
@@ -137,13 +153,17 @@ def format_result(result: dict) -> str:
             lines.append(f"    - {e['label']}: {e['value']}")
         if top:
             lines.append(f"    ranked: {', '.join(top)}")
-            lines.append(f"    mechanism: {', '.join(m['label'] for m in reply['diagnoses'][0]['mechanism']) or '(none)'}")
+            lines.append(
+                f"    mechanism: {', '.join(m['label'] for m in reply['diagnoses'][0]['mechanism']) or '(none)'}"
+            )
     j = result.get("judgement")
     if j:
         lines.append("")
         lines.append(f"  judgement (first question): {'PASS' if j['passed'] else 'FAIL'}")
         lines.append(f"    top-1     {j['top1']!s:<24} {'ok' if j['top1_ok'] else 'WRONG'}")
-        lines.append(f"    named     {', '.join(j['named']) or '-':<24} {'ok' if j['named_ok'] else 'MISSING ' + ', '.join(j['named_missing'])}")
+        lines.append(
+            f"    named     {', '.join(j['named']) or '-':<24} {'ok' if j['named_ok'] else 'MISSING ' + ', '.join(j['named_missing'])}"
+        )
         lines.append(f"    mechanism {'':<24} {'ok' if j['mechanism_ok'] else 'WRONG'}")
         lines.append(f"    severity  {j['severity']!s:<24} {'ok' if j['severity_ok'] else 'WRONG'}")
         lines.append(f"    seconds   {j['seconds']:<24} {'ok' if j['fast'] else 'SLOW'}")
@@ -181,5 +201,7 @@ def _down(as_json: bool) -> int:
         if cluster.base_dir.exists():
             cluster.destroy()
             done.append(topo)
-    print(json.dumps({"destroyed": done}) if as_json else (f"destroyed: {', '.join(done)}" if done else "no lab cluster"))
+    print(
+        json.dumps({"destroyed": done}) if as_json else (f"destroyed: {', '.join(done)}" if done else "no lab cluster")
+    )
     return 0

@@ -20,8 +20,9 @@ def main() -> int:
     ap.add_argument("--topic", required=True)
     ap.add_argument("--transactional-id", required=True)
     a = ap.parse_args()
-    p = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": a.transactional_id,
-                  "transaction.timeout.ms": 60000})
+    p = Producer(
+        {"bootstrap.servers": a.bootstrap, "transactional.id": a.transactional_id, "transaction.timeout.ms": 60000}
+    )
     p.init_transactions(30)
     p.begin_transaction()
     for i in range(3):

@@ -17,7 +17,7 @@ ANSWER_BUDGET_S = 3.0
 class Judgement:
     top1: str | None
     top1_ok: bool
-    named: list[str]          # what the answer had to name
+    named: list[str]  # what the answer had to name
     named_missing: list[str]
     mechanism_ok: bool
     severity: str | None
@@ -65,8 +65,17 @@ def names(text: str, entity: str) -> bool:
     return re.search(rf"(?<![\w.,-]){re.escape(entity)}(?!\w|-[^\d])", text, re.IGNORECASE) is not None
 
 
-def judge(reply: dict, seconds: float, *, expect_entry: str, expect_severity: str,
-          named: list[str], kb, expect_verdict: str = "", not_top: str = "") -> Judgement:
+def judge(
+    reply: dict,
+    seconds: float,
+    *,
+    expect_entry: str,
+    expect_severity: str,
+    named: list[str],
+    kb,
+    expect_verdict: str = "",
+    not_top: str = "",
+) -> Judgement:
     diagnoses = reply.get("diagnoses") or []
     top = diagnoses[0] if diagnoses else None
     top1 = top.get("entry_id") if top else None
@@ -75,10 +84,17 @@ def judge(reply: dict, seconds: float, *, expect_entry: str, expect_severity: st
         # No runbook entry is the cause: the verdict must say what is, and the entry a wrong
         # answer would lead with must not come first. There is no mechanism line to compare.
         ok = expect_verdict in (reply.get("verdict") or "") and top1 != not_top
-        return Judgement(top1=top1 if not ok else f"verdict: {expect_verdict}", top1_ok=ok, named=list(named),
-                         named_missing=[n for n in named if not names(text, str(n))], mechanism_ok=True,
-                         severity=reply.get("severity"), severity_ok=reply.get("severity") == expect_severity,
-                         seconds=seconds, fast=seconds <= ANSWER_BUDGET_S)
+        return Judgement(
+            top1=top1 if not ok else f"verdict: {expect_verdict}",
+            top1_ok=ok,
+            named=list(named),
+            named_missing=[n for n in named if not names(text, str(n))],
+            mechanism_ok=True,
+            severity=reply.get("severity"),
+            severity_ok=reply.get("severity") == expect_severity,
+            seconds=seconds,
+            fast=seconds <= ANSWER_BUDGET_S,
+        )
     want_lines = [ref.label for ref in kb.failure_modes[expect_entry].mechanism]
     got_lines = [m.get("label") for m in (top.get("mechanism") or [])] if top else None
     return Judgement(

@@ -12,19 +12,19 @@ Facts = dict[str, Any]  # what the injection did: broker id, topic, partitions, 
 
 @dataclass(frozen=True)
 class Mode:
-    name: str                      # the `kbot lab run <name>` word
-    summary: str                   # what the lab does, in one line
-    expect_entry: str              # the runbook entry id that must come first ("" : none applies, see expect_verdict)
-    expect_severity: str           # the Reply severity a good answer has
-    questions: tuple[str, ...]     # as an engineer would ask; the first one is judged
-    inject: Callable[[Any], Facts] | None = None              # (cluster) -> facts, from outside
+    name: str  # the `kbot lab run <name>` word
+    summary: str  # what the lab does, in one line
+    expect_entry: str  # the runbook entry id that must come first ("" : none applies, see expect_verdict)
+    expect_severity: str  # the Reply severity a good answer has
+    questions: tuple[str, ...]  # as an engineer would ask; the first one is judged
+    inject: Callable[[Any], Facts] | None = None  # (cluster) -> facts, from outside
     wait_for_symptom: Callable[[Any, Facts], Any] | None = None  # a condition seen from outside
-    named: Callable[[Facts], list[str]] = lambda facts: []    # strings the answer must name
-    heal: Callable[[Any, Facts], None] | None = None          # mode-specific undo (before the generic heal)
-    topics: tuple[str, ...] = ()   # topics the mode creates: deleted at heal even if inject failed half-way
-    topology: str = "standard"     # which lab cluster (lab/topology.py)
+    named: Callable[[Facts], list[str]] = lambda facts: []  # strings the answer must name
+    heal: Callable[[Any, Facts], None] | None = None  # mode-specific undo (before the generic heal)
+    topics: tuple[str, ...] = ()  # topics the mode creates: deleted at heal even if inject failed half-way
+    topology: str = "standard"  # which lab cluster (lab/topology.py)
     feasible: bool = True
-    note: str = ""                 # why not reproducible here, or what the lab substitutes
+    note: str = ""  # why not reproducible here, or what the lab substitutes
     needs: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("tmpfs",): checked before running
     # When no runbook entry is the cause (consumers that stopped are the application's fault, not
     # Kafka's): what the verdict must say, and the entry that must NOT come first.

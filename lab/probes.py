@@ -15,8 +15,7 @@ def partitions(cluster, topic: str) -> list[dict]:
 
 def isr_lacks(cluster, topic: str, broker: int) -> list[int]:
     """Partitions of ``topic`` that have ``broker`` as replica but not in their ISR."""
-    return [p["partition"] for p in partitions(cluster, topic)
-            if broker in p["replicas"] and broker not in p["isr"]]
+    return [p["partition"] for p in partitions(cluster, topic) if broker in p["replicas"] and broker not in p["isr"]]
 
 
 def not_registered(cluster, broker: int) -> bool:
@@ -32,8 +31,9 @@ def end_offsets(cluster, topic: str, parts: list[int], isolation: str = "read_un
     from confluent_kafka import IsolationLevel
 
     level = IsolationLevel.READ_COMMITTED if isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
-    res = cluster.admin().list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in parts},
-                                       isolation_level=level, request_timeout=10)
+    res = cluster.admin().list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in parts}, isolation_level=level, request_timeout=10
+    )
     return {tp.partition: f.result().offset for tp, f in res.items()}
 
 

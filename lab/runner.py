@@ -72,9 +72,16 @@ def run_mode(mode: Mode, cluster: LabCluster | None = None, *, heal: bool = True
     """Inject, wait, ask, judge; the result as a plain dict (what `lab run --json` prints and the
     tests write for scripts/lab_report.py)."""
     kb = kb or default_kb()
-    result: dict = {"mode": mode.name, "expect": {"entry": mode.expect_entry, "severity": mode.expect_severity},
-                    "reproduced": False, "facts": {}, "answers": [], "judgement": None, "error": None,
-                    "healed": False}
+    result: dict = {
+        "mode": mode.name,
+        "expect": {"entry": mode.expect_entry, "severity": mode.expect_severity},
+        "reproduced": False,
+        "facts": {},
+        "answers": [],
+        "judgement": None,
+        "error": None,
+        "healed": False,
+    }
     why_not = unavailable(mode)
     if why_not:
         result["error"] = f"not run: {why_not}"
@@ -105,12 +112,20 @@ def run_mode(mode: Mode, cluster: LabCluster | None = None, *, heal: bool = True
         result["symptom_seconds"] = round(time.monotonic() - t1, 1)
         result["reproduced"] = True
         asked = asyncio.run(_ask_all(cluster, mode.questions_for(facts)))
-        result["answers"] = [{"question": a.question, "outcome": a.outcome, "seconds": a.seconds,
-                              "reply": a.reply} for a in asked]
+        result["answers"] = [
+            {"question": a.question, "outcome": a.outcome, "seconds": a.seconds, "reply": a.reply} for a in asked
+        ]
         first = asked[0]
-        j = judge(first.reply, first.seconds, expect_entry=mode.expect_entry,
-                  expect_severity=mode.expect_severity, named=[str(n) for n in mode.named(facts)], kb=kb,
-                  expect_verdict=mode.expect_verdict, not_top=mode.not_top)
+        j = judge(
+            first.reply,
+            first.seconds,
+            expect_entry=mode.expect_entry,
+            expect_severity=mode.expect_severity,
+            named=[str(n) for n in mode.named(facts)],
+            kb=kb,
+            expect_verdict=mode.expect_verdict,
+            not_top=mode.not_top,
+        )
         result["judgement"] = j.to_dict()
     except (KafkaException, RuntimeError, OSError, TimeoutError) as exc:
         result["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
@@ -175,6 +190,7 @@ def delete_topics(cluster: LabCluster, topics: list[str], timeout: float = 60) -
     """Delete the mode's topics and wait until the metadata no longer lists them, so the next mode's
     answers are not about this one's leftovers. A delete sent while a broker is still settling can
     be lost: ask again until they are gone."""
+
     def gone():
         left = [t for t in topics if t in cluster.admin().list_topics(timeout=5).topics]
         if left:
@@ -186,6 +202,7 @@ def delete_topics(cluster: LabCluster, topics: list[str], timeout: float = 60) -
                         raise
             return False
         return True
+
     cluster.faults.wait_for(gone, timeout, f"deletion of {', '.join(topics)}", interval=1.0)
     return topics
 

@@ -115,7 +115,9 @@ def standard(base_dir: str | Path | None = None, port_base: int | None = None) -
     base = Path(base_dir or os.environ.get("KBOT_LAB_CLUSTER_DIR", "/tmp/kbot-lab-cluster"))
     port = port_base or int(os.environ.get("KBOT_LAB_PORT_BASE", "25090"))
     c = LabCluster(
-        name="lab", base_dir=base, port_base=port,
+        name="lab",
+        base_dir=base,
+        port_base=port,
         overrides={
             "controller": {"auto.leader.rebalance.enable": "false"},
             "broker": NO_AUTO_CREATE,
@@ -130,8 +132,13 @@ def standard(base_dir: str | Path | None = None, port_base: int | None = None) -
 def quorum(base_dir: str | Path | None = None, port_base: int | None = None) -> LabCluster:
     base = Path(base_dir or os.environ.get("KBOT_LAB_QUORUM_DIR", "/tmp/kbot-lab-quorum"))
     port = port_base or int(os.environ.get("KBOT_LAB_QUORUM_PORT_BASE", "24090"))
-    c = LabCluster(name="lab-quorum", base_dir=base, port_base=port, controllers=3,
-                   overrides={"controller": {"auto.leader.rebalance.enable": "false"}, "broker": NO_AUTO_CREATE})
+    c = LabCluster(
+        name="lab-quorum",
+        base_dir=base,
+        port_base=port,
+        controllers=3,
+        overrides={"controller": {"auto.leader.rebalance.enable": "false"}, "broker": NO_AUTO_CREATE},
+    )
     c.topology = "quorum"
     return c
 

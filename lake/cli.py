@@ -36,8 +36,9 @@ GROUPS_ENV = "KBOT_LAKE_GROUPS"
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("lake", help="metric lake: collect broker metrics, ingest them, status",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "lake", help="metric lake: collect broker metrics, ingest them, status", description=__doc__.split("\n\n")[0]
+    )
     add_arguments(p)
     return p
 
@@ -56,22 +57,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--targets", help="node_id=url,... (default $KBOT_METRICS_TARGETS)")
     src.add_argument("--local", metavar="NAME", help="the local cluster NAME (kbot cluster up)")
     c.add_argument("--port-base", type=int, default=None, help="port base of the local cluster")
-    c.add_argument("--cluster", help="cluster name stored with the samples (default $KBOT_LAKE_CLUSTER, "
-                                     "else the configured cluster's name, else 'default')")
+    c.add_argument(
+        "--cluster",
+        help="cluster name stored with the samples (default $KBOT_LAKE_CLUSTER, "
+        "else the configured cluster's name, else 'default')",
+    )
     c.add_argument("--interval", type=float, default=10.0, help="seconds between scrapes (default 10)")
-    c.add_argument("--timeout", type=float, default=10.0,
-                   help="per-target scrape timeout in seconds (default 10, Prometheus's scrape_timeout)")
+    c.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="per-target scrape timeout in seconds (default 10, Prometheus's scrape_timeout)",
+    )
     c.add_argument("--rounds", type=int, help="stop after this many rounds")
     c.add_argument("--duration", type=float, help="stop after this many seconds")
-    c.add_argument("--groups", help=f"consumer groups to sample committed offsets of (default ${GROUPS_ENV}); "
-                                    "needs the cluster configured (KBOT_BOOTSTRAP or clusters file)")
+    c.add_argument(
+        "--groups",
+        help=f"consumer groups to sample committed offsets of (default ${GROUPS_ENV}); "
+        "needs the cluster configured (KBOT_BOOTSTRAP or clusters file)",
+    )
     c.add_argument("--ingest-every", type=float, metavar="S", help="also ingest every S seconds (starts Spark)")
-    c.add_argument("--ingest-follow", action="store_true",
-                   help="also ingest each landing file as soon as it is written, rollups at most once a minute "
-                        "(starts Spark; a sample is queryable seconds after its scrape - what `kbot run` uses)")
-    c.add_argument("--master", default=None, help="Spark master for --ingest-every (default $KBOT_SPARK_MASTER or local[2])")
-    c.add_argument("--maintain-every", type=float, metavar="S", default=3600.0,
-                   help="with --ingest-every: compact/expire/vacuum every S seconds (default 3600; 0 = never)")
+    c.add_argument(
+        "--ingest-follow",
+        action="store_true",
+        help="also ingest each landing file as soon as it is written, rollups at most once a minute "
+        "(starts Spark; a sample is queryable seconds after its scrape - what `kbot run` uses)",
+    )
+    c.add_argument(
+        "--master", default=None, help="Spark master for --ingest-every (default $KBOT_SPARK_MASTER or local[2])"
+    )
+    c.add_argument(
+        "--maintain-every",
+        type=float,
+        metavar="S",
+        default=3600.0,
+        help="with --ingest-every: compact/expire/vacuum every S seconds (default 3600; 0 = never)",
+    )
     c.set_defaults(func=run)
 
     i = sub.add_parser("ingest", help="landing files -> Delta Lake table and rollups (idempotent)")
@@ -91,16 +112,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common(s)
     s.set_defaults(func=run)
 
-    v = sub.add_parser("serve", help="keep Spark warm: start a Spark Connect server the bot queries through",
-                       description="Start this lake's Spark Connect server in the background (Delta Lake enabled, "
-                                   "on 127.0.0.1) and wait until it answers; `kbot ask`, the console and the Slack "
-                                   "app then query through it. See docs/lake-connect.md.")
+    v = sub.add_parser(
+        "serve",
+        help="keep Spark warm: start a Spark Connect server the bot queries through",
+        description="Start this lake's Spark Connect server in the background (Delta Lake enabled, "
+        "on 127.0.0.1) and wait until it answers; `kbot ask`, the console and the Slack "
+        "app then query through it. See docs/lake-connect.md.",
+    )
     v.add_argument("--lake-dir", help="state directory (default $KBOT_LAKE_DIR or ~/.kbot/lake)")
     v.add_argument("--table", help="Delta table to warm up on (default $KBOT_LAKE_URI or <lake dir>/samples)")
     v.add_argument("--json", action="store_true", help="machine-readable output")
     v.add_argument("--port", default=None, help="Connect port (default $KBOT_SPARK_CONNECT_PORT or 15002)")
-    v.add_argument("--master", default=None, help="the server's Spark master: local[N] (default local[2]) or "
-                                                 "spark://host:port of a standalone cluster")
+    v.add_argument(
+        "--master",
+        default=None,
+        help="the server's Spark master: local[N] (default local[2]) or spark://host:port of a standalone cluster",
+    )
     v.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for it to answer (default 180)")
     v.add_argument("--no-warm", action="store_true", help="do not run the lake's queries once after the start")
     what = v.add_mutually_exclusive_group()
@@ -171,15 +198,17 @@ async def _collect(args) -> int:
 
         pool = GatewayPool()
         gw = await pool.get(None)
-    collector = Collector(targets, layout.landing, cluster, interval_s=args.interval, timeout_s=args.timeout,
-                          groups=groups, lag_source=gw)
+    collector = Collector(
+        targets, layout.landing, cluster, interval_s=args.interval, timeout_s=args.timeout, groups=groups, lag_source=gw
+    )
     ingestor = follower = None
     if args.ingest_follow:
         from .ingest import ContinuousIngest
 
         ingestor = Ingestor(_session(args.master), layout, rollup_every_s=60)
-        follower = ContinuousIngest(ingestor, on_report=lambda rep: _print(
-            {"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")).start()
+        follower = ContinuousIngest(
+            ingestor, on_report=lambda rep: _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
+        ).start()
     elif args.ingest_every:
         ingestor = Ingestor(_session(args.master), layout)
     last_ingest = last_maintain = time.monotonic()
@@ -189,16 +218,31 @@ async def _collect(args) -> int:
 
         retention = retention_from_env()  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
     if not args.json:
-        source = (f"from Prometheus at {collector.prometheus.url}" if getattr(collector, "prometheus", None) is not None
-                  else f"{len(targets)} target(s)")
+        source = (
+            f"from Prometheus at {collector.prometheus.url}"
+            if getattr(collector, "prometheus", None) is not None
+            else f"{len(targets)} target(s)"
+        )
         how = ("as each file lands" if follower is not None else f"every {args.ingest_every:g}s") if ingestor else ""
-        print(f"collecting {source} as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
-              + (f"; ingesting {how} into {layout.table}" if ingestor else ""), flush=True)
+        print(
+            f"collecting {source} as cluster '{cluster}' every {args.interval:g}s into {layout.landing}"
+            + (f"; ingesting {how} into {layout.table}" if ingestor else ""),
+            flush=True,
+        )
 
     async def on_round(report) -> None:
         nonlocal last_ingest, last_maintain
-        _print({"round": collector.rounds, "rows": report.rows, "failed": report.failed,
-                "file": str(report.file) if report.file else None, "error": report.error}, args.json, report.summary())
+        _print(
+            {
+                "round": collector.rounds,
+                "rows": report.rows,
+                "failed": report.failed,
+                "file": str(report.file) if report.file else None,
+                "error": report.error,
+            },
+            args.json,
+            report.summary(),
+        )
         if follower is not None:
             follower.notify()
         elif ingestor is not None and time.monotonic() - last_ingest >= args.ingest_every:
@@ -208,8 +252,7 @@ async def _collect(args) -> int:
                 _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
             except IngestBusy as exc:
                 print(f"ingest skipped: {exc}", file=sys.stderr)
-        if (ingestor is not None and args.maintain_every
-                and time.monotonic() - last_maintain >= args.maintain_every):
+        if ingestor is not None and args.maintain_every and time.monotonic() - last_maintain >= args.maintain_every:
             last_maintain = time.monotonic()
             from .maintenance import maintain
 
@@ -222,7 +265,7 @@ async def _collect(args) -> int:
         if pool is not None:
             await pool.close()
         if follower is not None:
-            await asyncio.to_thread(follower.stop)   # ingests what is left, flushes the deferred rollups
+            await asyncio.to_thread(follower.stop)  # ingests what is left, flushes the deferred rollups
         elif ingestor is not None:
             rep = await asyncio.to_thread(ingestor.run)
             _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
@@ -238,10 +281,16 @@ def _ingest(args) -> int:
         report = Ingestor(spark, layout, max_files=args.max_files).run()
     finally:
         spark.stop()
-    data = {"batches": len(report.batches), "files": report.files, "rows": report.rows,
-            "quarantined": report.quarantined, "seconds": round(report.seconds, 2), "table": layout.table,
-            "recovered": sum(b.recovered for b in report.batches),
-            "already_committed": sum(b.already_committed for b in report.batches)}
+    data = {
+        "batches": len(report.batches),
+        "files": report.files,
+        "rows": report.rows,
+        "quarantined": report.quarantined,
+        "seconds": round(report.seconds, 2),
+        "table": layout.table,
+        "recovered": sum(b.recovered for b in report.batches),
+        "already_committed": sum(b.already_committed for b in report.batches),
+    }
     _print(data, args.json, f"ingested {report.summary()} into {layout.table}")
     return 0
 
@@ -256,9 +305,15 @@ def _maintain(args) -> int:
         rep = maintain(spark, layout.table, retention=retention, vacuum=not args.no_vacuum)
     finally:
         spark.stop()
-    data = {"optimized": rep.optimized, "files_before": rep.files_before, "files_after": rep.files_after,
-            "kept_from": rep.expired_before, "vacuumed": rep.vacuumed, "seconds": round(rep.seconds, 2),
-            "table": layout.table}
+    data = {
+        "optimized": rep.optimized,
+        "files_before": rep.files_before,
+        "files_after": rep.files_after,
+        "kept_from": rep.expired_before,
+        "vacuumed": rep.vacuumed,
+        "seconds": round(rep.seconds, 2),
+        "table": layout.table,
+    }
     _print(data, args.json, f"maintained {layout.table}: {rep.summary()}")
     return 0
 
@@ -267,14 +322,19 @@ def _status(args) -> int:
     from .ingest import layout_status
 
     st = layout_status(_layout(args))
-    lines = [f"lake state dir  {st['state_dir']}", f"parquet table   {st['table']}",
-             f"table format    {st.get('format', 'delta')}",
-             f"in flight       {st['landing_files']} landing file(s), {st['processing_batches']} batch(es) processing",
-             f"ingested        {st['committed_batches']} batch(es), {st['ingested_rows']:,} rows; last commit {st['last_commit'] or '-'}",
-             f"quarantined     {st['quarantined_files']} file(s)"]
+    lines = [
+        f"lake state dir  {st['state_dir']}",
+        f"parquet table   {st['table']}",
+        f"table format    {st.get('format', 'delta')}",
+        f"in flight       {st['landing_files']} landing file(s), {st['processing_batches']} batch(es) processing",
+        f"ingested        {st['committed_batches']} batch(es), {st['ingested_rows']:,} rows; last commit {st['last_commit'] or '-'}",
+        f"quarantined     {st['quarantined_files']} file(s)",
+    ]
     if "hour_partitions" in st:
-        lines.append(f"table           {st['hour_partitions']} hour partition(s), {st['parquet_bytes'] / 1e6:,.1f} MB, "
-                     f"clusters: {', '.join(st['clusters']) or '-'}, newest: {st['newest_hour'] or '-'}")
+        lines.append(
+            f"table           {st['hour_partitions']} hour partition(s), {st['parquet_bytes'] / 1e6:,.1f} MB, "
+            f"clusters: {', '.join(st['clusters']) or '-'}, newest: {st['newest_hour'] or '-'}"
+        )
         rollups = [res for res, ok in st.get("rollups", {}).items() if ok]
         lines.append(f"rollups         {', '.join(rollups) or 'none yet'}")
     _print(st, args.json, "\n".join(lines))
@@ -290,15 +350,23 @@ def _serve(args) -> int:
         info = connect.status(lake_dir, deep=True)
         running = info is not None and info.state == "running"
         data = info.to_dict() if info is not None else {"state": "stopped"}
-        text = (f"Spark Connect server {data['state']}" + (f" at {info.url} (pid {info.pid}, master {info.master}, "
-                f"Spark {info.spark_version or '?'}; log {info.log})" if info is not None else ""))
+        text = f"Spark Connect server {data['state']}" + (
+            f" at {info.url} (pid {info.pid}, master {info.master}, Spark {info.spark_version or '?'}; log {info.log})"
+            if info is not None
+            else ""
+        )
         _print(data, args.json, text)
         return 0 if running else 1
     if args.stop:
         stopped = connect.stop_server(lake_dir)
         data = stopped.to_dict() if stopped is not None else {"state": "stopped", "pid": None}
-        _print(data, args.json, f"stopped the Spark Connect server (pid {stopped.pid})" if stopped
-               else "no Spark Connect server was running")
+        _print(
+            data,
+            args.json,
+            f"stopped the Spark Connect server (pid {stopped.pid})"
+            if stopped
+            else "no Spark Connect server was running",
+        )
         return 0
     try:  # bad input is exit 2 with one line, before anything starts
         port = connect.check_port(args.port) if args.port is not None else connect.default_port()
@@ -306,13 +374,15 @@ def _serve(args) -> int:
     except connect.BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    info = ensure_server(port, master, lake_dir=lake_dir, table=args.table, warm=not args.no_warm,
-                                 timeout=args.timeout)
+    info = ensure_server(port, master, lake_dir=lake_dir, table=args.table, warm=not args.no_warm, timeout=args.timeout)
     verb = "started" if info.started else "already running"
     warm = f", warmed up in {info.warm_s:.1f} s" if info.warm_s is not None else ""
-    _print(info.to_dict(), args.json,
-           f"Spark Connect server {verb} at {info.url} (pid {info.pid}, master {info.master}, Spark "
-           f"{info.spark_version or '?'}{warm}); log {info.log}\nstop it with `kbot lake serve --stop`")
+    _print(
+        info.to_dict(),
+        args.json,
+        f"Spark Connect server {verb} at {info.url} (pid {info.pid}, master {info.master}, Spark "
+        f"{info.spark_version or '?'}{warm}); log {info.log}\nstop it with `kbot lake serve --stop`",
+    )
     return 0
 
 

@@ -145,8 +145,9 @@ class GroupSampler:
 
     async def sample(self, ts_us: int, cluster: str) -> tuple[list[dict], dict[str, str]]:
         """Rows for the commits seen since the last call, and per-group errors."""
-        results = await asyncio.gather(*(self.source.consumer_group_lag(g) for g in self.groups),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.source.consumer_group_lag(g) for g in self.groups), return_exceptions=True
+        )
         rows: list[dict] = []
         errors: dict[str, str] = {}
         for group, res in zip(self.groups, results):
@@ -273,8 +274,13 @@ class Collector:
         if self.source == PROMETHEUS:
             # step = our interval: one point per series per round, as an exporter round gives
             self.prometheus = prometheus or PrometheusSource.from_env(
-                self.landing_dir.parent, cluster, step_s=self.interval_s, timeout_s=self.timeout_s,
-                mapper=self.mapper, clock=clock)
+                self.landing_dir.parent,
+                cluster,
+                step_s=self.interval_s,
+                timeout_s=self.timeout_s,
+                mapper=self.mapper,
+                clock=clock,
+            )
         self.rounds = 0
 
     async def _scrape(self, session, target: Target, ts_us: int) -> ScrapeResult:

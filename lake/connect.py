@@ -135,15 +135,22 @@ def check_master(master: str) -> str:
 def _read_state(directory: Path) -> ServerInfo | None:
     try:
         data = json.loads((directory / STATE_NAME).read_text())
-        return ServerInfo(pid=int(data["pid"]), port=int(data["port"]), master=str(data["master"]),
-                          log=str(data["log"]), host=str(data.get("host") or HOST),
-                          started_at=str(data.get("started_at") or ""))
+        return ServerInfo(
+            pid=int(data["pid"]),
+            port=int(data["port"]),
+            master=str(data["master"]),
+            log=str(data["log"]),
+            host=str(data.get("host") or HOST),
+            started_at=str(data.get("started_at") or ""),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def _write_state(directory: Path, info: ServerInfo) -> None:
-    data = {k: v for k, v in info.to_dict().items() if k in ("pid", "port", "master", "log", "host", "started_at", "url")}
+    data = {
+        k: v for k, v in info.to_dict().items() if k in ("pid", "port", "master", "log", "host", "started_at", "url")
+    }
     tmp = directory / f".{STATE_NAME}.{os.getpid()}"
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, directory / STATE_NAME)  # a reader sees the old file or the whole new one
@@ -228,8 +235,9 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def server_conf(port: int, master: str, conf: Mapping[str, str] | None = None,
-                env: Mapping[str, str] | None = None) -> dict[str, str]:
+def server_conf(
+    port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
     from lake.spark import CONF_ENV, DEFAULT_CONF, parse_conf
@@ -238,32 +246,46 @@ def server_conf(port: int, master: str, conf: Mapping[str, str] | None = None,
     out = dict(DEFAULT_CONF)
     if master.startswith("local"):
         # incident-window queries shuffle little data: one shuffle partition per core
-        cores = master[len("local["):-1] if master.startswith("local[") else "1"
+        cores = master[len("local[") : -1] if master.startswith("local[") else "1"
         out["spark.sql.shuffle.partitions"] = cores if cores.isdigit() else str(os.cpu_count() or 2)
-    out.update({
-        "spark.connect.grpc.binding.address": HOST,
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.driver.memory": (env.get(MEMORY_ENV) or DEFAULT_MEMORY).strip(),
-        # Python UDFs, if any, run with this interpreter (the venv), not the first python3 on PATH
-        "spark.pyspark.python": sys.executable,
-    })
+    out.update(
+        {
+            "spark.connect.grpc.binding.address": HOST,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.driver.memory": (env.get(MEMORY_ENV) or DEFAULT_MEMORY).strip(),
+            # Python UDFs, if any, run with this interpreter (the venv), not the first python3 on PATH
+            "spark.pyspark.python": sys.executable,
+        }
+    )
     out.update(parse_conf(env.get(CONF_ENV, "")))
     out.update(conf or {})
     return out
 
 
-def server_command(port: int, master: str, conf: Mapping[str, str] | None = None,
-                   env: Mapping[str, str] | None = None) -> list[str]:
+def server_command(
+    port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
+) -> list[str]:
     """The spark-submit command line (a list: nothing goes through a shell)."""
     from lake.spark import delta_jars
 
     if not any((spark_home() / "jars").glob("spark-connect_*.jar")):
-        raise ConnectServerError(f"pyspark's installation ({spark_home()}) has no spark-connect jar in jars/; "
-                                 "the Spark Connect server needs pyspark >= 4.0")
+        raise ConnectServerError(
+            f"pyspark's installation ({spark_home()}) has no spark-connect jar in jars/; "
+            "the Spark Connect server needs pyspark >= 4.0"
+        )
     settings = server_conf(port, master, conf, env)
     jars = ",".join(filter(None, [settings.pop("spark.jars", ""), delta_jars()]))
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", APP_NAME,
-           "--master", master, "--jars", jars]
+    cmd = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        APP_NAME,
+        "--master",
+        master,
+        "--jars",
+        jars,
+    ]
     for key, value in sorted(settings.items()):
         cmd += ["--conf", f"{key}={value}"]
     return cmd
@@ -282,8 +304,9 @@ def _log_tail(path: str, limit: int = 1500) -> str:
 # --------------------------------------------------------------------------- API
 
 
-def status(lake_dir: str | os.PathLike[str] | None = None, *, deep: bool = False,
-           env: Mapping[str, str] | None = None) -> ServerInfo | None:
+def status(
+    lake_dir: str | os.PathLike[str] | None = None, *, deep: bool = False, env: Mapping[str, str] | None = None
+) -> ServerInfo | None:
     """The server the state file names, with ``state``: ``running`` (its pid is the server and
     its port accepts connections; ``deep`` also makes a Connect round trip and fills
     ``spark_version``), ``starting`` (alive, port not open yet) or ``dead``.  None without a
@@ -313,9 +336,15 @@ def running_url(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str
     return info.url if info is not None and info.state == "running" else None
 
 
-def start_server(port: int | None = None, master: str | None = None, *,
-                 lake_dir: str | os.PathLike[str] | None = None, conf: Mapping[str, str] | None = None,
-                 timeout: float = 180.0, env: Mapping[str, str] | None = None) -> ServerInfo:
+def start_server(
+    port: int | None = None,
+    master: str | None = None,
+    *,
+    lake_dir: str | os.PathLike[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+    timeout: float = 180.0,
+    env: Mapping[str, str] | None = None,
+) -> ServerInfo:
     """Start the server in the background (or return the one already running: ``started`` False)
     and wait until it answers a Connect request.  Raises :class:`ConnectServerError` when the
     port is taken by something else, or the server exits or does not answer within ``timeout``
@@ -330,13 +359,15 @@ def start_server(port: int | None = None, master: str | None = None, *,
             if current.port != port or current.master != master:
                 raise ConnectServerError(
                     f"a Spark Connect server for this lake already runs on {current.url} (master {current.master}); "
-                    "stop it first (kbot lake serve --stop)")
+                    "stop it first (kbot lake serve --stop)"
+                )
             return _wait_answers(current, None, timeout)
         if current is not None:
             _remove_state(directory, current.pid)
         if port_open(HOST, port):
-            raise ConnectServerError(f"port {port} on {HOST} is already in use by another process; "
-                                     f"choose another with --port or {PORT_ENV}")
+            raise ConnectServerError(
+                f"port {port} on {HOST} is already in use by another process; choose another with --port or {PORT_ENV}"
+            )
         log_path = directory / LOG_NAME
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         cmd = server_command(port, master, conf, env_)
@@ -351,11 +382,24 @@ def start_server(port: int | None = None, master: str | None = None, *,
             log.flush()
             # a session of its own: Ctrl-C in the terminal that started it must not kill the
             # server that other terminals use; stop_server signals its whole process group
-            child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=child_env, start_new_session=True)
+            child = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_env,
+                start_new_session=True,
+            )
         _CHILDREN[child.pid] = child
-        info = ServerInfo(pid=child.pid, port=port, master=master, log=str(log_path), started_at=_now(),
-                          state="starting", started=True)
+        info = ServerInfo(
+            pid=child.pid,
+            port=port,
+            master=master,
+            log=str(log_path),
+            started_at=_now(),
+            state="starting",
+            started=True,
+        )
         _write_state(directory, info)
         try:
             return _wait_answers(info, child, timeout)
@@ -372,8 +416,10 @@ def _wait_answers(info: ServerInfo, child: subprocess.Popen | None, timeout: flo
     last_error = ""
     while True:
         if child is not None and child.poll() is not None:
-            raise ConnectServerError(f"the Spark Connect server exited (code {child.returncode}) before answering; "
-                                     f"log {info.log}:\n{_log_tail(info.log)}")
+            raise ConnectServerError(
+                f"the Spark Connect server exited (code {child.returncode}) before answering; "
+                f"log {info.log}:\n{_log_tail(info.log)}"
+            )
         if child is None and not _alive(info.pid):
             raise ConnectServerError(f"the Spark Connect server (pid {info.pid}) exited; log {info.log}")
         if port_open(info.host, info.port):
@@ -384,8 +430,11 @@ def _wait_answers(info: ServerInfo, child: subprocess.Popen | None, timeout: flo
             except Exception as exc:  # noqa: BLE001 - port open, service not ready: try again
                 last_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         if time.monotonic() >= deadline:
-            raise ConnectServerError(f"the Spark Connect server did not answer on {info.url} within {timeout:.0f} s"
-                                     + (f" ({last_error})" if last_error else "") + f"; log {info.log}")
+            raise ConnectServerError(
+                f"the Spark Connect server did not answer on {info.url} within {timeout:.0f} s"
+                + (f" ({last_error})" if last_error else "")
+                + f"; log {info.log}"
+            )
         # between attempts: wake as soon as the child exits, else after half a second
         if child is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -419,8 +468,9 @@ def _terminate(pid: int, timeout: float) -> bool:
     return not _alive(pid)
 
 
-def stop_server(lake_dir: str | os.PathLike[str] | None = None, *, timeout: float = 30.0,
-                env: Mapping[str, str] | None = None) -> ServerInfo | None:
+def stop_server(
+    lake_dir: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, env: Mapping[str, str] | None = None
+) -> ServerInfo | None:
     """Stop the lake's Connect server (SIGTERM, then SIGKILL after ``timeout``) and remove its
     state file.  Returns what was stopped (``state`` "stopped"), None when none was recorded."""
     directory = state_dir(lake_dir, env)
@@ -440,6 +490,21 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-__all__ = ["BadInput", "ConnectServerError", "ServerInfo", "answers", "check_master", "check_port", "default_port",
-           "port_open", "running_url", "server_command", "spark_home", "start_server",
-           "status", "stop_server", "PORT_ENV", "DEFAULT_PORT"]
+__all__ = [
+    "BadInput",
+    "ConnectServerError",
+    "ServerInfo",
+    "answers",
+    "check_master",
+    "check_port",
+    "default_port",
+    "port_open",
+    "running_url",
+    "server_command",
+    "spark_home",
+    "start_server",
+    "status",
+    "stop_server",
+    "PORT_ENV",
+    "DEFAULT_PORT",
+]

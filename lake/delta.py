@@ -47,8 +47,15 @@ def table_exists(spark, path: str) -> bool:
         return False
 
 
-def append(df: DataFrame, path: str, partition_by: list[str], *, app_id: str | None = None,
-           version: int | None = None, metadata: dict | None = None) -> None:
+def append(
+    df: DataFrame,
+    path: str,
+    partition_by: list[str],
+    *,
+    app_id: str | None = None,
+    version: int | None = None,
+    metadata: dict | None = None,
+) -> None:
     """Append ``df``; with ``app_id``/``version`` an idempotent write: Delta skips it when this
     app already committed a version >= ``version`` (a retried batch is never written twice)."""
     w = df.write.format("delta").mode("append").partitionBy(*partition_by)
@@ -62,8 +69,13 @@ def append(df: DataFrame, path: str, partition_by: list[str], *, app_id: str | N
 def replace_partitions(df: DataFrame, path: str, partition_by: list[str]) -> None:
     """Overwrite exactly the partitions present in ``df`` (dynamic partition overwrite), in one
     commit: readers see the old rows of those partitions or the new ones, never a mix."""
-    (df.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic")
-     .partitionBy(*partition_by).save(path))
+    (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .partitionBy(*partition_by)
+        .save(path)
+    )
 
 
 def last_commit(spark, path: str) -> tuple[int, dict | None] | None:

@@ -109,11 +109,12 @@ class LakeLayout:
     table: str  # the Delta table of raw samples: a local path or a Hadoop URI
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None,
-                 table: str | None = None) -> "LakeLayout":
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None, table: str | None = None
+    ) -> "LakeLayout":
         from kbot_settings import load
 
-        settings = load(os.environ if env is None else env)   # KBOT_LAKE_DIR, else KBOT_HOME/lake
+        settings = load(os.environ if env is None else env)  # KBOT_LAKE_DIR, else KBOT_HOME/lake
         state = Path(lake_dir or settings.lake_dir).expanduser().resolve()
         uri = table or settings.kbot_lake_uri or str(state / TABLE_NAME)
         if not _is_uri(uri):
@@ -178,16 +179,18 @@ def landing_schema():
     """What a landing line holds (``ts`` in epoch microseconds)."""
     from pyspark.sql.types import DoubleType, IntegerType, LongType, MapType, StringType, StructField, StructType
 
-    return StructType([
-        StructField("ts", LongType()),
-        StructField("cluster", StringType()),
-        StructField("broker", IntegerType()),
-        StructField("metric", StringType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("labels", MapType(StringType(), StringType(), True)),
-        StructField("value", DoubleType()),
-    ])
+    return StructType(
+        [
+            StructField("ts", LongType()),
+            StructField("cluster", StringType()),
+            StructField("broker", IntegerType()),
+            StructField("metric", StringType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("labels", MapType(StringType(), StringType(), True)),
+            StructField("value", DoubleType()),
+        ]
+    )
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -235,8 +238,9 @@ def check_row(obj) -> str | None:
     if part is not None and (not _is_int(part) or not 0 <= part <= _INT32):
         return f"partition must be a non-negative int or null, got {part!r}"
     labels = obj.get("labels")
-    if labels is not None and (not isinstance(labels, dict)
-                               or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+    if labels is not None and (
+        not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+    ):
         return "labels must be an object of strings or null"
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -325,8 +329,7 @@ class IngestReport:
 
     def summary(self) -> str:
         rec = sum(b.recovered for b in self.batches)
-        text = (f"{len(self.batches)} batch(es), {self.files:,} file(s), {self.rows:,} rows"
-                f" in {self.seconds:.1f}s")
+        text = f"{len(self.batches)} batch(es), {self.files:,} file(s), {self.rows:,} rows in {self.seconds:.1f}s"
         if rec:
             text += f"; {rec} recovered from an interrupted run"
         skipped = sum(b.already_committed for b in self.batches)
@@ -360,8 +363,9 @@ def _locked(path: Path) -> Iterator[None]:
 def _landing_files(layout: LakeLayout) -> list[Path]:
     if not layout.landing.is_dir():
         return []
-    return sorted(p for p in layout.landing.iterdir()
-                  if p.is_file() and p.name.endswith(".jsonl") and not p.name.startswith("."))
+    return sorted(
+        p for p in layout.landing.iterdir() if p.is_file() and p.name.endswith(".jsonl") and not p.name.startswith(".")
+    )
 
 
 def new_batch_id(names: list[str], now: float | None = None) -> str:
@@ -385,9 +389,17 @@ class Ingestor:
     ``committed``, ``rolled_up``, ``finished_file``); tests raise from it to stop a run there.
     """
 
-    def __init__(self, spark, layout: LakeLayout, *, max_files: int = DEFAULT_MAX_FILES,
-                 keep_done_s: float | None = DEFAULT_KEEP_DONE_S, rollups: bool = True,
-                 rollup_every_s: float = 0.0, crash_hook: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        spark,
+        layout: LakeLayout,
+        *,
+        max_files: int = DEFAULT_MAX_FILES,
+        keep_done_s: float | None = DEFAULT_KEEP_DONE_S,
+        rollups: bool = True,
+        rollup_every_s: float = 0.0,
+        crash_hook: Callable[[str], None] | None = None,
+    ):
         """``rollup_every_s``: 0 recomputes the rollups after every batch; more defers them
         (touched hours kept in ``rollups.pending``) to at most once per that many seconds."""
         if max_files < 1:
@@ -503,16 +515,23 @@ class Ingestor:
 
         spark = self.spark
         table = self.layout.table
-        df = (spark.read.schema(landing_schema()).option("mode", "FAILFAST")
-              .json([f.resolve().as_uri() for f in files]))
+        df = spark.read.schema(landing_schema()).option("mode", "FAILFAST").json([f.resolve().as_uri() for f in files])
         out = with_partition_columns(df.withColumn("ts", F.timestamp_micros(F.col("ts"))))
         # one file per hour and batch; sorted so a metric's rows sit together (row-group
         # statistics on metric/topic then skip most of a file)
-        out = (out.repartition(*PARTITION_COLUMNS)
-               .sortWithinPartitions("metric", "topic", "partition", "broker", "ts")
-               .select(*COLUMNS))
-        meta = {"kbot": "ingest", "batch": rep.batch_id, "version": rep.version, "rows": rep.rows,
-                "files": [f.name for f in files], "quarantined": [n for n, _ in rep.quarantined]}
+        out = (
+            out.repartition(*PARTITION_COLUMNS)
+            .sortWithinPartitions("metric", "topic", "partition", "broker", "ts")
+            .select(*COLUMNS)
+        )
+        meta = {
+            "kbot": "ingest",
+            "batch": rep.batch_id,
+            "version": rep.version,
+            "rows": rep.rows,
+            "files": [f.name for f in files],
+            "quarantined": [n for n, _ in rep.quarantined],
+        }
         before = delta.last_commit(spark, table)
         if before is not None and (before[1] or {}).get("batch") == rep.batch_id:
             return False  # the newest commit is this batch: a crash came right after it
@@ -577,8 +596,12 @@ class Ingestor:
             self._write_pending(pending)
 
     def rollups_due(self) -> bool:
-        return (self.rollups and self.rollup_every_s > 0
-                and time.monotonic() - self._last_rollup >= self.rollup_every_s and bool(self._read_pending()))
+        return (
+            self.rollups
+            and self.rollup_every_s > 0
+            and time.monotonic() - self._last_rollup >= self.rollup_every_s
+            and bool(self._read_pending())
+        )
 
     def _pending_rollups(self, force: bool) -> float:
         """Recompute the pending hours' rollups when due (or ``force``); returns the seconds spent.
@@ -651,8 +674,9 @@ class ContinuousIngest:
     the files stay in ``landing/`` or ``processing/``, the hours in ``rollups.pending``.
     """
 
-    def __init__(self, ingestor: "Ingestor", *, poll_s: float = 1.0,
-                 on_report: Callable[[IngestReport], None] | None = None):
+    def __init__(
+        self, ingestor: "Ingestor", *, poll_s: float = 1.0, on_report: Callable[[IngestReport], None] | None = None
+    ):
         if poll_s <= 0:
             raise ValueError("poll_s must be positive")
         self.ingestor = ingestor
@@ -752,21 +776,26 @@ def layout_status(layout: LakeLayout) -> dict:
         "table": layout.table,
         "format": "delta",
         "landing_files": count(layout.landing),
-        "processing_batches": sum(1 for p in layout.processing.iterdir() if p.is_dir()) if layout.processing.is_dir() else 0,
+        "processing_batches": sum(1 for p in layout.processing.iterdir() if p.is_dir())
+        if layout.processing.is_dir()
+        else 0,
         "done_files": count(layout.done),
         "quarantined_files": count(layout.quarantine),
         "committed_batches": len(commits),
         "ingested_rows": sum(int(c.get("rows", 0)) for c in commits),
-        "last_commit": (_dt.datetime.fromtimestamp(last / 1000, _dt.timezone.utc).isoformat(timespec="seconds")
-                        if last else None),
+        "last_commit": (
+            _dt.datetime.fromtimestamp(last / 1000, _dt.timezone.utc).isoformat(timespec="seconds") if last else None
+        ),
     }
     if not _is_uri(layout.table) and os.path.isdir(layout.table):
         hours = [p for p in Path(layout.table).glob("cluster=*/date=*/hour=*") if p.is_dir()]
         out["clusters"] = sorted({p.parent.parent.name.removeprefix("cluster=") for p in hours})
         out["hour_partitions"] = len(hours)
         out["parquet_bytes"] = sum(f.stat().st_size for h in hours for f in h.glob("*.parquet"))
-        out["newest_hour"] = max((f"{p.parent.name.removeprefix('date=')} {p.name.removeprefix('hour=')}h"
-                                  for p in hours), default=None,
-                                 key=lambda s: (s.split()[0], int(s.split()[1][:-1])))
+        out["newest_hour"] = max(
+            (f"{p.parent.name.removeprefix('date=')} {p.name.removeprefix('hour=')}h" for p in hours),
+            default=None,
+            key=lambda s: (s.split()[0], int(s.split()[1][:-1])),
+        )
         out["rollups"] = {res: os.path.isdir(os.path.join(layout.rollup(res), "_delta_log")) for res in ("1m", "1h")}
     return out

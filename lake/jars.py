@@ -79,12 +79,21 @@ def ensure_jars(quiet: bool = True) -> list[Path]:
             return jar_paths()
         mvn = shutil.which("mvn")
         if not mvn:
-            raise JarsError("Maven ('mvn') is not on PATH; it is needed to fetch the Delta Lake jars "
-                            "(run scripts/fetch_delta.sh where Maven is installed)")
+            raise JarsError(
+                "Maven ('mvn') is not on PATH; it is needed to fetch the Delta Lake jars "
+                "(run scripts/fetch_delta.sh where Maven is installed)"
+            )
         for old in home.glob("*.jar"):
             old.unlink()
-        cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM), "dependency:copy-dependencies",
-               f"-Dkbot.delta.dir={home}"]
+        cmd = [
+            mvn,
+            "-B",
+            *(["-q"] if quiet else []),
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-Dkbot.delta.dir={home}",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         shutil.rmtree(POM.parent / "target", ignore_errors=True)  # mvn -f creates it for nothing
         output = (proc.stdout + proc.stderr).strip()
@@ -93,8 +102,11 @@ def ensure_jars(quiet: bool = True) -> list[Path]:
         missing = [p.name for p in jar_paths() if not p.is_file()]
         if missing:
             raise JarsError(f"mvn succeeded but these jars are missing: {missing}", output)
-        (home / _MARKER).write_text(json.dumps({"pom_sha256": _pom_hash(), "version": delta_version(),
-                                                "jars": [p.name for p in jar_paths()]}, indent=1))
+        (home / _MARKER).write_text(
+            json.dumps(
+                {"pom_sha256": _pom_hash(), "version": delta_version(), "jars": [p.name for p in jar_paths()]}, indent=1
+            )
+        )
     return jar_paths()
 
 

@@ -46,8 +46,7 @@ def parse_retention(text: str | None) -> dict[str, _dt.timedelta]:
         key = key.strip().lower()
         m = _DURATION.match(value.strip().lower())
         if not sep or key not in out or not m:
-            raise BadRetention(f"{RETENTION_ENV}: expected e.g. raw=7d,rollups=90d (h, d or w), "
-                               f"not {item[:40]!r}")
+            raise BadRetention(f"{RETENTION_ENV}: expected e.g. raw=7d,rollups=90d (h, d or w), not {item[:40]!r}")
         out[key] = _dt.timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
         if out[key] < _dt.timedelta(days=1):
             raise BadRetention(f"{RETENTION_ENV}: {key} must keep at least 1 day (retention deletes whole days)")
@@ -69,8 +68,12 @@ class MaintenanceReport:
     seconds: float = 0.0
 
     def summary(self) -> str:
-        parts = [f"{name}: {n} partition(s) compacted ({self.files_before.get(name, 0)} -> "
-                 f"{self.files_after.get(name, 0)} files)" for name, n in self.optimized.items() if n]
+        parts = [
+            f"{name}: {n} partition(s) compacted ({self.files_before.get(name, 0)} -> "
+            f"{self.files_after.get(name, 0)} files)"
+            for name, n in self.optimized.items()
+            if n
+        ]
         if not parts:
             parts.append("nothing to compact")
         if self.expired_before:
@@ -95,8 +98,12 @@ def _files_per_partition(spark, path: str, parts: list[str], since: _dt.datetime
     d0, _ = partition_values(since)
     d1, _ = partition_values(until)
     df = spark.read.format("delta").load(path).filter(F.col("date").between(F.lit(d0), F.lit(d1)))
-    rows = (df.select(*parts, F.col("_metadata.file_path").alias("f")).groupBy(*parts)
-            .agg(F.countDistinct("f").alias("files")).collect())
+    rows = (
+        df.select(*parts, F.col("_metadata.file_path").alias("f"))
+        .groupBy(*parts)
+        .agg(F.countDistinct("f").alias("files"))
+        .collect()
+    )
     return {tuple(r[c] for c in parts): int(r["files"]) for r in rows}
 
 
@@ -107,8 +114,9 @@ def _closed(values: tuple, parts: list[str], now: _dt.datetime, grace_s: float) 
     return (now - end).total_seconds() >= grace_s
 
 
-def optimize_closed(spark, path: str, parts: list[str], now: _dt.datetime, *, lookback: _dt.timedelta,
-                    grace_s: float = 300.0) -> tuple[int, int, int]:
+def optimize_closed(
+    spark, path: str, parts: list[str], now: _dt.datetime, *, lookback: _dt.timedelta, grace_s: float = 300.0
+) -> tuple[int, int, int]:
     """OPTIMIZE ZORDER BY (topic, partition) every closed partition of the last ``lookback`` with
     more than one file.  Returns (partitions, files before, files after)."""
     from delta.tables import DeltaTable
@@ -187,9 +195,17 @@ def _vacuum(spark, path: str, hours: float | None) -> None:
             spark.conf.set(key, old)
 
 
-def maintain(spark, table: str, *, now: _dt.datetime | float | None = None,
-             retention: Mapping[str, _dt.timedelta] | None = None, lookback: _dt.timedelta = _dt.timedelta(days=2),
-             grace_s: float = 300.0, vacuum: bool = True, vacuum_hours: float | None = None) -> MaintenanceReport:
+def maintain(
+    spark,
+    table: str,
+    *,
+    now: _dt.datetime | float | None = None,
+    retention: Mapping[str, _dt.timedelta] | None = None,
+    lookback: _dt.timedelta = _dt.timedelta(days=2),
+    grace_s: float = 300.0,
+    vacuum: bool = True,
+    vacuum_hours: float | None = None,
+) -> MaintenanceReport:
     """Compact closed hours, apply the retention, vacuum: the raw table and both rollups."""
     t0 = time.monotonic()
     now_ = _utc_now(now)

@@ -99,9 +99,23 @@ MBEANS: tuple[tuple[str, str, str, str], ...] = (
 #: reports ~70, most of them never matter in an incident.  None keeps all.
 DEFAULT_REQUESTS: frozenset[str] | None = frozenset(
     {
-        "Produce", "FetchConsumer", "FetchFollower", "Metadata", "ListOffsets", "OffsetCommit",
-        "OffsetFetch", "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-        "InitProducerId", "AddPartitionsToTxn", "EndTxn", "TxnOffsetCommit", "WriteTxnMarkers",
+        "Produce",
+        "FetchConsumer",
+        "FetchFollower",
+        "Metadata",
+        "ListOffsets",
+        "OffsetCommit",
+        "OffsetFetch",
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "InitProducerId",
+        "AddPartitionsToTxn",
+        "EndTxn",
+        "TxnOffsetCommit",
+        "WriteTxnMarkers",
         "ConsumerGroupHeartbeat",
     }
 )
@@ -167,8 +181,9 @@ class Mapper:
         self.quantiles = quantiles
         self.table = SAMPLES if table is None else table
 
-    def row(self, name: str, labels: dict[str, str], value: float, *, broker: int, ts_us: int,
-            cluster: str) -> dict | None:
+    def row(
+        self, name: str, labels: dict[str, str], value: float, *, broker: int, ts_us: int, cluster: str
+    ) -> dict | None:
         """The lake row of one sample, or None when the sample is not kept."""
         target = self.table.get(name)
         if target is None:
@@ -206,8 +221,9 @@ class Mapper:
             "value": value,
         }
 
-    def map_samples(self, samples: Iterable[tuple[str, dict[str, str], float]], *, broker: int, ts_us: int,
-                    cluster: str) -> MapResult:
+    def map_samples(
+        self, samples: Iterable[tuple[str, dict[str, str], float]], *, broker: int, ts_us: int, cluster: str
+    ) -> MapResult:
         out = MapResult()
         for name, labels, value in samples:
             out.samples += 1
@@ -235,12 +251,19 @@ def _samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
             yield s.name, s.labels, s.value
 
 
-def group_rows(group: str, topic: str, partition: int, committed: int, lag: int | None, *, ts_us: int,
-               cluster: str) -> list[dict]:
+def group_rows(
+    group: str, topic: str, partition: int, committed: int, lag: int | None, *, ts_us: int, cluster: str
+) -> list[dict]:
     """``CommittedOffset`` (and ``ConsumerLag`` when the log end offset is known) rows of one
     observed commit of ``group`` on a partition: broker -1, ``labels.group``."""
-    base = {"ts": int(ts_us), "cluster": cluster, "broker": CLUSTER_WIDE_BROKER, "topic": topic,
-            "partition": int(partition), "labels": {LABEL_GROUP: group}}
+    base = {
+        "ts": int(ts_us),
+        "cluster": cluster,
+        "broker": CLUSTER_WIDE_BROKER,
+        "topic": topic,
+        "partition": int(partition),
+        "labels": {LABEL_GROUP: group},
+    }
     rows = [{**base, "metric": "CommittedOffset", "value": float(committed)}]
     if lag is not None:
         rows.append({**base, "labels": {LABEL_GROUP: group}, "metric": "ConsumerLag", "value": float(lag)})

@@ -87,7 +87,7 @@ def parse_selector(text: str) -> str:
     while pos < len(text):
         m = _MATCHER.match(text, pos)
         if m is None:
-            raise PrometheusSourceError(f"{SELECTOR_ENV}: expected label matchers like cluster=\"prod\", got {text!r}")
+            raise PrometheusSourceError(f'{SELECTOR_ENV}: expected label matchers like cluster="prod", got {text!r}')
         parts.append(m.group(0).strip())
         pos = m.end()
         if pos < len(text):
@@ -178,14 +178,21 @@ class PrometheusSource:
         self.drop_labels = TARGET_LABELS | {broker_label}
 
     @classmethod
-    def from_env(cls, state_dir: str | os.PathLike[str], cluster: str, env: Mapping[str, str] | None = None,
-                 **kwargs: Any) -> "PrometheusSource":
+    def from_env(
+        cls, state_dir: str | os.PathLike[str], cluster: str, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> "PrometheusSource":
         env = os.environ if env is None else env
         url = env.get(URL_ENV, "").strip()
         if not url:
             raise PrometheusSourceError(f"KBOT_METRICS_SOURCE=prometheus needs {URL_ENV} (e.g. http://127.0.0.1:9090)")
-        return cls(url, state_dir, cluster, broker_label=env.get(BROKER_LABEL_ENV) or DEFAULT_BROKER_LABEL,
-                   selector=env.get(SELECTOR_ENV, ""), **kwargs)
+        return cls(
+            url,
+            state_dir,
+            cluster,
+            broker_label=env.get(BROKER_LABEL_ENV) or DEFAULT_BROKER_LABEL,
+            selector=env.get(SELECTOR_ENV, ""),
+            **kwargs,
+        )
 
     # ---- the query
     def promql(self) -> str:
@@ -270,8 +277,13 @@ class PrometheusSource:
     async def _query_range(self, session: Any, first: float, last: float) -> Any:
         import aiohttp
 
-        form = {"query": self.promql(), "start": f"{first:.3f}", "end": f"{last:.3f}", "step": f"{self.step_s:g}s",
-                "timeout": f"{self.timeout_s:g}s"}
+        form = {
+            "query": self.promql(),
+            "start": f"{first:.3f}",
+            "end": f"{last:.3f}",
+            "step": f"{self.step_s:g}s",
+            "timeout": f"{self.timeout_s:g}s",
+        }
         where = f"{self.url}/api/v1/query_range"
         try:
             # POST: the query names ~45 series and would make a long URL

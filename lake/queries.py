@@ -42,8 +42,12 @@ def q_urp(view, start, end) -> dict:
 
     df = only_metrics(view.window(start, end), URP, SHRINKS, EXPANDS).cache()
     try:
-        return {"trend": rows(urp_trend(df)), "concentration": rows(urp_concentration(df)),
-                "churn": rows(isr_churn(df)), "data_end": _data_end(df)}
+        return {
+            "trend": rows(urp_trend(df)),
+            "concentration": rows(urp_concentration(df)),
+            "churn": rows(isr_churn(df)),
+            "data_end": _data_end(df),
+        }
     finally:
         df.unpersist()
 
@@ -56,9 +60,17 @@ def q_under_min_isr(view, start, end) -> dict:
 
     df = only_metrics(view.window(start, end), UNDER_MIN_ISR, AT_MIN_ISR)
     t = under_min_isr_timeline(df)
-    return {"rows": rows(t.groupBy("cluster", "broker").agg(
-        F.max("under_min_isr").alias("max_under"), F.count_if(F.col("under_min_isr") > 0).alias("minutes_under"),
-        F.max("at_min_isr").alias("max_at"), F.count("*").alias("minutes"))), "data_end": _data_end(df)}
+    return {
+        "rows": rows(
+            t.groupBy("cluster", "broker").agg(
+                F.max("under_min_isr").alias("max_under"),
+                F.count_if(F.col("under_min_isr") > 0).alias("minutes_under"),
+                F.max("at_min_isr").alias("max_at"),
+                F.count("*").alias("minutes"),
+            )
+        ),
+        "data_end": _data_end(df),
+    }
 
 
 def q_offline(view, start, end) -> dict:
@@ -69,11 +81,17 @@ def q_offline(view, start, end) -> dict:
 
     df = only_metrics(view.window(start, end), UNDER_MIN_ISR, OFFLINE)
     t = offline_timeline(df)
-    return {"rows": rows(t.groupBy("cluster").agg(
-        F.max("offline_partitions").alias("max_offline"),
-        F.count_if(F.col("offline_partitions") > 0).alias("minutes_offline"),
-        F.min(F.when(F.col("offline_partitions") > 0, F.unix_seconds("bucket"))).alias("first_offline"),
-        F.count("*").alias("minutes"))), "data_end": _data_end(df)}
+    return {
+        "rows": rows(
+            t.groupBy("cluster").agg(
+                F.max("offline_partitions").alias("max_offline"),
+                F.count_if(F.col("offline_partitions") > 0).alias("minutes_offline"),
+                F.min(F.when(F.col("offline_partitions") > 0, F.unix_seconds("bucket"))).alias("first_offline"),
+                F.count("*").alias("minutes"),
+            )
+        ),
+        "data_end": _data_end(df),
+    }
 
 
 def q_hanging(view, start, end) -> dict:
@@ -91,8 +109,11 @@ def q_saturation(view, start, end) -> dict:
     from spark_queries.saturation import request_handler_idle, request_queue_time
 
     df = view.window(start, end)
-    return {"idle": rows(request_handler_idle(df)), "queue": rows(request_queue_time(df, quantile="0.99")),
-            "data_end": _data_end(df)}
+    return {
+        "idle": rows(request_handler_idle(df)),
+        "queue": rows(request_queue_time(df, quantile="0.99")),
+        "data_end": _data_end(df),
+    }
 
 
 def q_controller(view, start, end) -> dict:
@@ -134,13 +155,19 @@ def q_group_lag(view, start, end, group: str) -> dict:
     commits = only_metrics(win, COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
     # the brokers' log end offsets of the group's partitions give Burrow's current lag (the
     # lag rows were taken at commit times and stay frozen once the consumers stop committing)
-    ends = only_metrics(win, LOG_END).join(commits.select("cluster", "topic", "partition").distinct(),
-                                          on=["cluster", "topic", "partition"], how="left_semi")
+    ends = only_metrics(win, LOG_END).join(
+        commits.select("cluster", "topic", "partition").distinct(),
+        on=["cluster", "topic", "partition"],
+        how="left_semi",
+    )
     both = commits.unionByName(ends)
     parts = partition_lag_status(both, now=end).cache()
     try:
-        return {"partitions": rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
-                "group": rows(group_lag_status(parts)), "trend": rows(lag_per_minute(both))}
+        return {
+            "partitions": rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
+            "group": rows(group_lag_status(parts)),
+            "trend": rows(lag_per_minute(both)),
+        }
     finally:
         parts.unpersist()
 
@@ -150,8 +177,9 @@ def q_group_lag(view, start, end, group: str) -> dict:
 RESOLUTION_NAMES = {RAW: "raw samples", "1m": "1-minute rollups", "1h": "1-hour rollups"}
 
 
-def q_history(view, start, end, metric: str, topic: str | None, broker: int | None, partition: int | None,
-              bucket_s: int) -> dict:
+def q_history(
+    view, start, end, metric: str, topic: str | None, broker: int | None, partition: int | None, bucket_s: int
+) -> dict:
     """One metric per bucket and broker, from the coarsest table whose buckets tile ``bucket_s``
     (``resolution`` in the result: ``1h``, ``1m`` or ``raw``): a 7-day trend reads hour rows."""
     from pyspark.sql import functions as F
@@ -174,14 +202,22 @@ def q_history(view, start, end, metric: str, topic: str | None, broker: int | No
         h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
     else:
         h = rollup_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
-    out = rows(h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples")
-               .orderBy("bucket", "broker"))
+    out = rows(
+        h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples").orderBy(
+            "bucket", "broker"
+        )
+    )
     present: list[str] = []
     if not out:  # say what the window does hold, to suggest a name
         src = view.window(start, end) if resolution == RAW else view.rollup(resolution, start, end)
         present = [r["metric"] for r in src.select("metric").distinct().orderBy("metric").limit(60).collect()]
-    return {"rows": out, "present": present, "resolution": resolution,
-            "resolution_name": RESOLUTION_NAMES[resolution], "bucket_s": bucket_s}
+    return {
+        "rows": out,
+        "present": present,
+        "resolution": resolution,
+        "resolution_name": RESOLUTION_NAMES[resolution],
+        "bucket_s": bucket_s,
+    }
 
 
 # --------------------------------------------------------------------------- any window query
@@ -192,5 +228,18 @@ def q_window_rows(view, start, end, query: Callable) -> list[dict]:
     return rows(query(view.window(start, end)))
 
 
-__all__ = ["rows", "q_urp", "q_under_min_isr", "q_offline", "q_hanging", "q_saturation", "q_controller", "q_hot",
-           "q_group_lag", "q_history", "q_window_rows", "RESOLUTION_NAMES", "ROLLUPS"]
+__all__ = [
+    "rows",
+    "q_urp",
+    "q_under_min_isr",
+    "q_offline",
+    "q_hanging",
+    "q_saturation",
+    "q_controller",
+    "q_hot",
+    "q_group_lag",
+    "q_history",
+    "q_window_rows",
+    "RESOLUTION_NAMES",
+    "ROLLUPS",
+]

@@ -41,8 +41,9 @@ def update_rollups(spark, table: str, hours: Iterable[tuple[str, str, int]]) -> 
     days = sorted({(c, d) for c, d, _ in hours})
     day_minutes = spark.read.format("delta").load(path_1m).filter(delta.days_predicate(days))
     hourly = coarser_rollup(day_minutes, ROLLUPS["1h"])
-    delta.replace_partitions(hourly.repartition(*ROLLUP_PARTITIONS["1h"]), table_path(table, "1h"),
-                             ROLLUP_PARTITIONS["1h"])
+    delta.replace_partitions(
+        hourly.repartition(*ROLLUP_PARTITIONS["1h"]), table_path(table, "1h"), ROLLUP_PARTITIONS["1h"]
+    )
     return {"hours": len(hours), "seconds": time.monotonic() - t0}
 
 
@@ -59,6 +60,5 @@ def rebuild(spark, table: str, hours_per_step: int = 24) -> dict:
     hours = sorted(all_hours(spark, table), key=lambda t: (t[1], t[2], t[0]))
     t0 = time.monotonic()
     for i in range(0, len(hours), hours_per_step):
-        update_rollups(spark, table, hours[i:i + hours_per_step])
+        update_rollups(spark, table, hours[i : i + hours_per_step])
     return {"hours": len(hours), "seconds": time.monotonic() - t0}
-

@@ -150,8 +150,7 @@ class LakeView:
     def _read(self, paths: list[str]):
         from lake.schema import COLUMNS, SAMPLE_SCHEMA
 
-        return (self.spark.read.schema(SAMPLE_SCHEMA).option("basePath", self.path)
-                .parquet(*paths).select(*COLUMNS))
+        return self.spark.read.schema(SAMPLE_SCHEMA).option("basePath", self.path).parquet(*paths).select(*COLUMNS)
 
     def window(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
         """Samples with start <= ts < end (of ``cluster``, else the view's, else all clusters).
@@ -222,7 +221,7 @@ def _session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     per-task overhead down (8, the build_session default, was ~10-20% slower on 2 cores)."""
     out = dict(conf)
     if master.startswith("local"):
-        cores = master[len("local["):-1] if master.startswith("local[") else "1"
+        cores = master[len("local[") : -1] if master.startswith("local[") else "1"
         if cores.isdigit():
             n = int(cores)
         else:  # local[*], local[*, retries]
@@ -254,8 +253,17 @@ def _local_connect_url(env: Mapping[str, str]) -> str | None:
 def _unavailable_cause(exc: BaseException) -> bool:
     """Exceptions that mean Spark itself is gone (not a bug in a query)."""
     names = {type(e).__name__ for e in _chain(exc)}
-    return bool(names & {"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError",
-                         "BrokenPipeError", "SparkConnectGrpcException", "RetriesExceeded"})
+    return bool(
+        names
+        & {
+            "Py4JNetworkError",
+            "ConnectionRefusedError",
+            "ConnectionResetError",
+            "BrokenPipeError",
+            "SparkConnectGrpcException",
+            "RetriesExceeded",
+        }
+    )
 
 
 def _chain(exc: BaseException):
@@ -385,9 +393,14 @@ class LakeService:
         except Exception as exc:  # noqa: BLE001 - a vanished Connect server: fall back, say so
             if self.fallback_master is None:
                 raise
-            log.warning("metric lake: the Spark Connect server %s did not answer (%s: %s); starting an "
-                        "in-process Spark (%s) instead", self.master, type(exc).__name__,
-                        " ".join(str(exc).split())[:200], self.fallback_master)
+            log.warning(
+                "metric lake: the Spark Connect server %s did not answer (%s: %s); starting an "
+                "in-process Spark (%s) instead",
+                self.master,
+                type(exc).__name__,
+                " ".join(str(exc).split())[:200],
+                self.fallback_master,
+            )
             self.master, self.fallback_master = self.fallback_master, None
             self.warm = True
             return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
@@ -401,8 +414,18 @@ class LakeService:
         urp_trend(view.window(end - _dt.timedelta(minutes=15), end)).collect()
         from lake.schema import SAMPLE_SCHEMA
 
-        row = (end.replace(tzinfo=None), 1, "UnderReplicatedPartitions", None, None, None, 0.0, "warm",
-               end.strftime("%Y-%m-%d"), end.hour)
+        row = (
+            end.replace(tzinfo=None),
+            1,
+            "UnderReplicatedPartitions",
+            None,
+            None,
+            None,
+            0.0,
+            "warm",
+            end.strftime("%Y-%m-%d"),
+            end.hour,
+        )
         urp_trend(spark.createDataFrame([row], SAMPLE_SCHEMA)).collect()
 
     def wait_ready_sync(self, timeout: float | None = None) -> bool:
@@ -437,8 +460,9 @@ class LakeService:
         if self._state == READY:
             return self._spark
         if self._state == STARTING:
-            raise LakeUnavailable("The metric lake is still starting (Spark warms up at boot); "
-                              "ask again in a few seconds.")
+            raise LakeUnavailable(
+                "The metric lake is still starting (Spark warms up at boot); ask again in a few seconds."
+            )
         if self._state == STOPPED:
             raise LakeUnavailable("The metric lake is stopped.")
         raise LakeUnavailable(f"The metric lake is unavailable: Spark did not start ({self._error}).")
@@ -448,8 +472,14 @@ class LakeService:
             raise LakeUnavailable("The metric lake is not started.")
         return LakeView(self._spark, self.path, cluster if cluster is not None else self.cluster)
 
-    async def query(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None,
-                    cluster: str | None = None, **kwargs: Any) -> Any:
+    async def query(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        timeout: float | None = None,
+        cluster: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """``fn(view, *args, **kwargs)`` in a worker thread, within ``timeout`` seconds.
 
         ``fn`` should return plain Python data (collect inside it).  Raises
@@ -481,7 +511,9 @@ class LakeService:
             self._timeouts += 1
             self._failures += 1
             tags.cancel_until(tag, finished)
-            raise LakeTimeout(f"The metric lake did not answer within {budget:.0f} s; the query was cancelled.") from None
+            raise LakeTimeout(
+                f"The metric lake did not answer within {budget:.0f} s; the query was cancelled."
+            ) from None
         except LakeUnavailable:
             self._failures += 1
             raise
@@ -519,8 +551,11 @@ class LakeService:
             "path": self.path,
             "cluster": self.cluster,
             "spark_version": version,
-            "started_at": (_dt.datetime.fromtimestamp(self._started_at, _dt.timezone.utc).isoformat(timespec="seconds")
-                           if self._started_at else None),
+            "started_at": (
+                _dt.datetime.fromtimestamp(self._started_at, _dt.timezone.utc).isoformat(timespec="seconds")
+                if self._started_at
+                else None
+            ),
             "startup_seconds": None if self._startup_s is None else round(self._startup_s, 2),
             "warmup_seconds": None if self._warm_s is None else round(self._warm_s, 2),
             "queries": self._queries,
@@ -564,6 +599,7 @@ class _Tags:
     def cancel_until(self, tag: str, finished: threading.Event, limit_s: float = 120.0) -> None:
         """Cancel the tag's jobs now and keep doing so until the query thread returns:
         a job that was still being planned at the timeout starts later and must not run on."""
+
         def loop():
             deadline = time.monotonic() + limit_s
             while not finished.is_set() and time.monotonic() < deadline:
@@ -579,7 +615,7 @@ class _Tags:
 def _describe_start_error(exc: BaseException, master: str) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     if master.startswith("sc://") and isinstance(exc, ImportError):
-        return (f"Spark Connect ({master}) needs pyspark's connect extras (grpcio, pandas, pyarrow); {text}")
+        return f"Spark Connect ({master}) needs pyspark's connect extras (grpcio, pandas, pyarrow); {text}"
     if "JAVA_HOME" in text or "Java gateway process exited" in text:
         return f"Java is missing or broken (Spark needs a JDK 17+): {text}"
     return text if len(text) < 500 else text[:500] + "..."
@@ -623,10 +659,17 @@ def warm_up(url: str, table: str, timeout: float = 120.0) -> float:
     return time.monotonic() - t0
 
 
-def ensure_server(port: int | None = None, master: str | None = None, *,
-                  lake_dir: str | os.PathLike[str] | None = None, table: str | None = None,
-                  conf: Mapping[str, str] | None = None, warm: bool = True, timeout: float = 180.0,
-                  env: Mapping[str, str] | None = None):
+def ensure_server(
+    port: int | None = None,
+    master: str | None = None,
+    *,
+    lake_dir: str | os.PathLike[str] | None = None,
+    table: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    warm: bool = True,
+    timeout: float = 180.0,
+    env: Mapping[str, str] | None = None,
+):
     """What ``kbot run`` and ``kbot lake serve`` call: this lake's Connect server (lake/connect.py)
     running and warm, started when it is not (``started`` True then: the caller that started it
     stops it on exit with ``lake.connect.stop_server``).  ``warm`` runs the lake's query paths

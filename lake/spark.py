@@ -73,9 +73,13 @@ def session_settings(master: str, conf: Mapping[str, str] | None = None) -> dict
         # shuffle width is the server's too (sized to its cores, lake.connect.server_conf):
         # the default here is for an in-process session and is sent only when asked for
         static = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
-        return {k: v for k, v in settings.items()
-                if k.startswith("spark.sql.") and k not in static
-                and (k != "spark.sql.shuffle.partitions" or k in (conf or {}))}
+        return {
+            k: v
+            for k, v in settings.items()
+            if k.startswith("spark.sql.")
+            and k not in static
+            and (k != "spark.sql.shuffle.partitions" or k in (conf or {}))
+        }
     settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), delta_jars()]))
     return settings
 

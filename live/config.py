@@ -47,6 +47,7 @@ Secrets (SASL password, SSL key password) are held as :class:`Secret`, a
 ``str`` whose ``repr`` is ``'***'``, so neither ``repr(config)``,
 ``str(config)`` nor a logged client-settings dict reveals them.
 """
+
 from __future__ import annotations
 
 import os
@@ -88,7 +89,9 @@ class Secret(str):
     def __repr__(self) -> str:
         return repr(MASK)
 
-    def __reduce__(self) -> tuple[type[Secret], tuple[str]]:  # don't let pickling turn it back into a plain str silently
+    def __reduce__(
+        self,
+    ) -> tuple[type[Secret], tuple[str]]:  # don't let pickling turn it back into a plain str silently
         return (Secret, (str.__str__(self),))
 
 
@@ -122,12 +125,13 @@ class ClusterConfig:
     operator_ssl_cert: str | None = None
     operator_ssl_key: str | None = None
     operator_ssl_key_password: Secret | None = field(default=None, repr=False)
-    role: str = "observer"          # whose credentials these are: "observer" or "operator" (for messages)
-    source: str = "code"            # "env", "file:<path>" or "code" (for messages)
+    role: str = "observer"  # whose credentials these are: "observer" or "operator" (for messages)
+    source: str = "code"  # "env", "file:<path>" or "code" (for messages)
 
     def __post_init__(self) -> None:
         def set_(k: str, v: object) -> None:
             object.__setattr__(self, k, v)  # frozen
+
         set_("sasl_password", _secret(self.sasl_password))
         set_("ssl_key_password", _secret(self.ssl_key_password))
         set_("operator_sasl_password", _secret(self.operator_sasl_password))
@@ -149,17 +153,21 @@ class ClusterConfig:
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"{where}: bootstrap entry {hp!r} is not host:port")
         if self.security_protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"{where}: security_protocol {self.security_protocol!r} is not one of "
-                              f"{', '.join(SECURITY_PROTOCOLS)}")
+            raise ConfigError(
+                f"{where}: security_protocol {self.security_protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
         if self.uses_sasl:
             if self.sasl_mechanism not in SASL_MECHANISMS:
-                raise ConfigError(f"{where}: {self.security_protocol} needs sasl_mechanism, one of "
-                                  f"{', '.join(SASL_MECHANISMS)} (got {self.sasl_mechanism!r})")
+                raise ConfigError(
+                    f"{where}: {self.security_protocol} needs sasl_mechanism, one of "
+                    f"{', '.join(SASL_MECHANISMS)} (got {self.sasl_mechanism!r})"
+                )
             if not self.sasl_username or not self.sasl_password:
                 raise ConfigError(f"{where}: {self.security_protocol} needs sasl_username and sasl_password")
         elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
-            raise ConfigError(f"{where}: SASL settings given but security_protocol is "
-                              f"{self.security_protocol}; use SASL_SSL")
+            raise ConfigError(
+                f"{where}: SASL settings given but security_protocol is {self.security_protocol}; use SASL_SSL"
+            )
         for item in filter(None, (x.strip() for x in (self.metrics_targets or "").split(","))):
             node, sep, url = item.partition("=")
             if not sep or not node.strip().isdigit() or not url.strip().startswith(("http://", "https://")):
@@ -171,15 +179,18 @@ class ClusterConfig:
         if bool(self.operator_sasl_username) != bool(self.operator_sasl_password):
             raise ConfigError(f"{where}: the operator needs both sasl_username and sasl_password")
         if self.operator_sasl_username and not self.uses_sasl:
-            raise ConfigError(f"{where}: operator SASL credentials given but security_protocol is "
-                              f"{self.security_protocol}; use SASL_SSL")
+            raise ConfigError(
+                f"{where}: operator SASL credentials given but security_protocol is "
+                f"{self.security_protocol}; use SASL_SSL"
+            )
         if bool(self.operator_ssl_cert) != bool(self.operator_ssl_key):
             raise ConfigError(f"{where}: the operator's mTLS needs both ssl_cert and ssl_key")
         if self.operator_ssl_cert and not self.uses_ssl:
             raise ConfigError(f"{where}: an operator client certificate needs security_protocol SSL or SASL_SSL")
         if not self.uses_ssl and (self.ssl_ca or self.ssl_cert or self.ssl_key):
-            raise ConfigError(f"{where}: SSL files given but security_protocol is "
-                              f"{self.security_protocol}; use SSL or SASL_SSL")
+            raise ConfigError(
+                f"{where}: SSL files given but security_protocol is {self.security_protocol}; use SSL or SASL_SSL"
+            )
 
     # ---- derived -----------------------------------------------------------
     @property
@@ -225,14 +236,23 @@ class ClusterConfig:
         action connects with. Without operator settings: the same credentials, labelled operator."""
         from dataclasses import replace
 
-        changes: dict[str, Any] = {"role": "operator", "client_id": f"{self.client_id}-operator",
-                         "operator_sasl_username": None, "operator_sasl_password": None,
-                         "operator_ssl_cert": None, "operator_ssl_key": None, "operator_ssl_key_password": None}
+        changes: dict[str, Any] = {
+            "role": "operator",
+            "client_id": f"{self.client_id}-operator",
+            "operator_sasl_username": None,
+            "operator_sasl_password": None,
+            "operator_ssl_cert": None,
+            "operator_ssl_key": None,
+            "operator_ssl_key_password": None,
+        }
         if self.operator_sasl_username:
             changes.update(sasl_username=self.operator_sasl_username, sasl_password=self.operator_sasl_password)
         if self.operator_ssl_cert:
-            changes.update(ssl_cert=self.operator_ssl_cert, ssl_key=self.operator_ssl_key,
-                           ssl_key_password=self.operator_ssl_key_password)
+            changes.update(
+                ssl_cert=self.operator_ssl_cert,
+                ssl_key=self.operator_ssl_key,
+                ssl_key_password=self.operator_ssl_key_password,
+            )
         return replace(self, **changes)
 
     def confluent_conf(self) -> dict[str, str]:
@@ -303,9 +323,20 @@ class ClusterConfig:
 # ---- loading -------------------------------------------------------------------
 
 _FILE_KEYS = {
-    "bootstrap", "bootstrap_servers", "security_protocol", "sasl_mechanism", "sasl_username",
-    "sasl_password", "ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password", "expected_brokers",
-    "client_id", "metrics_targets", "operator",
+    "bootstrap",
+    "bootstrap_servers",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "ssl_ca",
+    "ssl_cert",
+    "ssl_key",
+    "ssl_key_password",
+    "expected_brokers",
+    "client_id",
+    "metrics_targets",
+    "operator",
 }
 _OPERATOR_KEYS = {"sasl_username", "sasl_password", "ssl_cert", "ssl_key", "ssl_key_password"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -318,8 +349,9 @@ def _broker_ids(value: str | Iterable[object] | None, cluster: str) -> list[int]
     try:
         return [int(str(i).strip()) for i in items if str(i).strip() != ""]
     except ValueError:
-        raise ConfigError(f"cluster {cluster!r}: expected_brokers must be broker ids "
-                          f"(integers), got {value!r}") from None
+        raise ConfigError(
+            f"cluster {cluster!r}: expected_brokers must be broker ids (integers), got {value!r}"
+        ) from None
 
 
 def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
@@ -332,6 +364,7 @@ def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
         if var not in env:
             raise ConfigError(f"{where} refers to ${{{var}}}, which is not set in the environment")
         return env[var]
+
     return _VAR.sub(sub, value)
 
 
@@ -358,6 +391,7 @@ def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
 
     def secret(value: SecretStr | None) -> Secret | None:  # not stripped: passwords are opaque
         return _secret(value.get_secret_value()) if value is not None else None
+
     return ClusterConfig(
         name=g(s.kbot_cluster_name) or "default",
         bootstrap=bootstrap,
@@ -391,8 +425,9 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         raise ConfigError(f"{path}: expected a mapping with 'clusters:' and 'default:'")
     unknown_top = set(doc) - {"clusters", "default", "channels"}
     if unknown_top:
-        raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown_top)}; "
-                          f"expected 'clusters', 'default' and 'channels'")
+        raise ConfigError(
+            f"{path}: unknown top-level key(s) {sorted(unknown_top)}; expected 'clusters', 'default' and 'channels'"
+        )
     raw = doc.get("clusters") or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: 'clusters' must map cluster names to settings")
@@ -425,13 +460,15 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
     if default is not None:
         default = str(default)
         if default not in out:
-            raise ConfigError(f"{path}: default cluster {default!r} is not among the configured "
-                              f"clusters: {', '.join(out) or 'none'}")
+            raise ConfigError(
+                f"{path}: default cluster {default!r} is not among the configured clusters: {', '.join(out) or 'none'}"
+            )
     return out, default
 
 
-def load_config(env: Mapping[str, str] | None = None,
-                path: str | Path | None = None) -> tuple[dict[str, ClusterConfig], str | None]:
+def load_config(
+    env: Mapping[str, str] | None = None, path: str | Path | None = None
+) -> tuple[dict[str, ClusterConfig], str | None]:
     """All configured clusters and the name of the default one (None if no
     rule picks one). ``env``/``path`` default to os.environ / :func:`clusters_file`."""
     env = os.environ if env is None else env
@@ -445,7 +482,7 @@ def load_config(env: Mapping[str, str] | None = None,
         raise ConfigError(f"clusters file {path} does not exist")
     env_cluster = _from_env(env)
     if env_cluster is not None:
-        clusters[env_cluster.name] = env_cluster   # env overrides a file cluster of the same name
+        clusters[env_cluster.name] = env_cluster  # env overrides a file cluster of the same name
         default = env_cluster.name
     chosen = (_settings(env).kbot_cluster or "").strip()
     if chosen:
@@ -479,18 +516,20 @@ def load_channels(env: Mapping[str, str] | None = None, path: str | Path | None 
         out[channel.strip()] = name.strip()
     for channel, name in out.items():
         if name not in clusters:
-            raise ConfigError(f"channel {channel} is mapped to cluster {name!r}, which is not configured; "
-                              f"configured clusters: {', '.join(sorted(clusters)) or 'none'}")
+            raise ConfigError(
+                f"channel {channel} is mapped to cluster {name!r}, which is not configured; "
+                f"configured clusters: {', '.join(sorted(clusters)) or 'none'}"
+            )
     return out
 
 
-def load_clusters(env: Mapping[str, str] | None = None,
-                  path: str | Path | None = None) -> dict[str, ClusterConfig]:
+def load_clusters(env: Mapping[str, str] | None = None, path: str | Path | None = None) -> dict[str, ClusterConfig]:
     return load_config(env, path)[0]
 
 
-def get_cluster(name: str | None = None, env: Mapping[str, str] | None = None,
-                path: str | Path | None = None) -> ClusterConfig:
+def get_cluster(
+    name: str | None = None, env: Mapping[str, str] | None = None, path: str | Path | None = None
+) -> ClusterConfig:
     """The named cluster, or the default one for ``name=None``."""
     clusters, default = load_config(env, path)
     if name is None:
@@ -498,10 +537,13 @@ def get_cluster(name: str | None = None, env: Mapping[str, str] | None = None,
             if not clusters:
                 raise ConfigError(
                     "no Kafka cluster is configured: set KBOT_BOOTSTRAP=host:port or create "
-                    f"{clusters_file(env)} with a 'clusters:' section")
-            raise ConfigError("several Kafka clusters are configured but none is the default; "
-                              f"set 'default:' in the clusters file or KBOT_CLUSTER to one of: "
-                              f"{', '.join(sorted(clusters))}")
+                    f"{clusters_file(env)} with a 'clusters:' section"
+                )
+            raise ConfigError(
+                "several Kafka clusters are configured but none is the default; "
+                f"set 'default:' in the clusters file or KBOT_CLUSTER to one of: "
+                f"{', '.join(sorted(clusters))}"
+            )
         name = default
     try:
         return clusters[name]

@@ -9,6 +9,7 @@ no exporter series gives, comes from two reads of LogEndOffset a moment apart.
 An exporter that hangs is a finding too (its JVM is paused), so every read is bounded and failures
 are returned per node, never raised.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,7 +64,7 @@ def parse(text: str, node: int, names: frozenset[str]) -> list[Sample]:
         if rest.startswith("{"):
             close = rest.rfind("}")
             labels = tuple(sorted(_LABEL.findall(rest[1:close])))
-            rest = rest[close + 1:]
+            rest = rest[close + 1 :]
         try:
             value = float(rest.split()[0])
         except (IndexError, ValueError):

@@ -4,6 +4,7 @@ They hold only builtins (str/int/bool/None, lists, dicts) so commands can
 render them, compare them in tests and serialise them with
 ``dataclasses.asdict`` without importing a Kafka client library.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,14 +40,14 @@ class ClusterInfo:
 class PartitionInfo:
     topic: str
     partition: int
-    leader: int | None          # None when the partition has no leader (offline)
+    leader: int | None  # None when the partition has no leader (offline)
     replicas: list[int]
     isr: list[int]
     # KIP-966 eligible leader replicas; None when not fetched / not reported.
     elr: list[int] | None = None
     last_known_elr: list[int] | None = None
     offline_replicas: list[int] | None = None
-    error: str | None = None    # per-partition error from the metadata response
+    error: str | None = None  # per-partition error from the metadata response
 
     @property
     def under_replicated(self) -> bool:
@@ -75,9 +76,9 @@ class TopicInfo:
 
 @dataclass(frozen=True)
 class ConfigValue:
-    value: str | None           # None for sensitive or unset values
+    value: str | None  # None for sensitive or unset values
     is_default: bool
-    source: str                 # e.g. DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG
+    source: str  # e.g. DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG
     read_only: bool = False
     sensitive: bool = False
 
@@ -86,16 +87,16 @@ class ConfigValue:
 class PartitionLag:
     topic: str
     partition: int
-    committed: int | None       # None: the group has no committed offset here
-    log_end: int | None         # None: the end offset could not be read
-    lag: int | None             # log_end - committed, None when either is unknown
+    committed: int | None  # None: the group has no committed offset here
+    log_end: int | None  # None: the end offset could not be read
+    lag: int | None  # log_end - committed, None when either is unknown
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class GroupLag:
     group: str
-    state: str                  # STABLE, EMPTY, ... as reported by the coordinator
+    state: str  # STABLE, EMPTY, ... as reported by the coordinator
     partitions: list[PartitionLag]
 
     @property
@@ -107,7 +108,7 @@ class GroupLag:
 class TransactionListing:
     transactional_id: str
     producer_id: int
-    state: str                  # Ongoing, PrepareCommit, CompleteAbort, ...
+    state: str  # Ongoing, PrepareCommit, CompleteAbort, ...
     coordinator_id: int
 
 
@@ -119,7 +120,7 @@ class TransactionDescription:
     producer_id: int
     producer_epoch: int
     timeout_ms: int
-    start_time_ms: int          # -1 when no transaction is in progress
+    start_time_ms: int  # -1 when no transaction is in progress
     partitions: list[tuple[str, int]]
 
 
@@ -153,10 +154,10 @@ class ProducerState:
 class QuorumVoter:
     id: int
     log_end_offset: int
-    lag: int                    # leader's log end offset - this voter's
+    lag: int  # leader's log end offset - this voter's
     last_fetch_timestamp: int | None = None
     last_caught_up_timestamp: int | None = None
-    observer: bool = False      # brokers follow the metadata log as observers
+    observer: bool = False  # brokers follow the metadata log as observers
 
 
 @dataclass(frozen=True)
@@ -204,24 +205,26 @@ class Reassignment:
 class ElectionResult:
     topic: str
     partition: int
-    outcome: str                # "elected" | "already_preferred" | "failed"
-    error: str | None = None    # why it failed (e.g. PREFERRED_LEADER_NOT_AVAILABLE: ...)
+    outcome: str  # "elected" | "already_preferred" | "failed"
+    error: str | None = None  # why it failed (e.g. PREFERRED_LEADER_NOT_AVAILABLE: ...)
 
 
 @dataclass(frozen=True)
 class GroupListing:
     """One group from ListGroups, as the broker coordinating it reported it."""
+
     group_id: str
-    state: str                  # STABLE, EMPTY, PREPARING_REBALANCE ... ("UNKNOWN" before ListGroups v4)
-    protocol_type: str          # "consumer" for consumer groups, "" for offsets-only groups, "connect" ...
-    coordinator: int            # the broker that listed it: ListGroups answers with the groups it coordinates
-    group_type: str | None = None   # "classic" or "consumer" (KIP-848), from ListGroups v5
+    state: str  # STABLE, EMPTY, PREPARING_REBALANCE ... ("UNKNOWN" before ListGroups v4)
+    protocol_type: str  # "consumer" for consumer groups, "" for offsets-only groups, "connect" ...
+    coordinator: int  # the broker that listed it: ListGroups answers with the groups it coordinates
+    group_type: str | None = None  # "classic" or "consumer" (KIP-848), from ListGroups v5
 
 
 @dataclass(frozen=True)
 class GroupListings:
     """Every group of the cluster; ``failed_brokers`` (broker id -> why) did not answer
     ListGroups, so the groups they coordinate are missing from ``groups``."""
+
     groups: list[GroupListing]
     failed_brokers: dict[int, str] = field(default_factory=dict)
 
@@ -231,7 +234,7 @@ class GroupMember:
     member_id: str
     client_id: str
     host: str
-    group_instance_id: str | None = None    # static membership (KIP-345)
+    group_instance_id: str | None = None  # static membership (KIP-345)
     assigned: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -239,10 +242,11 @@ class GroupMember:
 class GroupRead:
     """One read of a group: its lag (committed vs log end) and its members, at ``read_at``
     (epoch seconds), so two reads can be compared (lag growing, members churning)."""
+
     lag: GroupLag
     members: list[GroupMember]
     protocol_type: str
-    protocol: str               # the assignor the group agreed on ("range", "cooperative-sticky" ...)
+    protocol: str  # the assignor the group agreed on ("range", "cooperative-sticky" ...)
     read_at: float
 
     @property
@@ -254,7 +258,7 @@ class GroupRead:
 class PartitionOffsets:
     topic: str
     partition: int
-    last_stable: int     # read_committed consumers read up to here
+    last_stable: int  # read_committed consumers read up to here
     high_watermark: int  # read_uncommitted consumers read up to here
 
     @property

@@ -12,6 +12,7 @@ authentication, ApiVersions v0 (the client's first request on any connection), a
 while for the reply. The bytes are written by hand: both client libraries hide the socket, and
 neither can be asked "did the TCP connect succeed but the request time out?".
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,10 @@ class ProbeResult:
         if self.state == "refused":
             return f"{self.address} refuses connections: no process is listening (stopped or crashed)"
         if self.state == "silent":
-            return (f"{self.address} accepts TCP connections but did not answer a request in {self.seconds:.1f} s: "
-                    "the process exists but is not running (GC pause, SIGSTOP, hung or starved JVM)")
+            return (
+                f"{self.address} accepts TCP connections but did not answer a request in {self.seconds:.1f} s: "
+                "the process exists but is not running (GC pause, SIGSTOP, hung or starved JVM)"
+            )
         if self.state == "answers":
             return f"{self.address} answers requests ({self.seconds * 1000:.0f} ms): the process is up"
         return f"{self.address} could not be reached ({self.detail or 'no route'})"
@@ -62,8 +65,9 @@ def api_versions_request(correlation_id: int = 1) -> bytes:
     return struct.pack(">i", len(header)) + header
 
 
-async def probe(host: str, port: int, answer_timeout: float = ANSWER_TIMEOUT_S,
-                connect_timeout: float = CONNECT_TIMEOUT_S) -> ProbeResult:
+async def probe(
+    host: str, port: int, answer_timeout: float = ANSWER_TIMEOUT_S, connect_timeout: float = CONNECT_TIMEOUT_S
+) -> ProbeResult:
     started = time.monotonic()
     host = host.strip("[]")
 
@@ -101,7 +105,9 @@ async def probe(host: str, port: int, answer_timeout: float = ANSWER_TIMEOUT_S,
             pass
 
 
-async def probe_all(addresses: dict[int, tuple[str, int]], answer_timeout: float = ANSWER_TIMEOUT_S) -> dict[int, ProbeResult]:
+async def probe_all(
+    addresses: dict[int, tuple[str, int]], answer_timeout: float = ANSWER_TIMEOUT_S
+) -> dict[int, ProbeResult]:
     """Probe several nodes at once: node id -> result."""
     ids = list(addresses)
     results = await asyncio.gather(*(probe(*addresses[i], answer_timeout=answer_timeout) for i in ids))

@@ -1,5 +1,6 @@
 """A real local Apache Kafka (KRaft) cluster from Maven Central jars, plus fault injection."""
-from .cluster import LocalCluster, ClusterError
-from .fetch import ensure_jars, JarsError
+
+from .cluster import ClusterError, LocalCluster
+from .fetch import JarsError, ensure_jars
 
 __all__ = ["LocalCluster", "ClusterError", "ensure_jars", "JarsError"]

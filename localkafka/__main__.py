@@ -1,4 +1,5 @@
 """python -m localkafka up|down|status [--json] [--name N] [--port-base P]"""
+
 import sys
 
 from .cli import main

@@ -9,6 +9,7 @@ Wiring into another argparse parser::
 Exit codes: 0 ok; 1 failure, reported as one ``error: ...`` line on stderr
 (never a traceback). ``status`` exits 1 when the cluster is not healthy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,27 +25,39 @@ from .fetch import JarsError
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("cluster", help="local Kafka cluster (KRaft, 1 controller + 3 brokers)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "cluster", help="local Kafka cluster (KRaft, 1 controller + 3 brokers)", description=__doc__.split("\n\n")[0]
+    )
     add_arguments(p)
     return p
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["up", "down", "status", "kill", "pause", "resume", "restart", "heal"],
-                   help="up | down | status; faults for demos: kill | pause | resume | restart BROKER; heal")
+    p.add_argument(
+        "action",
+        choices=["up", "down", "status", "kill", "pause", "resume", "restart", "heal"],
+        help="up | down | status; faults for demos: kill | pause | resume | restart BROKER; heal",
+    )
     p.add_argument("broker", nargs="?", type=int, help="broker id for kill / pause / resume / restart (101-103)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--name", default="dev", help="cluster name (default: dev)")
-    p.add_argument("--base-dir", default=None,
-                   help="state dir (default: $KBOT_CACHE_DIR or ~/.cache/kbot, /clusters/<name>)")
-    p.add_argument("--port-base", type=int, default=None,
-                   help=f"first port of the layout (default: the one the named cluster was created with, "
-                        f"else {DEFAULT_PORT_BASE})")
+    p.add_argument(
+        "--base-dir", default=None, help="state dir (default: $KBOT_CACHE_DIR or ~/.cache/kbot, /clusters/<name>)"
+    )
+    p.add_argument(
+        "--port-base",
+        type=int,
+        default=None,
+        help=f"first port of the layout (default: the one the named cluster was created with, "
+        f"else {DEFAULT_PORT_BASE})",
+    )
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
-    p.add_argument("--secure", action="store_true",
-                   help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/operator principals "
-                        "(localkafka/secure.py); give it with every action on that cluster")
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/operator principals "
+        "(localkafka/secure.py); give it with every action on that cluster",
+    )
     p.set_defaults(func=run)
 
 
@@ -68,10 +81,11 @@ def format_status(st: dict) -> str:
         f"  {'ROLE':<11}{'ID':<5}{'STATE':<9}{'PID':<9}{'PORT':<7}METRICS",
     ]
     for n in st["nodes"]:
-        lines.append(f"  {n['role']:<11}{n['id']:<5}{n['state']:<9}{str(n['pid'] or '-'):<9}"
-                     f"{n['ports']['listener']:<7}{n['metrics_url']}")
-    lines.append("  registered brokers:   "
-                 + (", ".join(map(str, st["registered_brokers"])) or "none"))
+        lines.append(
+            f"  {n['role']:<11}{n['id']:<5}{n['state']:<9}{str(n['pid'] or '-'):<9}"
+            f"{n['ports']['listener']:<7}{n['metrics_url']}"
+        )
+    lines.append("  registered brokers:   " + (", ".join(map(str, st["registered_brokers"])) or "none"))
     lines += [f"  warning: {w}" for w in st.get("warnings", [])]
     return "\n".join(lines)
 
@@ -95,6 +109,7 @@ def run(args) -> int:
     try:
         if getattr(args, "secure", False):
             from .secure import SecureCluster
+
             cluster = SecureCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
         else:
             cluster = LocalCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
@@ -115,7 +130,9 @@ def run(args) -> int:
             return 0
         elif args.action == "heal":
             done = cluster.faults.heal()
-            print(json.dumps(done) if args.json else f"healed in {done['seconds']}s: {done['actions'] or 'nothing to do'}")
+            print(
+                json.dumps(done) if args.json else f"healed in {done['seconds']}s: {done['actions'] or 'nothing to do'}"
+            )
             return 0
         else:
             st = cluster.status()
@@ -151,7 +168,6 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m localkafka",
-                                description="local Kafka cluster: up | down | status")
+    p = argparse.ArgumentParser(prog="python -m localkafka", description="local Kafka cluster: up | down | status")
     add_arguments(p)
     return run(p.parse_args(argv))

@@ -31,6 +31,7 @@ cache root = ``$KBOT_CACHE_DIR`` or ``~/.cache/kbot``)::
 Test settings (short session/lag timeouts etc.) are documented in
 ``config/broker.properties`` and ``config/controller.properties``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -66,13 +67,13 @@ JVM_OPTS = {
     "broker": ["-Xms128m", "-Xmx512m"],
 }
 COMMON_JVM_OPTS = [
-    "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+    "-XX:+UseSerialGC",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
     "-Djava.net.preferIPv4Stack=true",
 ]
 
 log = logging.getLogger(__name__)
-
-
 
 
 def ephemeral_port_range() -> tuple[int, int]:
@@ -91,14 +92,16 @@ def port_layout_warning(port_base: int, controllers: int = 1) -> str | None:
     lo, hi = ephemeral_port_range()
     first, last = port_base, port_base + METRICS_OFFSET + len(BROKER_IDS) + controllers - 1
     if first <= hi and last >= lo:
-        return (f"ports {first}-{last} overlap the ephemeral port range {lo}-{hi}; a killed broker "
-                f"may fail to restart with 'Address already in use' - use a port_base below {lo - 20}")
+        return (
+            f"ports {first}-{last} overlap the ephemeral port range {lo}-{hi}; a killed broker "
+            f"may fail to restart with 'Address already in use' - use a port_base below {lo - 20}"
+        )
     return None
 
 
 @dataclass(frozen=True)
 class Node:
-    role: str          # "controller" | "broker"
+    role: str  # "controller" | "broker"
     node_id: int
     port: int
     metrics_port: int
@@ -136,23 +139,37 @@ def new_cluster_id() -> str:
 
 def admin_client(bootstrap: str, **extra):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger(),
-                        "socket.connection.setup.timeout.ms": 3000,
-                        # In KRaft the "controller" in metadata is just some live broker;
-                        # librdkafka routes some admin calls to it and would keep a dead
-                        # one for metadata.max.age (5 min) without frequent refreshes.
-                        "topic.metadata.refresh.interval.ms": 1000,
-                        # A SIGSTOPped broker keeps its TCP connections "up" but never
-                        # answers; librdkafka picks a random up broker per metadata
-                        # call, so drop silent connections after 5 s (default 60 s).
-                        "socket.timeout.ms": 5000, **extra})
+
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "logger": quiet_logger(),
+            "socket.connection.setup.timeout.ms": 3000,
+            # In KRaft the "controller" in metadata is just some live broker;
+            # librdkafka routes some admin calls to it and would keep a dead
+            # one for metadata.max.age (5 min) without frequent refreshes.
+            "topic.metadata.refresh.interval.ms": 1000,
+            # A SIGSTOPped broker keeps its TCP connections "up" but never
+            # answers; librdkafka picks a random up broker per metadata
+            # call, so drop silent connections after 5 s (default 60 s).
+            "socket.timeout.ms": 5000,
+            **extra,
+        }
+    )
 
 
 class LocalCluster:
-    def __init__(self, name: str = "dev", base_dir: str | Path | None = None,
-                 port_base: int = DEFAULT_PORT_BASE, *, controllers: int = 1,
-                 overrides: dict[str | int, dict[str, str]] | None = None,
-                 extra_log_dirs: dict[int, list[str | Path]] | None = None, brokers: int = 3):
+    def __init__(
+        self,
+        name: str = "dev",
+        base_dir: str | Path | None = None,
+        port_base: int = DEFAULT_PORT_BASE,
+        *,
+        controllers: int = 1,
+        overrides: dict[str | int, dict[str, str]] | None = None,
+        extra_log_dirs: dict[int, list[str | Path]] | None = None,
+        brokers: int = 3,
+    ):
         if controllers not in (1, 3):
             raise ClusterError(f"controllers must be 1 or 3, not {controllers}")
         if not 1 <= brokers <= len(BROKER_IDS):
@@ -164,12 +181,12 @@ class LocalCluster:
         for i, cid in enumerate(CONTROLLER_IDS[:controllers]):
             # controller 1 keeps port P (the single-controller layout); 2 and 3 follow the brokers
             port = port_base if i == 0 else port_base + len(BROKER_IDS) + i
-            self.controllers[cid] = Node("controller", cid, port, port + METRICS_OFFSET,
-                                         self.base_dir / f"node-{cid}")
+            self.controllers[cid] = Node("controller", cid, port, port + METRICS_OFFSET, self.base_dir / f"node-{cid}")
         self.controller = self.controllers[CONTROLLER_ID]
         self.brokers = {
-            bid: Node("broker", bid, port_base + 1 + i, port_base + METRICS_OFFSET + 1 + i,
-                      self.base_dir / f"node-{bid}")
+            bid: Node(
+                "broker", bid, port_base + 1 + i, port_base + METRICS_OFFSET + 1 + i, self.base_dir / f"node-{bid}"
+            )
             for i, bid in enumerate(BROKER_IDS[:brokers])
         }
         self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
@@ -211,6 +228,7 @@ class LocalCluster:
     @property
     def faults(self):
         from .faults import FaultInjector
+
         if self._faults is None:
             self._faults = FaultInjector(self)
         return self._faults
@@ -221,8 +239,10 @@ class LocalCluster:
         try:
             return self.brokers[node_id]
         except KeyError:
-            raise ClusterError(f"no node {node_id} in cluster {self.name!r} (controllers: "
-                               f"{list(self.controllers)}, brokers: {list(self.brokers)})")
+            raise ClusterError(
+                f"no node {node_id} in cluster {self.name!r} (controllers: "
+                f"{list(self.controllers)}, brokers: {list(self.brokers)})"
+            ) from None
 
     def client_conf(self) -> dict:
         """confluent-kafka settings for a client of this cluster (secure mode adds SASL/TLS)."""
@@ -246,19 +266,25 @@ class LocalCluster:
     def _meta(self) -> dict:
         """cluster.json: created once; later runs must agree on ports."""
         path = self.base_dir / "cluster.json"
-        want = {"name": self.name, "port_base": self.port_base,
-                "kafka_version": fetch.pom_versions().kafka, "controllers": len(self.controllers)}
+        want = {
+            "name": self.name,
+            "port_base": self.port_base,
+            "kafka_version": fetch.pom_versions().kafka,
+            "controllers": len(self.controllers),
+        }
         if path.exists():
             meta = json.loads(path.read_text())
             if meta.get("port_base") != self.port_base:
                 raise ClusterError(
                     f"{self.base_dir} was created with port_base {meta.get('port_base')}, "
-                    f"not {self.port_base}; use another base_dir or delete it")
+                    f"not {self.port_base}; use another base_dir or delete it"
+                )
             # a formatted KRaft quorum cannot change its voter set by editing the properties
             if meta.get("controllers", 1) != len(self.controllers):
                 raise ClusterError(
                     f"{self.base_dir} was created with {meta.get('controllers', 1)} controller(s), "
-                    f"not {len(self.controllers)}; use another base_dir or delete it")
+                    f"not {len(self.controllers)}; use another base_dir or delete it"
+                )
             return meta
         self.base_dir.mkdir(parents=True, exist_ok=True)
         meta = {**want, "cluster_id": new_cluster_id()}
@@ -269,38 +295,63 @@ class LocalCluster:
         tmpl = string.Template((CONFIG_DIR / f"{node.role}.properties").read_text())
         node.props_file.parent.mkdir(parents=True, exist_ok=True)
         text = tmpl.substitute(
-            node_id=node.node_id, port=node.port,
-            data_dir=",".join(str(d) for d in self.log_dirs(node)), voters=self.voters)
+            node_id=node.node_id,
+            port=node.port,
+            data_dir=",".join(str(d) for d in self.log_dirs(node)),
+            voters=self.voters,
+        )
         extra = {**self.overrides.get(node.role, {}), **self.overrides.get(node.node_id, {})}
         if extra:
             text += "\n# topology overrides (LocalCluster(overrides=...))\n" + "".join(
-                f"{k}={v}\n" for k, v in extra.items())
+                f"{k}={v}\n" for k, v in extra.items()
+            )
         node.props_file.write_text(text)
 
     def _java_cmd(self, libs: Path, node: Node, main: str, *args: str) -> list[str]:
-        return ["java", *COMMON_JVM_OPTS, *JVM_OPTS[node.role],
-                f"-Dkafka.logs.dir={node.log_dir}",
-                f"-Dlog4j2.configurationFile={CONFIG_DIR / 'log4j2.xml'}",
-                "-cp", f"{libs}/*", main, *args]
+        return [
+            "java",
+            *COMMON_JVM_OPTS,
+            *JVM_OPTS[node.role],
+            f"-Dkafka.logs.dir={node.log_dir}",
+            f"-Dlog4j2.configurationFile={CONFIG_DIR / 'log4j2.xml'}",
+            "-cp",
+            f"{libs}/*",
+            main,
+            *args,
+        ]
 
     def _format(self, libs: Path, cluster_id: str, nodes: list[Node]) -> None:
         """kafka-storage format (kafka.tools.StorageTool in 4.x) for nodes
         whose data dir was never formatted; all in parallel."""
-        todo = [n for n in nodes
-                if not all((d / "meta.properties").exists() for d in self.log_dirs(n))]
+        todo = [n for n in nodes if not all((d / "meta.properties").exists() for d in self.log_dirs(n))]
         if not todo:
             return
+
         def run(n: Node):
             n.log_dir.mkdir(parents=True, exist_ok=True)
             return n, subprocess.run(
-                self._java_cmd(libs, n, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                               "-t", cluster_id, "-c", str(n.props_file)),
-                capture_output=True, text=True, timeout=120)
+                self._java_cmd(
+                    libs,
+                    n,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--ignore-formatted",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(n.props_file),
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
         with ThreadPoolExecutor(len(todo)) as pool:
             for n, res in pool.map(run, todo):
                 if res.returncode != 0:
-                    raise ClusterError(f"storage format of node {n.node_id} failed: "
-                                       f"{(res.stdout + res.stderr).strip()[-2000:]}")
+                    raise ClusterError(
+                        f"storage format of node {n.node_id} failed: {(res.stdout + res.stderr).strip()[-2000:]}"
+                    )
 
     # ---- lifecycle -------------------------------------------------------
     def start_node(self, node: Node, libs: Path | None = None) -> int:
@@ -315,8 +366,10 @@ class LocalCluster:
             while procs.port_open(port) and time.monotonic() < deadline:
                 time.sleep(0.2)
             if procs.port_open(port):
-                raise ClusterError(f"port {port} for node {node.node_id} is already in use "
-                                   f"by another process (check `ss -ltnp | grep {port}`)")
+                raise ClusterError(
+                    f"port {port} for node {node.node_id} is already in use "
+                    f"by another process (check `ss -ltnp | grep {port}`)"
+                )
         node.log_dir.mkdir(parents=True, exist_ok=True)
         rules = CONFIG_DIR / "jmx_rules.yaml"
         cmd = self._java_cmd(libs, node, "kafka.Kafka", str(node.props_file))
@@ -365,8 +418,10 @@ class LocalCluster:
         while time.monotonic() < deadline:
             dead = [n.node_id for n in self.nodes if not n.pid()]
             if dead:
-                raise ClusterError(f"node(s) {dead} exited during startup; see "
-                                   + ", ".join(str(self.node(d).log_dir / 'server.log') for d in dead))
+                raise ClusterError(
+                    f"node(s) {dead} exited during startup; see "
+                    + ", ".join(str(self.node(d).log_dir / "server.log") for d in dead)
+                )
             try:
                 registered = set(self.registered_brokers(timeout=3))
                 last = f"registered brokers {sorted(registered)}, want {sorted(want)}"
@@ -438,11 +493,18 @@ class LocalCluster:
         for n in self.nodes:
             pid = n.pid()
             state = "dead" if not pid else ("paused" if procs.is_stopped(pid) else "running")
-            nodes.append({
-                "role": n.role, "id": n.node_id, "pid": pid, "alive": state == "running",
-                "state": state, "ports": {"listener": n.port, "metrics": n.metrics_port},
-                "metrics_url": n.metrics_url, "log": str(n.log_dir / "server.log"),
-            })
+            nodes.append(
+                {
+                    "role": n.role,
+                    "id": n.node_id,
+                    "pid": pid,
+                    "alive": state == "running",
+                    "state": state,
+                    "ports": {"listener": n.port, "metrics": n.metrics_port},
+                    "metrics_url": n.metrics_url,
+                    "log": str(n.log_dir / "server.log"),
+                }
+            )
         registered, error = [], None
         if any(c.pid() for c in self.controllers.values()):
             try:
@@ -453,15 +515,19 @@ class LocalCluster:
             error = "controller is not running"
         meta_path = self.base_dir / "cluster.json"
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        healthy = (all(n["alive"] for n in nodes) and registered == sorted(self.brokers))
+        healthy = all(n["alive"] for n in nodes) and registered == sorted(self.brokers)
         if not healthy and error is None:
             error = f"registered brokers {registered}, expected {sorted(self.brokers)}"
         return {
-            "name": self.name, "base_dir": str(self.base_dir),
-            "cluster_id": meta.get("cluster_id"), "kafka_version": fetch.pom_versions().kafka,
+            "name": self.name,
+            "base_dir": str(self.base_dir),
+            "cluster_id": meta.get("cluster_id"),
+            "kafka_version": fetch.pom_versions().kafka,
             "bootstrap_servers": self.bootstrap_servers,
             "controller_bootstrap": self.controller_bootstrap,
-            "nodes": nodes, "registered_brokers": registered,
-            "healthy": healthy, "error": None if healthy else error,
+            "nodes": nodes,
+            "registered_brokers": registered,
+            "healthy": healthy,
+            "error": None if healthy else error,
             "warnings": [self.port_warning] if self.port_warning else [],
         }

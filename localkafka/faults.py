@@ -16,6 +16,7 @@ hanging transactions this cluster dir recorded (by re-initialising their
 transactional.id, which fences the dead producer and aborts its open txn) and
 waits until every partition's ISR equals its replica set again.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer,
-                             TopicPartition)
-from confluent_kafka.admin import NewTopic, OffsetSpec
-
 from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
 
 from . import procs
 from .common import ClusterError, quiet_logger
@@ -60,8 +59,7 @@ class FaultInjector:
         return pid
 
     def _producer(self, **extra) -> Producer:
-        return Producer({**self.c.client_conf(), "logger": quiet_logger(),
-                         "linger.ms": 5, **extra})
+        return Producer({**self.c.client_conf(), "logger": quiet_logger(), "linger.ms": 5, **extra})
 
     def _state_file(self) -> Path:
         return self.c.base_dir / "faults.json"
@@ -94,16 +92,19 @@ class FaultInjector:
         else:
             md = admin.list_topics(timeout=timeout)
         out = {}
-        for name in (topics if topics is not None else md.topics):
+        for name in topics if topics is not None else md.topics:
             tm = md.topics.get(name)
             if tm is None or tm.error is not None:
                 raise ClusterError(f"topic {name}: {tm.error if tm else 'not found'}")
-            out[name] = [{
-                "partition": p.id,
-                "leader": p.leader if p.leader >= 0 else None,
-                "replicas": list(p.replicas),
-                "isr": list(p.isrs),
-            } for p in sorted(tm.partitions.values(), key=lambda p: p.id)]
+            out[name] = [
+                {
+                    "partition": p.id,
+                    "leader": p.leader if p.leader >= 0 else None,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isrs),
+                }
+                for p in sorted(tm.partitions.values(), key=lambda p: p.id)
+            ]
         return out
 
     def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.5):
@@ -118,8 +119,9 @@ class FaultInjector:
             except Exception as e:  # transient metadata errors while brokers move
                 last = e
             time.sleep(interval)
-        raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}"
-                           + (f" (last error: {last})" if last else ""))
+        raise ClusterError(
+            f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last})" if last else "")
+        )
 
     # ---- process faults --------------------------------------------------
     def kill_broker(self, broker_id: int) -> dict:
@@ -150,18 +152,24 @@ class FaultInjector:
         return {"broker_id": broker_id, "old_pid": old, "pid": pid}
 
     # ---- topics ----------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 3, replication_factor: int = 3,
-                     config: dict | None = None, replica_assignment: list[list[int]] | None = None,
-                     timeout: float = 30) -> dict:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 3,
+        replication_factor: int = 3,
+        config: dict | None = None,
+        replica_assignment: list[list[int]] | None = None,
+        timeout: float = 30,
+    ) -> dict:
         """Create a topic (idempotent) and wait until every partition has a leader."""
         if replica_assignment:
             # librdkafka wants the partition count spelled out next to an
             # explicit assignment (it rejects the -1 "broker default").
-            nt = NewTopic(name, num_partitions=len(replica_assignment),
-                          replica_assignment=replica_assignment, config=config or {})
+            nt = NewTopic(
+                name, num_partitions=len(replica_assignment), replica_assignment=replica_assignment, config=config or {}
+            )
         else:
-            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                          config=config or {})
+            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=config or {})
 
         def create():
             # CreateTopics goes to the metadata "controller" broker, which can
@@ -172,12 +180,16 @@ class FaultInjector:
                 if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
                     raise
             return True
+
         self.wait_for(create, timeout, f"creation of topic {name}")
         want = len(replica_assignment) if replica_assignment else partitions
         parts = self.wait_for(
-            lambda: (lambda d: d if len(d) == want and all(p["leader"] is not None for p in d)
-                     else None)(self.describe([name])[name]),
-            timeout, f"leaders for all partitions of {name}")
+            lambda: (lambda d: d if len(d) == want and all(p["leader"] is not None for p in d) else None)(
+                self.describe([name])[name]
+            ),
+            timeout,
+            f"leaders for all partitions of {name}",
+        )
         return {"topic": name, "partitions": parts, "config": config or {}}
 
     def create_clamped_topic(self, name: str, partitions: int = 1) -> dict:
@@ -188,12 +200,10 @@ class FaultInjector:
         return {**info, "replication_factor": 1, "min_insync_replicas": 2}
 
     def create_unclean_topic(self, name: str, partitions: int = 3, replication_factor: int = 3) -> dict:
-        info = self.create_topic(name, partitions, replication_factor,
-                                 {"unclean.leader.election.enable": "true"})
+        info = self.create_topic(name, partitions, replication_factor, {"unclean.leader.election.enable": "true"})
         return {**info, "replication_factor": replication_factor, "unclean_leader_election": True}
 
-    def offline_partitions(self, topic: str, broker_id: int = 103, partitions: int = 2,
-                           timeout: float = 30) -> dict:
+    def offline_partitions(self, topic: str, broker_id: int = 103, partitions: int = 2, timeout: float = 30) -> dict:
         """RF=1 topic whose every replica is on ``broker_id``; produce a few
         records, SIGKILL the broker and wait until the partitions have no leader."""
         self.create_topic(topic, replica_assignment=[[broker_id]] * partitions)
@@ -203,23 +213,41 @@ class FaultInjector:
         p.flush(10)
         killed = self.kill_broker(broker_id)
         parts = self.wait_for(
-            lambda: (lambda d: d if all(x["leader"] is None for x in d) else None)(
-                self.describe([topic])[topic]),
-            timeout, f"{topic} partitions to go offline")
-        return {"topic": topic, "partitions": [x["partition"] for x in parts],
-                "broker_id": broker_id, "pid": killed["pid"], "describe": parts}
+            lambda: (lambda d: d if all(x["leader"] is None for x in d) else None)(self.describe([topic])[topic]),
+            timeout,
+            f"{topic} partitions to go offline",
+        )
+        return {
+            "topic": topic,
+            "partitions": [x["partition"] for x in parts],
+            "broker_id": broker_id,
+            "pid": killed["pid"],
+            "describe": parts,
+        }
 
     # ---- client-side faults ------------------------------------------------
-    def hanging_transaction(self, topic: str, partition: int = 0, records: int = 5,
-                            transactional_id: str | None = None, timeout: float = 60) -> dict:
+    def hanging_transaction(
+        self, topic: str, partition: int = 0, records: int = 5, transactional_id: str | None = None, timeout: float = 60
+    ) -> dict:
         """A transactional producer (separate Python process) begins a txn,
         produces + flushes ``records`` to ``topic``/``partition``, then is
         SIGKILLed, leaving the transaction open (see txn_child.py)."""
         self.create_topic(topic, max(3, partition + 1), 3)
         tid = transactional_id or f"kbot-hanging-{uuid.uuid4().hex[:8]}"
-        cmd = [sys.executable, str(Path(__file__).with_name("txn_child.py")),
-               "--bootstrap", self.c.bootstrap_servers, "--topic", topic,
-               "--partition", str(partition), "--transactional-id", tid, "--records", str(records)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).with_name("txn_child.py")),
+            "--bootstrap",
+            self.c.bootstrap_servers,
+            "--topic",
+            topic,
+            "--partition",
+            str(partition),
+            "--transactional-id",
+            tid,
+            "--records",
+            str(records),
+        ]
         extra = {k: v for k, v in self.c.client_conf().items() if k != "bootstrap.servers"}
         conf_file = None
         if extra:  # SASL settings reach the child in a private file, never on its command line (ps)
@@ -228,8 +256,7 @@ class FaultInjector:
             with os.fdopen(fd, "w") as f:
                 json.dump(extra, f)
             cmd += ["--client-conf", str(conf_file)]
-        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             line = _read_line(child, timeout)
         finally:
@@ -239,7 +266,7 @@ class FaultInjector:
             child.kill()
             _, err = child.communicate(timeout=10)
             raise ClusterError(f"transactional producer failed: {line or ''} {err.strip()[-1500:]}")
-        info = json.loads(line[len("READY "):])
+        info = json.loads(line[len("READY ") :])
         child.send_signal(signal.SIGKILL)
         child.wait(10)
         for stream in (child.stdout, child.stderr):
@@ -247,38 +274,56 @@ class FaultInjector:
         state = self._load_state()
         state["hanging_transactions"].append(tid)
         self._save_state(state)
-        return {"transactional_id": tid, "topic": topic, "partition": partition,
-                "records": records, "first_offset": info["first_offset"],
-                "last_offset": info["last_offset"], "pid": child.pid,
-                "transaction_timeout_ms": 600000, **self._producer_info(tid)}
+        return {
+            "transactional_id": tid,
+            "topic": topic,
+            "partition": partition,
+            "records": records,
+            "first_offset": info["first_offset"],
+            "last_offset": info["last_offset"],
+            "pid": child.pid,
+            "transaction_timeout_ms": 600000,
+            **self._producer_info(tid),
+        }
 
     def _producer_info(self, tid: str) -> dict:
         """producer id/epoch and coordinator of ``tid`` via kafka-python's
         DescribeTransactions (confluent_kafka has no such admin call)."""
         from kafka.admin import KafkaAdminClient
+
         ka = KafkaAdminClient(**self.c.kafka_python_conf())
         try:
             d = ka.describe_transactions([tid])[tid]
-            return {"producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
-                    "coordinator_id": d.coordinator_id, "state": d.state.value}
+            return {
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "coordinator_id": d.coordinator_id,
+                "state": d.state.value,
+            }
         finally:
             ka.close()
 
-    def hot_key_producer(self, topic: str, key: str = "hot-key", duration: float | None = None,
-                         rate: float = 200, hot_ratio: float = 0.9,
-                         partitions: int = 6) -> "BackgroundProducer":
+    def hot_key_producer(
+        self,
+        topic: str,
+        key: str = "hot-key",
+        duration: float | None = None,
+        rate: float = 200,
+        hot_ratio: float = 0.9,
+        partitions: int = 6,
+    ) -> "BackgroundProducer":
         """Background producer: ``hot_ratio`` of the records carry ``key``, so
         the one partition that key hashes to is hot. Runs until ``stop()`` or
         for ``duration`` seconds."""
         self.create_topic(topic, partitions, 3)
-        bp = BackgroundProducer(self._producer(), topic, rate, duration, hot_key=key,
-                                hot_ratio=hot_ratio)
+        bp = BackgroundProducer(self._producer(), topic, rate, duration, hot_key=key, hot_ratio=hot_ratio)
         self._background.append(bp)
         bp.start()
         return bp
 
-    def lagging_consumer_group(self, group: str, topic: str, initial: int = 100,
-                               rate: float = 20, timeout: float = 60) -> "LaggingGroup":
+    def lagging_consumer_group(
+        self, group: str, topic: str, initial: int = 100, rate: float = 20, timeout: float = 60
+    ) -> "LaggingGroup":
         """A consumer group that reads ``initial`` records, commits them and
         leaves; a background producer keeps writing so its lag grows."""
         self.create_topic(topic, 3, 3)
@@ -286,11 +331,15 @@ class FaultInjector:
         for i in range(initial):
             p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
         p.flush(30)
-        consumer = Consumer({
-            **self.c.client_conf(), "group.id": group,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "logger": quiet_logger(),
-        })
+        consumer = Consumer(
+            {
+                **self.c.client_conf(),
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "logger": quiet_logger(),
+            }
+        )
         consumer.subscribe([topic])
         seen, deadline = 0, time.monotonic() + timeout
         while seen < initial and time.monotonic() < deadline:
@@ -305,8 +354,7 @@ class FaultInjector:
         bp = BackgroundProducer(self._producer(), topic, rate, None)
         self._background.append(bp)
         bp.start()
-        return LaggingGroup(self, group, topic,
-                            {tp.partition: tp.offset for tp in committed}, bp)
+        return LaggingGroup(self, group, topic, {tp.partition: tp.offset for tp in committed}, bp)
 
     # ---- healing ------------------------------------------------------------
     def stop_background(self) -> None:
@@ -343,8 +391,7 @@ class FaultInjector:
         """{topic: [partition...]} with ISR != replicas or no leader, all topics."""
         bad = {}
         for topic, parts in self.describe().items():
-            wrong = [p["partition"] for p in parts
-                     if p["leader"] is None or sorted(p["isr"]) != sorted(p["replicas"])]
+            wrong = [p["partition"] for p in parts if p["leader"] is None or sorted(p["isr"]) != sorted(p["replicas"])]
             if wrong:
                 bad[topic] = wrong
         return bad
@@ -366,14 +413,11 @@ class FaultInjector:
             self.c.wait_ready(timeout)
         else:  # nothing restarted: just make sure every broker is registered
             want = sorted(self.c.brokers)
-            self.wait_for(lambda: self.c.registered_brokers(timeout=3) == want, timeout,
-                          f"brokers {want} registered")
+            self.wait_for(lambda: self.c.registered_brokers(timeout=3) == want, timeout, f"brokers {want} registered")
         aborted = self.abort_hanging_transactions()
         remaining = max(5.0, timeout - (time.monotonic() - t0))
-        self.wait_for(lambda: not self.under_replicated(), remaining,
-                      "all partitions to have ISR == replicas")
-        return {"actions": actions, "aborted_transactions": aborted,
-                "seconds": round(time.monotonic() - t0, 1)}
+        self.wait_for(lambda: not self.under_replicated(), remaining, "all partitions to have ISR == replicas")
+        return {"actions": actions, "aborted_transactions": aborted, "seconds": round(time.monotonic() - t0, 1)}
 
 
 def _read_line(child: subprocess.Popen, timeout: float) -> str:
@@ -389,8 +433,15 @@ def _read_line(child: subprocess.Popen, timeout: float) -> str:
 class BackgroundProducer(threading.Thread):
     """Produces ~``rate`` records/s until stopped (or ``duration`` elapsed)."""
 
-    def __init__(self, producer: Producer, topic: str, rate: float, duration: float | None,
-                 hot_key: str | None = None, hot_ratio: float = 0.0):
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        rate: float,
+        duration: float | None,
+        hot_key: str | None = None,
+        hot_ratio: float = 0.0,
+    ):
         super().__init__(daemon=True, name=f"kbot-producer-{topic}")
         self.producer, self.topic, self.rate, self.duration = producer, topic, rate, duration
         self.hot_key, self.hot_ratio = hot_key, hot_ratio
@@ -420,8 +471,7 @@ class BackgroundProducer(threading.Thread):
                 hot = self.hot_key is not None and rnd.random() < self.hot_ratio
                 key = self.hot_key if hot else f"key-{rnd.randrange(1_000_000)}"
                 try:
-                    self.producer.produce(self.topic, key=key.encode(), value=b"x" * 100,
-                                          on_delivery=self._delivered)
+                    self.producer.produce(self.topic, key=key.encode(), value=b"x" * 100, on_delivery=self._delivered)
                 except BufferError:
                     break  # local queue full (cluster unhappy): skip this tick
                 self.sent += 1
@@ -438,9 +488,15 @@ class BackgroundProducer(threading.Thread):
 
     def stats(self) -> dict:
         with self._lock:
-            return {"topic": self.topic, "sent": self.sent, "hot_sent": self.hot_sent,
-                    "hot_key": self.hot_key, "hot_partition": self.hot_partition,
-                    "per_partition": dict(self.per_partition), "errors": self.errors}
+            return {
+                "topic": self.topic,
+                "sent": self.sent,
+                "hot_sent": self.hot_sent,
+                "hot_key": self.hot_key,
+                "hot_partition": self.hot_partition,
+                "per_partition": dict(self.per_partition),
+                "errors": self.errors,
+            }
 
     def __enter__(self):
         return self
@@ -452,19 +508,22 @@ class BackgroundProducer(threading.Thread):
 class LaggingGroup:
     """Handle returned by lagging_consumer_group()."""
 
-    def __init__(self, faults: FaultInjector, group: str, topic: str,
-                 committed: dict[int, int], producer: BackgroundProducer):
+    def __init__(
+        self, faults: FaultInjector, group: str, topic: str, committed: dict[int, int], producer: BackgroundProducer
+    ):
         self.faults, self.group, self.topic = faults, group, topic
         self.committed, self.producer = committed, producer
 
     def lag(self) -> dict[int, int]:
         """{partition: log end offset - committed offset}, read from the cluster."""
         admin = self.faults.c.admin()
-        res = admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(self.group)], request_timeout=10)[self.group].result()
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)], request_timeout=10)[
+            self.group
+        ].result()
         committed = {tp.partition: tp.offset for tp in res.topic_partitions if tp.topic == self.topic}
-        ends = admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()
-                                   for p in committed}, request_timeout=10)
+        ends = admin.list_offsets(
+            {TopicPartition(self.topic, p): OffsetSpec.latest() for p in committed}, request_timeout=10
+        )
         return {tp.partition: f.result().offset - committed[tp.partition] for tp, f in ends.items()}
 
     def stop(self) -> dict:

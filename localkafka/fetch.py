@@ -12,6 +12,7 @@ into ``<cache root>/kafka-<kafka.version>/{libs,agent}``. The cache root is
 successful copy (holding a hash of the pom and the jar list) makes later calls
 a no-op; editing the pom or deleting a jar triggers a re-fetch.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -122,9 +123,15 @@ def ensure_jars(quiet: bool = True) -> Path:
         for sub in ("libs", "agent"):
             shutil.rmtree(home / sub, ignore_errors=True)
         cmd = [
-            mvn, "-B", *(["-q"] if quiet else []), "-f", str(POM),
-            "dependency:copy-dependencies@libs", "dependency:copy-dependencies@agent",
-            f"-Dkbot.libs.dir={home / 'libs'}", f"-Dkbot.agent.dir={home / 'agent'}",
+            mvn,
+            "-B",
+            *(["-q"] if quiet else []),
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies@libs",
+            "dependency:copy-dependencies@agent",
+            f"-Dkbot.libs.dir={home / 'libs'}",
+            f"-Dkbot.agent.dir={home / 'agent'}",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         # mvn -f <pom> also creates localkafka/target for nothing; keep the tree clean.
@@ -136,6 +143,7 @@ def ensure_jars(quiet: bool = True) -> Path:
         if missing:
             raise JarsError(f"mvn succeeded but these jars are missing: {missing}", output)
         jars = sorted(str(p.relative_to(home)) for p in home.glob("*/*.jar"))
-        (home / _MARKER).write_text(json.dumps(
-            {"pom_sha256": _pom_hash(), "versions": v.__dict__, "jars": jars}, indent=1))
+        (home / _MARKER).write_text(
+            json.dumps({"pom_sha256": _pom_hash(), "versions": v.__dict__, "jars": jars}, indent=1)
+        )
     return home / "libs"

@@ -13,6 +13,7 @@ parent and exit when it is gone, so an interrupted test run leaves no consumers 
   keeps writing (``FaultInjector.lagging_consumer_group``): state EMPTY, lag growing.
 * :func:`steady_group`: the healthy control, a member that keeps up (classic or KIP-848 protocol).
 """
+
 from __future__ import annotations
 
 import os
@@ -129,12 +130,24 @@ class ClientProcesses:
 
 
 def _spawn(code: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
 
 
-def rebalance_storm(cluster: LocalCluster, group: str, topic: str, members: int = 3, records: int = 3000,
-                    rate: float = 20, duration: float = 600) -> ClientProcesses:
+def rebalance_storm(
+    cluster: LocalCluster,
+    group: str,
+    topic: str,
+    members: int = 3,
+    records: int = 3000,
+    rate: float = 20,
+    duration: float = 600,
+) -> ClientProcesses:
     """A group whose ``members`` processes keep joining and leaving ``topic`` (3 partitions,
     ``records`` written first so the group has lag), plus a producer process at ``rate``
     records/s. The children stop after ``duration`` seconds at most, or with ``stop()``."""
@@ -164,8 +177,9 @@ def stopped_group(cluster: LocalCluster, group: str, topic: str, initial: int = 
     return cluster.faults.lagging_consumer_group(group, topic, initial=initial, rate=rate)
 
 
-def steady_group(cluster: LocalCluster, group: str, topic: str, records: int = 100, protocol: str = "classic",
-                 duration: float = 600) -> ClientProcesses:
+def steady_group(
+    cluster: LocalCluster, group: str, topic: str, records: int = 100, protocol: str = "classic", duration: float = 600
+) -> ClientProcesses:
     """A healthy group: one member process that keeps consuming ``topic`` (3 partitions, ``records``
     written first) and commits every 0.5 s; ``protocol="consumer"`` makes it a KIP-848 group."""
     cluster.faults.create_topic(topic, 3, 3)

@@ -24,6 +24,7 @@ controller metrics (``kafka_controller_kafkacontroller_*``) exist only on the
 controller node (id 1). The constants below are the names the rules produce
 for the metrics the bot relies on.
 """
+
 from __future__ import annotations
 
 import urllib.request

@@ -11,6 +11,7 @@ Liveness never trusts a pid alone: ``/proc/<pid>/cmdline`` must contain the
 node's marker (its properties file path), so a stale pid file whose pid was
 reused by another program reads as "dead".
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,7 @@ def proc_state(pid: int) -> str | None:
     if raw is None:
         return None
     # "pid (comm) S ..." - comm may contain spaces/parens, so split at the last ')'
-    return raw[raw.rfind(b")") + 2:].split(b" ", 1)[0].decode()
+    return raw[raw.rfind(b")") + 2 :].split(b" ", 1)[0].decode()
 
 
 def matches(pid: int, marker: str) -> bool:
@@ -75,8 +76,15 @@ def spawn(argv: list[str], log_file: Path, pid_file: Path, env: dict | None = No
     """Start ``argv`` detached, stdout+stderr appended to ``log_file``."""
     script = 'exec "$@" >>"$KBOT_LOG" 2>&1 </dev/null & echo $!'
     env = dict(env or os.environ, KBOT_LOG=str(log_file))
-    out = subprocess.run(["sh", "-c", script, "sh", *argv], env=env, capture_output=True,
-                         text=True, start_new_session=True, check=True, timeout=30)
+    out = subprocess.run(
+        ["sh", "-c", script, "sh", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        check=True,
+        timeout=30,
+    )
     pid = int(out.stdout.strip())
     pid_file.write_text(f"{pid}\n")
     return pid

@@ -26,6 +26,7 @@ local CA), ``broker.p12`` (key + certificate for 127.0.0.1 and localhost, signed
 ACLs are created by the super user through the Admin API right after start-up
 (:func:`ensure_scram_users`, :func:`apply_acls`; both idempotent).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,10 @@ SAN = "IP:127.0.0.1,DNS:localhost"
 # ---- the least-privilege ACLs (also the table in docs/security.md) ---------------------------
 @dataclass(frozen=True)
 class Grant:
-    principal: str     # user name, without "User:"
-    operation: str     # confluent_kafka.admin.AclOperation name
-    resource: str      # confluent_kafka.admin.ResourceType name
-    name: str          # resource name ("*" = every resource of the type)
+    principal: str  # user name, without "User:"
+    operation: str  # confluent_kafka.admin.AclOperation name
+    resource: str  # confluent_kafka.admin.ResourceType name
+    name: str  # resource name ("*" = every resource of the type)
     why: str
 
 
@@ -66,8 +67,12 @@ def _op(op: str, res: str, name: str, why: str) -> Grant:
 
 
 GRANTS: tuple[Grant, ...] = (
-    _obs("DESCRIBE", "CLUSTER", "kafka-cluster",
-         "log dirs, reassignments, KRaft quorum, ListGroups/ListTransactions over every broker"),
+    _obs(
+        "DESCRIBE",
+        "CLUSTER",
+        "kafka-cluster",
+        "log dirs, reassignments, KRaft quorum, ListGroups/ListTransactions over every broker",
+    ),
     _obs("DESCRIBE_CONFIGS", "CLUSTER", "kafka-cluster", "broker configs (audit, throttle preview, quorum voters)"),
     _obs("DESCRIBE", "TOPIC", "*", "metadata, leaders/ISR, log end offsets, ELR"),
     _obs("DESCRIBE_CONFIGS", "TOPIC", "*", "min.insync.replicas, retention.ms, throttled-replica lists"),
@@ -77,10 +82,13 @@ GRANTS: tuple[Grant, ...] = (
     _obs("WRITE", "TOPIC", "kbot-audit", "the audit log's Kafka mirror (KBOT_AUDIT_TOPIC; name your own topic)"),
     _op("ALTER_CONFIGS", "TOPIC", "*", "retention; throttle's leader/follower.replication.throttled.replicas"),
     _op("ALTER_CONFIGS", "CLUSTER", "kafka-cluster", "throttle's per-broker replication rates"),
-    _op("ALTER", "CLUSTER", "kafka-cluster",
-        "elect-leaders (ElectLeaders) and abort-txn (WriteTxnMarkers, KIP-664)"),
-    _op("DESCRIBE", "TOPIC", "*",
-        "abort-txn: the client finds the partition's leader in Metadata, which hides undescribable topics"),
+    _op("ALTER", "CLUSTER", "kafka-cluster", "elect-leaders (ElectLeaders) and abort-txn (WriteTxnMarkers, KIP-664)"),
+    _op(
+        "DESCRIBE",
+        "TOPIC",
+        "*",
+        "abort-txn: the client finds the partition's leader in Metadata, which hides undescribable topics",
+    ),
 )
 
 
@@ -99,27 +107,87 @@ def make_ca(folder: Path, cn: str = "kbot-local-ca") -> tuple[Path, Path]:
     """A self-signed CA (openssl): (ca.pem, ca.key) in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     pem, key = folder / "ca.pem", folder / "ca.key"
-    _run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(pem),
-          "-days", "3650", "-subj", f"/CN={cn}"], "making the local CA")
+    _run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(pem),
+            "-days",
+            "3650",
+            "-subj",
+            f"/CN={cn}",
+        ],
+        "making the local CA",
+    )
     _private(key)
     return pem, key
 
 
-def sign_cert(folder: Path, stem: str, ca_pem: Path, ca_key: Path, *, days: int = CERT_DAYS,
-              start: str | None = None, end: str | None = None) -> tuple[Path, Path]:
+def sign_cert(
+    folder: Path,
+    stem: str,
+    ca_pem: Path,
+    ca_key: Path,
+    *,
+    days: int = CERT_DAYS,
+    start: str | None = None,
+    end: str | None = None,
+) -> tuple[Path, Path]:
     """A key and a certificate for 127.0.0.1/localhost signed by the CA: (<stem>.pem, <stem>.key).
     ``start``/``end`` (YYYYMMDDHHMMSSZ) set the validity window explicitly - how the tests make an
     expired certificate (``openssl ca`` is the openssl 3.0 command that takes both dates)."""
     key, csr, pem = folder / f"{stem}.key", folder / f"{stem}.csr", folder / f"{stem}.pem"
-    _run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-          "-subj", "/CN=localhost"], f"making the {stem} key")
+    _run(
+        [
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(csr),
+            "-subj",
+            "/CN=localhost",
+        ],
+        f"making the {stem} key",
+    )
     _private(key)
     ext = folder / f"{stem}.ext"
-    ext.write_text(f"subjectAltName={SAN}\nbasicConstraints=CA:FALSE\n"
-                   "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n")
+    ext.write_text(
+        f"subjectAltName={SAN}\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n"
+    )
     if start is None and end is None:
-        _run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_pem), "-CAkey", str(ca_key),
-              "-CAcreateserial", "-out", str(pem), "-days", str(days), "-extfile", str(ext)], f"signing {stem}")
+        _run(
+            [
+                "openssl",
+                "x509",
+                "-req",
+                "-in",
+                str(csr),
+                "-CA",
+                str(ca_pem),
+                "-CAkey",
+                str(ca_key),
+                "-CAcreateserial",
+                "-out",
+                str(pem),
+                "-days",
+                str(days),
+                "-extfile",
+                str(ext),
+            ],
+            f"signing {stem}",
+        )
         return pem, key
     db = folder / f"{stem}.ca"
     db.mkdir(exist_ok=True)
@@ -131,10 +199,33 @@ def sign_cert(folder: Path, stem: str, ca_pem: Path, ca_key: Path, *, days: int 
         f"database={db / 'index.txt'}\nserial={db / 'serial'}\nnew_certs_dir={db}\n"
         "default_md=sha256\npolicy=any\ncopy_extensions=none\nunique_subject=no\n"
         "[any]\ncommonName=supplied\n"
-        f"[ext]\nsubjectAltName={SAN}\nbasicConstraints=CA:FALSE\n")
-    _run(["openssl", "ca", "-batch", "-notext", "-config", str(conf), "-cert", str(ca_pem), "-keyfile", str(ca_key),
-          "-in", str(csr), "-out", str(pem), "-startdate", start or "20200101000000Z",
-          "-enddate", end or "20200102000000Z", "-extensions", "ext"], f"signing {stem} (fixed dates)")
+        f"[ext]\nsubjectAltName={SAN}\nbasicConstraints=CA:FALSE\n"
+    )
+    _run(
+        [
+            "openssl",
+            "ca",
+            "-batch",
+            "-notext",
+            "-config",
+            str(conf),
+            "-cert",
+            str(ca_pem),
+            "-keyfile",
+            str(ca_key),
+            "-in",
+            str(csr),
+            "-out",
+            str(pem),
+            "-startdate",
+            start or "20200101000000Z",
+            "-enddate",
+            end or "20200102000000Z",
+            "-extensions",
+            "ext",
+        ],
+        f"signing {stem} (fixed dates)",
+    )
     return pem, key
 
 
@@ -144,14 +235,18 @@ class SecureState:
     ca: Path
     keystore: Path
     keystore_password: str
-    passwords: dict[str, str]     # SCRAM user -> password
+    passwords: dict[str, str]  # SCRAM user -> password
 
     def client_conf(self, user: str, bootstrap: str, password: str | None = None) -> dict:
         """confluent-kafka settings for one of the cluster's users (the super user: PLAIN)."""
-        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
-                "sasl.mechanism": "PLAIN" if user == SUPER_USER else MECHANISM,
-                "sasl.username": user, "sasl.password": password or self.passwords[user],
-                "ssl.ca.location": str(self.ca)}
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN" if user == SUPER_USER else MECHANISM,
+            "sasl.username": user,
+            "sasl.password": password or self.passwords[user],
+            "ssl.ca.location": str(self.ca),
+        }
 
 
 def ensure_state(base_dir: Path) -> SecureState:
@@ -165,11 +260,31 @@ def ensure_state(base_dir: Path) -> SecureState:
         pem, key = sign_cert(folder, "broker", ca_pem, ca_key)
         ks_pw = secrets.token_hex(16)
         p12 = folder / "broker.p12"
-        _run(["openssl", "pkcs12", "-export", "-in", str(pem), "-inkey", str(key), "-certfile", str(ca_pem),
-              "-name", "broker", "-out", str(p12), "-passout", f"pass:{ks_pw}"], "making the broker keystore")
+        _run(
+            [
+                "openssl",
+                "pkcs12",
+                "-export",
+                "-in",
+                str(pem),
+                "-inkey",
+                str(key),
+                "-certfile",
+                str(ca_pem),
+                "-name",
+                "broker",
+                "-out",
+                str(p12),
+                "-passout",
+                f"pass:{ks_pw}",
+            ],
+            "making the broker keystore",
+        )
         _private(p12)
-        doc = {"keystore_password": ks_pw,
-               "passwords": {u: secrets.token_hex(16) for u in (SUPER_USER, OBSERVER, OPERATOR)}}
+        doc = {
+            "keystore_password": ks_pw,
+            "passwords": {u: secrets.token_hex(16) for u in (SUPER_USER, OBSERVER, OPERATOR)},
+        }
         tmp = folder / "secrets.json.tmp"
         tmp.write_text(json.dumps(doc, indent=1))
         _private(tmp)
@@ -180,8 +295,10 @@ def ensure_state(base_dir: Path) -> SecureState:
 
 def broker_settings(state: SecureState, port: int) -> dict[str, str]:
     pw = state.passwords[SUPER_USER]
-    plain = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{SUPER_USER}" '
-             f'password="{pw}" user_{SUPER_USER}="{pw}";')
+    plain = (
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{SUPER_USER}" '
+        f'password="{pw}" user_{SUPER_USER}="{pw}";'
+    )
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     return {
         "listeners": f"SASL_SSL://127.0.0.1:{port}",
@@ -207,8 +324,11 @@ def broker_settings(state: SecureState, port: int) -> dict[str, str]:
 
 def controller_settings() -> dict[str, str]:
     # ANONYMOUS = the brokers on the loopback-only PLAINTEXT controller listener (see the module doc)
-    return {"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "false",
-            "super.users": f"User:{SUPER_USER};User:ANONYMOUS"}
+    return {
+        "authorizer.class.name": AUTHORIZER,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{SUPER_USER};User:ANONYMOUS",
+    }
 
 
 def ensure_scram_users(admin, users: dict[str, str], timeout: float = 30) -> None:
@@ -223,13 +343,22 @@ def ensure_scram_users(admin, users: dict[str, str], timeout: float = 30) -> Non
 
 def apply_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -> int:
     """Create the ACL bindings (as the super user); existing ones are left as they are."""
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
-                                       ResourceType)
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
     # confluent-kafka names Kafka's CLUSTER resource type (code 4) BROKER
     rtype = lambda name: ResourceType.BROKER if name == "CLUSTER" else getattr(ResourceType, name)  # noqa: E731
-    bindings = [AclBinding(rtype(g.resource), g.name,
-                           ResourcePatternType.LITERAL, f"User:{g.principal}", "*",
-                           getattr(AclOperation, g.operation), AclPermissionType.ALLOW) for g in grants]
+    bindings = [
+        AclBinding(
+            rtype(g.resource),
+            g.name,
+            ResourcePatternType.LITERAL,
+            f"User:{g.principal}",
+            "*",
+            getattr(AclOperation, g.operation),
+            AclPermissionType.ALLOW,
+        )
+        for g in grants
+    ]
     for fut in admin.create_acls(bindings, request_timeout=timeout).values():
         fut.result()
     return len(bindings)
@@ -257,9 +386,14 @@ class SecureCluster(LocalCluster):
         return self.state.client_conf(user, self.bootstrap_servers)
 
     def kafka_python_conf(self, user: str = SUPER_USER) -> dict:
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), "security_protocol": "SASL_SSL",
-                "sasl_mechanism": "PLAIN" if user == SUPER_USER else MECHANISM, "sasl_plain_username": user,
-                "sasl_plain_password": self.state.passwords[user], "ssl_cafile": str(self.state.ca)}
+        return {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "PLAIN" if user == SUPER_USER else MECHANISM,
+            "sasl_plain_username": user,
+            "sasl_plain_password": self.state.passwords[user],
+            "ssl_cafile": str(self.state.ca),
+        }
 
     def admin(self, **extra):
         conf = {k: v for k, v in self.client_conf().items() if k != "bootstrap.servers"}
@@ -275,12 +409,12 @@ class SecureCluster(LocalCluster):
         # a later key wins in java.util.Properties, so these replace the plain listener lines
         with node.props_file.open("a") as f:
             f.write("\n# secure mode (localkafka/secure.py)\n" + "".join(f"{k}={v}\n" for k, v in extra.items()))
-        os.chmod(node.props_file, 0o600)   # it holds the keystore and super-user passwords
+        os.chmod(node.props_file, 0o600)  # it holds the keystore and super-user passwords
 
     def up(self, timeout: float = 180.0) -> "SecureCluster":
-        self.state  # certificates before the first render
+        _ = self.state  # certificates before the first render
         self._provisioned = False
-        super().up(timeout)        # wait_ready() provisions whenever a node was (re)started ...
+        super().up(timeout)  # wait_ready() provisions whenever a node was (re)started ...
         if not self._provisioned:  # ... and a cluster that was already running gets it here
             self._provision(timeout)
         return self
@@ -308,6 +442,7 @@ class SecureCluster(LocalCluster):
         from confluent_kafka.admin import AdminClient
 
         from .cluster import quiet_logger
+
         deadline = time.monotonic() + timeout
         for broker in self.brokers.values():
             conf = {**self.state.client_conf(user, f"127.0.0.1:{broker.port}", password), "logger": quiet_logger()}
@@ -318,13 +453,20 @@ class SecureCluster(LocalCluster):
                     break
                 except Exception as exc:
                     if time.monotonic() > deadline:
-                        raise ClusterError(f"broker {broker.node_id} does not accept the login of {user}: {exc}") from None
+                        raise ClusterError(
+                            f"broker {broker.node_id} does not accept the login of {user}: {exc}"
+                        ) from None
                     time.sleep(0.5)
 
     def status(self) -> dict:
         st = super().status()
-        st["security"] = {"listener": "SASL_SSL", "sasl_mechanism": MECHANISM, "ca": str(self.state.ca),
-                          "users": [SUPER_USER, OBSERVER, OPERATOR], "secrets_file": str(self.state.folder / "secrets.json")}
+        st["security"] = {
+            "listener": "SASL_SSL",
+            "sasl_mechanism": MECHANISM,
+            "ca": str(self.state.ca),
+            "users": [SUPER_USER, OBSERVER, OPERATOR],
+            "secrets_file": str(self.state.folder / "secrets.json"),
+        }
         return st
 
 
@@ -332,7 +474,13 @@ def config_entry(cluster: SecureCluster, role_passwords: bool = True) -> dict:
     """The cluster's entry for clusters.yaml (live/config.py): the observer reads, the operator
     acts. The passwords are inlined; for anything but this local cluster use ${VAR} instead."""
     st = cluster.state
-    return {"bootstrap": cluster.bootstrap_servers, "security_protocol": "SASL_SSL", "sasl_mechanism": MECHANISM,
-            "sasl_username": OBSERVER, "sasl_password": st.passwords[OBSERVER], "ssl_ca": str(st.ca),
-            "expected_brokers": sorted(cluster.brokers),
-            "operator": {"sasl_username": OPERATOR, "sasl_password": st.passwords[OPERATOR]}}
+    return {
+        "bootstrap": cluster.bootstrap_servers,
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": MECHANISM,
+        "sasl_username": OBSERVER,
+        "sasl_password": st.passwords[OBSERVER],
+        "ssl_ca": str(st.ca),
+        "expected_brokers": sorted(cluster.brokers),
+        "operator": {"sasl_username": OPERATOR, "sasl_password": st.passwords[OPERATOR]},
+    }

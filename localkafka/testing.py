@@ -15,6 +15,7 @@ clashes with a running "dev" cluster on 19090, and deletes it at the end.
 that used ``kafka_cluster``, so a test that kills or pauses brokers leaves a
 healthy cluster behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,13 +45,14 @@ class TestCluster(LocalCluster):
         super()._render(node)
         if node.role == "controller":
             with node.props_file.open("a") as f:
-                f.write("\n# test setting: leaders stay where a restart left them\nauto.leader.rebalance.enable=false\n")
+                f.write(
+                    "\n# test setting: leaders stay where a restart left them\nauto.leader.rebalance.enable=false\n"
+                )
 
 
 def test_cluster() -> LocalCluster:
     base = os.environ.get("KBOT_TEST_CLUSTER_DIR") or cache_root() / "clusters" / TEST_NAME
-    return TestCluster(name=TEST_NAME, base_dir=base,
-                       port_base=int(os.environ.get("KBOT_TEST_PORT_BASE", "29090")))
+    return TestCluster(name=TEST_NAME, base_dir=base, port_base=int(os.environ.get("KBOT_TEST_PORT_BASE", "29090")))
 
 
 test_cluster.__test__ = False  # not a test, despite the name
@@ -89,21 +91,34 @@ def secure_test_cluster() -> LocalCluster:
     """SASL_SSL + ACLs, 1 controller + 3 brokers: port base ``KBOT_TEST_SECURE_PORT_BASE``
     (default 28090), folder ``KBOT_TEST_SECURE_CLUSTER_DIR``."""
     base = os.environ.get("KBOT_TEST_SECURE_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-secure"
-    return SecureTestCluster(name="pytest-secure", base_dir=base, port_base=int(os.environ.get("KBOT_TEST_SECURE_PORT_BASE", "28090")))
+    return SecureTestCluster(
+        name="pytest-secure", base_dir=base, port_base=int(os.environ.get("KBOT_TEST_SECURE_PORT_BASE", "28090"))
+    )
 
 
 # A one-broker cluster's internal topics and defaults cannot ask for three replicas.
-ONE_BROKER = {"controller": {"default.replication.factor": "1", "min.insync.replicas": "1"},
-              "broker": {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
-                         "transaction.state.log.min.isr": "1", "min.insync.replicas": "1"}}
+ONE_BROKER = {
+    "controller": {"default.replication.factor": "1", "min.insync.replicas": "1"},
+    "broker": {
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "min.insync.replicas": "1",
+    },
+}
 
 
 def second_test_cluster() -> LocalCluster:
     """A second, plain cluster of 1 controller + 1 broker (two-cluster tests): port base
     ``KBOT_TEST_SECOND_PORT_BASE`` (default 23090), folder ``KBOT_TEST_SECOND_CLUSTER_DIR``."""
     base = os.environ.get("KBOT_TEST_SECOND_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-second"
-    return TestCluster(name="pytest-second", base_dir=base, brokers=1, overrides=ONE_BROKER,
-                       port_base=int(os.environ.get("KBOT_TEST_SECOND_PORT_BASE", "23090")))
+    return TestCluster(
+        name="pytest-second",
+        base_dir=base,
+        brokers=1,
+        overrides=ONE_BROKER,
+        port_base=int(os.environ.get("KBOT_TEST_SECOND_PORT_BASE", "23090")),
+    )
 
 
 def _start(cluster: LocalCluster, timeout: float = 180) -> LocalCluster:
@@ -134,8 +149,9 @@ def produce_one(bootstrap: str, topic: str, partition: int, value: str) -> None:
         raise AssertionError(f"could not produce to {topic}-{partition}")
 
 
-def read_committed(bootstrap: str, topic: str, partition: int, seconds: float = 30,
-                   want: str | None = None, **conf) -> list[str]:
+def read_committed(
+    bootstrap: str, topic: str, partition: int, seconds: float = 30, want: str | None = None, **conf
+) -> list[str]:
     """Values a read_committed consumer gets from the start of the partition within ``seconds``
     (returning early once ``want`` arrived). ``conf``: extra client settings (SASL/TLS)."""
     import time
@@ -143,8 +159,15 @@ def read_committed(bootstrap: str, topic: str, partition: int, seconds: float = 
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            **conf,
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     values: list[str] = []
     try:
         c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])

@@ -9,6 +9,7 @@ the transaction's first offset until the coordinator times it out).
 transaction.timeout.ms=600000 keeps the coordinator from aborting it for 10
 minutes, longer than any test that looks at it.
 """
+
 import argparse
 import json
 import sys
@@ -32,12 +33,14 @@ def main() -> int:
         with open(a.client_conf) as f:
             extra = json.load(f)
 
-    p = Producer({
-        **extra,
-        "bootstrap.servers": a.bootstrap,
-        "transactional.id": a.transactional_id,
-        "transaction.timeout.ms": a.timeout_ms,
-    })
+    p = Producer(
+        {
+            **extra,
+            "bootstrap.servers": a.bootstrap,
+            "transactional.id": a.transactional_id,
+            "transaction.timeout.ms": a.timeout_ms,
+        }
+    )
     p.init_transactions(30)
     p.begin_transaction()
     offsets = []
@@ -47,13 +50,13 @@ def main() -> int:
             offsets.append(msg.offset())
 
     for i in range(a.records):
-        p.produce(a.topic, key=b"txn", value=f"uncommitted-{i}".encode(),
-                  partition=a.partition, on_delivery=on_delivery)
+        p.produce(
+            a.topic, key=b"txn", value=f"uncommitted-{i}".encode(), partition=a.partition, on_delivery=on_delivery
+        )
     if p.flush(30) != 0 or len(offsets) != a.records:
         print(f"FAILED delivered={len(offsets)}/{a.records}", flush=True)
         return 1
-    print("READY " + json.dumps({"first_offset": min(offsets), "last_offset": max(offsets)}),
-          flush=True)
+    print("READY " + json.dumps({"first_offset": min(offsets), "last_offset": max(offsets)}), flush=True)
     while True:  # never commit: the parent SIGKILLs us
         time.sleep(3600)
 

@@ -128,8 +128,14 @@ _DETAIL = {
     "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
 }
 # When several causes are present, the order in which to chase them (the runbook's triage order).
-_CAUSE_ORDER = {"gc-pauses": 0, "broker-loss": 0, "network-partition": 0, "log-dir-failure": 1, "slow-follower": 2,
-               "reassignment": 3}
+_CAUSE_ORDER = {
+    "gc-pauses": 0,
+    "broker-loss": 0,
+    "network-partition": 0,
+    "log-dir-failure": 1,
+    "slow-follower": 2,
+    "reassignment": 3,
+}
 
 
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:

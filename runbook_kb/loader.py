@@ -44,7 +44,7 @@ class KBError(Exception):
 
 @dataclass(frozen=True)
 class KnowledgeBase:
-    meta: dict[str, Any]            # meta.yaml as read (source_repo, source_commit, catalogue ...)
+    meta: dict[str, Any]  # meta.yaml as read (source_repo, source_commit, catalogue ...)
     source_paths: dict[str, str]
     failure_modes: dict[str, FailureMode]
     reference: dict[str, Strict] = field(default_factory=dict)
@@ -110,7 +110,9 @@ def _check_sources(name: str, mode: FailureMode, paths: dict[str, str]) -> None:
             raise KBError(f"{name}: field 'mechanism.{i}.file': {ref.file!r} is not in kafka-source-paths.tsv")
     for i, lever in enumerate(mode.levers):
         if lever.source and parse_source_loc(lever.source)[0] not in paths:
-            raise KBError(f"{name}: field 'levers.{i}.source': {lever.source!r} names a file not in kafka-source-paths.tsv")
+            raise KBError(
+                f"{name}: field 'levers.{i}.source': {lever.source!r} names a file not in kafka-source-paths.tsv"
+            )
 
 
 def table_rows(model: Strict) -> list[str] | None:
@@ -126,7 +128,9 @@ def table_rows(model: Strict) -> list[str] | None:
     if isinstance(model, Latency):
         return [c.metric for c in model.components]
     if isinstance(model, Durability):
-        return [f"acks={r.acks} min.insync.replicas={r.min_insync_replicas} RF={r.replication_factor}" for r in model.matrix]
+        return [
+            f"acks={r.acks} min.insync.replicas={r.min_insync_replicas} RF={r.replication_factor}" for r in model.matrix
+        ]
     if isinstance(model, PartitionCategories):
         return [c.name for c in model.categories]
     return None
@@ -161,7 +165,7 @@ def _check_topics(reference: dict[str, Strict], modes: dict[str, FailureMode]) -
             if (src.table or src.rows) and rows is None:
                 raise KBError(f"{where}.sources.{j}.table': {src.file}.yaml has no table")
             for k, row in enumerate(src.rows):
-                if rows is None or row not in rows:   # (None was refused just above)
+                if rows is None or row not in rows:  # (None was refused just above)
                     raise KBError(f"{where}.sources.{j}.rows.{k}': {src.file}.yaml has no row {row!r}")
             if src.table and not src.rows:
                 shown_tables.add(src.file)

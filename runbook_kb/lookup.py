@@ -42,8 +42,19 @@ from .loader import KnowledgeBase, table_rows
 from .ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
 from .schema import Configs, FailureMode, PartitionCategories, ReferenceTopic, Signals
 from .text import (
-    IDENT, PAREN, QUOTED, CONFIG_KEY, comparisons, condition_holds, identifiers, iter_strings, number, stem,
-    variants, norm, tokens,
+    CONFIG_KEY,
+    IDENT,
+    PAREN,
+    QUOTED,
+    comparisons,
+    condition_holds,
+    identifiers,
+    iter_strings,
+    norm,
+    number,
+    stem,
+    tokens,
+    variants,
 )
 
 __all__ = ["Hit", "Lookup", "Match", "norm", "tokens"]
@@ -144,7 +155,7 @@ class Hit:
 
 # A key phrase found in a question: token start, token end, the phrase, its weight factor.
 _Span = tuple[int, int, tuple[str, ...], float]
-_NO_WORDS: Counter[str] = Counter()   # the words of a field a document does not have
+_NO_WORDS: Counter[str] = Counter()  # the words of a field a document does not have
 
 
 @dataclass
@@ -265,8 +276,10 @@ class Lookup:
             # The first symptom is the one the runbook reads first; later ones weigh less.
             weight = W_SYMPTOM - 3 * i
             # Quoted log lines are evidence as precise as a metric name.
-            names = QUOTED.findall(s.metric) + (identifiers(s.metric) or [
-                part for part in PAREN.sub("", s.metric).split(" / ") if 0 < len(part.split()) <= 4])
+            names = QUOTED.findall(s.metric) + (
+                identifiers(s.metric)
+                or [part for part in PAREN.sub("", s.metric).split(" / ") if 0 < len(part.split()) <= 4]
+            )
             if s.mbean and "name=" in s.mbean:
                 names.append(s.mbean.split(",topic=")[0])
             for name in names:
@@ -284,7 +297,10 @@ class Lookup:
             frozenset(t for t in tokens(d.action) if t not in _STOP_STEMS and number(t) is None) for d in m.do_not
         ]
         self._docs[m.id] = _Doc(
-            m.id, "failure-mode", m.title, [m.title, *m.aliases],
+            m.id,
+            "failure-mode",
+            m.title,
+            [m.title, *m.aliases],
             {
                 "name": Counter(tokens(" ".join([m.id, m.title, *m.aliases]))),
                 "keys": Counter(tokens(" ".join([*(s.metric for s in m.symptoms), *m.errors, *m.configs]))),
@@ -311,7 +327,10 @@ class Lookup:
             self._add(k, t.id, weight, f"key {k}")
         self._intent[t.id] = [frozenset(tokens(w)) for w in t.intent]
         self._docs[t.id] = _Doc(
-            t.id, "reference", t.title, [t.title, *t.aliases],
+            t.id,
+            "reference",
+            t.title,
+            [t.title, *t.aliases],
             {
                 "name": Counter(tokens(" ".join([t.id, t.title, *t.aliases, *t.terms, *t.intent]))),
                 "keys": Counter(tokens(" ".join(t.keys))),
@@ -328,8 +347,11 @@ class Lookup:
             model = self.kb.reference[src.file]
             out += [f.text for f in getattr(model, "facts", []) if f.topic in src.facts]
             if src.table and table_rows(model) is not None:
-                out += [s for name in ("matrix", "rf_recommendations", "categories", "examples", "components")
-                        for s in iter_strings(getattr(model, name, []))]
+                out += [
+                    s
+                    for name in ("matrix", "rf_recommendations", "categories", "examples", "components")
+                    for s in iter_strings(getattr(model, name, []))
+                ]
         return out
 
     def _index_tables(self) -> None:
@@ -449,7 +471,7 @@ class Lookup:
                     if got is not None:
                         candidates.append((n + 1, 0, i, phrase, 1.0 if got[1] in _FILLER else GAP_FACTOR))
         # The name that explains most of the question's words wins; exact before gapped on a tie.
-        for covered, exact, i, phrase, factor in sorted(candidates, key=lambda c: (-c[0], -c[1], c[2])):
+        for covered, _exact, i, phrase, factor in sorted(candidates, key=lambda c: (-c[0], -c[1], c[2])):
             end = i + covered
             if not any(taken[i:end]):
                 take(i, end, phrase, factor)
@@ -499,8 +521,9 @@ class Lookup:
                 return v, toks[start - 1].endswith("%")
         return None
 
-    def _key_evidence(self, toks: list[str], spans: list[_Span]
-                      ) -> tuple[dict[str, list[_KeyHit]], dict[str, float], dict[str, str]]:
+    def _key_evidence(
+        self, toks: list[str], spans: list[_Span]
+    ) -> tuple[dict[str, list[_KeyHit]], dict[str, float], dict[str, str]]:
         """Per entry: the key hits, and the bonus and note from numbers compared with conditions."""
         per_doc: dict[str, list[_KeyHit]] = defaultdict(list)
         number_bonus: dict[str, float] = defaultdict(float)
@@ -554,10 +577,17 @@ class Lookup:
             return []
         per_doc, number_bonus, number_note = self._key_evidence(toks, spans)
         in_key = {i for s, e, _p, _f in spans for i in range(s, e)}
-        words = list(dict.fromkeys(
-            t for i, t in enumerate(toks)
-            if i not in in_key and t not in _STOP_STEMS and t not in _NOISE_STEMS and len(t) > 1 and number(t) is None
-        ))
+        words = list(
+            dict.fromkeys(
+                t
+                for i, t in enumerate(toks)
+                if i not in in_key
+                and t not in _STOP_STEMS
+                and t not in _NOISE_STEMS
+                and len(t) > 1
+                and number(t) is None
+            )
+        )
         content = {t for t in toks if t not in _STOP_STEMS and number(t) is None}
         allowed = [d.id for d in self._docs.values() if d.kind in kinds]
         learnt = self._model.posteriors(self._features(toks, spans, definitional, problem), allowed)
@@ -640,7 +670,8 @@ class Lookup:
         ]
         labelled += [
             (self._question_features(s), eid, KB_TEXT_WEIGHT)
-            for eid, sents in kb_sentences(self.kb).items() for s in sents
+            for eid, sents in kb_sentences(self.kb).items()
+            for s in sents
         ]
         self._model = WordModel(labelled)
 
@@ -659,8 +690,7 @@ class Lookup:
     def search(self, query: str, limit: int = 5) -> list[Match]:
         """Failure modes for a symptom, metric, error or question, best first."""
         return [
-            Match(self.kb.failure_modes[h.id], h.score, h.reason)
-            for h in self._rank(query, {"failure-mode"})[:limit]
+            Match(self.kb.failure_modes[h.id], h.score, h.reason) for h in self._rank(query, {"failure-mode"})[:limit]
         ]
 
     def answer(self, question: str, limit: int = 5) -> list[Hit]:

@@ -74,7 +74,9 @@ class Lever(Strict):
     name: str = Field(min_length=2)
     limit_class: LimitClass
     default: str | None = None
-    source: OptionalSourceLoc = Field(default=None, description="File.java:LINE where the default or constant is defined")
+    source: OptionalSourceLoc = Field(
+        default=None, description="File.java:LINE where the default or constant is defined"
+    )
     effect: str = Field(min_length=10)
 
 
@@ -82,16 +84,21 @@ class Step(Strict):
     action: str = Field(min_length=5)
     command: str | None = Field(default=None, description="Exact command line, if the step has one")
     config: dict[str, str] | None = Field(default=None, description="Exact config keys and values to set")
-    destroys_data: bool = Field(default=False, description=(
-        "The step can throw acknowledged records away (an unclean election): answers never put it in "
-        "the numbered 'do now' list, only beside the warnings as a last resort"))
+    destroys_data: bool = Field(
+        default=False,
+        description=(
+            "The step can throw acknowledged records away (an unclean election): answers never put it in "
+            "the numbered 'do now' list, only beside the warnings as a last resort"
+        ),
+    )
 
     @model_validator(mode="after")
     def _unclean_is_marked(self) -> "Step":
         # Turning unclean election on is the one data-destroying lever the runbook offers; an entry
         # that forgets the flag would put it in an on-call engineer's numbered list.
         enables_unclean = (self.config or {}).get("unclean.leader.election.enable") == "true" or (
-            "unclean.leader.election.enable=true" in (self.command or ""))
+            "unclean.leader.election.enable=true" in (self.command or "")
+        )
         if enables_unclean and not self.destroys_data:
             raise ValueError("a step that enables unclean leader election must say destroys_data: true")
         return self
@@ -115,10 +122,14 @@ class Bindings(Strict):
 
     live: str | None = Field(default=None, description="the live check run by `why` for this entry")
     lake: str | None = Field(default=None, description="the metric-lake check run by `why` for this entry")
-    triage: dict[int, list[str]] = Field(default_factory=dict, description=(
-        "triage step index (0-based) -> the probes that answer that step from the cluster"))
-    thresholds: dict[str, float] = Field(default_factory=dict, description=(
-        "numbers the checks and suggested actions of this entry use, by name (units in the name)"))
+    triage: dict[int, list[str]] = Field(
+        default_factory=dict,
+        description=("triage step index (0-based) -> the probes that answer that step from the cluster"),
+    )
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description=("numbers the checks and suggested actions of this entry use, by name (units in the name)"),
+    )
 
 
 class FailureMode(Strict):
@@ -131,10 +142,17 @@ class FailureMode(Strict):
     errors: list[str] = Field(default_factory=list, description="Client errors / exceptions that point here")
     configs: list[str] = Field(default_factory=list, description="Config keys involved")
     mechanism: list[SourceRef] = Field(default_factory=list)
-    mechanism_notes: list[str] = Field(default_factory=list, description="Mechanism without a source line (architecture)")
-    no_source_line: str | None = Field(default=None, min_length=40, description=(
-        "Required when mechanism is empty: why no line of Kafka's broker source produces this "
-        "behaviour (it lives in the client, the OS ...), naming what does"))
+    mechanism_notes: list[str] = Field(
+        default_factory=list, description="Mechanism without a source line (architecture)"
+    )
+    no_source_line: str | None = Field(
+        default=None,
+        min_length=40,
+        description=(
+            "Required when mechanism is empty: why no line of Kafka's broker source produces this "
+            "behaviour (it lives in the client, the OS ...), naming what does"
+        ),
+    )
     levers: list[Lever] = Field(min_length=1)
     triage: list[str] = Field(min_length=1, description="First diagnostic steps, in order")
     mitigation: list[Step] = Field(min_length=1)
@@ -291,7 +309,9 @@ class TopicSource(Strict):
     file: str = Field(description="Reference file name without .yaml, e.g. durability")
     facts: list[str] = Field(default_factory=list, description="Fact topics of that file to show; empty = none")
     table: bool = Field(default=False, description="Show the file's table (matrix, categories, components, alerts ...)")
-    rows: list[str] = Field(default_factory=list, description="Only these rows of the table (config keys, metric names)")
+    rows: list[str] = Field(
+        default_factory=list, description="Only these rows of the table (config keys, metric names)"
+    )
 
 
 class ReferenceTopic(Strict):
@@ -309,7 +329,7 @@ class ReferenceTopic(Strict):
     intent: list[str] = Field(
         default_factory=list,
         description="Words (or word groups, all present) that mark a question as being about this topic: "
-                    "'default' for config defaults, 'messages time' for KIP-16",
+        "'default' for config defaults, 'messages time' for KIP-16",
     )
     summary: str = Field(min_length=40, description="The short answer, in our words")
     sources: list[TopicSource] = Field(min_length=1)

@@ -66,6 +66,7 @@ CONFIG_KEY = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z0-9]+)+")
 _HEALTHY = re.compile(r"keep|aim|healthy|target|should")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?%?$")
 
+
 def norm(text: str) -> str:
     """Case, CamelCase and separators folded: 'NotEnoughReplicas' == 'not-enough_replicas'."""
     return _SEP.sub(" ", _CAMEL.sub(" ", text.strip())).lower().strip(" ?!.,;:")
@@ -78,7 +79,7 @@ def stem(tok: str) -> str:
     if len(tok) <= 3 or not tok.isalpha():
         return tok
     if tok.endswith(("ing", "ed")) and len(tok) - (3 if tok.endswith("ing") else 2) >= 3:
-        tok = tok[: -3] if tok.endswith("ing") else tok[:-2]
+        tok = tok[:-3] if tok.endswith("ing") else tok[:-2]
         if tok[-1] == tok[-2] and tok[-1] not in "lsz":
             tok = tok[:-1]
     elif tok.endswith("es") and tok[:-2].endswith(("s", "x", "ch", "sh", "z")):
@@ -157,7 +158,11 @@ def comparisons(condition: str) -> list[tuple[str, float, bool]]:
 
 def _holds(value: float, op: str, bound: float) -> bool:
     return {
-        ">": value > bound, "<": value < bound, ">=": value >= bound, "<=": value <= bound, "==": value == bound,
+        ">": value > bound,
+        "<": value < bound,
+        ">=": value >= bound,
+        "<=": value <= bound,
+        "==": value == bound,
     }[op]
 
 
@@ -173,7 +178,6 @@ def condition_holds(value: float, pct: bool, comps: list[tuple[str, float, bool]
 
 def identifiers(text: str) -> list[str]:
     return IDENT.findall(PAREN.sub(" ", text))
-
 
 
 QUOTED = re.compile(r'"([^"]{6,})"')  # a quoted log line inside a symptom

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .loader import KBError, _read_source_paths, _check_sources, _validate, DATA_DIR, load_kb
+from .loader import DATA_DIR, KBError, _check_sources, _read_source_paths, _validate, load_kb
 from .schema import REFERENCE_FILES, FailureMode
 
 

@@ -41,8 +41,9 @@ def load() -> float:
 def ask_once(env: dict[str, str], timeout: float) -> tuple[float, bool, str]:
     """(seconds, answered from the lake, verdict)."""
     t0 = time.monotonic()
-    proc = subprocess.run([KBOT, "ask", "--json", "hot-partitions"], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [KBOT, "ask", "--json", "hot-partitions"], env=env, capture_output=True, text=True, timeout=timeout
+    )
     seconds = time.monotonic() - t0
     try:
         answer = json.loads(proc.stdout)
@@ -60,10 +61,19 @@ def series(name: str, runs: int, env: dict[str, str], timeout: float) -> dict:
         times.append(s)
         verdicts.append(verdict)
         lake_answers += ok
-        print(f"  {name} run {i + 1}: {s:.2f} s, {'lake answer' if ok else 'NO lake answer'}: {verdict[:100]}",
-              file=sys.stderr, flush=True)
-    return {"runs": runs, "seconds": [round(t, 2) for t in times], "median_s": round(statistics.median(times), 2),
-            "lake_answers": lake_answers, "load_before": round(before, 2), "load_after": round(load(), 2)}
+        print(
+            f"  {name} run {i + 1}: {s:.2f} s, {'lake answer' if ok else 'NO lake answer'}: {verdict[:100]}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "runs": runs,
+        "seconds": [round(t, 2) for t in times],
+        "median_s": round(statistics.median(times), 2),
+        "lake_answers": lake_answers,
+        "load_before": round(before, 2),
+        "load_after": round(load(), 2),
+    }
 
 
 def lake_size(table: str) -> dict:
@@ -106,9 +116,19 @@ def main(argv: list[str] | None = None) -> int:
         spark = SparkSession.builder.remote(info.url).create()
         try:
             t1 = time.monotonic()
-            rep = S.generate(table, cluster="bench", start=start, hours=args.hours, brokers=3, topics=args.topics,
-                             partitions_per_topic=args.partitions, resolution_s=30, seed=3, spark=spark,
-                             incidents=[S.hot_key("topic-001", 2, now - dt.timedelta(minutes=20), "30m")])
+            rep = S.generate(
+                table,
+                cluster="bench",
+                start=start,
+                hours=args.hours,
+                brokers=3,
+                topics=args.topics,
+                partitions_per_topic=args.partitions,
+                resolution_s=30,
+                seed=3,
+                spark=spark,
+                incidents=[S.hot_key("topic-001", 2, now - dt.timedelta(minutes=20), "30m")],
+            )
             out["generate_s"] = round(time.monotonic() - t1, 2)
         finally:
             spark.stop()
@@ -116,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         t2 = time.monotonic()
         out["warm_up_s"] = round(warm_up(info.url, table), 2)
         out["warm_up_wall_s"] = round(time.monotonic() - t2, 2)
-        print(f"lake: {rep.rows:,} rows, {out['data']['parquet_files']} files, {out['data']['bytes'] / 1e6:.1f} MB; "
-              f"server {info.url} (master {info.master})", file=sys.stderr, flush=True)
+        print(
+            f"lake: {rep.rows:,} rows, {out['data']['parquet_files']} files, {out['data']['bytes'] / 1e6:.1f} MB; "
+            f"server {info.url} (master {info.master})",
+            file=sys.stderr,
+            flush=True,
+        )
         out["with_server"] = series("with server", args.runs, env, args.timeout)
     finally:
         connect.stop_server(lake_dir, env=env)
@@ -129,14 +153,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=1))
     else:
         w = out["with_server"]
-        print(f"kbot ask \"hot-partitions\" on {out['data']['rows']:,} rows ({out['data']['bytes'] / 1e6:.1f} MB, "
-              f"{out['cores']} cores)")
-        print(f"  with the Connect server: median {w['median_s']:.2f} s of {w['seconds']} "
-              f"(load {w['load_before']} -> {w['load_after']}), lake answers {w['lake_answers']}/{w['runs']}")
+        print(
+            f'kbot ask "hot-partitions" on {out["data"]["rows"]:,} rows ({out["data"]["bytes"] / 1e6:.1f} MB, '
+            f"{out['cores']} cores)"
+        )
+        print(
+            f"  with the Connect server: median {w['median_s']:.2f} s of {w['seconds']} "
+            f"(load {w['load_before']} -> {w['load_after']}), lake answers {w['lake_answers']}/{w['runs']}"
+        )
         if "without_server" in out:
             c = out["without_server"]
-            print(f"  without (in-process):    median {c['median_s']:.2f} s of {c['seconds']} "
-                  f"(load {c['load_before']} -> {c['load_after']}), lake answers {c['lake_answers']}/{c['runs']}")
+            print(
+                f"  without (in-process):    median {c['median_s']:.2f} s of {c['seconds']} "
+                f"(load {c['load_before']} -> {c['load_after']}), lake answers {c['lake_answers']}/{c['runs']}"
+            )
     return 0
 
 

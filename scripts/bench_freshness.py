@@ -113,8 +113,23 @@ def wait_samples(table: str, n: int, deadline: float, alive=lambda: True) -> Non
 
 def run_timer(lake_dir: Path, targets: str, n: int, max_s: float) -> list[tuple[float, float, float]]:
     """`kbot run`'s collection as it is started today: a child `lake collect` process."""
-    cmd = [sys.executable, "-m", "lake.cli", "collect", "--targets", targets, "--interval", f"{INTERVAL_S:g}",
-           "--ingest-every", "60", "--lake-dir", str(lake_dir), "--cluster", "bench", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lake.cli",
+        "collect",
+        "--targets",
+        targets,
+        "--interval",
+        f"{INTERVAL_S:g}",
+        "--ingest-every",
+        "60",
+        "--lake-dir",
+        str(lake_dir),
+        "--cluster",
+        "bench",
+        "--json",
+    ]
     log = open(lake_dir.parent / f"{lake_dir.name}.log", "w")
     child = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     table = str(lake_dir / "samples")
@@ -169,12 +184,18 @@ def summarize(mode: str, lat: list[tuple[float, float, float]], load: list[float
     cold = [s for _, s, _ in lat][:n]  # from the collector's start: includes the cold first batch
     out: dict = {"mode": mode, "samples": len(steady)}
     if steady:
-        out.update(p50_s=round(statistics.median(steady), 1), p95_s=round(percentile(steady, 95), 1),
-                   max_s=round(max(steady), 1))
+        out.update(
+            p50_s=round(statistics.median(steady), 1),
+            p95_s=round(percentile(steady, 95), 1),
+            max_s=round(max(steady), 1),
+        )
     if cold:
         out.update(first_n_p95_s=round(percentile(cold, 95), 1), first_batch_s=round(lat[0][1], 1))
-    out.update(load_1m_mean=round(statistics.mean(load), 2) if load else None,
-               load_1m_max=round(max(load), 2) if load else None, cores=os.cpu_count())
+    out.update(
+        load_1m_mean=round(statistics.mean(load), 2) if load else None,
+        load_1m_max=round(max(load), 2) if load else None,
+        cores=os.cpu_count(),
+    )
     return out
 
 
@@ -182,8 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=("timer", "follow", "both"), default="both")
     p.add_argument("--samples", type=int, default=30, help="landing files (rounds) to measure per mode")
-    p.add_argument("--port-base", type=int, default=26090, help="port base of the local cluster (pick one nobody else uses)")
-    p.add_argument("--cluster-dir", default="/tmp/kbot-bench-cluster", help="its folder (used if it runs, else started and stopped)")
+    p.add_argument(
+        "--port-base", type=int, default=26090, help="port base of the local cluster (pick one nobody else uses)"
+    )
+    p.add_argument(
+        "--cluster-dir",
+        default="/tmp/kbot-bench-cluster",
+        help="its folder (used if it runs, else started and stopped)",
+    )
     p.add_argument("--work", help="folder for the lakes (default: a temporary one, removed)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -205,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     max_s = args.samples * INTERVAL_S * 2 + 180  # generous: a loaded machine stretches rounds
     results = []
     try:
-        for mode in (("timer", "follow") if args.mode == "both" else (args.mode,)):
+        for mode in ("timer", "follow") if args.mode == "both" else (args.mode,):
             lake_dir = work / mode
             shutil.rmtree(lake_dir, ignore_errors=True)
             with LoadSampler() as load:
@@ -213,10 +240,13 @@ def main(argv: list[str] | None = None) -> int:
             res = summarize(mode, lat, load.samples, args.samples)
             results.append(res)
             if not args.json:
-                print(f"{mode:>6}: {res['samples']} samples after warm-up, scrape -> queryable p50 {res.get('p50_s')} s, "
-                      f"p95 {res.get('p95_s')} s, max {res.get('max_s')} s (the first {args.samples} from the start, "
-                      f"cold JVM included: p95 {res.get('first_n_p95_s')} s; first sample {res.get('first_batch_s')} s); "
-                      f"load {res['load_1m_mean']} mean / {res['load_1m_max']} max on {res['cores']} cores", flush=True)
+                print(
+                    f"{mode:>6}: {res['samples']} samples after warm-up, scrape -> queryable p50 {res.get('p50_s')} s, "
+                    f"p95 {res.get('p95_s')} s, max {res.get('max_s')} s (the first {args.samples} from the start, "
+                    f"cold JVM included: p95 {res.get('first_n_p95_s')} s; first sample {res.get('first_batch_s')} s); "
+                    f"load {res['load_1m_mean']} mean / {res['load_1m_max']} max on {res['cores']} cores",
+                    flush=True,
+                )
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

@@ -72,15 +72,25 @@ def machine_info() -> dict:
         pass
     mem = "?"
     try:
-        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        kb = int(
+            next(
+                line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+            ).split()[1]
+        )
         mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration):
         pass
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1]
     return {
-        "cpu": cpu, "cores": os.cpu_count(), "memory": mem, "os": platform.platform(),
-        "python": platform.python_version(), "pyspark": pyspark.__version__, "duckdb": duckdb.__version__,
-        "java": java[0] if java else "?", "load_avg": os.getloadavg(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "duckdb": duckdb.__version__,
+        "java": java[0] if java else "?",
+        "load_avg": os.getloadavg(),
     }
 
 
@@ -110,12 +120,12 @@ def spark_trend(view, start, end, topic, partition) -> dict:
     from lake.queries import q_history
 
     out = q_history(view, start, end, "LogEndOffset", topic, None, partition, 3 * 3600)
-    return {"rows": len(out["rows"]), "resolution": out["resolution"],
-            "checksum": sum(r["value"] for r in out["rows"])}
+    return {"rows": len(out["rows"]), "resolution": out["resolution"], "checksum": sum(r["value"] for r in out["rows"])}
 
 
-DUCK_SRC = ("read_parquet($glob, hive_partitioning = true, "
-            "hive_types = {'cluster': VARCHAR, 'date': VARCHAR, 'hour': INTEGER})")
+DUCK_SRC = (
+    "read_parquet($glob, hive_partitioning = true, hive_types = {'cluster': VARCHAR, 'date': VARCHAR, 'hour': INTEGER})"
+)
 
 DUCK_URP = f"""
 WITH src AS (SELECT * FROM {DUCK_SRC}
@@ -166,20 +176,32 @@ def _glob(path: Path) -> str:
 
 def duck_window(con, path: Path, start: dt.datetime, end: dt.datetime) -> dict:
     last = end - dt.timedelta(microseconds=1)
-    params = {"glob": _glob(path), "cluster": CLUSTER,
-              "d0": start.strftime("%Y-%m-%d"), "d1": last.strftime("%Y-%m-%d"),
-              "h0": start.hour if start.date() == last.date() else 0,
-              "h1": last.hour if start.date() == last.date() else 23,
-              "s": start.timestamp(), "e": end.timestamp()}
+    params = {
+        "glob": _glob(path),
+        "cluster": CLUSTER,
+        "d0": start.strftime("%Y-%m-%d"),
+        "d1": last.strftime("%Y-%m-%d"),
+        "h0": start.hour if start.date() == last.date() else 0,
+        "h1": last.hour if start.date() == last.date() else 23,
+        "s": start.timestamp(),
+        "e": end.timestamp(),
+    }
     urp = con.execute(DUCK_URP, params).fetchall()
     hot = con.execute(DUCK_HOT, params).fetchall()
     return {"urp": sorted((b, s) for b, s in urp), "top": (hot[0][0], hot[0][1]) if hot else None}
 
 
 def duck_trend(con, path: Path, start, end, topic, partition) -> dict:
-    params = {"glob": _glob(path), "cluster": CLUSTER, "d0": start.strftime("%Y-%m-%d"),
-              "d1": (end - dt.timedelta(microseconds=1)).strftime("%Y-%m-%d"),
-              "s": start.timestamp(), "e": end.timestamp(), "topic": topic, "partition": partition}
+    params = {
+        "glob": _glob(path),
+        "cluster": CLUSTER,
+        "d0": start.strftime("%Y-%m-%d"),
+        "d1": (end - dt.timedelta(microseconds=1)).strftime("%Y-%m-%d"),
+        "s": start.timestamp(),
+        "e": end.timestamp(),
+        "topic": topic,
+        "partition": partition,
+    }
     rows = con.execute(DUCK_TREND, params).fetchall()
     return {"rows": len(rows), "checksum": sum(r[2] for r in rows)}
 
@@ -223,26 +245,51 @@ def ingest_lake(spark, root: Path, partitions: int, batches: int, minutes_per_ba
     src = root / "landing-src"
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(root / "ingest", ignore_errors=True)
-    generate(str(src), cluster=CLUSTER, start=DAY0, hours=1, brokers=6, topics=max(1, partitions // 300),
-             partitions_per_topic=partitions // max(1, partitions // 300), metrics=METRICS, leo_replicas=1,
-             spark=spark, table_format="parquet")
+    generate(
+        str(src),
+        cluster=CLUSTER,
+        start=DAY0,
+        hours=1,
+        brokers=6,
+        topics=max(1, partitions // 300),
+        partitions_per_topic=partitions // max(1, partitions // 300),
+        metrics=METRICS,
+        leo_replicas=1,
+        spark=spark,
+        table_format="parquet",
+    )
     layout = LakeLayout.from_env({}, lake_dir=str(root / "ingest"))
     rows = spark.read.parquet(str(src)).collect()
     per = {}
     for r in rows:
         k = int((r.ts.astimezone(UTC) - DAY0).total_seconds() // 60 // minutes_per_batch)
-        per.setdefault(k, []).append({"ts": int(r.ts.astimezone(UTC).timestamp() * 1_000_000), "cluster": CLUSTER,
-                                      "broker": r.broker, "metric": r.metric, "topic": r.topic,
-                                      "partition": r.partition, "labels": r.labels, "value": r.value})
+        per.setdefault(k, []).append(
+            {
+                "ts": int(r.ts.astimezone(UTC).timestamp() * 1_000_000),
+                "cluster": CLUSTER,
+                "broker": r.broker,
+                "metric": r.metric,
+                "topic": r.topic,
+                "partition": r.partition,
+                "labels": r.labels,
+                "value": r.value,
+            }
+        )
     for k in sorted(per)[:batches]:
         write_landing_file(layout.landing, per[k], f"batch-{k:04d}.jsonl")
     total = sum(len(per[k]) for k in sorted(per)[:batches])
     t0 = time.perf_counter()
     report = Ingestor(spark, layout, max_files=1).run()
     secs = time.perf_counter() - t0
-    return {"layout": layout, "rows": report.rows, "expected_rows": total, "batches": len(report.batches),
-            "seconds": secs, "rows_per_s": report.rows / secs if secs else 0.0,
-            "rollup_seconds": sum(b.rollup_seconds for b in report.batches)}
+    return {
+        "layout": layout,
+        "rows": report.rows,
+        "expected_rows": total,
+        "batches": len(report.batches),
+        "seconds": secs,
+        "rows_per_s": report.rows / secs if secs else 0.0,
+        "rollup_seconds": sum(b.rollup_seconds for b in report.batches),
+    }
 
 
 def main(argv=None) -> int:
@@ -266,14 +313,18 @@ def main(argv=None) -> int:
     from lake.rollups import rebuild
     from lake.service import LakeService, _session_conf
     from lake.spark import build_session
-    from tools.synthetic import generate, hot_key, broker_loss
+    from tools.synthetic import broker_loss, generate, hot_key
 
     info = machine_info()
     print("machine:", json.dumps(info), flush=True)
-    print(f"settings: Spark {a.master}, driver memory {a.driver_memory}; DuckDB threads {a.duckdb_threads}; "
-          f"{a.runs} timed runs per query after one warm-up run; medians", flush=True)
-    spark = build_session(a.master, app_name="kbot-bench",
-                          conf=_session_conf(a.master, {"spark.driver.memory": a.driver_memory}))
+    print(
+        f"settings: Spark {a.master}, driver memory {a.driver_memory}; DuckDB threads {a.duckdb_threads}; "
+        f"{a.runs} timed runs per query after one warm-up run; medians",
+        flush=True,
+    )
+    spark = build_session(
+        a.master, app_name="kbot-bench", conf=_session_conf(a.master, {"spark.driver.memory": a.driver_memory})
+    )
     spark.sparkContext.setLogLevel("ERROR")
     loop = asyncio.new_event_loop()
     con = duckdb.connect()
@@ -288,18 +339,38 @@ def main(argv=None) -> int:
             shutil.rmtree(path, ignore_errors=True)
             topics = max(1, a.partitions // 300)
             t0 = time.perf_counter()
-            g = generate(str(path), cluster=CLUSTER, start=DAY0, hours=24 * a.days, brokers=6, topics=topics,
-                         partitions_per_topic=a.partitions // topics, metrics=METRICS, leo_replicas=1, spark=spark,
-                         incidents=[broker_loss(2, incident, dt.timedelta(minutes=30)),
-                                    hot_key("topic-000", 3, incident, "40m")],
-                         rollups=False, progress=lambda s: print("  gen", s, flush=True))
+            g = generate(
+                str(path),
+                cluster=CLUSTER,
+                start=DAY0,
+                hours=24 * a.days,
+                brokers=6,
+                topics=topics,
+                partitions_per_topic=a.partitions // topics,
+                metrics=METRICS,
+                leo_replicas=1,
+                spark=spark,
+                incidents=[
+                    broker_loss(2, incident, dt.timedelta(minutes=30)),
+                    hot_key("topic-000", 3, incident, "40m"),
+                ],
+                rollups=False,
+                progress=lambda s: print("  gen", s, flush=True),
+            )
             gen_s = time.perf_counter() - t0
             t0 = time.perf_counter()
             rb = rebuild(spark, str(path))
-            out["generate"] = {"rows": g.rows, "seconds": gen_s, "rollup_seconds": time.perf_counter() - t0,
-                               "rollup_hours": rb["hours"]}
-            print(f"generated {a.partitions:,} partitions x {a.days} day(s): {g.rows:,} rows in {gen_s:.0f}s; "
-                  f"rollups of {rb['hours']} hours in {out['generate']['rollup_seconds']:.0f}s", flush=True)
+            out["generate"] = {
+                "rows": g.rows,
+                "seconds": gen_s,
+                "rollup_seconds": time.perf_counter() - t0,
+                "rollup_hours": rb["hours"],
+            }
+            print(
+                f"generated {a.partitions:,} partitions x {a.days} day(s): {g.rows:,} rows in {gen_s:.0f}s; "
+                f"rollups of {rb['hours']} hours in {out['generate']['rollup_seconds']:.0f}s",
+                flush=True,
+            )
         lake = LakeService(str(path), cluster=CLUSTER, spark=spark, query_timeout_s=3600, warm=False).start()
         loop.run_until_complete(lake.wait_ready(600))
 
@@ -307,35 +378,55 @@ def main(argv=None) -> int:
             return loop.run_until_complete(lake.query(fn, *args, timeout=3600))
 
         ws, we = last_day + dt.timedelta(hours=23, minutes=40), last_day + dt.timedelta(hours=23, minutes=55)
-        r = side_by_side(a.runs, {"delta": lambda: q(spark_window, ws, we),
-                                  "old_parquet": lambda: q(spark_window_old, ws, we),
-                                  "duckdb": lambda: duck_window(con, path, ws, we)})
+        r = side_by_side(
+            a.runs,
+            {
+                "delta": lambda: q(spark_window, ws, we),
+                "old_parquet": lambda: q(spark_window_old, ws, we),
+                "duckdb": lambda: duck_window(con, path, ws, we),
+            },
+        )
         res = r.pop("results")
         r["agree"] = res["delta"] == res["old_parquet"] and res["delta"]["top"] == res["duckdb"]["top"]
         r["files"] = file_count(path)
         out["a_window"] = r
-        print(f"\n(a) 15-minute window {ws:%Y-%m-%d %H:%M}-{we:%H:%M} UTC, {a.partitions:,} partitions, "
-              f"{r['files']} Parquet files: Delta {r['delta']['median']:.3f}s | old Parquet {r['old_parquet']['median']:.3f}s"
-              f" | DuckDB {r['duckdb']['median']:.3f}s; results agree: {r['agree']} (top {res['delta']['top']})", flush=True)
+        print(
+            f"\n(a) 15-minute window {ws:%Y-%m-%d %H:%M}-{we:%H:%M} UTC, {a.partitions:,} partitions, "
+            f"{r['files']} Parquet files: Delta {r['delta']['median']:.3f}s | old Parquet {r['old_parquet']['median']:.3f}s"
+            f" | DuckDB {r['duckdb']['median']:.3f}s; results agree: {r['agree']} (top {res['delta']['top']})",
+            flush=True,
+        )
 
         ts, te = DAY0 + dt.timedelta(days=a.days) - dt.timedelta(days=7), DAY0 + dt.timedelta(days=a.days)
         ts = max(ts, DAY0)
-        r = side_by_side(a.runs, {"rollup": lambda: q(spark_trend, ts, te, "topic-000", 3),
-                                  "duckdb_raw": lambda: duck_trend(con, path, ts, te, "topic-000", 3)})
+        r = side_by_side(
+            a.runs,
+            {
+                "rollup": lambda: q(spark_trend, ts, te, "topic-000", 3),
+                "duckdb_raw": lambda: duck_trend(con, path, ts, te, "topic-000", 3),
+            },
+        )
         res = r.pop("results")
         r["resolution"] = res["rollup"]["resolution"]
-        r["agree"] = (res["rollup"]["rows"] == res["duckdb_raw"]["rows"]
-                      and abs(res["rollup"]["checksum"] - res["duckdb_raw"]["checksum"]) < 1e-6 * max(1, res["duckdb_raw"]["checksum"]))
+        r["agree"] = res["rollup"]["rows"] == res["duckdb_raw"]["rows"] and abs(
+            res["rollup"]["checksum"] - res["duckdb_raw"]["checksum"]
+        ) < 1e-6 * max(1, res["duckdb_raw"]["checksum"])
         out["b_trend"] = r
-        print(f"(b) {(te - ts).days}-day trend of topic-000-3 (3 h buckets): Spark from {r['resolution']} rollup "
-              f"{r['rollup']['median']:.3f}s | DuckDB on raw Parquet {r['duckdb_raw']['median']:.3f}s; "
-              f"results agree: {r['agree']}", flush=True)
+        print(
+            f"(b) {(te - ts).days}-day trend of topic-000-3 (3 h buckets): Spark from {r['resolution']} rollup "
+            f"{r['rollup']['median']:.3f}s | DuckDB on raw Parquet {r['duckdb_raw']['median']:.3f}s; "
+            f"results agree: {r['agree']}",
+            flush=True,
+        )
 
         ing = ingest_lake(spark, root, a.ingest_partitions, a.ingest_batches, 5)
         layout = ing.pop("layout")
         out["c_ingest"] = ing
-        print(f"(c) ingest: {ing['rows']:,} rows in {ing['batches']} batches in {ing['seconds']:.1f}s = "
-              f"{ing['rows_per_s']:,.0f} rows/s (of which rollup updates {ing['rollup_seconds']:.1f}s)", flush=True)
+        print(
+            f"(c) ingest: {ing['rows']:,} rows in {ing['batches']} batches in {ing['seconds']:.1f}s = "
+            f"{ing['rows_per_s']:,.0f} rows/s (of which rollup updates {ing['rollup_seconds']:.1f}s)",
+            flush=True,
+        )
 
         small = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=3600, warm=False).start()
         loop.run_until_complete(small.wait_ready(600))
@@ -347,17 +438,27 @@ def main(argv=None) -> int:
         before_files = file_count(Path(layout.table))
         before = side_by_side(a.runs, {"window": window_small})
         t0 = time.perf_counter()
-        rep = maintain(spark, layout.table, now=DAY0 + dt.timedelta(hours=2), lookback=dt.timedelta(days=1), vacuum=False)
+        rep = maintain(
+            spark, layout.table, now=DAY0 + dt.timedelta(hours=2), lookback=dt.timedelta(days=1), vacuum=False
+        )
         opt_s = time.perf_counter() - t0
         after = side_by_side(a.runs, {"window": window_small})
-        out["d_compaction"] = {"files_before": rep.files_before.get("raw"), "files_after": rep.files_after.get("raw"),
-                               "parquet_files_on_disk_before": before_files, "optimize_seconds": opt_s,
-                               "window_before": before["window"], "window_after": after["window"],
-                               "same_answer": before["results"]["window"] == after["results"]["window"]}
+        out["d_compaction"] = {
+            "files_before": rep.files_before.get("raw"),
+            "files_after": rep.files_after.get("raw"),
+            "parquet_files_on_disk_before": before_files,
+            "optimize_seconds": opt_s,
+            "window_before": before["window"],
+            "window_after": after["window"],
+            "same_answer": before["results"]["window"] == after["results"]["window"],
+        }
         d = out["d_compaction"]
-        print(f"(d) compaction of {a.ingest_batches} small batches: {d['files_before']} -> {d['files_after']} files "
-              f"(OPTIMIZE ZORDER in {opt_s:.1f}s); 15-min window {d['window_before']['median']:.3f}s -> "
-              f"{d['window_after']['median']:.3f}s; same answer: {d['same_answer']}", flush=True)
+        print(
+            f"(d) compaction of {a.ingest_batches} small batches: {d['files_before']} -> {d['files_after']} files "
+            f"(OPTIMIZE ZORDER in {opt_s:.1f}s); 15-min window {d['window_before']['median']:.3f}s -> "
+            f"{d['window_after']['median']:.3f}s; same answer: {d['same_answer']}",
+            flush=True,
+        )
     finally:
         loop.close()
         spark.stop()

@@ -78,17 +78,31 @@ def free_port() -> int:
 def signed(body: str) -> dict:
     ts = str(int(time.time()))
     sig = "v0=" + hmac.new(SIGNING_SECRET.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
-    return {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig}
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": sig,
+    }
 
 
 async def start_app(stand: StandIn, state_dir: str, port: int) -> asyncio.subprocess.Process:
-    env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-           "SLACK_API_URL": f"{stand.url}/api", "KBOT_STATE_DIR": state_dir, "KBOT_PORT": str(port),
-           "KBOT_ALLOWED_TEAM_IDS": TEAM, "KBOT_ALLOWED_API_APP_IDS": APP_ID, "KBOT_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": f"{stand.url}/api",
+        "KBOT_STATE_DIR": state_dir,
+        "KBOT_PORT": str(port),
+        "KBOT_ALLOWED_TEAM_IDS": TEAM,
+        "KBOT_ALLOWED_API_APP_IDS": APP_ID,
+        "KBOT_LOG_LEVEL": "WARNING",
+    }
     for var in ("SLACK_APP_TOKEN", "KBOT_RBAC_FILE", "KBOT_DIGEST_SCHEDULES", "KBOT_AUDIT_TOPIC"):
         env.pop(var, None)
-    code = ("import argparse, sys; from bot.slack_app import register, run; p = argparse.ArgumentParser(); "
-            "register(p.add_subparsers(dest='command')); sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1'])))")
+    code = (
+        "import argparse, sys; from bot.slack_app import register, run; p = argparse.ArgumentParser(); "
+        "register(p.add_subparsers(dest='command')); sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1'])))"
+    )
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=ROOT, env=env)
     async with aiohttp.ClientSession() as http:
         for _ in range(600):
@@ -106,8 +120,19 @@ async def start_app(stand: StandIn, state_dir: str, port: int) -> asyncio.subpro
 
 
 async def slash(http: aiohttp.ClientSession, url: str, text: str, user: str) -> tuple[int, float]:
-    body = urlencode({"token": "legacy", "team_id": TEAM, "channel_id": CHANNEL, "user_id": user, "command": "/kafka",
-                      "text": text, "api_app_id": APP_ID, "response_url": "http://127.0.0.1:9/unused", "trigger_id": "1.2.3"})
+    body = urlencode(
+        {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": CHANNEL,
+            "user_id": user,
+            "command": "/kafka",
+            "text": text,
+            "api_app_id": APP_ID,
+            "response_url": "http://127.0.0.1:9/unused",
+            "trigger_id": "1.2.3",
+        }
+    )
     headers = signed(body)
     started = time.perf_counter()
     async with http.post(url, data=body, headers=headers) as resp:
@@ -116,8 +141,14 @@ async def slash(http: aiohttp.ClientSession, url: str, text: str, user: str) -> 
 
 
 # The non-'why URP' requests cycle over these (KB-only questions: no cluster needed).
-OTHER_QUESTIONS = ["help", "runbook hanging transaction", "why offline", "why NotEnoughReplicas",
-                   "runbook PRODUCER_FENCED", "help why"]
+OTHER_QUESTIONS = [
+    "help",
+    "runbook hanging transaction",
+    "why offline",
+    "why NotEnoughReplicas",
+    "runbook PRODUCER_FENCED",
+    "help why",
+]
 POINTER = "Already answered in a thread"  # the title of the private pointer (bot/slack_bot.py)
 
 
@@ -138,12 +169,19 @@ def delivered(stand: StandIn) -> int:
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--requests", type=int, default=50, help="concurrent slash commands (default 50)")
-    ap.add_argument("--why", type=int, default=10,
-                    help="how many of them are 'why URP' (the rest cycle over 6 other questions; default 10)")
+    ap.add_argument(
+        "--why",
+        type=int,
+        default=10,
+        help="how many of them are 'why URP' (the rest cycle over 6 other questions; default 10)",
+    )
     ap.add_argument("--target-ms", type=float, default=300.0, help="p99 ack target in ms (default 300)")
-    ap.add_argument("--distinct", action="store_true",
-                    help="every request a different question ('why URP case-N'): nothing coalesces, every answer "
-                         "is built and posted, so this measures the delivery queue against the rate limit alone")
+    ap.add_argument(
+        "--distinct",
+        action="store_true",
+        help="every request a different question ('why URP case-N'): nothing coalesces, every answer "
+        "is built and posted, so this measures the delivery queue against the rate limit alone",
+    )
     ap.add_argument("--no-rate-limit", action="store_true", help="the stand-in answers every post (no 429s)")
     args = ap.parse_args()
     if args.requests < 1 or not 0 <= args.why <= args.requests:
@@ -175,7 +213,9 @@ async def main() -> int:
                 if args.distinct:
                     texts = [f"why URP case-{i}" for i in range(args.requests)]
                 started = time.perf_counter()
-                results = await asyncio.gather(*(slash(http, url, t, users[i % len(users)]) for i, t in enumerate(texts)))
+                results = await asyncio.gather(
+                    *(slash(http, url, t, users[i % len(users)]) for i, t in enumerate(texts))
+                )
                 acked = time.perf_counter() - started
                 try:
                     await stand.wait_for(lambda: delivered(stand) >= args.requests, timeout_s=600)
@@ -194,21 +234,41 @@ async def main() -> int:
     posts = stand.called("chat.postMessage")
     p50, p95, p99 = (percentile(lat_ms, p) for p in (50, 95, 99))
     load = f"{load_before:.2f} before the run, now " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"machine: nproc={os.cpu_count()} cpu='{cpu_model()}' python={platform.python_version()} "
-          f"{platform.system()} {platform.release()} loadavg(1/5/15 min)={load}")
-    mix = (f"{args.requests} different questions" if args.distinct else
-           f"{args.why} 'why URP', {args.requests - args.why} over {min(len(OTHER_QUESTIONS), args.requests - args.why)} other questions")
-    print(f"requests: {args.requests} concurrent signed slash commands in one channel ({mix}); "
-          f"rate limit {'off' if args.no_rate_limit else 'on (burst 3, then 1 chat.postMessage/s per channel)'}; "
-          f"HTTP statuses: {sorted(set(statuses))}")
-    print(f"ack latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(lat_ms):.1f} "
-          f"mean={statistics.mean(lat_ms):.1f} (all {args.requests} acked within {acked * 1000:.0f} ms)")
-    print(f"answers delivered: {threaded + pointers}/{args.requests} ({threaded} threads of {working} working messages, "
-          f"{pointers} pointers to a thread already answering the same question); answered privately otherwise: {private}")
-    print(f"Slack traffic: {len(posts)} chat.postMessage, {limited} answered 429 and sent again after Retry-After; "
-          f"last answer {last_answer:.2f} s after the burst started")
-    ok = statuses == [200] * args.requests and threaded + pointers == args.requests and private == 0 and p99 < args.target_ms
-    print(f"result: {'PASS' if ok else 'FAIL'} (target p99 < {args.target_ms:.0f} ms, every request answered, none privately)")
+    print(
+        f"machine: nproc={os.cpu_count()} cpu='{cpu_model()}' python={platform.python_version()} "
+        f"{platform.system()} {platform.release()} loadavg(1/5/15 min)={load}"
+    )
+    mix = (
+        f"{args.requests} different questions"
+        if args.distinct
+        else f"{args.why} 'why URP', {args.requests - args.why} over {min(len(OTHER_QUESTIONS), args.requests - args.why)} other questions"
+    )
+    print(
+        f"requests: {args.requests} concurrent signed slash commands in one channel ({mix}); "
+        f"rate limit {'off' if args.no_rate_limit else 'on (burst 3, then 1 chat.postMessage/s per channel)'}; "
+        f"HTTP statuses: {sorted(set(statuses))}"
+    )
+    print(
+        f"ack latency ms: p50={p50:.1f} p95={p95:.1f} p99={p99:.1f} max={max(lat_ms):.1f} "
+        f"mean={statistics.mean(lat_ms):.1f} (all {args.requests} acked within {acked * 1000:.0f} ms)"
+    )
+    print(
+        f"answers delivered: {threaded + pointers}/{args.requests} ({threaded} threads of {working} working messages, "
+        f"{pointers} pointers to a thread already answering the same question); answered privately otherwise: {private}"
+    )
+    print(
+        f"Slack traffic: {len(posts)} chat.postMessage, {limited} answered 429 and sent again after Retry-After; "
+        f"last answer {last_answer:.2f} s after the burst started"
+    )
+    ok = (
+        statuses == [200] * args.requests
+        and threaded + pointers == args.requests
+        and private == 0
+        and p99 < args.target_ms
+    )
+    print(
+        f"result: {'PASS' if ok else 'FAIL'} (target p99 < {args.target_ms:.0f} ms, every request answered, none privately)"
+    )
     return 0 if ok else 1
 
 

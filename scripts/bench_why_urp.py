@@ -42,8 +42,10 @@ def machine() -> str:
     from bench_lake import machine_info  # the benchmarks describe the machine the same way
 
     m = machine_info()
-    return (f"{platform.node()}: {m['cores']} cores, {m['cpu']}, {m['memory']}, {m['java']}, Python {m['python']}, "
-            f"load average {', '.join(f'{x:.1f}' for x in m['load_avg'])}")
+    return (
+        f"{platform.node()}: {m['cores']} cores, {m['cpu']}, {m['memory']}, {m['java']}, Python {m['python']}, "
+        f"load average {', '.join(f'{x:.1f}' for x in m['load_avg'])}"
+    )
 
 
 def prepare(cluster: LocalCluster, partitions: int, victim: int) -> int:
@@ -113,30 +115,46 @@ def main() -> int:
         loop = asyncio.new_event_loop()
         loop.run_until_complete(time_bot(ctx))  # first call opens the admin connection: not timed
         libs = ensure_jars()  # the libs directory
-        cli_cmd = ["java", "-Xmx512m", "-cp", f"{libs}/*", "org.apache.kafka.tools.TopicCommand",
-                   "--bootstrap-server", bootstrap, "--describe", "--under-replicated-partitions"]
+        cli_cmd = [
+            "java",
+            "-Xmx512m",
+            "-cp",
+            f"{libs}/*",
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--under-replicated-partitions",
+        ]
         bot_cli_cmd = [str(ROOT / ".venv" / "bin" / "kbot"), "ask", "why URP"]
         times: dict[str, list[float]] = {"bot": [], "bot-cli": [], "cli": []}
         for i in range(args.runs):
             times["bot"].append(loop.run_until_complete(time_bot(ctx)))
             times["bot-cli"].append(time_process(bot_cli_cmd, env, expect="Broker loss"))
             times["cli"].append(time_process(cli_cmd, expect="Topic:"))
-            print(f"run {i + 1}: bot {times['bot'][-1]:.3f} s, bot-cli {times['bot-cli'][-1]:.3f} s, "
-                  f"cli {times['cli'][-1]:.3f} s", flush=True)
+            print(
+                f"run {i + 1}: bot {times['bot'][-1]:.3f} s, bot-cli {times['bot-cli'][-1]:.3f} s, "
+                f"cli {times['cli'][-1]:.3f} s",
+                flush=True,
+            )
         loop.run_until_complete(pool.close())
         loop.close()
         print()
         print(f"machine: {machine()}")
-        print(f"cluster: 3 brokers (one killed), {args.partitions:,} partitions at RF=3"
-              + (f", {urp:,} under-replicated" if urp is not None else f" at {bootstrap}"))
+        print(
+            f"cluster: 3 brokers (one killed), {args.partitions:,} partitions at RF=3"
+            + (f", {urp:,} under-replicated" if urp is not None else f" at {bootstrap}")
+        )
         for name, xs in times.items():
             print(summary(name, xs))
         ratio = statistics.median(times["cli"]) / statistics.median(times["bot"])
         ratio_cold = statistics.median(times["cli"]) / statistics.median(times["bot-cli"])
         print(f"ratio cli/bot (warm bot): {ratio:.1f}x   cli/bot-cli (cold process): {ratio_cold:.1f}x")
         p50 = statistics.median(times["bot"])
-        print(f"targets: bot p50 < 1 s: {'met' if p50 < 1 else 'NOT met'} ({p50:.3f} s); "
-              f">= 5x faster than the CLI: {'met' if ratio >= 5 else 'NOT met'} ({ratio:.1f}x)")
+        print(
+            f"targets: bot p50 < 1 s: {'met' if p50 < 1 else 'NOT met'} ({p50:.3f} s); "
+            f">= 5x faster than the CLI: {'met' if ratio >= 5 else 'NOT met'} ({ratio:.1f}x)"
+        )
         return 0
     finally:
         if cluster is not None and not args.keep:

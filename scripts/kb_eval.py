@@ -82,8 +82,9 @@ def evaluate(lookup: Lookup, questions: list[Question]) -> list[Outcome]:
         hits = lookup.answer(q.q, limit=10)
         ids = [h.id for h in hits]
         rank = ids.index(q.expect) + 1 if q.expect in ids else None
-        outcomes.append(Outcome(q.q, q.expect, ids[0] if ids else None, rank, q.split,
-                                hits[0].reason if hits else "no answer"))
+        outcomes.append(
+            Outcome(q.q, q.expect, ids[0] if ids else None, rank, q.split, hits[0].reason if hits else "no answer")
+        )
     return outcomes
 
 
@@ -111,19 +112,33 @@ def without_fold_words(kb: KnowledgeBase, asked: list[Question], others: list[Qu
 
     def keep(word: str) -> bool:
         phrase = tuple(tokens(word))
-        return not (phrase and any(_contains(t, phrase) for t in asked_toks)
-                    and not any(_contains(t, phrase) for t in other_toks))
+        return not (
+            phrase
+            and any(_contains(t, phrase) for t in asked_toks)
+            and not any(_contains(t, phrase) for t in other_toks)
+        )
 
-    modes = {eid: m.model_copy(update={"aliases": [a for a in m.aliases if keep(a)] or m.aliases[:1]})
-             for eid, m in kb.failure_modes.items()}
+    modes = {
+        eid: m.model_copy(update={"aliases": [a for a in m.aliases if keep(a)] or m.aliases[:1]})
+        for eid, m in kb.failure_modes.items()
+    }
     reference = dict(kb.reference)
     holder = reference.get("topics")
     if holder is not None:
-        reference["topics"] = holder.model_copy(update={"topics": [
-            t.model_copy(update={"aliases": [a for a in t.aliases if keep(a)] or t.aliases[:1],
-                                 "terms": [w for w in t.terms if keep(w)], "intent": [w for w in t.intent if keep(w)]})
-            for t in holder.topics
-        ]})
+        reference["topics"] = holder.model_copy(
+            update={
+                "topics": [
+                    t.model_copy(
+                        update={
+                            "aliases": [a for a in t.aliases if keep(a)] or t.aliases[:1],
+                            "terms": [w for w in t.terms if keep(w)],
+                            "intent": [w for w in t.intent if keep(w)],
+                        }
+                    )
+                    for t in holder.topics
+                ]
+            }
+        )
     vocabulary = {w: target for w, target in kb.vocabulary.items() if keep(w)}
     return dataclasses.replace(kb, failure_modes=modes, reference=reference, vocabulary=vocabulary)
 
@@ -143,8 +158,9 @@ def cross_validate(kb: KnowledgeBase, questions: list[Question], k: int, strict:
                 examples[q.expect].append(q.q)
         fold_kb = kb
         if strict:
-            fold_kb = without_fold_words(kb, [q for q, g in zip(tune, fold_of) if g == f],
-                                         [q for q, g in zip(tune, fold_of) if g != f])
+            fold_kb = without_fold_words(
+                kb, [q for q, g in zip(tune, fold_of) if g == f], [q for q, g in zip(tune, fold_of) if g != f]
+            )
         lookup = Lookup(fold_kb, examples=merge(written, examples))
         asked = [i for i, g in enumerate(fold_of) if g == f]
         for i, o in zip(asked, evaluate(lookup, [tune[i] for i in asked])):
@@ -174,11 +190,15 @@ def _print_confusions(wrong: list[Outcome], hidden: int) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
-    ap.add_argument("--split", choices=(*SPLITS, "all"), default="tune",
-                    help="which questions to evaluate (default: tune)")
+    ap.add_argument(
+        "--split", choices=(*SPLITS, "all"), default="tune", help="which questions to evaluate (default: tune)"
+    )
     ap.add_argument("--cv", type=int, metavar="K", help="K-fold cross-validation of the word model on the tune split")
-    ap.add_argument("--strict", action="store_true",
-                    help="with --cv: also drop the KB aliases/terms/vocabulary only the asked fold uses")
+    ap.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --cv: also drop the KB aliases/terms/vocabulary only the asked fold uses",
+    )
     ap.add_argument("--show-held", action="store_true", help="also print held-out confusions (spoils the held-out set)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     try:
@@ -206,7 +226,8 @@ def main(argv: list[str]) -> int:
     if args.cv is not None:
         outcomes = cross_validate(kb, questions, args.cv, strict=args.strict)
         mode = f"{args.cv}-fold cross-validation on the tune split" + (
-            " (strict: without the KB words only the asked fold uses)" if args.strict else "")
+            " (strict: without the KB words only the asked fold uses)" if args.strict else ""
+        )
     else:
         if args.split != "all":
             questions = [q for q in questions if q.split == args.split]
@@ -218,22 +239,37 @@ def main(argv: list[str]) -> int:
     shown = [o for o in wrong if o.split != "held" or args.show_held]
     hidden = len(wrong) - len(shown)
     if args.json:
-        print(json.dumps({
-            "mode": mode,
-            "questions": len(outcomes),
-            "accuracy": {s: {"top1": accuracy(outcomes, s), "top3": accuracy(outcomes, s, 3),
-                             "n": sum(1 for o in outcomes if o.split == s)} for s in splits},
-            "ms_per_question": round(per_question_ms, 2),
-            "confusions": [asdict(o) for o in shown],
-            "held_confusions_hidden": hidden,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "mode": mode,
+                    "questions": len(outcomes),
+                    "accuracy": {
+                        s: {
+                            "top1": accuracy(outcomes, s),
+                            "top3": accuracy(outcomes, s, 3),
+                            "n": sum(1 for o in outcomes if o.split == s),
+                        }
+                        for s in splits
+                    },
+                    "ms_per_question": round(per_question_ms, 2),
+                    "confusions": [asdict(o) for o in shown],
+                    "held_confusions_hidden": hidden,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(mode)
     for s in splits:
         n = sum(1 for o in outcomes if o.split == s)
-        print(f"{s:5} n={n:3}  top-1 {100 * accuracy(outcomes, s):5.1f} %   top-3 {100 * accuracy(outcomes, s, 3):5.1f} %")
-    print(f"covered entries: {len({o.expected for o in outcomes})} of {len(known)}; "
-          f"{per_question_ms:.1f} ms per question (Lookup builds included)")
+        print(
+            f"{s:5} n={n:3}  top-1 {100 * accuracy(outcomes, s):5.1f} %   top-3 {100 * accuracy(outcomes, s, 3):5.1f} %"
+        )
+    print(
+        f"covered entries: {len({o.expected for o in outcomes})} of {len(known)}; "
+        f"{per_question_ms:.1f} ms per question (Lookup builds included)"
+    )
     _print_confusions(shown, hidden)
     return 0
 
@@ -243,4 +279,4 @@ if __name__ == "__main__":
         raise SystemExit(main(sys.argv[1:]))
     except BrokenPipeError:  # piped into head: the reader has seen enough
         sys.stderr.close()
-        raise SystemExit(0)
+        raise SystemExit(0) from None

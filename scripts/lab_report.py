@@ -36,20 +36,42 @@ def _mark(ok: bool) -> str:
 def row(mode, result: dict | None) -> dict:
     why_not = unavailable(mode)
     if why_not:
-        return {"mode": mode.name, "reproduced": "no: cannot run here", "top-1": "-", "named": "-",
-                "severity": "-", "seconds": "-", "note": why_not}
+        return {
+            "mode": mode.name,
+            "reproduced": "no: cannot run here",
+            "top-1": "-",
+            "named": "-",
+            "severity": "-",
+            "seconds": "-",
+            "note": why_not,
+        }
     if result is None:
-        return {"mode": mode.name, "reproduced": "not run", "top-1": "-", "named": "-", "severity": "-",
-                "seconds": "-", "note": "no result yet (run the lab tests or --run)"}
+        return {
+            "mode": mode.name,
+            "reproduced": "not run",
+            "top-1": "-",
+            "named": "-",
+            "severity": "-",
+            "seconds": "-",
+            "note": "no result yet (run the lab tests or --run)",
+        }
     j = result.get("judgement")
     if not result.get("reproduced") or j is None:
-        return {"mode": mode.name, "reproduced": "no", "top-1": "-", "named": "-", "severity": "-",
-                "seconds": "-", "note": result.get("error") or ""}
+        return {
+            "mode": mode.name,
+            "reproduced": "no",
+            "top-1": "-",
+            "named": "-",
+            "severity": "-",
+            "seconds": "-",
+            "note": result.get("error") or "",
+        }
     named = ", ".join(j["named"]) or "-"
     return {
         "mode": mode.name,
         "reproduced": f"yes ({result.get('symptom_seconds', 0):.0f} s)",
-        "top-1": f"{j['top1']} {_mark(j['top1_ok'])}" + ("" if j["mechanism_ok"] or not j["top1_ok"] else " (mechanism WRONG)"),
+        "top-1": f"{j['top1']} {_mark(j['top1_ok'])}"
+        + ("" if j["mechanism_ok"] or not j["top1_ok"] else " (mechanism WRONG)"),
         "named": f"{named} {_mark(j['named_ok'])}",
         "severity": f"{j['severity']} {_mark(j['severity_ok'])}",
         "seconds": f"{j['seconds']:.2f}" + ("" if j["fast"] else " SLOW"),
@@ -60,8 +82,10 @@ def row(mode, result: dict | None) -> dict:
 def table(rows: list[dict]) -> str:
     cols = [*HEADER, "note"]
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in HEADER}
-    lines = [" | ".join(c.ljust(widths[c]) for c in HEADER) + " | note",
-             "-|-".join("-" * widths[c] for c in HEADER) + "-|-----"]
+    lines = [
+        " | ".join(c.ljust(widths[c]) for c in HEADER) + " | note",
+        "-|-".join("-" * widths[c] for c in HEADER) + "-|-----",
+    ]
     for r in rows:
         lines.append(" | ".join(str(r[c]).ljust(widths[c]) for c in HEADER) + " | " + r["note"])
     del cols
@@ -69,9 +93,14 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--run", nargs="*", metavar="MODE", help="run these modes now (none named: every mode that runs here)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    ap.add_argument(
+        "--run", nargs="*", metavar="MODE", help="run these modes now (none named: every mode that runs here)"
+    )
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args(argv)
     modes = by_name()

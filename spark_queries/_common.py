@@ -75,4 +75,3 @@ def with_increments(df: DataFrame, key: Sequence[str | Column]) -> DataFrame:
             .otherwise(F.col("value") - F.col("prev_value")),
         )
     )
-

@@ -34,7 +34,7 @@ def _dimension(name: str) -> tuple[str, Column]:
     if name in _COLUMNS:
         return name, F.col(name)
     if name.startswith("label:"):
-        key = name[len("label:"):]
+        key = name[len("label:") :]
         if not _LABEL_KEY.match(key):
             raise ValueError(f"label key must be an identifier, got {key!r}")
         return f"label_{key}", label(key)
@@ -66,8 +66,9 @@ def metric_history(
         s = s.withColumn("lk", labels_key())
         s = with_increments(s, ["cluster", "broker", "topic", "partition", "lk"])
     s = s.withColumn("bucket", bucket("ts", bucket_s))
-    s = s.select("cluster", "bucket", "ts", "value", *(["inc"] if counter else []),
-                 *[col.alias(name) for name, col in dims])
+    s = s.select(
+        "cluster", "bucket", "ts", "value", *(["inc"] if counter else []), *[col.alias(name) for name, col in dims]
+    )
     names = [name for name, _ in dims]
     if counter:
         value = F.coalesce(F.sum("inc"), F.lit(0.0)) / F.lit(float(bucket_s))

@@ -43,9 +43,17 @@ def _replica_minutes(samples: DataFrame, key: list[str]) -> DataFrame:
     docstring); a step belongs to the minute of its later sample."""
     step = F.greatest(F.col("value") - F.lag("value").over(Window.partitionBy(*key).orderBy("ts")), F.lit(0.0))
     minute = bucket("ts", PEAK_BUCKET_S)
-    return samples.select(*key, "ts", "value", step.alias("step"), minute.alias("minute")).groupBy(*key, "minute").agg(
-        F.sum("step").alias("growth"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
-        F.max_by("value", "ts").alias("last_value"), F.sum("value").alias("value_sum"), F.count("*").alias("n"),
+    return (
+        samples.select(*key, "ts", "value", step.alias("step"), minute.alias("minute"))
+        .groupBy(*key, "minute")
+        .agg(
+            F.sum("step").alias("growth"),
+            F.min("ts").alias("first_ts"),
+            F.max("ts").alias("last_ts"),
+            F.max_by("value", "ts").alias("last_value"),
+            F.sum("value").alias("value_sum"),
+            F.count("*").alias("n"),
+        )
     )
 
 
@@ -62,19 +70,29 @@ def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataF
     key = [*part, "metric", "broker"]
     wanted = F.lit(False)
     for cluster, topic, partition in partitions:  # a handful: literals, never SQL text
-        wanted = wanted | ((F.col("cluster") == F.lit(cluster)) & (F.col("topic") == F.lit(topic))
-                           & (F.col("partition") == F.lit(int(partition))))
+        wanted = wanted | (
+            (F.col("cluster") == F.lit(cluster))
+            & (F.col("topic") == F.lit(topic))
+            & (F.col("partition") == F.lit(int(partition)))
+        )
     samples = df.filter((F.col("metric") == F.lit(LEO)) & wanted).select(*key, "ts", "value")
     minutes = _replica_minutes(samples, key)
     replicas = minutes.groupBy(*part, "broker").agg(
-        F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"), (F.sum("value_sum") / F.sum("n")).alias("mean_value"))
+        F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"), (F.sum("value_sum") / F.sum("n")).alias("mean_value")
+    )
     chosen = replicas.groupBy(*part).agg(
-        F.max_by("broker", F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))).alias("broker"))
+        F.max_by("broker", F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))).alias("broker")
+    )
     first = F.min("minute").over(Window.partitionBy(*part, "broker"))
-    return (minutes.join(chosen, on=[*part, "broker"], how="left_semi")
-            .withColumn("first_minute", first).filter(F.col("minute") > F.col("first_minute"))
-            .select(*part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec"))
-            .orderBy(*part, "minute"))
+    return (
+        minutes.join(chosen, on=[*part, "broker"], how="left_semi")
+        .withColumn("first_minute", first)
+        .filter(F.col("minute") > F.col("first_minute"))
+        .select(
+            *part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec")
+        )
+        .orderBy(*part, "minute")
+    )
 
 
 RANK_BY = ("peak", "mean")
@@ -82,8 +100,7 @@ RANK_BY = ("peak", "mean")
 PEAK_BUCKET_S = 60
 
 
-def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = None,
-                   rank_by: str = "mean") -> DataFrame:
+def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = None, rank_by: str = "mean") -> DataFrame:
     """Rank topic-partitions by records/s (LogEndOffset growth), hottest first.
 
     Columns: cluster, topic, partition, leader_broker, replicas (brokers that
@@ -144,24 +161,45 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
     measure = "records_per_sec" if rank_by == "mean" else "peak_records_per_sec"
     topic_w = Window.partitionBy("cluster", "topic")
     # a partition with Size but no LogEndOffset samples has no rate to rank
-    ranked = parts.filter(F.col("replicas") > 0).repartition("cluster").select(
-        *part, "leader_broker", "replicas", "records_per_sec", "bytes_per_sec", "peak_records_per_sec", "peak_at",
-        F.median(measure).over(topic_w).alias("topic_median_rate"),
-        F.median("peak_records_per_sec").over(topic_w).alias("topic_median_peak"),
-        F.row_number().over(
-            Window.partitionBy("cluster").orderBy(
-                F.col(measure).desc_nulls_last(),
-                F.col("bytes_per_sec").desc_nulls_last(),
-                "topic",
-                "partition",
+    ranked = (
+        parts.filter(F.col("replicas") > 0)
+        .repartition("cluster")
+        .select(
+            *part,
+            "leader_broker",
+            "replicas",
+            "records_per_sec",
+            "bytes_per_sec",
+            "peak_records_per_sec",
+            "peak_at",
+            F.median(measure).over(topic_w).alias("topic_median_rate"),
+            F.median("peak_records_per_sec").over(topic_w).alias("topic_median_peak"),
+            F.row_number()
+            .over(
+                Window.partitionBy("cluster").orderBy(
+                    F.col(measure).desc_nulls_last(),
+                    F.col("bytes_per_sec").desc_nulls_last(),
+                    "topic",
+                    "partition",
+                )
             )
-        ).alias("rank"),
+            .alias("rank"),
+        )
     )
     skew = F.when(F.col("topic_median_rate") > 0, F.col(measure) / F.col("topic_median_rate"))
     peak_skew = F.when(F.col("topic_median_peak") > 0, F.col("peak_records_per_sec") / F.col("topic_median_peak"))
     out = ranked.select(
-        *part, "leader_broker", "replicas", "records_per_sec", "bytes_per_sec", "topic_median_rate",
-        skew.alias("skew"), "rank", "peak_records_per_sec", "peak_at", peak_skew.alias("peak_skew"),
+        *part,
+        "leader_broker",
+        "replicas",
+        "records_per_sec",
+        "bytes_per_sec",
+        "topic_median_rate",
+        skew.alias("skew"),
+        "rank",
+        "peak_records_per_sec",
+        "peak_at",
+        peak_skew.alias("peak_skew"),
     )
     if top is not None:
         out = out.filter(F.col("rank") <= F.lit(int(top)))

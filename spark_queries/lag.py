@@ -136,8 +136,12 @@ def partition_lag_status(
     ends = latest_log_ends(df)
     p = p.join(ends, on=["cluster", "topic", "partition"], how="left")
     fresh_end = F.col("log_end").isNotNull() & (F.col("log_end_ts") >= F.col("last_commit"))
-    p = p.withColumn("current_lag", F.when(fresh_end, F.greatest(F.col("log_end") - F.col("last_offset"), F.lit(0.0)))
-                     .otherwise(F.col("current_lag")))
+    p = p.withColumn(
+        "current_lag",
+        F.when(fresh_end, F.greatest(F.col("log_end") - F.col("last_offset"), F.lit(0.0))).otherwise(
+            F.col("current_lag")
+        ),
+    )
     p = p.withColumn("max_lag", F.greatest(F.col("max_lag"), F.col("current_lag")))
     now_col = ts_lit(now) if now is not None else F.max("last_commit").over(Window.partitionBy("cluster"))
     micros = F.unix_micros
@@ -181,7 +185,9 @@ def group_lag_status(partition_status: DataFrame) -> DataFrame:
         F.count("*").alias("partitions"),
         F.count_if(F.col("status") != F.lit(OK)).alias("partitions_not_ok"),
         F.sum(lag).alias("total_lag"),
-        F.max_by(F.struct("topic", "partition", lag.alias("lag")), F.struct(lag, F.col("topic"), F.col("partition"))).alias("ml"),
+        F.max_by(
+            F.struct("topic", "partition", lag.alias("lag")), F.struct(lag, F.col("topic"), F.col("partition"))
+        ).alias("ml"),
     )
     group_status = (
         F.when(F.col("worst_severity") >= F.lit(SEVERITY[STOP]), F.lit(ERR))
@@ -213,18 +219,33 @@ def lag_per_minute(df: DataFrame, bucket_s: int = 60) -> DataFrame:
 
     part = ["cluster", "topic", "partition"]
     minute = bucket("ts", bucket_s).alias("minute")
-    per_minute = df.filter(F.col("metric").isin([COMMITTED, LOG_END])).groupBy(*part, minute).agg(
-        F.max(F.when(F.col("metric") == F.lit(LOG_END), F.col("value"))).alias("log_end"),
-        F.max(F.when(F.col("metric") == F.lit(COMMITTED), F.col("value"))).alias("committed"))
+    per_minute = (
+        df.filter(F.col("metric").isin([COMMITTED, LOG_END]))
+        .groupBy(*part, minute)
+        .agg(
+            F.max(F.when(F.col("metric") == F.lit(LOG_END), F.col("value"))).alias("log_end"),
+            F.max(F.when(F.col("metric") == F.lit(COMMITTED), F.col("value"))).alias("committed"),
+        )
+    )
     # every partition at every minute of its cluster, so a partition's last offsets are carried
     # into the minutes it was not sampled in (a stopped group commits nothing more)
     grid = per_minute.select("cluster", "minute").distinct().join(per_minute.select(*part).distinct(), on="cluster")
     per_minute = grid.join(per_minute, on=[*part, "minute"], how="left")
     so_far = Window.partitionBy(*part).orderBy("minute").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    filled = per_minute.select(*part, "minute", F.last("log_end", ignorenulls=True).over(so_far).alias("log_end"),
-                               F.last("committed", ignorenulls=True).over(so_far).alias("committed"))
-    lag = F.when(F.col("log_end").isNotNull() & F.col("committed").isNotNull(),
-                 F.greatest(F.col("log_end") - F.col("committed"), F.lit(0.0)))
-    return (filled.select("cluster", "minute", lag.alias("lag")).groupBy("cluster", "minute")
-            .agg(F.sum("lag").alias("lag"), F.count("lag").alias("partitions"))
-            .filter(F.col("partitions") > 0).orderBy("cluster", "minute"))
+    filled = per_minute.select(
+        *part,
+        "minute",
+        F.last("log_end", ignorenulls=True).over(so_far).alias("log_end"),
+        F.last("committed", ignorenulls=True).over(so_far).alias("committed"),
+    )
+    lag = F.when(
+        F.col("log_end").isNotNull() & F.col("committed").isNotNull(),
+        F.greatest(F.col("log_end") - F.col("committed"), F.lit(0.0)),
+    )
+    return (
+        filled.select("cluster", "minute", lag.alias("lag"))
+        .groupBy("cluster", "minute")
+        .agg(F.sum("lag").alias("lag"), F.count("lag").alias("partitions"))
+        .filter(F.col("partitions") > 0)
+        .orderBy("cluster", "minute")
+    )

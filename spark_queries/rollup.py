@@ -31,16 +31,27 @@ def minute_rollup(raw: DataFrame, width_s: int = 60) -> DataFrame:
     step = F.col("value") - F.col("prev")
     reset = F.col("prev").isNotNull() & (F.col("value") < F.col("prev"))
     s = s.withColumn("prev", prev).select(
-        *key, "ts", "value", bucket("ts", width_s).alias("bucket"),
-        F.when(F.col("prev").isNull(), F.lit(None).cast("double")).when(reset, F.col("value"))
-        .otherwise(step).alias("inc"),
+        *key,
+        "ts",
+        "value",
+        bucket("ts", width_s).alias("bucket"),
+        F.when(F.col("prev").isNull(), F.lit(None).cast("double"))
+        .when(reset, F.col("value"))
+        .otherwise(step)
+        .alias("inc"),
         F.when(F.col("prev").isNotNull(), F.greatest(step, F.lit(0.0))).alias("growth"),
         reset.cast("long").alias("reset"),
     )
     out = s.groupBy(*key, "bucket").agg(
-        F.min("value").alias("min"), F.max("value").alias("max"), F.sum("value").alias("sum"),
-        F.count("*").alias("count"), F.max_by("value", "ts").alias("last"), F.max("ts").alias("last_ts"),
-        F.sum("inc").alias("inc"), F.sum("growth").alias("growth"), F.sum("reset").alias("resets"),
+        F.min("value").alias("min"),
+        F.max("value").alias("max"),
+        F.sum("value").alias("sum"),
+        F.count("*").alias("count"),
+        F.max_by("value", "ts").alias("last"),
+        F.max("ts").alias("last_ts"),
+        F.sum("inc").alias("inc"),
+        F.sum("growth").alias("growth"),
+        F.sum("reset").alias("resets"),
     )
     return _finish(out)
 
@@ -49,12 +60,29 @@ def coarser_rollup(rollup: DataFrame, width_s: int = 3600) -> DataFrame:
     """Re-aggregate a finer rollup into ``width_s`` buckets (minutes -> hours): every column
     of ROLLUP_SCHEMA composes (min of mins, sums of sums/counts/increments, the newest last)."""
     key = [*_SERIES, "lk"]
-    s = rollup.select(*_SERIES, labels_key().alias("lk"), bucket("bucket", width_s).alias("bucket"),
-                      "min", "max", "sum", "count", "last", "last_ts", "inc", "growth", "resets")
+    s = rollup.select(
+        *_SERIES,
+        labels_key().alias("lk"),
+        bucket("bucket", width_s).alias("bucket"),
+        "min",
+        "max",
+        "sum",
+        "count",
+        "last",
+        "last_ts",
+        "inc",
+        "growth",
+        "resets",
+    )
     out = s.groupBy(*key, "bucket").agg(
-        F.min("min").alias("min"), F.max("max").alias("max"), F.sum("sum").alias("sum"),
-        F.sum("count").alias("count"), F.max_by("last", "last_ts").alias("last"),
-        F.max("last_ts").alias("last_ts"), F.sum("inc").alias("inc"), F.sum("growth").alias("growth"),
+        F.min("min").alias("min"),
+        F.max("max").alias("max"),
+        F.sum("sum").alias("sum"),
+        F.sum("count").alias("count"),
+        F.max_by("last", "last_ts").alias("last"),
+        F.max("last_ts").alias("last_ts"),
+        F.sum("inc").alias("inc"),
+        F.sum("growth").alias("growth"),
         F.sum("resets").alias("resets"),
     )
     return _finish(out)
@@ -64,9 +92,24 @@ def _finish(out: DataFrame) -> DataFrame:
     date, hour = partition_columns("bucket")
     labels = F.when(F.size("lk") > 0, F.map_from_entries("lk"))
     return out.select(
-        "bucket", "broker", "metric", "topic", "partition", labels.alias("labels"), "min", "max", "sum",
-        F.col("count").cast("long").alias("count"), "last", "last_ts", "inc", "growth",
-        F.col("resets").cast("long").alias("resets"), "cluster", date.alias("date"), hour.alias("hour"),
+        "bucket",
+        "broker",
+        "metric",
+        "topic",
+        "partition",
+        labels.alias("labels"),
+        "min",
+        "max",
+        "sum",
+        F.col("count").cast("long").alias("count"),
+        "last",
+        "last_ts",
+        "inc",
+        "growth",
+        F.col("resets").cast("long").alias("resets"),
+        "cluster",
+        date.alias("date"),
+        hour.alias("hour"),
     ).select(*ROLLUP_COLUMNS)
 
 
@@ -102,12 +145,23 @@ def rollup_history(
     if counter is None:
         counter = metric.endswith("PerSec")
     s = rollup.filter(F.col("metric") == F.lit(metric))
-    s = s.select("cluster", bucket("bucket", bucket_s).alias("bucket"), "min", "max", "sum", "count", "last",
-                 "last_ts", "inc", *[col.alias(name) for name, col in dims])
+    s = s.select(
+        "cluster",
+        bucket("bucket", bucket_s).alias("bucket"),
+        "min",
+        "max",
+        "sum",
+        "count",
+        "last",
+        "last_ts",
+        "inc",
+        *[col.alias(name) for name, col in dims],
+    )
     names = [name for name, _ in dims]
     value: Column = (F.coalesce(F.sum("inc"), F.lit(0.0)) / F.lit(float(bucket_s))) if counter else _AGGS[agg]()
     return s.groupBy("cluster", "bucket", *names).agg(
-        value.cast("double").alias("value"), F.sum("count").cast("long").alias("samples"))
+        value.cast("double").alias("value"), F.sum("count").cast("long").alias("samples")
+    )
 
 
 def minute_rates(rollup_1m: DataFrame, metric: str = "LogEndOffset") -> DataFrame:
@@ -116,6 +170,7 @@ def minute_rates(rollup_1m: DataFrame, metric: str = "LogEndOffset") -> DataFram
     From the 1-minute rollup of ``metric``; the peak of these over a window is what
     ``hot_partitions`` ranks a burst by.
     """
-    per_replica = (rollup_1m.filter((F.col("metric") == F.lit(metric)) & F.col("topic").isNotNull())
-                   .select("cluster", "topic", "partition", "bucket", (F.col("growth") / F.lit(60.0)).alias("rate")))
+    per_replica = rollup_1m.filter((F.col("metric") == F.lit(metric)) & F.col("topic").isNotNull()).select(
+        "cluster", "topic", "partition", "bucket", (F.col("growth") / F.lit(60.0)).alias("rate")
+    )
     return per_replica.groupBy("cluster", "topic", "partition", "bucket").agg(F.max("rate").alias("rate"))

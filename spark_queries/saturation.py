@@ -45,8 +45,10 @@ def request_queue_time(df: DataFrame, quantile: str | None = None) -> DataFrame:
 
     ``quantile`` keeps one quantile label value (e.g. ``"0.99"``), as a literal.
     """
-    s = only_metrics(df, QUEUE).withColumn("request", label(LABEL_REQUEST)).withColumn(
-        "quantile", label(LABEL_QUANTILE)
+    s = (
+        only_metrics(df, QUEUE)
+        .withColumn("request", label(LABEL_REQUEST))
+        .withColumn("quantile", label(LABEL_QUANTILE))
     )
     if quantile is not None:
         s = s.filter(F.col("quantile") == F.lit(quantile))

@@ -40,12 +40,8 @@ def last_stable_offset_lag(df: DataFrame, min_increases: int = 5) -> DataFrame:
     )
     w = Window.partitionBy(*part).orderBy("ts")
     delta = F.col("value") - F.lag("value").over(w)
-    s = s.withColumn("up", F.coalesce(delta > 0, F.lit(False))).withColumn(
-        "down", F.coalesce(delta < 0, F.lit(False))
-    )
-    s = s.withColumn(
-        "last_down_ts", F.max(F.when(F.col("down"), F.col("ts"))).over(Window.partitionBy(*part))
-    )
+    s = s.withColumn("up", F.coalesce(delta > 0, F.lit(False))).withColumn("down", F.coalesce(delta < 0, F.lit(False)))
+    s = s.withColumn("last_down_ts", F.max(F.when(F.col("down"), F.col("ts"))).over(Window.partitionBy(*part)))
     since_last_down = F.col("last_down_ts").isNull() | (F.col("ts") > F.col("last_down_ts"))
     elapsed_s = (F.unix_micros(F.max("ts")) - F.unix_micros(F.min("ts"))) / F.lit(1e6)
     out = s.groupBy(*part).agg(
@@ -57,9 +53,7 @@ def last_stable_offset_lag(df: DataFrame, min_increases: int = 5) -> DataFrame:
         elapsed_s.alias("elapsed_s"),
         F.max_by("broker", "ts").alias("leader_broker"),
     )
-    growth = F.when(
-        F.col("elapsed_s") > 0, (F.col("last_lag") - F.col("first_lag")) / F.col("elapsed_s")
-    )
+    growth = F.when(F.col("elapsed_s") > 0, (F.col("last_lag") - F.col("first_lag")) / F.col("elapsed_s"))
     growing = (
         (F.col("last_lag") > F.col("first_lag"))
         & (F.col("last_lag") >= F.col("max_lag"))

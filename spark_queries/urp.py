@@ -31,11 +31,7 @@ _KEY = ["cluster", "broker"]
 
 def _per_instant(df: DataFrame) -> DataFrame:
     # One value per broker and instant (duplicate scrapes collapse to the max).
-    return (
-        only_metrics(df, URP)
-        .groupBy("cluster", "broker", "ts")
-        .agg(F.max("value").alias("value"))
-    )
+    return only_metrics(df, URP).groupBy("cluster", "broker", "ts").agg(F.max("value").alias("value"))
 
 
 def urp_trend(

@@ -16,9 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.spark
 def test_the_spark_connect_tests_pass_in_a_process_of_their_own():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-ra", "tests/lake_connect"],
-                          cwd=ROOT, env={**os.environ, "KBOT_TEST_CONNECT_PROCESS": "1"}, capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-ra", "tests/lake_connect"],
+        cwd=ROOT,
+        env={**os.environ, "KBOT_TEST_CONNECT_PROCESS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     tail = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     summary = proc.stdout.strip().splitlines()[-1]

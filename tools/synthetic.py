@@ -75,8 +75,15 @@ from typing import Callable, Iterable, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake.schema import (DATA_SCHEMA, LABEL_GROUP, LABEL_QUANTILE, LABEL_REQUEST, PARTITION_COLUMNS, partition_path,
-                         to_utc)
+from lake.schema import (
+    DATA_SCHEMA,
+    LABEL_GROUP,
+    LABEL_QUANTILE,
+    LABEL_REQUEST,
+    PARTITION_COLUMNS,
+    partition_path,
+    to_utc,
+)
 
 ORIGIN = 1_577_836_800  # 2020-01-01T00:00:00Z: offsets and counters count from here
 DAY = 86_400
@@ -309,7 +316,7 @@ class _Model:
 
     # ---- liveness and leadership
     def alive(self, broker: Column, T: Column) -> Column:
-        dead = [(broker == F.lit(l.broker)) & _between(T, l.start, l.end) for l in self.losses]
+        dead = [(broker == F.lit(loss.broker)) & _between(T, loss.start, loss.end) for loss in self.losses]
         if not dead:
             return F.lit(True)
         any_dead = dead[0]
@@ -331,7 +338,7 @@ class _Model:
         return expr
 
     def controller(self, T: Column) -> Column:
-        dying = sorted({l.broker for l in self.losses})
+        dying = sorted({loss.broker for loss in self.losses})
         expr = F.lit(None).cast("int")
         candidates = list(range(1, self.topo.brokers + 1))
         # lowest live id; only brokers with a loss incident can be dead
@@ -345,8 +352,8 @@ class _Model:
     def process_start(self, broker: Column, T: Column) -> Column:
         """When the broker's JVM (and so its counters) started."""
         expr = F.lit(float(ORIGIN))
-        for l in sorted(self.losses, key=lambda l: l.end):
-            expr = F.when((broker == F.lit(l.broker)) & (T >= F.lit(l.end)), F.lit(l.end)).otherwise(expr)
+        for loss in sorted(self.losses, key=lambda loss: loss.end):
+            expr = F.when((broker == F.lit(loss.broker)) & (T >= F.lit(loss.end)), F.lit(loss.end)).otherwise(expr)
         return expr
 
     # ---- write rates and offsets
@@ -381,29 +388,31 @@ class _Model:
         for s in self.slows:
             slow = F.floor(r * F.lit(30.0) * self.u("slow-lag", k, part, t_idx))
             lag = F.when((broker == F.lit(s.broker)) & _between(T, s.start, s.end), slow).otherwise(lag)
-        for l in self.losses:
-            behind = (leo_now - self.leo(k, part, F.lit(l.start), r)) * (
-                F.lit(l.end + l.catchup_s) - T
-            ) / F.lit(l.catchup_s)
+        for loss in self.losses:
+            behind = (
+                (leo_now - self.leo(k, part, F.lit(loss.start), r))
+                * (F.lit(loss.end + loss.catchup_s) - T)
+                / F.lit(loss.catchup_s)
+            )
             lag = F.when(
-                (broker == F.lit(l.broker)) & _between(T, l.end, l.end + l.catchup_s), F.floor(behind)
+                (broker == F.lit(loss.broker)) & _between(T, loss.end, loss.end + loss.catchup_s), F.floor(behind)
             ).otherwise(lag)
         return lag
 
     # ---- broker-level values
-    def _loss_frac(self, l: BrokerLoss, T: Column) -> Column:
+    def _loss_frac(self, loss: BrokerLoss, T: Column) -> Column:
         """1 while the broker is away, ramping to 0 while it catches up."""
-        ramp = (F.lit(l.end + l.catchup_s) - T) / F.lit(l.catchup_s)
+        ramp = (F.lit(loss.end + loss.catchup_s) - T) / F.lit(loss.catchup_s)
         return (
-            F.when(_between(T, l.start, l.end), F.lit(1.0))
-            .when(_between(T, l.end, l.end + l.catchup_s), ramp)
+            F.when(_between(T, loss.start, loss.end), F.lit(1.0))
+            .when(_between(T, loss.end, loss.end + loss.catchup_s), ramp)
             .otherwise(F.lit(0.0))
         )
 
     def urp(self, broker: Column, T: Column, t_idx: Column) -> Column:
         v = F.lit(0.0)
-        for l in self.losses:
-            v = v + F.round(_lookup(self.loss_led[l], broker) * self._loss_frac(l, T))
+        for loss in self.losses:
+            v = v + F.round(_lookup(self.loss_led[loss], broker) * self._loss_frac(loss, T))
         for s in self.slows:
             n = F.when(broker == F.lit(s.broker), F.lit(float(self.leads[s.broker - 1]))).otherwise(
                 _lookup(self.slow_led[s], broker)
@@ -419,9 +428,9 @@ class _Model:
         # starts, unless the process restarted since
         carried = F.floor(self.u("isr-carried", broker, F.lit(expands)) * F.lit(50.0))
         v = F.when(start == F.lit(float(ORIGIN)), carried).otherwise(F.lit(0.0))
-        for l in self.losses:
-            at = l.end + l.catchup_s if expands else l.start
-            n = _lookup(self.loss_led[l], broker)
+        for loss in self.losses:
+            at = loss.end + loss.catchup_s if expands else loss.start
+            n = _lookup(self.loss_led[loss], broker)
             v = v + F.when((T >= F.lit(at)) & (start <= F.lit(at)), n).otherwise(F.lit(0.0))
         for s in self.slows:
             since = F.greatest(F.lit(s.start), start)
@@ -456,8 +465,10 @@ class _Model:
 
     def offline_replicas(self, T: Column) -> Column:
         v = F.lit(0.0)
-        for l in self.losses:
-            v = v + F.when(_between(T, l.start, l.end), F.lit(float(self.loss_replicas[l]))).otherwise(F.lit(0.0))
+        for loss in self.losses:
+            v = v + F.when(_between(T, loss.start, loss.end), F.lit(float(self.loss_replicas[loss]))).otherwise(
+                F.lit(0.0)
+            )
         return v
 
 
@@ -471,7 +482,10 @@ def _no_labels() -> Column:
 def _emit(base: DataFrame, metrics: list[tuple[str, Column, Column]]) -> DataFrame:
     """One row per (input row, metric): metrics = [(name, value, labels)]."""
     entries = F.array(
-        *[F.struct(F.lit(m).alias("metric"), l.alias("labels"), v.cast("double").alias("value")) for m, v, l in metrics]
+        *[
+            F.struct(F.lit(m).alias("metric"), lab.alias("labels"), v.cast("double").alias("value"))
+            for m, v, lab in metrics
+        ]
     )
     return base.select("ts", "broker", "topic", "partition", F.explode(entries).alias("e")).select(
         "ts",
@@ -543,10 +557,12 @@ class _Generator:
                 noise = F.lit(1.0) + m.u("rq", b, ti, F.lit(req), F.lit(q))
                 labels = F.create_map(F.lit(LABEL_REQUEST), F.lit(req), F.lit(LABEL_QUANTILE), F.lit(q))
                 values["RequestQueueTimeMs"].append((F.lit(base * mult) * noise * pressure, labels))
-        df = df.withColumn("ts", F.timestamp_seconds(T.cast("long"))).withColumn(
-            "topic", F.lit(None).cast("string")
-        ).withColumn("partition", F.lit(None).cast("int"))
-        return _emit(df, [(name, v, l) for name in wanted for v, l in values[name]])
+        df = (
+            df.withColumn("ts", F.timestamp_seconds(T.cast("long")))
+            .withColumn("topic", F.lit(None).cast("string"))
+            .withColumn("partition", F.lit(None).cast("int"))
+        )
+        return _emit(df, [(name, v, lab) for name in wanted for v, lab in values[name]])
 
     def _partition_base(self, rows_per_partition: int, hour_start: int) -> DataFrame:
         """Rows (p, r, t) with p outermost so a series' rows are contiguous (compresses well)."""
@@ -585,7 +601,9 @@ class _Generator:
         )
         df = df.withColumn("value_leo", F.col("leader_leo") - lag)
         # retained bytes: records since the retention cut-off, rounded down to whole segments
-        cutoff = F.lit(float(ORIGIN)) + F.floor((T - F.lit(float(ORIGIN + RETENTION_S))) / F.lit(float(SEGMENT_S))) * F.lit(float(SEGMENT_S))
+        cutoff = F.lit(float(ORIGIN)) + F.floor(
+            (T - F.lit(float(ORIGIN + RETENTION_S))) / F.lit(float(SEGMENT_S))
+        ) * F.lit(float(SEGMENT_S))
         size = m.record_size(k) * (F.col("value_leo") - m.leo(k, part, cutoff, r))
         df = df.withColumn("topic", self.topic(k))
         values = {"LogEndOffset": F.col("value_leo"), "Size": F.floor(size)}
@@ -671,7 +689,7 @@ class _Generator:
         for t in range(self.n_t):
             T = hour_start + t * self.res
             for b in range(1, topo.brokers + 1):
-                if not any(l.broker == b and l.start <= T < l.end for l in m.losses):
+                if not any(loss.broker == b and loss.start <= T < loss.end for loss in m.losses):
                     alive_samples[b - 1] += 1
         n_broker = len([x for x in BROKER_METRICS if x in self.metrics and x != "RequestQueueTimeMs"])
         if "RequestQueueTimeMs" in self.metrics:
@@ -770,8 +788,12 @@ def generate(
             else:
                 from lake import delta
 
-                part = df.select(*DATA_SCHEMA.fieldNames(), F.lit(cluster).alias("cluster"),
-                                 F.lit(when.strftime("%Y-%m-%d")).alias("date"), F.lit(when.hour).alias("hour"))
+                part = df.select(
+                    *DATA_SCHEMA.fieldNames(),
+                    F.lit(cluster).alias("cluster"),
+                    F.lit(when.strftime("%Y-%m-%d")).alias("date"),
+                    F.lit(when.hour).alias("hour"),
+                )
                 if mode == "overwrite":
                     delta.replace_partitions(part, out_path, PARTITION_COLUMNS)
                 else:
@@ -789,7 +811,7 @@ def generate(
 
             t1 = time.monotonic()
             for i in range(0, len(written), 24):
-                update_rollups(spark, out_path, written[i:i + 24])
+                update_rollups(spark, out_path, written[i : i + 24])
             say(f"rollups of {len(written)} hour(s) in {time.monotonic() - t1:.1f}s")
     finally:
         spark.conf.set(conf_key, old)
@@ -839,12 +861,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--metrics", help="comma-separated metric names to emit (default: all)")
     p.add_argument("--leo-replicas", type=int, default=3, help="replicas reporting LogEndOffset/Size (1 = leader)")
     p.add_argument("--mode", choices=["overwrite", "append"], default="overwrite")
-    p.add_argument("--format", choices=["delta", "parquet"], default="delta",
-                   help="a Delta table with rollups (default), or bare Parquet hour directories")
+    p.add_argument(
+        "--format",
+        choices=["delta", "parquet"],
+        default="delta",
+        help="a Delta table with rollups (default), or bare Parquet hour directories",
+    )
     p.add_argument("--no-rollups", action="store_true", help="do not build the rollup tables (delta)")
     p.add_argument("--master", default="local[*]")
-    p.add_argument("--incident", action="append", type=_parse_incident, default=[], metavar="KIND:K=V,...",
-                   help="broker_loss|slow_follower|hot_key|hanging_transaction|rebalance_storm, repeatable")
+    p.add_argument(
+        "--incident",
+        action="append",
+        type=_parse_incident,
+        default=[],
+        metavar="KIND:K=V,...",
+        help="broker_loss|slow_follower|hot_key|hanging_transaction|rebalance_storm, repeatable",
+    )
     a = p.parse_args(argv)
 
     ppt = a.partitions_per_topic or max(1, math.ceil((a.partitions or 120) / a.topics))
@@ -852,13 +884,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = build_session(a.master, app_name="kbot-synthetic")
     spark.sparkContext.setLogLevel("WARN")
-    print(f"generating {a.hours}h x {a.topics * ppt:,} partitions ({a.topics} topics x {ppt}) on "
-          f"{a.brokers} brokers at {a.resolution}s into {a.out}", flush=True)
+    print(
+        f"generating {a.hours}h x {a.topics * ppt:,} partitions ({a.topics} topics x {ppt}) on "
+        f"{a.brokers} brokers at {a.resolution}s into {a.out}",
+        flush=True,
+    )
     report = generate(
-        a.out, cluster=a.cluster, start=a.start, hours=a.hours, brokers=a.brokers, topics=a.topics,
-        partitions_per_topic=ppt, resolution_s=a.resolution, incidents=a.incident, seed=a.seed,
+        a.out,
+        cluster=a.cluster,
+        start=a.start,
+        hours=a.hours,
+        brokers=a.brokers,
+        topics=a.topics,
+        partitions_per_topic=ppt,
+        resolution_s=a.resolution,
+        incidents=a.incident,
+        seed=a.seed,
         metrics=[m.strip() for m in a.metrics.split(",")] if a.metrics else None,
-        leo_replicas=a.leo_replicas, mode=a.mode, spark=spark, table_format=a.format, rollups=not a.no_rollups,
+        leo_replicas=a.leo_replicas,
+        mode=a.mode,
+        spark=spark,
+        table_format=a.format,
+        rollups=not a.no_rollups,
         progress=lambda s: print(s, flush=True),
     )
     print(f"done: {report.rows:,} rows in {report.seconds:.1f}s ({report.rows_per_sec:,.0f} rows/s)", flush=True)

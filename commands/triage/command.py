@@ -16,14 +16,25 @@ from .view import to_reply
 SPEC = CommandSpec(
     words=("triage",),
     summary="Guided triage: walk the runbook's steps for a symptom, answered from the cluster where it can, asking you the rest.",
-    params=(Param("symptom", "what you see: URP, offline, NotEnoughReplicas ... (default: what the cluster shows)",
-                  kind="text", required=False, rest=True),),
+    params=(
+        Param(
+            "symptom",
+            "what you see: URP, offline, NotEnoughReplicas ... (default: what the cluster shows)",
+            kind="text",
+            required=False,
+            rest=True,
+        ),
+    ),
     examples=("triage URP", "triage", "triage hanging transaction"),
 )
 ANSWER_SPEC = CommandSpec(
     words=("triage", "answer"),
     summary="Answer a triage question and continue.",
-    params=(Param("token", "the triage token"), Param("question", "the question id, e.g. q1"), Param("choice", "your answer")),
+    params=(
+        Param("token", "the triage token"),
+        Param("question", "the question id, e.g. q1"),
+        Param("choice", "your answer"),
+    ),
     examples=("triage answer 3f2a9c1b7d4e q1 no",),
 )
 
@@ -43,8 +54,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if not symptom:
         symptom = await _symptom_now(ctx, request)
         if symptom is None:
-            return Reply(title="Triage", severity="ok", verdict="The cluster shows nothing to triage: every partition is in sync.",
-                         followups=["/kafka triage URP", "/kafka triage hanging transaction"])
+            return Reply(
+                title="Triage",
+                severity="ok",
+                verdict="The cluster shows nothing to triage: every partition is in sync.",
+                followups=["/kafka triage URP", "/kafka triage hanging transaction"],
+            )
     await ctx.progress(f"walking the runbook's triage for '{symptom}'")
     state = await start(str(symptom), ctx, request.cluster)
     store = await asyncio.to_thread(store_for, ctx)  # sqlite commits fsync: off the event loop

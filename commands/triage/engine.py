@@ -42,8 +42,13 @@ def _human_question(state: TriageState, ctx: Context, text: str) -> None:
     refs = _refs(ctx, text, state.entry)
     who = state.facts.get("suspect")
     if _GC.search(text) and who is not None:
-        _ask(state, f"Did the GC log of broker {who} show long pauses lined up with the ISR shrinks?",
-             ["yes", "no", "unknown"], "gc", refs or (["gc-pauses"] if state.entry != "gc-pauses" else []))
+        _ask(
+            state,
+            f"Did the GC log of broker {who} show long pauses lined up with the ISR shrinks?",
+            ["yes", "no", "unknown"],
+            "gc",
+            refs or (["gc-pauses"] if state.entry != "gc-pauses" else []),
+        )
     elif "?" in text:
         _ask(state, text, ["yes", "no", "unknown"], "step", refs)
     else:
@@ -65,8 +70,11 @@ def _apply(state: TriageState, ctx: Context, o: Outcome, text: str, step: int) -
         state.ruled_out.append(state.entry)
         nxt = next((c for c in state.candidates if c not in state.ruled_out and c not in state.visited), None)
         if nxt is None:
-            state.conclusion = {"entry": None, "reason": "the cluster and your answers ruled out every runbook explanation for "
-                                f"'{state.symptom}': " + ", ".join(state.ruled_out)}
+            state.conclusion = {
+                "entry": None,
+                "reason": "the cluster and your answers ruled out every runbook explanation for "
+                f"'{state.symptom}': " + ", ".join(state.ruled_out),
+            }
         else:
             state.entry, state.step = nxt, 0
             state.visited.append(nxt)
@@ -75,8 +83,12 @@ def _apply(state: TriageState, ctx: Context, o: Outcome, text: str, step: int) -
 def _conclude(state: TriageState, ctx: Context) -> None:
     missing = state.facts.get("brokers", {}).get("missing")
     if state.entry == "broker-loss" and missing and "maintenance" not in state.facts and state.asked < MAX_QUESTIONS:
-        _ask(state, f"Is broker {broker_list(missing)} down for planned maintenance (a rolling restart, an upgrade)?",
-             ["yes", "no", "unknown"], "maintenance")
+        _ask(
+            state,
+            f"Is broker {broker_list(missing)} down for planned maintenance (a rolling restart, an upgrade)?",
+            ["yes", "no", "unknown"],
+            "maintenance",
+        )
         return
     why = state.support.get(state.entry) or ["walked its triage steps and nothing ruled it out"]
     state.conclusion = {"entry": state.entry, "reason": "; ".join(dict.fromkeys(why))}
@@ -84,10 +96,20 @@ def _conclude(state: TriageState, ctx: Context) -> None:
 
 def _merge(outcomes: list[Outcome]) -> Outcome:
     """Several probes answered one step: one record, the worst status, the first pointer."""
-    status: Status = ("bad" if any(o.status == "bad" for o in outcomes)
-                      else "ok" if all(o.status == "ok" for o in outcomes) else "neutral")
-    return Outcome("; ".join(o.answer for o in outcomes), " / ".join(dict.fromkeys(o.source for o in outcomes)), status,
-                   next((o.points_to for o in outcomes if o.points_to), None), any(o.rules_out for o in outcomes))
+    status: Status = (
+        "bad"
+        if any(o.status == "bad" for o in outcomes)
+        else "ok"
+        if all(o.status == "ok" for o in outcomes)
+        else "neutral"
+    )
+    return Outcome(
+        "; ".join(o.answer for o in outcomes),
+        " / ".join(dict.fromkeys(o.source for o in outcomes)),
+        status,
+        next((o.points_to for o in outcomes if o.points_to), None),
+        any(o.rules_out for o in outcomes),
+    )
 
 
 async def _walk(state: TriageState, ctx: Context, live: LiveProbes | None) -> TriageState:
@@ -123,8 +145,12 @@ async def _walk(state: TriageState, ctx: Context, live: LiveProbes | None) -> Tr
             if state.asked >= MAX_QUESTIONS:
                 _apply(state, ctx, Outcome("not checked (question limit reached)", "bot"), text, state.step)
             elif any(probe.fact == "urp_shape" for probe in matching):
-                _ask(state, "Is the URP count level since it rose (flat), or moving up and down?",
-                     ["level", "moving", "unknown"], "urp-shape")
+                _ask(
+                    state,
+                    "Is the URP count level since it rose (flat), or moving up and down?",
+                    ["level", "moving", "unknown"],
+                    "urp-shape",
+                )
             else:
                 _human_question(state, ctx, text)
             continue
@@ -141,11 +167,19 @@ async def _live(ctx: Context, cluster: str | None) -> LiveProbes | None:
 async def start(symptom: str, ctx: Context, cluster: str | None = None) -> TriageState:
     matches = ctx.lookup.search(symptom, limit=6)
     if not matches:
-        raise BadInput(f"The runbook has nothing for '{symptom}'.",
-                       [f"triage {s}" for s in ctx.lookup.did_you_mean(symptom)] or ["help triage"])
+        raise BadInput(
+            f"The runbook has nothing for '{symptom}'.",
+            [f"triage {s}" for s in ctx.lookup.did_you_mean(symptom)] or ["help triage"],
+        )
     candidates = [m.entry.id for m in matches]
-    state = TriageState(token=secrets.token_hex(6), symptom=symptom, cluster=cluster, candidates=candidates,
-                        entry=candidates[0], visited=[candidates[0]])
+    state = TriageState(
+        token=secrets.token_hex(6),
+        symptom=symptom,
+        cluster=cluster,
+        candidates=candidates,
+        entry=candidates[0],
+        visited=[candidates[0]],
+    )
     return await _walk(state, ctx, await _live(ctx, cluster))
 
 
@@ -172,6 +206,17 @@ async def answer(state: TriageState, question_id: str, choice: str, ctx: Context
     # "No" to a question rules nothing out by itself (the step asked about one branch); "it rules
     # this out" to an instruction does, and so does "no" to the GC question inside gc-pauses.
     rules_out = choice == "rules-out" or (no and q.kind == "gc" and state.entry == "gc-pauses")
-    _apply(state, ctx, Outcome(f"{q.text if q.kind != 'step' else 'you answered'}: {label}", "you",
-                               "bad" if yes else "neutral", target, rules_out), text, step)
+    _apply(
+        state,
+        ctx,
+        Outcome(
+            f"{q.text if q.kind != 'step' else 'you answered'}: {label}",
+            "you",
+            "bad" if yes else "neutral",
+            target,
+            rules_out,
+        ),
+        text,
+        step,
+    )
     return await _walk(state, ctx, await _live(ctx, state.cluster))

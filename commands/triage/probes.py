@@ -51,18 +51,35 @@ class Probe(NamedTuple):
 
 async def _g_brokers(live: LiveProbes, state: TriageState) -> Fact:
     s = await live.snap()
-    not_preferred = sorted({p.topic for p in s.states if p.leader is not None and p.replicas and p.leader != p.replicas[0]
-                            and not p.topic.startswith("__")})
-    return {"missing": sorted(s.brokers.expected - s.brokers.registered), "registered": sorted(s.brokers.registered),
-            "not_preferred": not_preferred[:5]}
+    not_preferred = sorted(
+        {
+            p.topic
+            for p in s.states
+            if p.leader is not None and p.replicas and p.leader != p.replicas[0] and not p.topic.startswith("__")
+        }
+    )
+    return {
+        "missing": sorted(s.brokers.expected - s.brokers.registered),
+        "registered": sorted(s.brokers.registered),
+        "not_preferred": not_preferred[:5],
+    }
 
 
 def _j_brokers(f: Fact, entry: str) -> Outcome:
     if f["missing"]:
-        return Outcome(f"broker {broker_list(f['missing'])} not registered ({len(f['registered'])} registered: "
-                       f"{broker_list(f['registered'])})", "live: describe_cluster", "bad", points_to="broker-loss")
-    return Outcome(f"all {len(f['registered'])} expected brokers are registered", "live: describe_cluster", "ok",
-                   rules_out=entry == "broker-loss")
+        return Outcome(
+            f"broker {broker_list(f['missing'])} not registered ({len(f['registered'])} registered: "
+            f"{broker_list(f['registered'])})",
+            "live: describe_cluster",
+            "bad",
+            points_to="broker-loss",
+        )
+    return Outcome(
+        f"all {len(f['registered'])} expected brokers are registered",
+        "live: describe_cluster",
+        "ok",
+        rules_out=entry == "broker-loss",
+    )
 
 
 async def _g_concentration(live: LiveProbes, state: TriageState) -> Fact:
@@ -79,12 +96,19 @@ def _j_concentration(f: Fact, entry: str) -> Outcome:
     by: dict[str, int] = f["by_broker"]
     total = sum(by.values())
     if not total:
-        return Outcome("no replica on a live broker is out of its ISR right now", "live: metadata", "ok", rules_out=True)
+        return Outcome(
+            "no replica on a live broker is out of its ISR right now", "live: metadata", "ok", rules_out=True
+        )
     top, n = max(by.items(), key=lambda kv: kv[1])
     if n / total >= SHARE:
-        return Outcome(f"{n} of {total} out-of-sync replicas are on broker {top}", "live: metadata", "bad", points_to=entry)
-    return Outcome("out-of-sync replicas are spread: " + ", ".join(f"broker {b}: {c}" for b, c in sorted(by.items())),
-                   "live: metadata", "neutral")
+        return Outcome(
+            f"{n} of {total} out-of-sync replicas are on broker {top}", "live: metadata", "bad", points_to=entry
+        )
+    return Outcome(
+        "out-of-sync replicas are spread: " + ", ".join(f"broker {b}: {c}" for b, c in sorted(by.items())),
+        "live: metadata",
+        "neutral",
+    )
 
 
 def suspect(state: TriageState) -> str | None:
@@ -106,10 +130,17 @@ async def _g_min_isr(live: LiveProbes, state: TriageState) -> Fact:
 
 def _j_min_isr(f: Fact, entry: str) -> Outcome:
     under = [(str(t), int(p)) for t, p in f["under"]]
-    text = (f"{len(under)} partition(s) under min ISR ({name_partitions(under, 4)}): acks=all writes fail there"
-            if under else "no partition is under min ISR") + f"; {f['at']} at min ISR"
-    return Outcome(text, "live: metadata + topic configs", "bad" if under or f["at"] else "ok",
-                   rules_out=entry == "under-min-isr" and not under)
+    text = (
+        f"{len(under)} partition(s) under min ISR ({name_partitions(under, 4)}): acks=all writes fail there"
+        if under
+        else "no partition is under min ISR"
+    ) + f"; {f['at']} at min ISR"
+    return Outcome(
+        text,
+        "live: metadata + topic configs",
+        "bad" if under or f["at"] else "ok",
+        rules_out=entry == "under-min-isr" and not under,
+    )
 
 
 async def _g_hanging(live: LiveProbes, state: TriageState) -> Fact:
@@ -121,14 +152,40 @@ async def _g_hanging(live: LiveProbes, state: TriageState) -> Fact:
     report = await read_open_transactions(live.gw)
     now = report.now_ms
     return {
-        "open": [{"tid": t.transactional_id, "producer_id": t.producer_id, "where": t.where,
-                  "age_s": (t.age_ms(now) or 0) // 1000, "lso_lag": t.offsets.lso_lag if t.offsets else None,
-                  "status": t.status(now), "abort_at_ms": t.abort_at_ms} for t in report.open],
-        "hanging": [{"tid": t.transactional_id, "producer_id": t.producer_id, "age_s": (t.age_ms(now) or 0) // 1000,
-                     "coordinator": t.coordinator_id, "state": "Ongoing", "partitions": [[t.topic, t.partition]]}
-                    for t in report.open if t.transactional_id is not None],
-        "producers": [{"topic": t.topic, "partition": t.partition, "producer_id": t.producer_id,
-                       "epoch": t.producer_epoch, "start": t.start_offset} for t in report.open],
+        "open": [
+            {
+                "tid": t.transactional_id,
+                "producer_id": t.producer_id,
+                "where": t.where,
+                "age_s": (t.age_ms(now) or 0) // 1000,
+                "lso_lag": t.offsets.lso_lag if t.offsets else None,
+                "status": t.status(now),
+                "abort_at_ms": t.abort_at_ms,
+            }
+            for t in report.open
+        ],
+        "hanging": [
+            {
+                "tid": t.transactional_id,
+                "producer_id": t.producer_id,
+                "age_s": (t.age_ms(now) or 0) // 1000,
+                "coordinator": t.coordinator_id,
+                "state": "Ongoing",
+                "partitions": [[t.topic, t.partition]],
+            }
+            for t in report.open
+            if t.transactional_id is not None
+        ],
+        "producers": [
+            {
+                "topic": t.topic,
+                "partition": t.partition,
+                "producer_id": t.producer_id,
+                "epoch": t.producer_epoch,
+                "start": t.start_offset,
+            }
+            for t in report.open
+        ],
         "unread": sorted(report.unread),
     }
 
@@ -137,22 +194,41 @@ def _j_hanging(f: Fact, entry: str) -> Outcome:
     if f["open"]:
         t = f["open"][0]
         lag = f", LSO {t['lso_lag']:,} records behind" if t["lso_lag"] is not None else ""
-        return Outcome(f"{len(f['open'])} open transaction(s) hold a partition's last stable offset back, e.g. producer "
-                       f"{t['producer_id']} on {t['where']}" + (f" ({t['tid']})" if t["tid"] else "") + f", open {t['age_s']:,} s{lag}",
-                       "live: list_offsets + describe_producers + describe_transactions", "bad", points_to="hanging-transaction")
+        return Outcome(
+            f"{len(f['open'])} open transaction(s) hold a partition's last stable offset back, e.g. producer "
+            f"{t['producer_id']} on {t['where']}"
+            + (f" ({t['tid']})" if t["tid"] else "")
+            + f", open {t['age_s']:,} s{lag}",
+            "live: list_offsets + describe_producers + describe_transactions",
+            "bad",
+            points_to="hanging-transaction",
+        )
     partial = f" (not read: {', '.join(f['unread'])})" if f.get("unread") else ""
-    return Outcome("no open transaction holds any partition's last stable offset back" + partial,
-                   "live: list_offsets + describe_producers", "neutral" if partial else "ok",
-                   rules_out=entry == "hanging-transaction" and not partial)
+    return Outcome(
+        "no open transaction holds any partition's last stable offset back" + partial,
+        "live: list_offsets + describe_producers",
+        "neutral" if partial else "ok",
+        rules_out=entry == "hanging-transaction" and not partial,
+    )
 
 
 def _j_producers(f: Fact, entry: str) -> Outcome:
     if not f["producers"]:
-        return Outcome("no producer holds a transaction open on the partitions of those transactions",
-                       "live: describe_producers", "ok" if not f["hanging"] else "neutral")
-    return Outcome("; ".join(f"{p['topic']}-{p['partition']}: producer {p['producer_id']} (epoch {p['epoch']}) holds a "
-                             f"transaction open from offset {p['start']:,}" for p in f["producers"][:3]),
-                   "live: describe_producers", "bad", points_to="hanging-transaction")
+        return Outcome(
+            "no producer holds a transaction open on the partitions of those transactions",
+            "live: describe_producers",
+            "ok" if not f["hanging"] else "neutral",
+        )
+    return Outcome(
+        "; ".join(
+            f"{p['topic']}-{p['partition']}: producer {p['producer_id']} (epoch {p['epoch']}) holds a "
+            f"transaction open from offset {p['start']:,}"
+            for p in f["producers"][:3]
+        ),
+        "live: describe_producers",
+        "bad",
+        points_to="hanging-transaction",
+    )
 
 
 def _j_coordinator(f: Fact, entry: str) -> Outcome:
@@ -160,14 +236,27 @@ def _j_coordinator(f: Fact, entry: str) -> Outcome:
         return Outcome("no open transaction to ask the coordinators about", "live: list/describe_transactions", "ok")
     t = f["open"][0]
     if t["status"] == "unknown-to-coordinator":
-        return Outcome(f"no coordinator knows producer {t['producer_id']}'s transaction on {t['where']}: nothing will "
-                       "abort it by itself", "live: list/describe_transactions", "bad", points_to="hanging-transaction")
+        return Outcome(
+            f"no coordinator knows producer {t['producer_id']}'s transaction on {t['where']}: nothing will "
+            "abort it by itself",
+            "live: list/describe_transactions",
+            "bad",
+            points_to="hanging-transaction",
+        )
     if t["status"] == "past-timeout":
-        return Outcome(f"its coordinator lists {t['tid']} yet it is past its timeout after {t['age_s']:,} s: it will not "
-                       "end by itself", "live: list/describe_transactions", "bad", points_to="hanging-transaction")
+        return Outcome(
+            f"its coordinator lists {t['tid']} yet it is past its timeout after {t['age_s']:,} s: it will not "
+            "end by itself",
+            "live: list/describe_transactions",
+            "bad",
+            points_to="hanging-transaction",
+        )
     at = time.strftime("%H:%M:%S UTC", time.gmtime(t["abort_at_ms"] / 1000)) if t["abort_at_ms"] else "its timeout"
-    return Outcome(f"its coordinator still tracks {t['tid']}: it aborts it by itself at {at}, so waiting may be enough",
-                   "live: list/describe_transactions", "neutral")
+    return Outcome(
+        f"its coordinator still tracks {t['tid']}: it aborts it by itself at {at}, so waiting may be enough",
+        "live: list/describe_transactions",
+        "neutral",
+    )
 
 
 async def _g_offline(live: LiveProbes, state: TriageState) -> Fact:
@@ -178,8 +267,12 @@ async def _g_offline(live: LiveProbes, state: TriageState) -> Fact:
 def _j_offline(f: Fact, entry: str) -> Outcome:
     off = [(str(t), int(p)) for t, p in f["offline"]]
     if off:
-        return Outcome(f"{len(off)} partition(s) without a leader: {name_partitions(off, 4)}", "live: metadata", "bad",
-                       points_to="offline-partitions" if entry == "offline-partitions" else None)
+        return Outcome(
+            f"{len(off)} partition(s) without a leader: {name_partitions(off, 4)}",
+            "live: metadata",
+            "bad",
+            points_to="offline-partitions" if entry == "offline-partitions" else None,
+        )
     return Outcome("every partition has a leader", "live: metadata", "ok", rules_out=entry == "offline-partitions")
 
 
@@ -190,50 +283,83 @@ async def _g_quorum(live: LiveProbes, state: TriageState) -> Fact:
 
 def _j_quorum(f: Fact, entry: str) -> Outcome:
     if f["leader"] < 0:
-        return Outcome(f"the controller quorum has no leader (voters {broker_list(f['voters'])})",
-                       "live: describe_metadata_quorum", "bad", points_to="controller-quorum-loss")
-    return Outcome(f"controller quorum leader {f['leader']}, voters {broker_list(f['voters'])}"
-                   + (f", lagging {broker_list(f['lagging'])}" if f["lagging"] else ""), "live: describe_metadata_quorum",
-                   "ok", rules_out=entry == "controller-quorum-loss")
+        return Outcome(
+            f"the controller quorum has no leader (voters {broker_list(f['voters'])})",
+            "live: describe_metadata_quorum",
+            "bad",
+            points_to="controller-quorum-loss",
+        )
+    return Outcome(
+        f"controller quorum leader {f['leader']}, voters {broker_list(f['voters'])}"
+        + (f", lagging {broker_list(f['lagging'])}" if f["lagging"] else ""),
+        "live: describe_metadata_quorum",
+        "ok",
+        rules_out=entry == "controller-quorum-loss",
+    )
 
 
 async def _g_log_dirs(live: LiveProbes, state: TriageState) -> Fact:
     dirs = await live.gw.log_dirs()
-    full = [[d.broker, d.path] for d in dirs
-            if d.total_bytes and d.usable_bytes is not None and d.usable_bytes < FULL_BELOW * d.total_bytes]
+    full = [
+        [d.broker, d.path]
+        for d in dirs
+        if d.total_bytes and d.usable_bytes is not None and d.usable_bytes < FULL_BELOW * d.total_bytes
+    ]
     return {"failed": [[d.broker, d.path, d.error] for d in dirs if d.error], "full": full, "count": len(dirs)}
 
 
 def _j_log_dirs(f: Fact, entry: str) -> Outcome:
     if f["full"]:
-        return Outcome("nearly full: " + ", ".join(f"broker {b} {p}" for b, p in f["full"]), "live: describe_log_dirs", "bad",
-                       points_to="full-disk")
+        return Outcome(
+            "nearly full: " + ", ".join(f"broker {b} {p}" for b, p in f["full"]),
+            "live: describe_log_dirs",
+            "bad",
+            points_to="full-disk",
+        )
     if f["failed"]:
-        return Outcome("failed log dir(s): " + ", ".join(f"broker {b} {p} ({e})" for b, p, e in f["failed"]),
-                       "live: describe_log_dirs", "bad", points_to="log-dir-failure")
+        return Outcome(
+            "failed log dir(s): " + ", ".join(f"broker {b} {p} ({e})" for b, p, e in f["failed"]),
+            "live: describe_log_dirs",
+            "bad",
+            points_to="log-dir-failure",
+        )
     if not f["count"]:
         return Outcome("no broker reported a log dir", "live: describe_log_dirs", "neutral")
-    return Outcome(f"all {f['count']} log dirs are online with space left", "live: describe_log_dirs", "ok",
-                   rules_out=entry in ("log-dir-failure", "full-disk"))
+    return Outcome(
+        f"all {f['count']} log dirs are online with space left",
+        "live: describe_log_dirs",
+        "ok",
+        rules_out=entry in ("log-dir-failure", "full-disk"),
+    )
 
 
 async def _g_racks(live: LiveProbes, state: TriageState) -> Fact:
     s = await live.snap()
-    affected = sorted((s.brokers.expected - s.brokers.registered)
-                      | {b for p in s.states for b in p.replicas if b not in p.isr})
+    affected = sorted(
+        (s.brokers.expected - s.brokers.registered) | {b for p in s.states for b in p.replicas if b not in p.isr}
+    )
     racks = {str(b.id): b.rack for b in s.cluster.brokers}
     return {"affected": affected, "racks": {str(b): racks.get(str(b)) for b in affected}}
 
 
 def _j_racks(f: Fact, entry: str) -> Outcome:
     if not f["affected"]:
-        return Outcome("no broker is missing and no replica is out of its ISR: nothing is cut off", "live: metadata", "ok",
-                       rules_out=entry == "network-partition")
+        return Outcome(
+            "no broker is missing and no replica is out of its ISR: nothing is cut off",
+            "live: metadata",
+            "ok",
+            rules_out=entry == "network-partition",
+        )
     racks: dict[str, str | None] = f["racks"]
     known = {r for r in racks.values() if r}
-    where = (f"all in rack {known.pop()}" if len(known) == 1 and all(racks.values())
-             else "racks: " + ", ".join(f"{b}: {r or 'unset'}" for b, r in racks.items()))
-    return Outcome(f"affected brokers {broker_list(f['affected'])}, {where}", "live: describe_cluster + metadata", "neutral")
+    where = (
+        f"all in rack {known.pop()}"
+        if len(known) == 1 and all(racks.values())
+        else "racks: " + ", ".join(f"{b}: {r or 'unset'}" for b, r in racks.items())
+    )
+    return Outcome(
+        f"affected brokers {broker_list(f['affected'])}, {where}", "live: describe_cluster + metadata", "neutral"
+    )
 
 
 async def _g_urp_shape(live: LiveProbes, state: TriageState) -> Fact | None:
@@ -250,7 +376,10 @@ async def _g_urp_shape(live: LiveProbes, state: TriageState) -> Fact | None:
             return {"shape": "flat" if shapes == {"flat"} else "fluctuating", "source": "lake: urp_trend, last hour"}
     missing = state.facts.get("brokers", {}).get("missing")
     if missing:
-        return {"shape": "flat", "source": f"implied: broker {broker_list(missing)} is gone, so its replicas stay out of ISR"}
+        return {
+            "shape": "flat",
+            "source": f"implied: broker {broker_list(missing)} is gone, so its replicas stay out of ISR",
+        }
     return None
 
 

@@ -22,8 +22,16 @@ TOKEN = re.compile(r"^[0-9a-f]{12}$")
 ALREADY_ANSWERED = "That question was already answered or belongs to another step of this triage."
 
 # The answer buttons' labels, by the choice a question offers.
-LABELS = {"yes": "Yes", "no": "No", "unknown": "Don't know", "confirms": "It points here",
-          "rules-out": "It rules this out", "skip": "Skip", "level": "Level (flat)", "moving": "Moving up and down"}
+LABELS = {
+    "yes": "Yes",
+    "no": "No",
+    "unknown": "Don't know",
+    "confirms": "It points here",
+    "rules-out": "It rules this out",
+    "skip": "Skip",
+    "level": "Level (flat)",
+    "moving": "Moving up and down",
+}
 
 Status = Literal["ok", "bad", "neutral"]
 QuestionKind = Literal["step", "gc", "urp-shape", "maintenance"]

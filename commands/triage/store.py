@@ -74,8 +74,14 @@ class Stored:
 class TriageStore:
     """Blocking sqlite calls: the command runs them in a worker thread (asyncio.to_thread)."""
 
-    def __init__(self, connect: Connect, *, legacy_dir: Path | None = None, db_name: str = "memory",
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        connect: Connect,
+        *,
+        legacy_dir: Path | None = None,
+        db_name: str = "memory",
+        clock: Callable[[], float] = time.time,
+    ):
         self._connect, self._clock, self.db_name = connect, clock, db_name
         with closing(self._connect()) as conn:
             for statement in _SCHEMA:
@@ -104,14 +110,18 @@ class TriageStore:
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")  # the write lock first: the version check and the write are one step
             try:
-                conn.execute("DELETE FROM triage_threads WHERE updated_at < ? AND thread_key != ?",
-                             (now - KEEP_S, state.token))
+                conn.execute(
+                    "DELETE FROM triage_threads WHERE updated_at < ? AND thread_key != ?", (now - KEEP_S, state.token)
+                )
                 if version is None:
                     conn.execute("INSERT INTO triage_threads VALUES (?, ?, ?, 1)", (state.token, doc, now))
                     written = 1
                 else:
-                    cur = conn.execute("UPDATE triage_threads SET state = ?, updated_at = ?, version = version + 1 "
-                                       "WHERE thread_key = ? AND version = ?", (doc, now, state.token, version))
+                    cur = conn.execute(
+                        "UPDATE triage_threads SET state = ?, updated_at = ?, version = version + 1 "
+                        "WHERE thread_key = ? AND version = ?",
+                        (doc, now, state.token, version),
+                    )
                     if cur.rowcount != 1:
                         raise BadInput(ALREADY_ANSWERED, ["triage " + state.symptom])
                     written = version + 1
@@ -142,17 +152,26 @@ class TriageStore:
                 except (OSError, ValueError, TypeError, KeyError) as exc:
                     skipped.append(f"{file.name} ({type(exc).__name__}: {exc})"[:200])
                     continue
-                cur = conn.execute("INSERT OR IGNORE INTO triage_threads VALUES (?, ?, ?, 1)",
-                                   (state.token, json.dumps(state.to_dict()), written))
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO triage_threads VALUES (?, ?, ?, 1)",
+                    (state.token, json.dumps(state.to_dict()), written),
+                )
                 imported += cur.rowcount
-            conn.execute("INSERT INTO triage_imports VALUES (?, ?, ?, ?)", (str(folder), self._clock(), imported, len(skipped)))
+            conn.execute(
+                "INSERT INTO triage_imports VALUES (?, ?, ?, ?)", (str(folder), self._clock(), imported, len(skipped))
+            )
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        log.warning("imported %d triage thread(s) from %s into %s, once; the JSON files are left as they were%s",
-                    imported, folder, self.db_name, f" (not imported: {'; '.join(skipped)})" if skipped else "")
+        log.warning(
+            "imported %d triage thread(s) from %s into %s, once; the JSON files are left as they were%s",
+            imported,
+            folder,
+            self.db_name,
+            f" (not imported: {'; '.join(skipped)})" if skipped else "",
+        )
 
 
 _memory: TriageStore | None = None

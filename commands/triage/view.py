@@ -21,46 +21,86 @@ def _suggested(state: TriageState, kb: KnowledgeBase) -> list[Action]:
     if entry in ("broker-loss", "slow-follower", "gc-pauses", "log-dir-failure"):
         missing = f.get("brokers", {}).get("missing")
         when = f"After broker {broker_list(missing)} is back: " if missing else ""
-        out += [Action(f"{when}elect preferred leaders on {t}", f"elect-leaders {t}", mutating=True)
-                for t in f.get("brokers", {}).get("not_preferred", [])[:3]]
+        out += [
+            Action(f"{when}elect preferred leaders on {t}", f"elect-leaders {t}", mutating=True)
+            for t in f.get("brokers", {}).get("not_preferred", [])[:3]
+        ]
         if entry == "broker-loss" and f.get("maintenance") == "no":
             rate = kb.failure_modes["broker-loss"].checks.thresholds[THROTTLE_KEY]
             rate_text = f"{rate / 1e6:g}MB/s"  # the throttle command reads MB as 1000^2
-            out.append(Action(f"If it will not come back: throttle re-replication ({rate_text})", f"throttle set {rate_text}",
-                              mutating=True))
+            out.append(
+                Action(
+                    f"If it will not come back: throttle re-replication ({rate_text})",
+                    f"throttle set {rate_text}",
+                    mutating=True,
+                )
+            )
     if entry == "hanging-transaction":
-        out += [Action(f"Abort producer {p['producer_id']} on {p['topic']}-{p['partition']}",
-                       f"abort-txn {p['topic']} {p['partition']} --producer-id {p['producer_id']}", mutating=True)
-                for p in f.get("hanging", {}).get("producers", [])[:3]]
+        out += [
+            Action(
+                f"Abort producer {p['producer_id']} on {p['topic']}-{p['partition']}",
+                f"abort-txn {p['topic']} {p['partition']} --producer-id {p['producer_id']}",
+                mutating=True,
+            )
+            for p in f.get("hanging", {}).get("producers", [])[:3]
+        ]
     return out
 
 
 def to_reply(state: TriageState, kb: KnowledgeBase | None = None) -> Reply:
     kb = kb or default_kb()
-    evidence = [Evidence(_clip(r.text), r.answer, r.source, "ok" if r.status == "ok" else "bad" if r.status == "bad" else "neutral")
-                for r in state.records]
+    evidence = [
+        Evidence(
+            _clip(r.text), r.answer, r.source, "ok" if r.status == "ok" else "bad" if r.status == "bad" else "neutral"
+        )
+        for r in state.records
+    ]
     walked = [f"{kb.failure_modes[e].title}" + (" (ruled out)" if e in state.ruled_out else "") for e in state.visited]
     notes = [f"Walked: {' -> '.join(walked)}.", f"Triage token {state.token}."]
     title = f"Triage: {state.symptom}"
     if state.question is not None:
         q = state.question
-        return Reply(title=title, severity="info", verdict=q.text, evidence=evidence,
-                     actions=[Action(LABELS.get(c, c), f"triage answer {state.token} {q.id} {c}") for c in q.choices],
-                     notes=notes)
+        return Reply(
+            title=title,
+            severity="info",
+            verdict=q.text,
+            evidence=evidence,
+            actions=[Action(LABELS.get(c, c), f"triage answer {state.token} {q.id} {c}") for c in q.choices],
+            notes=notes,
+        )
     if state.conclusion is None:  # the walk always ends with a question or a conclusion
         raise ValueError(f"triage {state.token} has neither a question nor a conclusion")
     entry_id, reason = state.conclusion["entry"], state.conclusion["reason"]
     if entry_id is None:
-        return Reply(title=title, severity="warning", verdict=reason[:1].upper() + reason[1:] + ".",
-                     evidence=evidence, followups=[f"/kafka why {state.symptom}", "/kafka status"], notes=notes)
+        return Reply(
+            title=title,
+            severity="warning",
+            verdict=reason[:1].upper() + reason[1:] + ".",
+            evidence=evidence,
+            followups=[f"/kafka why {state.symptom}", "/kafka status"],
+            notes=notes,
+        )
     entry = kb.failure_modes[entry_id]
     missing = state.facts.get("brokers", {}).get("missing")
-    who = f" (broker {broker_list(missing)})" if entry_id == "broker-loss" and missing else (
-        f" (broker {state.facts['suspect']})" if state.facts.get("suspect") and entry_id in ("slow-follower", "gc-pauses") else "")
+    who = (
+        f" (broker {broker_list(missing)})"
+        if entry_id == "broker-loss" and missing
+        else (
+            f" (broker {state.facts['suspect']})"
+            if state.facts.get("suspect") and entry_id in ("slow-follower", "gc-pauses")
+            else ""
+        )
+    )
     planned = " Planned maintenance: wait for it to return." if state.facts.get("maintenance") == "yes" else ""
-    return Reply(title=title, severity="warning", verdict=f"{entry.title}{who}: {reason}.{planned}",
-                 evidence=evidence, diagnoses=[diagnosis(kb, entry, reason="triage: " + reason)],
-                 actions=_suggested(state, kb) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")], notes=notes)
+    return Reply(
+        title=title,
+        severity="warning",
+        verdict=f"{entry.title}{who}: {reason}.{planned}",
+        evidence=evidence,
+        diagnoses=[diagnosis(kb, entry, reason="triage: " + reason)],
+        actions=_suggested(state, kb) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")],
+        notes=notes,
+    )
 
 
 def _clip(text: str, n: int = 90) -> str:

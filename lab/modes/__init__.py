@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from lab.mode import Mode
 
-from . import (broker_loss, consumer_stop, controller_quorum_loss, fetch_session_eviction, full_disk, handler_saturation,
-               hanging_transaction, hot_partition, log_dir_failure, not_here, offline_partitions, paused_broker, producer_fencing, rebalance_storm, slow_follower,
-               unclean_election, under_min_isr)
+from . import (
+    broker_loss,
+    consumer_stop,
+    controller_quorum_loss,
+    fetch_session_eviction,
+    full_disk,
+    handler_saturation,
+    hanging_transaction,
+    hot_partition,
+    log_dir_failure,
+    not_here,
+    offline_partitions,
+    paused_broker,
+    producer_fencing,
+    rebalance_storm,
+    slow_follower,
+    unclean_election,
+    under_min_isr,
+)
 
 MODES: list[Mode] = [
     broker_loss.MODE,

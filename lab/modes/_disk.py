@@ -18,19 +18,31 @@ def topic_on_disk2(cluster, topic: str, partitions: int = 4) -> list[int]:
     leaders = [101, 102]
     assignment = [[leaders[i % 2], leaders[(i + 1) % 2], BROKER] for i in range(partitions)]
     cluster.faults.create_topic(topic, replica_assignment=assignment, timeout=90)
-    on2 = cluster.faults.wait_for(lambda: probes.partitions_in_dir(cluster.disk2, topic), 30,
-                                  f"a replica of {topic} in {cluster.disk2}")
+    on2 = cluster.faults.wait_for(
+        lambda: probes.partitions_in_dir(cluster.disk2, topic), 30, f"a replica of {topic} in {cluster.disk2}"
+    )
     return on2
 
 
 def produce(cluster, topic: str, parts: list[int], records: int, size: int = 1000) -> int:
     """acks=1 writes (the leaders on 101/102 accept them; 103 has to fetch and append them)."""
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1", "logger": quiet_logger(),
-                  "linger.ms": 20, "message.timeout.ms": 20000})
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "1",
+            "logger": quiet_logger(),
+            "linger.ms": 20,
+            "message.timeout.ms": 20000,
+        }
+    )
     errors = []
     for i in range(records):
-        p.produce(topic, value=b"d" * size, partition=parts[i % len(parts)],
-                  on_delivery=lambda err, msg: err and errors.append(err))
+        p.produce(
+            topic,
+            value=b"d" * size,
+            partition=parts[i % len(parts)],
+            on_delivery=lambda err, msg: err and errors.append(err),
+        )
         if i % 500 == 0:
             p.poll(0)
     p.flush(30)
@@ -40,10 +52,12 @@ def produce(cluster, topic: str, parts: list[int], records: int, size: int = 100
 def wait_out_of_isr(cluster, topic: str, parts: list[int], what: str, every: bool = True) -> dict:
     """Until broker 103 left the ISR of every partition in ``parts`` (``every=False``: of any one -
     a stalled fetcher thread serves only the partitions of the leaders it fetches from)."""
+
     def out():
         lacking = probes.isr_lacks(cluster, topic, BROKER)
         hit = set(parts) <= set(lacking) if every else bool(set(parts) & set(lacking))
         return lacking if hit else None
+
     lacking = cluster.faults.wait_for(out, 90, what)
     if probes.not_registered(cluster, BROKER):
         raise RuntimeError(f"broker {BROKER} left the cluster: the whole broker failed, not one log dir")

@@ -17,15 +17,19 @@ def wait_for_symptom(cluster, facts):
     # fenced by the controller (4 s session) and gone from every ISR of the topic
     return cluster.faults.wait_for(
         lambda: probes.not_registered(cluster, BROKER) and len(probes.isr_lacks(cluster, TOPIC, BROKER)) == 3,
-        90, f"broker {BROKER} out of the cluster and its ISRs")
+        90,
+        f"broker {BROKER} out of the cluster and its ISRs",
+    )
 
 
 MODE = Mode(
     name="broker-loss",
     summary=f"SIGKILL broker {BROKER}; its replicas leave every ISR (URP flat)",
-    expect_entry="broker-loss", expect_severity="warning",
+    expect_entry="broker-loss",
+    expect_severity="warning",
     questions=("why URP", "status"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
 )

@@ -23,6 +23,7 @@ def wait_for_symptom(cluster, facts):
         desc = cluster.admin().describe_consumer_groups([GROUP], request_timeout=10)[GROUP].result()
         lag = sum(lagging.lag().values())
         return {"state": desc.state.name, "lag": lag} if not desc.members and lag > 0 else None
+
     return cluster.faults.wait_for(stopped, 60, f"group {GROUP} to have no members and lag")
 
 
@@ -35,10 +36,14 @@ def heal(cluster, facts):
 MODE = Mode(
     name="consumer-stop",
     summary="a group commits and its consumers leave while a producer keeps writing: EMPTY, lag growing",
-    expect_entry="", expect_severity="warning",
-    expect_verdict="its consumers stopped (Burrow: STOP)", not_top="rebalance-storm",
+    expect_entry="",
+    expect_severity="warning",
+    expect_verdict="its consumers stopped (Burrow: STOP)",
+    not_top="rebalance-storm",
     questions=("lag {group}",),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["group"]],
 )

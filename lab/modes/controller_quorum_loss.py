@@ -30,16 +30,20 @@ def inject(cluster):
 def wait_for_symptom(cluster, facts):
     # the survivor's exporter says it is not active, and stays so (it can't win an election alone)
     return cluster.faults.wait_for(
-        lambda: probes.metric(cluster, facts["survivor"], ACTIVE_CONTROLLERS) == 0, 60,
-        "the surviving controller to report ActiveControllerCount 0")
+        lambda: probes.metric(cluster, facts["survivor"], ACTIVE_CONTROLLERS) == 0,
+        60,
+        "the surviving controller to report ActiveControllerCount 0",
+    )
 
 
 MODE = Mode(
     name="controller-quorum-loss",
     summary="3 controllers, SIGKILL 2 (the active one first): no quorum, no active controller",
-    expect_entry="controller-quorum-loss", expect_severity="critical",
+    expect_entry="controller-quorum-loss",
+    expect_severity="critical",
     questions=("why no active controller", "status"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     named=lambda f: f["killed_controllers"],
     topology="quorum",
 )

@@ -24,10 +24,18 @@ MIN_SESSION_AGE_S = 120  # Kafka's FetchSessionCache eviction age (not configura
 def inject(cluster):
     cluster.faults.create_topic(TOPIC, replica_assignment=[[BROKER]] * PARTITIONS, timeout=90)
     before = probes.metric(cluster, BROKER, EVICTIONS) or 0
-    children = [clients.spawn_with_parent(clients.SESSION_CONSUMER, cluster.bootstrap_servers, TOPIC,
-                                          str(i % PARTITIONS)) for i in range(SMALL_CONSUMERS)]
-    facts = {"broker_id": BROKER, "topic": TOPIC, "topics": [TOPIC], "evictions_before": before,
-             "pids": [c.pid for c in children], "_children": children}
+    children = [
+        clients.spawn_with_parent(clients.SESSION_CONSUMER, cluster.bootstrap_servers, TOPIC, str(i % PARTITIONS))
+        for i in range(SMALL_CONSUMERS)
+    ]
+    facts = {
+        "broker_id": BROKER,
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "evictions_before": before,
+        "pids": [c.pid for c in children],
+        "_children": children,
+    }
     for c in children:
         if _read_line(c, 90) != "READY":
             raise RuntimeError("a session consumer did not start")
@@ -40,14 +48,16 @@ def wait_for_symptom(cluster, facts):
     wait = facts["small_sessions_started"] + MIN_SESSION_AGE_S + 5 - time.time()
     if wait > 0:
         time.sleep(wait)  # a rule of the broker, not a guess at timing: see MIN_SESSION_AGE_S
-    big = clients.spawn_with_parent(clients.SESSION_CONSUMER, cluster.bootstrap_servers, TOPIC,
-                                    ",".join(str(p) for p in range(PARTITIONS)))
+    big = clients.spawn_with_parent(
+        clients.SESSION_CONSUMER, cluster.bootstrap_servers, TOPIC, ",".join(str(p) for p in range(PARTITIONS))
+    )
     facts["pids"].append(big.pid)
     facts["_children"].append(big)
 
     def evicted():
         n = probes.metric(cluster, BROKER, EVICTIONS) or 0
         return {"evictions": n - facts["evictions_before"]} if n > facts["evictions_before"] else None
+
     return cluster.faults.wait_for(evicted, 90, f"broker {BROKER} to evict an incremental fetch session")
 
 
@@ -58,9 +68,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="fetch-session-eviction",
     summary=f"broker {BROKER} with 8 fetch-session slots, 9 consumer processes: the broker evicts sessions",
-    expect_entry="fetch-session-eviction", expect_severity="warning",
+    expect_entry="fetch-session-eviction",
+    expect_severity="warning",
     questions=("why FETCH_SESSION_ID_NOT_FOUND", "why IncrementalFetchSessionEvictionsPerSec"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
 )

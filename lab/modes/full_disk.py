@@ -46,8 +46,14 @@ def fill(mount, path, to: float = FILL_TO) -> int:
 def inject(cluster):
     on2 = _disk.topic_on_disk2(cluster, TOPIC)
     filled = fill(cluster.disk2_mount, cluster.disk2_mount / FILLER)
-    return {"broker_id": _disk.BROKER, "topic": TOPIC, "topics": [TOPIC], "log_dir": str(cluster.disk2),
-            "partitions_in_dir": on2, "filler_bytes": filled}
+    return {
+        "broker_id": _disk.BROKER,
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "log_dir": str(cluster.disk2),
+        "partitions_in_dir": on2,
+        "filler_bytes": filled,
+    }
 
 
 def wait_for_symptom(cluster, facts):
@@ -65,9 +71,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="full-disk",
     summary="fill broker 103's second log dir (the lab's small filesystem) from outside to ~94 %: past the critical alert",
-    expect_entry="full-disk", expect_severity="critical",
+    expect_entry="full-disk",
+    expect_severity="critical",
     questions=("why disk full", "why disk usage 94%"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"], f["log_dir"]],
     needs=("disk2",),

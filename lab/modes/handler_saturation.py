@@ -26,8 +26,11 @@ def _io_threads(cluster, value: str | None) -> None:
     reports it: the broker checks each change against the pool size it runs with, so the next
     halving step must not arrive before this one is applied."""
     op = AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
-    res = ConfigResource(ResourceType.BROKER, str(BROKER), incremental_configs=[
-        ConfigEntry("num.io.threads", value or "", incremental_operation=op)])
+    res = ConfigResource(
+        ResourceType.BROKER,
+        str(BROKER),
+        incremental_configs=[ConfigEntry("num.io.threads", value or "", incremental_operation=op)],
+    )
     for f in cluster.admin().incremental_alter_configs([res], request_timeout=15).values():
         f.result()
     want = value or STATIC_IO_THREADS
@@ -37,15 +40,28 @@ def _io_threads(cluster, value: str | None) -> None:
 def inject(cluster):
     # replicas on 101 and 102 only, and little retention: the flood must not fill broker 103's
     # small second disk (that would be the full-disk mode, not this one)
-    cluster.faults.create_topic(TOPIC, replica_assignment=[[BROKER, 102]] * 6, timeout=90,
-                                config={"compression.type": "gzip", "segment.bytes": str(1 << 20),
-                                        "retention.bytes": str(4 << 20), "min.insync.replicas": "1"})
+    cluster.faults.create_topic(
+        TOPIC,
+        replica_assignment=[[BROKER, 102]] * 6,
+        timeout=90,
+        config={
+            "compression.type": "gzip",
+            "segment.bytes": str(1 << 20),
+            "retention.bytes": str(4 << 20),
+            "min.insync.replicas": "1",
+        },
+    )
     # the broker accepts at most halving the pool per update (DynamicThreadPool): 4 -> 2 -> 1
     _io_threads(cluster, "2")
     _io_threads(cluster, "1")
     children = [clients.spawn_with_parent(clients.FLOOD, cluster.bootstrap_servers, TOPIC) for _ in range(2)]
-    facts = {"broker_id": BROKER, "topic": TOPIC, "topics": [TOPIC], "pids": [c.pid for c in children],
-             "_children": children}
+    facts = {
+        "broker_id": BROKER,
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "pids": [c.pid for c in children],
+        "_children": children,
+    }
     for c in children:
         if _read_line(c, 60) != "READY":
             raise RuntimeError("a load producer did not start")
@@ -57,6 +73,7 @@ def wait_for_symptom(cluster, facts):
     def busy():
         idle = probes.metric(cluster, BROKER, IDLE)
         return {"request_handler_idle": round(idle, 3)} if idle is not None and idle < 0.2 else None
+
     # the gauge is a one-minute moving average: it takes a minute or two to come down
     return cluster.faults.wait_for(busy, 240, f"broker {BROKER}'s request handlers to be <20% idle", interval=2)
 
@@ -71,9 +88,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="handler-saturation",
     summary=f"broker {BROKER} down to 1 I/O thread, flooded by 2 producer processes: request handlers never idle",
-    expect_entry="handler-saturation", expect_severity="warning",
+    expect_entry="handler-saturation",
+    expect_severity="warning",
     questions=("why RequestHandlerAvgIdlePercent", "status"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
 )

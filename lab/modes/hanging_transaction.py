@@ -18,10 +18,16 @@ def inject(cluster):
     info = cluster.faults.hanging_transaction(TOPIC, partition=0, records=5, timeout=90)
     # a committed record written after the open transaction: visible to read_uncommitted only
     from localkafka.testing import produce_one
+
     produce_one(cluster.bootstrap_servers, TOPIC, 0, "after-the-hung-txn")
-    return {"topic": TOPIC, "topics": [TOPIC], "partition": 0,
-            "transactional_id": info["transactional_id"], "producer_id": info["producer_id"],
-            "first_offset": info["first_offset"]}
+    return {
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "partition": 0,
+        "transactional_id": info["transactional_id"],
+        "producer_id": info["producer_id"],
+        "first_offset": info["first_offset"],
+    }
 
 
 def wait_for_symptom(cluster, facts):
@@ -29,15 +35,18 @@ def wait_for_symptom(cluster, facts):
         lso = probes.end_offsets(cluster, TOPIC, [0], "read_committed")[0]
         leo = probes.end_offsets(cluster, TOPIC, [0])[0]
         return {"last_stable_offset": lso, "log_end_offset": leo} if lso == facts["first_offset"] < leo else None
+
     return cluster.faults.wait_for(pinned, 60, f"the last stable offset of {TOPIC}-0 to stay behind its end")
 
 
 MODE = Mode(
     name="hanging-transaction",
     summary="SIGKILL a transactional producer mid-transaction: LSO pinned, read_committed consumers stall",
-    expect_entry="hanging-transaction", expect_severity="warning",
+    expect_entry="hanging-transaction",
+    expect_severity="warning",
     questions=("why hanging transaction", "hanging-txns"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     topics=(TOPIC,),
     named=lambda f: [f["transactional_id"]],
 )

@@ -26,15 +26,18 @@ def wait_for_symptom(cluster, facts):
         if ends[hot] >= 500 and ends[hot] > 10 * max(1, median):
             return {"hot_partition": f"{TOPIC}-{hot}", "end_offsets": ends}
         return None
+
     return cluster.faults.wait_for(skewed, 90, f"one partition of {TOPIC} to run ahead of the rest")
 
 
 MODE = Mode(
     name="hot-partition",
     summary="a producer sends 90% of its records with one key: one partition of the topic takes most of the load",
-    expect_entry="hot-partition", expect_severity="warning",
+    expect_entry="hot-partition",
+    expect_severity="warning",
     questions=("why hot partition", f"hot-partitions {TOPIC}"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     topics=(TOPIC,),
     named=lambda f: [f["hot_partition"]],
 )

@@ -18,13 +18,22 @@ def inject(cluster):
     on2 = _disk.topic_on_disk2(cluster, TOPIC)
     _disk.produce(cluster, TOPIC, on2, 50)
     (cluster.disk2 / TRAP).mkdir(exist_ok=True)
-    return {"broker_id": _disk.BROKER, "topic": TOPIC, "topics": [TOPIC], "log_dir": str(cluster.disk2),
-            "partitions_in_dir": on2}
+    return {
+        "broker_id": _disk.BROKER,
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "log_dir": str(cluster.disk2),
+        "partitions_in_dir": on2,
+    }
 
 
 def wait_for_symptom(cluster, facts):
-    return _disk.wait_out_of_isr(cluster, TOPIC, facts["partitions_in_dir"],
-                                 f"broker {_disk.BROKER}'s replicas in {cluster.disk2} to leave their ISRs")
+    return _disk.wait_out_of_isr(
+        cluster,
+        TOPIC,
+        facts["partitions_in_dir"],
+        f"broker {_disk.BROKER}'s replicas in {cluster.disk2} to leave their ISRs",
+    )
 
 
 def heal(cluster, facts):
@@ -35,9 +44,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="log-dir-failure",
     summary="one of broker 103's two log dirs fails writes (an I/O error from outside): that dir goes offline",
-    expect_entry="log-dir-failure", expect_severity="warning",
+    expect_entry="log-dir-failure",
+    expect_severity="warning",
     questions=("why URP", "why KafkaStorageException"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
     needs=("disk2",),

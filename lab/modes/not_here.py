@@ -3,31 +3,43 @@
 
 from lab.mode import Mode
 
-_SHARED_LOOPBACK = ("every node listens on the same loopback interface in one network namespace, so the lab "
-                    "cannot slow or cut one broker's connections without the same happening to the bot's "
-                    "own admin connections and to every broker's heartbeats")
+_SHARED_LOOPBACK = (
+    "every node listens on the same loopback interface in one network namespace, so the lab "
+    "cannot slow or cut one broker's connections without the same happening to the bot's "
+    "own admin connections and to every broker's heartbeats"
+)
 
 METADATA_LAG = Mode(
-    name="metadata-lag", feasible=False,
+    name="metadata-lag",
+    feasible=False,
     summary="one broker applies KRaft metadata records late and routes clients to old leaders",
-    expect_entry="metadata-lag", expect_severity="warning", questions=("why NOT_LEADER_OR_FOLLOWER",),
+    expect_entry="metadata-lag",
+    expect_severity="warning",
+    questions=("why NOT_LEADER_OR_FOLLOWER",),
     note="needs one broker's metadata fetches from the controller delayed while its other traffic flows; "
-         + _SHARED_LOOPBACK + " (a delay on the controller port fences all brokers instead)",
+    + _SHARED_LOOPBACK
+    + " (a delay on the controller port fences all brokers instead)",
 )
 
 NETWORK_PARTITION = Mode(
-    name="network-partition", feasible=False,
+    name="network-partition",
+    feasible=False,
     summary="a broker cut off from the controller or from its peers but not from clients",
-    expect_entry="network-partition", expect_severity="critical", questions=("why URP",),
+    expect_entry="network-partition",
+    expect_severity="critical",
+    questions=("why URP",),
     note="needs a network namespace (or firewall rules by peer) per broker; " + _SHARED_LOOPBACK,
 )
 
 PAGE_CACHE = Mode(
-    name="page-cache-cold-reads", feasible=False,
+    name="page-cache-cold-reads",
+    feasible=False,
     summary="a consumer catching up from old segments evicts the page cache and slows producers",
-    expect_entry="page-cache-cold-reads", expect_severity="warning", questions=("why produce latency",),
+    expect_entry="page-cache-cold-reads",
+    expect_severity="warning",
+    questions=("why produce latency",),
     note="needs a working set larger than RAM (this box has ~24 GB of page cache) or dropping the host's "
-         "page cache, which a container may not do; a cold read from a 64 MB test disk is no incident",
+    "page cache, which a container may not do; a cold read from a 64 MB test disk is no incident",
 )
 
 MODES = [METADATA_LAG, NETWORK_PARTITION, PAGE_CACHE]

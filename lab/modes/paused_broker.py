@@ -15,8 +15,11 @@ def inject(cluster):
 
 
 def wait_for_symptom(cluster, facts):
-    return cluster.faults.wait_for(lambda: len(probes.isr_lacks(cluster, TOPIC, BROKER)) == 3, 90,
-                                   f"paused broker {BROKER} to leave the ISRs of {TOPIC}")
+    return cluster.faults.wait_for(
+        lambda: len(probes.isr_lacks(cluster, TOPIC, BROKER)) == 3,
+        90,
+        f"paused broker {BROKER} to leave the ISRs of {TOPIC}",
+    )
 
 
 def heal(cluster, facts):
@@ -28,9 +31,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="paused-broker",
     summary=f"SIGSTOP broker {BROKER} (a stop-the-world pause longer than the session timeout)",
-    expect_entry="gc-pauses", expect_severity="warning",
+    expect_entry="gc-pauses",
+    expect_severity="warning",
     questions=("why IsrShrinksPerSec", "why URP"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
 )

@@ -29,6 +29,7 @@ def wait_for_symptom(cluster, facts):
         if len(seen_sets) >= 3 or rebalancing >= 2:
             return {"member_sets_seen": len(seen_sets), "rebalancing_polls": rebalancing}
         return None
+
     return cluster.faults.wait_for(storming, 120, f"group {GROUP} to keep rebalancing", interval=0.5)
 
 
@@ -37,8 +38,10 @@ def heal(cluster, facts):
     if fault is not None:
         fault.stop()
     else:  # another process started it: its children exit when their parent is gone
-        from localkafka import procs
         import signal
+
+        from localkafka import procs
+
         for pid in facts.get("pids", []):
             procs.signal_pid(pid, signal.SIGTERM)
 
@@ -46,9 +49,12 @@ def heal(cluster, facts):
 MODE = Mode(
     name="rebalance-storm",
     summary="3 consumer processes keep joining and leaving one group under load: it rebalances again and again",
-    expect_entry="rebalance-storm", expect_severity="warning",
+    expect_entry="rebalance-storm",
+    expect_severity="warning",
     questions=("lag {group}", "why rebalance storm"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["group"]],
 )

@@ -20,8 +20,9 @@ PARTITIONS = 4
 
 
 def _freeze(cluster, on: bool) -> None:
-    res = subprocess.run(["fsfreeze", "-f" if on else "-u", str(cluster.disk2_mount)], capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        ["fsfreeze", "-f" if on else "-u", str(cluster.disk2_mount)], capture_output=True, text=True, timeout=60
+    )
     if res.returncode != 0 and on:
         raise RuntimeError(f"fsfreeze -f {cluster.disk2_mount} failed: {res.stderr.strip()}")
 
@@ -31,16 +32,27 @@ def inject(cluster):
     # uniform keys (hot_ratio 0): every partition's log end moves, so every stalled replica lags
     producer = cluster.faults.hot_key_producer(TOPIC, rate=200, hot_ratio=0.0, partitions=PARTITIONS)
     _freeze(cluster, True)
-    return {"broker_id": BROKER, "topic": TOPIC, "topics": [TOPIC], "frozen_dir": str(cluster.disk2_mount),
-            "partitions_in_dir": on2, "producer": producer.name}
+    return {
+        "broker_id": BROKER,
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "frozen_dir": str(cluster.disk2_mount),
+        "partitions_in_dir": on2,
+        "producer": producer.name,
+    }
 
 
 def wait_for_symptom(cluster, facts):
     # Any partition of the topic counts: broker 103 fetches from each leader on one thread, so the
     # thread blocked on the frozen dir also stops the partitions it follows on its other dir - and
     # a frozen-dir partition that got no new record after the freeze still counts as caught up.
-    return _disk.wait_out_of_isr(cluster, TOPIC, list(range(PARTITIONS)),
-                                 f"follower {BROKER} (frozen log dir) to leave an ISR of {TOPIC}", every=False)
+    return _disk.wait_out_of_isr(
+        cluster,
+        TOPIC,
+        list(range(PARTITIONS)),
+        f"follower {BROKER} (frozen log dir) to leave an ISR of {TOPIC}",
+        every=False,
+    )
 
 
 def heal(cluster, facts):
@@ -51,10 +63,13 @@ def heal(cluster, facts):
 MODE = Mode(
     name="slow-follower",
     summary=f"freeze broker {BROKER}'s second log dir (fsfreeze) under load: its fetcher stalls, "
-            "the broker stays registered, its replicas leave the ISR",
-    expect_entry="slow-follower", expect_severity="warning",
+    "the broker stays registered, its replicas leave the ISR",
+    expect_entry="slow-follower",
+    expect_severity="warning",
     questions=("why URP", "why IsrShrinksPerSec"),
-    inject=inject, wait_for_symptom=wait_for_symptom, heal=heal,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
+    heal=heal,
     topics=(TOPIC,),
     named=lambda f: [f["broker_id"]],
     needs=("ext4",),

@@ -23,8 +23,12 @@ def _produce(cluster, n: int, tag: str) -> None:
 
 def inject(cluster):
     f = cluster.faults
-    f.create_topic(TOPIC, replica_assignment=[[LEADER, FOLLOWER]],
-                   config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"}, timeout=90)
+    f.create_topic(
+        TOPIC,
+        replica_assignment=[[LEADER, FOLLOWER]],
+        config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+        timeout=90,
+    )
     _produce(cluster, 10, "both")
     f.kill_broker(FOLLOWER)
     f.wait_for(lambda: probes.isr_lacks(cluster, TOPIC, FOLLOWER), 60, f"{FOLLOWER} out of the ISR")
@@ -34,8 +38,15 @@ def inject(cluster):
     f.kill_broker(LEADER)
     f.wait_for(lambda: probes.partitions(cluster, TOPIC)[0]["leader"] is None, 60, f"{TOPIC}-0 offline")
     cluster.start_node(cluster.brokers[FOLLOWER])
-    return {"topic": TOPIC, "topics": [TOPIC], "partition": 0, "lost_leader": LEADER,
-            "unclean_leader": FOLLOWER, "end_offset_before": before, "unclean_elections_before": elections}
+    return {
+        "topic": TOPIC,
+        "topics": [TOPIC],
+        "partition": 0,
+        "lost_leader": LEADER,
+        "unclean_leader": FOLLOWER,
+        "end_offset_before": before,
+        "unclean_elections_before": elections,
+    }
 
 
 def wait_for_symptom(cluster, facts):
@@ -49,16 +60,19 @@ def wait_for_symptom(cluster, facts):
         if after < facts["end_offset_before"] and elections > facts["unclean_elections_before"]:
             return {"end_offset_after": after, "unclean_elections": elections}
         return None
+
     return cluster.faults.wait_for(elected, 120, f"unclean election of {FOLLOWER} for {TOPIC}-0")
 
 
 MODE = Mode(
     name="unclean-election",
     summary=f"unclean.leader.election.enable=true, leader {LEADER} dies after follower {FOLLOWER} fell out: "
-            f"{FOLLOWER} leads with records missing",
-    expect_entry="unclean-election", expect_severity="critical",
+    f"{FOLLOWER} leads with records missing",
+    expect_entry="unclean-election",
+    expect_severity="critical",
     questions=("why data loss", "why UncleanLeaderElectionsPerSec"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     topics=(TOPIC,),
     named=lambda f: [f"{f['topic']}-0"],
 )

@@ -12,8 +12,9 @@ BROKER = 103
 
 
 def inject(cluster):
-    cluster.faults.create_topic(TOPIC, replica_assignment=[[102, BROKER], [102, BROKER]],
-                                config={"min.insync.replicas": "2"}, timeout=90)
+    cluster.faults.create_topic(
+        TOPIC, replica_assignment=[[102, BROKER], [102, BROKER]], config={"min.insync.replicas": "2"}, timeout=90
+    )
     killed = cluster.faults.kill_broker(BROKER)
     return {"broker_id": BROKER, "pid": killed["pid"], "topic": TOPIC, "topics": [TOPIC]}
 
@@ -21,8 +22,15 @@ def inject(cluster):
 def _acks_all_rejected(cluster) -> str | None:
     """Produce one acks=all record; the broker's error name if it refuses for lack of replicas."""
     errors: list = []
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "logger": quiet_logger(),
-                  "message.timeout.ms": 5000, "retries": 0})
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "logger": quiet_logger(),
+            "message.timeout.ms": 5000,
+            "retries": 0,
+        }
+    )
     p.produce(TOPIC, value=b"probe", partition=0, on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     err = errors[0] if errors else None
@@ -32,18 +40,24 @@ def _acks_all_rejected(cluster) -> str | None:
 
 
 def wait_for_symptom(cluster, facts):
-    cluster.faults.wait_for(lambda: len(probes.isr_lacks(cluster, TOPIC, BROKER)) == 2, 90,
-                            f"broker {BROKER} out of the ISRs of {TOPIC}")
-    return {"producer_error": cluster.faults.wait_for(lambda: _acks_all_rejected(cluster), 60,
-                                                      "an acks=all producer to get NOT_ENOUGH_REPLICAS")}
+    cluster.faults.wait_for(
+        lambda: len(probes.isr_lacks(cluster, TOPIC, BROKER)) == 2, 90, f"broker {BROKER} out of the ISRs of {TOPIC}"
+    )
+    return {
+        "producer_error": cluster.faults.wait_for(
+            lambda: _acks_all_rejected(cluster), 60, "an acks=all producer to get NOT_ENOUGH_REPLICAS"
+        )
+    }
 
 
 MODE = Mode(
     name="under-min-isr",
     summary=f"RF=2 / min.insync.replicas=2 topic, SIGKILL broker {BROKER}: acks=all gets NOT_ENOUGH_REPLICAS",
-    expect_entry="under-min-isr", expect_severity="critical",
+    expect_entry="under-min-isr",
+    expect_severity="critical",
     questions=("why NotEnoughReplicas", "status"),
-    inject=inject, wait_for_symptom=wait_for_symptom,
+    inject=inject,
+    wait_for_symptom=wait_for_symptom,
     topics=(TOPIC,),
     named=lambda f: [f["topic"]],
 )

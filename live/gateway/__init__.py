@@ -50,6 +50,7 @@ probe), so they are one object's state; the read and action modules only add met
 Each layer names the one below it as its base class, so mypy checks every call across the
 seams. ``errors`` and ``convert`` hold no state and are plain modules.
 """
+
 from __future__ import annotations
 
 from .actions import ActionsMixin
@@ -72,9 +73,22 @@ from .kafkapython import COORDINATOR_RETRY_S, STALE_RETRY_S
 from .transactions import TransactionsMixin
 
 __all__ = [
-    "AdminGateway", "AuthenticationFailed", "CLUSTER_RESOURCE", "COORDINATOR_RETRY_S", "ClusterUnreachable",
-    "GRACE_S", "GatewayError", "NotAuthorized", "PROBE_TIMEOUT_S", "STALE_RETRY_S", "Timeout", "TlsFailed",
-    "UnknownGroup", "UnknownTopic", "UnknownTransactionalId", "required_operation",
+    "AdminGateway",
+    "AuthenticationFailed",
+    "CLUSTER_RESOURCE",
+    "COORDINATOR_RETRY_S",
+    "ClusterUnreachable",
+    "GRACE_S",
+    "GatewayError",
+    "NotAuthorized",
+    "PROBE_TIMEOUT_S",
+    "STALE_RETRY_S",
+    "Timeout",
+    "TlsFailed",
+    "UnknownGroup",
+    "UnknownTopic",
+    "UnknownTransactionalId",
+    "required_operation",
 ]
 
 

@@ -9,6 +9,7 @@ from asyncio.
   the blocking ``list_topics`` run in a thread (``_metadata``);
 * librdkafka errors mapped onto the gateway's taxonomy (``_translate``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,13 +38,23 @@ T = TypeVar("T")
 
 # librdkafka error codes meaning "could not talk to a broker (in time)"
 CONNECTIVITY = {
-    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE,
     KafkaError.NETWORK_EXCEPTION,
 }
-_AUTH = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL,
-         KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-         KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+_AUTH = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._SSL,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 
 
 class _RdkafkaLogger:
@@ -113,11 +124,12 @@ class ConfluentTransport(GatewayCore):
         try:
             # The callbacks go as keyword arguments, which confluent-kafka merges into the
             # configuration: its stub types the conf dict as plain values only.
-            self._admin: AdminClient | None = AdminClient(conf, error_cb=self._on_error,
-                                                          logger=_RdkafkaLogger(self))
+            self._admin: AdminClient | None = AdminClient(conf, error_cb=self._on_error, logger=_RdkafkaLogger(self))
         except KafkaException as e:
-            raise GatewayError(f"cannot create a Kafka admin client for cluster {config.name!r}: "
-                               f"{e.args[0].str() if e.args else e}", config.name) from None
+            raise GatewayError(
+                f"cannot create a Kafka admin client for cluster {config.name!r}: {e.args[0].str() if e.args else e}",
+                config.name,
+            ) from None
         self._poller = _Poller(self)
 
     def _rdkafka(self) -> AdminClient:
@@ -148,8 +160,7 @@ class ConfluentTransport(GatewayCore):
             pass
 
     # ---- futures and blocking calls --------------------------------------------------------
-    async def _await(self, fut: Future[T], what: str, started: float | None = None,
-                     topics: Iterable[str] = ()) -> T:
+    async def _await(self, fut: Future[T], what: str, started: float | None = None, topics: Iterable[str] = ()) -> T:
         """Await one librdkafka future under the gateway's timeout, mapping its errors."""
         started = time.monotonic() if started is None else started
         try:
@@ -161,21 +172,22 @@ class ConfluentTransport(GatewayCore):
         self._ok()
         return result
 
-    async def _await_all(self, futs: Mapping[K, Future[T]], what: str,
-                         topics: Iterable[str] = ()) -> dict[K, T | KafkaError]:
+    async def _await_all(
+        self, futs: Mapping[K, Future[T]], what: str, topics: Iterable[str] = ()
+    ) -> dict[K, T | KafkaError]:
         """Await a dict of futures; returns key -> result or KafkaError (per-key errors)."""
         started = time.monotonic()
         keys = list(futs)
         try:
             done = await self._bounded(
-                asyncio.gather(*(asyncio.wrap_future(futs[k]) for k in keys), return_exceptions=True), started)
+                asyncio.gather(*(asyncio.wrap_future(futs[k]) for k in keys), return_exceptions=True), started
+            )
         except asyncio.TimeoutError:
             raise await self._failure(what, started) from None
         out: dict[K, T | KafkaError] = {}
         for k, r in zip(keys, done):
             if isinstance(r, KafkaException) and r.args and isinstance(r.args[0], KafkaError):
-                if r.args[0].code() in CONNECTIVITY and not any(
-                        not isinstance(x, BaseException) for x in done):
+                if r.args[0].code() in CONNECTIVITY and not any(not isinstance(x, BaseException) for x in done):
                     raise await self._translate(r, what, started, topics)
                 out[k] = r.args[0]
             elif isinstance(r, BaseException):
@@ -186,8 +198,9 @@ class ConfluentTransport(GatewayCore):
             self._ok()
         return out
 
-    async def _translate(self, exc: KafkaException, what: str, started: float,
-                         topics: Iterable[str] = ()) -> GatewayError:
+    async def _translate(
+        self, exc: KafkaException, what: str, started: float, topics: Iterable[str] = ()
+    ) -> GatewayError:
         err: KafkaError | None = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if err is None:
             return GatewayError(f"{what} failed on cluster {self.config.name!r}: {exc}", self.config.name)
@@ -200,8 +213,9 @@ class ConfluentTransport(GatewayCore):
             return self._not_authorized(err.name(), what, topics)
         if code in _AUTH:
             return await self._failure(what, started, err.str(), err.name())
-        return GatewayError(f"{what} failed on cluster {self.config.name!r}: {err.name()}: {err.str()}",
-                            self.config.name, err.name())
+        return GatewayError(
+            f"{what} failed on cluster {self.config.name!r}: {err.name()}: {err.str()}", self.config.name, err.name()
+        )
 
     async def _metadata(self, topic: str | None = None) -> ClusterMetadata:
         """One Metadata request (all topics, or one topic) via list_topics."""
@@ -226,6 +240,7 @@ class ConfluentTransport(GatewayCore):
                     # one long list_topics would have waited through these too
                     if err is None or err.code() not in CONNECTIVITY or stop.is_set() or left <= 1.0:
                         raise
+
         try:
             md = await self._bounded(asyncio.to_thread(sliced), started)
         except asyncio.TimeoutError:

@@ -1,5 +1,6 @@
 """Small conversions from what the client libraries hand back (enums, ints, TopicPartition
 objects, CamelCase states) to the plain values ``live.model`` holds."""
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ means - :class:`ClusterUnreachable`, :class:`Timeout`, a refused login or certif
 (:class:`AuthenticationFailed` / :class:`TlsFailed`) - and it turns a broker's authorization
 error into :class:`NotAuthorized`. Both client transports build on it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,8 @@ from .errors import (
 
 T = TypeVar("T")
 
-GRACE_S = 1.0            # asyncio backstop beyond librdkafka's own request timeout
-PROBE_TIMEOUT_S = 1.0    # TCP probe of the bootstrap addresses after a failure
+GRACE_S = 1.0  # asyncio backstop beyond librdkafka's own request timeout
+PROBE_TIMEOUT_S = 1.0  # TCP probe of the bootstrap addresses after a failure
 
 
 class GatewayCore:
@@ -87,11 +88,13 @@ class GatewayCore:
     async def _bootstrap_states(self) -> list[str]:
         """Each bootstrap address's answer to a TCP connect: "accepts", "refused" (nothing listens
         there) or "unreachable" (no answer in PROBE_TIMEOUT_S, or not an address)."""
+
         async def one(hp: str) -> str:
             host, _, port = hp.rpartition(":")
             try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
-                                                   PROBE_TIMEOUT_S)
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host.strip("[]"), int(port)), PROBE_TIMEOUT_S
+                )
             except ConnectionRefusedError:
                 return "refused"
             except (OSError, asyncio.TimeoutError, ValueError):
@@ -102,6 +105,7 @@ class GatewayCore:
             except OSError:
                 pass
             return "accepts"
+
         return list(await asyncio.gather(*(one(hp) for hp in self.config.bootstrap_list)))
 
     async def _probe(self) -> bool:
@@ -120,7 +124,8 @@ class GatewayCore:
                 "connections, so no broker is running there."
                 "[[terminal: Is it running? `kbot cluster status` shows the local one.]]"
                 "[[slack: Whoever runs the bot can check the cluster and the bot's KBOT_BOOTSTRAP setting.]]",
-                self.name)
+                self.name,
+            )
 
     def _not_authorized(self, error_name: str, what: str, topics: Iterable[str] = ()) -> NotAuthorized:
         rtype = AUTHZ_RESOURCE[error_name]
@@ -135,8 +140,16 @@ class GatewayCore:
         else:
             found = re.findall(r"'([^']+)'", what)
             name = found[0] if found else f"the {rtype.lower().replace('_', ' ')}s asked about"
-        return NotAuthorized(self.config.role, self.config.principal, required_operation(what), rtype, name,
-                             what, self.config.name, error_name)
+        return NotAuthorized(
+            self.config.role,
+            self.config.principal,
+            required_operation(what),
+            rtype,
+            name,
+            what,
+            self.config.name,
+            error_name,
+        )
 
     def _credentials_problem(self, since: float, lasting_only: bool = False) -> str | None:
         """The last SASL or TLS failure librdkafka reported since ``since`` (its text), if any.
@@ -158,13 +171,22 @@ class GatewayCore:
             return AuthenticationFailed(
                 f"SASL authentication to Kafka cluster {c.name!r} failed for {c.principal} ({c.sasl_mechanism}): "
                 f"wrong user name or password, or no such SCRAM user (the {c.role}'s sasl_username / sasl_password)",
-                c.name, code or "SASL_AUTHENTICATION_FAILED")
+                c.name,
+                code or "SASL_AUTHENTICATION_FAILED",
+            )
         why: str | None = None
         for hp in c.bootstrap_list:
             host, _, port = hp.rpartition(":")
-            why = await asyncio.to_thread(tls.diagnose, host.strip("[]"), int(port), cafile=c.ssl_ca,
-                                          certfile=c.ssl_cert, keyfile=c.ssl_key, password=c.ssl_key_password,
-                                          timeout=PROBE_TIMEOUT_S * 2)
+            why = await asyncio.to_thread(
+                tls.diagnose,
+                host.strip("[]"),
+                int(port),
+                cafile=c.ssl_ca,
+                certfile=c.ssl_cert,
+                keyfile=c.ssl_key,
+                password=c.ssl_key_password,
+                timeout=PROBE_TIMEOUT_S * 2,
+            )
             if why:
                 break
         if why is None:
@@ -172,14 +194,22 @@ class GatewayCore:
             why = f"the TLS handshake failed ({tail})"
         return TlsFailed(f"TLS verification of Kafka cluster {c.name!r} failed: {why}", c.name, code or "_SSL")
 
-    async def _failure(self, what: str, started: float, detail: str | None = None,
-                       code: str | None = None) -> GatewayError:
+    async def _failure(
+        self, what: str, started: float, detail: str | None = None, code: str | None = None
+    ) -> GatewayError:
         """Turn a timeout / transport failure into ClusterUnreachable or Timeout - or, when the
         brokers refused the credentials or the certificate, into one line saying so."""
         self._serve_callbacks()
         problem = self._credentials_problem(started)
-        if problem is None and detail and ("SASL authentication error" in detail or "SSL handshake failed" in detail
-                                           or "certificate verify failed" in detail):
+        if (
+            problem is None
+            and detail
+            and (
+                "SASL authentication error" in detail
+                or "SSL handshake failed" in detail
+                or "certificate verify failed" in detail
+            )
+        ):
             problem = detail
         if problem is None and code in ("SaslAuthenticationFailedError",):
             problem = "SASL authentication error: " + (detail or "")
@@ -194,12 +224,18 @@ class GatewayCore:
             return ClusterUnreachable(
                 f"cannot reach the Kafka cluster {self.config.name!r} at {bootstrap} within "
                 f"{self.timeout_s:g}s ({why}). Is it running? Try `kbot cluster status`.",
-                self.config.name, code)
+                self.config.name,
+                code,
+            )
         return Timeout(
             f"{what} on Kafka cluster {self.config.name!r} ({bootstrap}) did not complete within "
-            f"{self.timeout_s:g}s" + (f" ({detail})" if detail else "")
+            f"{self.timeout_s:g}s"
+            + (f" ({detail})" if detail else "")
             + "; the brokers accept connections but did not answer in time (overloaded, paused or "
-              "a partition/coordinator without a leader?)", self.config.name, code)
+            "a partition/coordinator without a leader?)",
+            self.config.name,
+            code,
+        )
 
     # ---- bounded waits ------------------------------------------------------------------
     async def _bounded(self, aw: Awaitable[T], started: float) -> T:

@@ -2,6 +2,7 @@
 subclasses) and the tables that turn a broker's authorization error into the grant that is
 missing (:class:`NotAuthorized`). No client library is imported here: commands catch these
 without knowing which library served the call."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -13,7 +14,7 @@ class GatewayError(Exception):
     def __init__(self, message: str, cluster: str | None = None, code: str | None = None):
         super().__init__(message)
         self.cluster = cluster
-        self.code = code      # Kafka error name when the broker/librdkafka gave one
+        self.code = code  # Kafka error name when the broker/librdkafka gave one
 
 
 class ClusterUnreachable(GatewayError):
@@ -35,15 +36,19 @@ class UnknownTopic(GatewayError):
 class UnknownGroup(GatewayError):
     def __init__(self, group: str, cluster: str | None = None):
         self.group = group
-        super().__init__(f"unknown consumer group {group!r} in cluster {cluster!r} "
-                         f"(no members and no committed offsets)", cluster)
+        super().__init__(
+            f"unknown consumer group {group!r} in cluster {cluster!r} (no members and no committed offsets)", cluster
+        )
 
 
 class UnknownTransactionalId(GatewayError):
     def __init__(self, transactional_ids: Iterable[str], cluster: str | None = None, detail: str = ""):
         self.transactional_ids = sorted(set(transactional_ids))
-        super().__init__(f"unknown transactional id(s) {', '.join(self.transactional_ids)} in cluster "
-                         f"{cluster!r}" + (f" ({detail})" if detail else ""), cluster)
+        super().__init__(
+            f"unknown transactional id(s) {', '.join(self.transactional_ids)} in cluster "
+            f"{cluster!r}" + (f" ({detail})" if detail else ""),
+            cluster,
+        )
 
 
 class AuthenticationFailed(GatewayError):
@@ -58,13 +63,26 @@ class NotAuthorized(AuthenticationFailed):
     """The broker refused a request: the principal lacks an ACL. Names the right that is missing,
     as an operator grants it: ``the operator principal needs ALTER_CONFIGS on TOPIC orders``."""
 
-    def __init__(self, role: str, principal: str, operation: str, resource_type: str, resource_name: str,
-                 what: str, cluster: str | None = None, code: str | None = None):
+    def __init__(
+        self,
+        role: str,
+        principal: str,
+        operation: str,
+        resource_type: str,
+        resource_name: str,
+        what: str,
+        cluster: str | None = None,
+        code: str | None = None,
+    ):
         self.role, self.principal = role, principal
         self.operation, self.resource_type, self.resource_name = operation, resource_type, resource_name
         self.what = what
-        super().__init__(f"the {role} principal needs {operation} on {resource_type} {resource_name}: "
-                         f"{what} was refused for {principal} on cluster {cluster!r}", cluster, code)
+        super().__init__(
+            f"the {role} principal needs {operation} on {resource_type} {resource_name}: "
+            f"{what} was refused for {principal} on cluster {cluster!r}",
+            cluster,
+            code,
+        )
 
     def role_line(self) -> str:
         """The grant that is missing, as an operator would write it, without the call's details."""
@@ -74,18 +92,24 @@ class NotAuthorized(AuthenticationFailed):
 # Which ACL operation a request needs, by the gateway's own name for the call (``what``): the
 # broker's error says which resource type refused, not which operation, and a grant needs both.
 _REQUIRED_OP = (
-    ("incremental_alter_configs", "ALTER_CONFIGS"), ("describe_configs", "DESCRIBE_CONFIGS"),
-    ("elect_leaders", "ALTER"), ("abort_transaction", "ALTER"), ("describe_producers", "READ"),
+    ("incremental_alter_configs", "ALTER_CONFIGS"),
+    ("describe_configs", "DESCRIBE_CONFIGS"),
+    ("elect_leaders", "ALTER"),
+    ("abort_transaction", "ALTER"),
+    ("describe_producers", "READ"),
 )
 # Authorization error (librdkafka name / kafka-python class) -> the resource type that refused it.
 AUTHZ_RESOURCE = {
-    "TOPIC_AUTHORIZATION_FAILED": "TOPIC", "TopicAuthorizationFailedError": "TOPIC",
-    "GROUP_AUTHORIZATION_FAILED": "GROUP", "GroupAuthorizationFailedError": "GROUP",
-    "CLUSTER_AUTHORIZATION_FAILED": "CLUSTER", "ClusterAuthorizationFailedError": "CLUSTER",
+    "TOPIC_AUTHORIZATION_FAILED": "TOPIC",
+    "TopicAuthorizationFailedError": "TOPIC",
+    "GROUP_AUTHORIZATION_FAILED": "GROUP",
+    "GroupAuthorizationFailedError": "GROUP",
+    "CLUSTER_AUTHORIZATION_FAILED": "CLUSTER",
+    "ClusterAuthorizationFailedError": "CLUSTER",
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "TRANSACTIONAL_ID",
     "TransactionalIdAuthorizationFailedError": "TRANSACTIONAL_ID",
 }
-CLUSTER_RESOURCE = "kafka-cluster"   # the one resource name of Kafka's CLUSTER resource type
+CLUSTER_RESOURCE = "kafka-cluster"  # the one resource name of Kafka's CLUSTER resource type
 
 
 def required_operation(what: str) -> str:
@@ -93,4 +117,3 @@ def required_operation(what: str) -> str:
         if what.startswith(prefix):
             return op
     return "DESCRIBE"
-

@@ -13,6 +13,7 @@ describe_consumer_groups for KIP-848 groups, which kafka-python cannot describe,
 their coordinator has answered. The log end offsets come from librdkafka's list_offsets
 (partition leaders, not the coordinator).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,9 @@ log = logging.getLogger(__name__)
 
 # One group found by _read_groups: its description, state, committed offsets, members and the
 # partitions to report (committed or assigned).
-_GroupFound = tuple[dict[str, Any], str, dict[tuple[str, int], "int | None"], list[model.GroupMember],
-                    list[tuple[str, int]]]
+_GroupFound = tuple[
+    dict[str, Any], str, dict[tuple[str, int], "int | None"], list[model.GroupMember], list[tuple[str, int]]
+]
 
 
 class GroupsMixin(ReadsMixin):
@@ -58,8 +60,9 @@ class GroupsMixin(ReadsMixin):
             raise result
         return result
 
-    async def consumer_groups_read(self, groups: Iterable[str], read_committed: bool = False
-                                   ) -> dict[str, model.GroupRead | GatewayError]:
+    async def consumer_groups_read(
+        self, groups: Iterable[str], read_committed: bool = False
+    ) -> dict[str, model.GroupRead | GatewayError]:
         """:meth:`consumer_group_read` for many groups at once: DescribeGroups and
         OffsetFetch go once per coordinator for all its groups (kafka-python
         buckets them), the log end offsets of every partition in one
@@ -87,10 +90,10 @@ class GroupsMixin(ReadsMixin):
                     raise
                 except GatewayError as e:
                     return e
+
         return dict(zip(groups, await asyncio.gather(*(one(g) for g in groups))))
 
-    async def _read_groups(self, groups: list[str], read_committed: bool
-                           ) -> dict[str, model.GroupRead | GatewayError]:
+    async def _read_groups(self, groups: list[str], read_committed: bool) -> dict[str, model.GroupRead | GatewayError]:
         self._check_open()
         what = repr(groups[0]) if len(groups) == 1 else f"of {len(groups)} groups"
         # kafka-python's answers, by group: its description / its committed offsets by partition
@@ -98,9 +101,11 @@ class GroupsMixin(ReadsMixin):
         offs_r: dict[str, Any] | BaseException
         desc_r, offs_r = await asyncio.gather(
             self._kp_coordinator_call(f"describe_groups {what}", "describe_groups", groups, 0, groups),
-            self._kp_coordinator_call(f"list_group_offsets {what}", "list_group_offsets", groups, 0,
-                                      {g: None for g in groups}),
-            return_exceptions=True)
+            self._kp_coordinator_call(
+                f"list_group_offsets {what}", "list_group_offsets", groups, 0, {g: None for g in groups}
+            ),
+            return_exceptions=True,
+        )
         if isinstance(desc_r, BaseException):
             raise desc_r
         if isinstance(offs_r, BaseException):
@@ -130,10 +135,13 @@ class GroupsMixin(ReadsMixin):
                 c, e = committed.get(k), ends.get(k)
                 lag = max(0, e - c) if c is not None and e is not None else None
                 parts.append(model.PartitionLag(k[0], k[1], c, e, lag, errors.get(k)))
-            out[group] = model.GroupRead(lag=model.GroupLag(group, state, parts),
-                                         members=sorted(members, key=lambda m: (m.client_id, m.member_id)),
-                                         protocol_type=str(desc.get("protocol_type") or ""),
-                                         protocol=str(desc.get("protocol_data") or ""), read_at=read_at)
+            out[group] = model.GroupRead(
+                lag=model.GroupLag(group, state, parts),
+                members=sorted(members, key=lambda m: (m.client_id, m.member_id)),
+                protocol_type=str(desc.get("protocol_type") or ""),
+                protocol=str(desc.get("protocol_data") or ""),
+                read_at=read_at,
+            )
         return {g: out[g] for g in groups}
 
     async def _describe_consumer_protocol_group(self, group: str) -> dict[str, Any]:
@@ -144,19 +152,33 @@ class GroupsMixin(ReadsMixin):
         needs a coordinator that is not ready, and this one has just answered."""
         futs = self._rdkafka().describe_consumer_groups([group], request_timeout=self.timeout_s)
         d = await self._await(futs[group], f"describe_consumer_groups {group!r}")
-        state = {"PREPARING_REBALANCING": "PREPARING_REBALANCE",
-                 "COMPLETING_REBALANCING": "COMPLETING_REBALANCE"}.get(enum_name(d.state), enum_name(d.state))
+        state = {"PREPARING_REBALANCING": "PREPARING_REBALANCE", "COMPLETING_REBALANCING": "COMPLETING_REBALANCE"}.get(
+            enum_name(d.state), enum_name(d.state)
+        )
         members: list[dict[str, Any]] = []
         for m in d.members or []:
             by_topic: dict[str, list[int]] = collections.defaultdict(list)
             for tp in getattr(m.assignment, "topic_partitions", None) or []:
                 by_topic[tp.topic].append(tp.partition)
-            members.append({"member_id": m.member_id, "client_id": m.client_id, "client_host": m.host,
-                            "group_instance_id": m.group_instance_id,
-                            "member_assignment": {"assigned_partitions": [
-                                {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]}})
-        return {"group_state": state, "members": members, "protocol_type": "consumer",
-                "protocol_data": d.partition_assignor or ""}
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "client_host": m.host,
+                    "group_instance_id": m.group_instance_id,
+                    "member_assignment": {
+                        "assigned_partitions": [
+                            {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())
+                        ]
+                    },
+                }
+            )
+        return {
+            "group_state": state,
+            "members": members,
+            "protocol_type": "consumer",
+            "protocol_data": d.partition_assignor or "",
+        }
 
     @staticmethod
     def _member(m: dict[str, Any]) -> model.GroupMember:
@@ -166,13 +188,17 @@ class GroupsMixin(ReadsMixin):
         if isinstance(assignment, dict):
             for t in assignment.get("assigned_partitions") or []:
                 assigned.extend((t["topic"], p) for p in t.get("partitions") or [])
-        return model.GroupMember(member_id=str(m.get("member_id") or ""), client_id=str(m.get("client_id") or ""),
-                                 host=str(m.get("client_host") or ""),
-                                 group_instance_id=m.get("group_instance_id") or None,
-                                 assigned=sorted(assigned))
+        return model.GroupMember(
+            member_id=str(m.get("member_id") or ""),
+            client_id=str(m.get("client_id") or ""),
+            host=str(m.get("client_host") or ""),
+            group_instance_id=m.get("group_instance_id") or None,
+            assigned=sorted(assigned),
+        )
 
-    async def _log_ends(self, tps: list[tuple[str, int]], read_committed: bool, what: str
-                        ) -> tuple[dict[tuple[str, int], int | None], dict[tuple[str, int], str]]:
+    async def _log_ends(
+        self, tps: list[tuple[str, int]], read_committed: bool, what: str
+    ) -> tuple[dict[tuple[str, int], int | None], dict[tuple[str, int], str]]:
         """Log end offsets (confluent ``list_offsets``: partition leaders, not the
         group coordinator) and, per partition, why one could not be read."""
         ends: dict[tuple[str, int], int | None] = {}
@@ -180,8 +206,11 @@ class GroupsMixin(ReadsMixin):
         if not tps:
             return ends, errors
         level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-        futs = self._rdkafka().list_offsets({TopicPartition(t, p): latest_offset() for t, p in tps},
-                                        isolation_level=level, request_timeout=self.timeout_s)
+        futs = self._rdkafka().list_offsets(
+            {TopicPartition(t, p): latest_offset() for t, p in tps},
+            isolation_level=level,
+            request_timeout=self.timeout_s,
+        )
         res = await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()}, what)
         for k, r in res.items():
             if isinstance(r, KafkaError):
@@ -191,8 +220,7 @@ class GroupsMixin(ReadsMixin):
                 # librdkafka 2.16 can hand back offset -1001 (OFFSET_INVALID)
                 # *without* an error for a partition whose leader is gone
                 ends[k] = None
-                errors[k] = (f"log end offset unavailable (got {r.offset}); "
-                             f"the partition may have no leader")
+                errors[k] = f"log end offset unavailable (got {r.offset}); the partition may have no leader"
             else:
                 ends[k] = r.offset
         return ends, errors
@@ -212,8 +240,9 @@ class GroupsMixin(ReadsMixin):
             deadline = time.monotonic() + self.timeout_s
             while True:
                 try:
-                    listed: list[dict[str, Any]] = await self._kp_call(f"list_groups on broker {bid}", "list_groups",
-                                                                       broker_ids=[bid])
+                    listed: list[dict[str, Any]] = await self._kp_call(
+                        f"list_groups on broker {bid}", "list_groups", broker_ids=[bid]
+                    )
                     return listed
                 except GatewayError as e:
                     # a coordinator still loading __consumer_offsets answers
@@ -222,6 +251,7 @@ class GroupsMixin(ReadsMixin):
                         await asyncio.sleep(COORDINATOR_RETRY_S)
                         continue
                     raise
+
         results = await asyncio.gather(*(one(b) for b in ids), return_exceptions=True)
         groups: dict[str, model.GroupListing] = {}
         failed: dict[int, str] = {}
@@ -238,9 +268,12 @@ class GroupsMixin(ReadsMixin):
                 if not gid:
                     continue
                 groups[gid] = model.GroupListing(
-                    group_id=gid, state=snake(g.get("group_state") or "Unknown"),
-                    protocol_type=str(g.get("protocol_type") or ""), coordinator=bid,
-                    group_type=g.get("group_type") or None)
+                    group_id=gid,
+                    state=snake(g.get("group_state") or "Unknown"),
+                    protocol_type=str(g.get("protocol_type") or ""),
+                    coordinator=bid,
+                    group_type=g.get("group_type") or None,
+                )
         if ids and len(failed) == len(ids):
             raise errors[0]
         for bid, why in failed.items():

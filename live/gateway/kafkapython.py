@@ -9,6 +9,7 @@ call that names stale metadata or a moved coordinator is retried while the deadl
 The "kafka" logger is set to CRITICAL unless the application configured it: refused
 connections are reported as ClusterUnreachable instead of ERROR lines.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,11 +44,22 @@ COORDINATOR_RETRY_S = 0.25
 STALE_RETRY_S = 0.3
 
 # kafka-python error class names meaning "its cached metadata is out of date: refresh, retry"
-KP_STALE_METADATA = {"UnknownBrokerIdError", "NotLeaderOrFollowerError", "NotLeaderForPartitionError",
-                     "LeaderNotAvailableError", "NodeNotReadyError", "KafkaConnectionError"}
+KP_STALE_METADATA = {
+    "UnknownBrokerIdError",
+    "NotLeaderOrFollowerError",
+    "NotLeaderForPartitionError",
+    "LeaderNotAvailableError",
+    "NodeNotReadyError",
+    "KafkaConnectionError",
+}
 # kafka-python error class names meaning "ask FindCoordinator again, retry"
-KP_COORDINATOR_RETRIABLE = {"NotCoordinatorError", "CoordinatorLoadInProgressError",
-                            "CoordinatorNotAvailableError", "KafkaConnectionError", "NodeNotReadyError"}
+KP_COORDINATOR_RETRIABLE = {
+    "NotCoordinatorError",
+    "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError",
+    "KafkaConnectionError",
+    "NodeNotReadyError",
+}
 
 
 class KafkaPythonTransport(ConfluentTransport):
@@ -55,7 +67,7 @@ class KafkaPythonTransport(ConfluentTransport):
 
     def __init__(self, config: ClusterConfig | str | None = None, timeout_s: float = 10):
         super().__init__(config, timeout_s)
-        self._kp: KafkaAdminClient | None = None     # created on first use
+        self._kp: KafkaAdminClient | None = None  # created on first use
         self._kp_failure: tuple[float, GatewayError] | None = None
         self._kp_lock = asyncio.Lock()
 
@@ -63,6 +75,7 @@ class KafkaPythonTransport(ConfluentTransport):
         """Run a blocking call in a thread under wait_for, mapping kafka-python errors."""
         started = time.monotonic()
         import kafka.errors as E
+
         try:
             result = await self._bounded(asyncio.to_thread(fn, *args, **kwargs), started)
         except asyncio.TimeoutError:
@@ -73,8 +86,7 @@ class KafkaPythonTransport(ConfluentTransport):
             raise UnknownTopic(self._topics_in(e), self.config.name, str(e)) from None
         except E.TransactionalIdNotFoundError as e:
             raise UnknownTransactionalId(["?"], self.config.name, str(e)) from None
-        except (E.KafkaTimeoutError, E.KafkaConnectionError, E.RequestTimedOutError,
-                E.NodeNotReadyError) as e:
+        except (E.KafkaTimeoutError, E.KafkaConnectionError, E.RequestTimedOutError, E.NodeNotReadyError) as e:
             raise await self._failure(what, started, f"{type(e).__name__}: {e}", type(e).__name__) from None
         except E.AuthorizationError as e:
             name = type(e).__name__
@@ -84,8 +96,11 @@ class KafkaPythonTransport(ConfluentTransport):
         except E.SaslAuthenticationFailedError as e:
             raise await self._failure(what, started, f"SASL authentication error: {e}", type(e).__name__) from None
         except E.KafkaError as e:
-            raise GatewayError(f"{what} failed on cluster {self.config.name!r}: {type(e).__name__}: {e}",
-                               self.config.name, type(e).__name__) from None
+            raise GatewayError(
+                f"{what} failed on cluster {self.config.name!r}: {type(e).__name__}: {e}",
+                self.config.name,
+                type(e).__name__,
+            ) from None
         self._ok()
         return result
 
@@ -163,8 +178,7 @@ class KafkaPythonTransport(ConfluentTransport):
         conf = self.config.kafka_python_conf()
         if bootstrap:
             conf["bootstrap_servers"] = bootstrap
-        client = _Client(**conf, request_timeout_ms=ms,
-                         bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=2000)
+        client = _Client(**conf, request_timeout_ms=ms, bootstrap_timeout_ms=ms, reconnect_backoff_max_ms=2000)
         if self._closed:
             client.close()
             return
@@ -189,8 +203,9 @@ class KafkaPythonTransport(ConfluentTransport):
                 log.info("%s on %r: %s; refreshing kafka-python metadata and retrying", what, self.name, e.code)
                 await asyncio.sleep(STALE_RETRY_S)
                 try:
-                    await self._blocking("metadata refresh (kafka-python)", client._manager.run,
-                                         client._manager.cluster.refresh_metadata)
+                    await self._blocking(
+                        "metadata refresh (kafka-python)", client._manager.run, client._manager.cluster.refresh_metadata
+                    )
                 except GatewayError:
                     pass  # the retry reports what is wrong
 
@@ -206,8 +221,7 @@ class KafkaPythonTransport(ConfluentTransport):
             if isinstance(k, tuple) and len(k) == 2 and int(k[0]) == key_type and k[1] in set(keys):
                 coords.pop(k, None)
 
-    async def _kp_coordinator_call(self, what: str, method: str, keys: list[str], key_type: int,
-                                   *args: Any) -> Any:
+    async def _kp_coordinator_call(self, what: str, method: str, keys: list[str], key_type: int, *args: Any) -> Any:
         """A kafka-python call routed to a group/transaction coordinator:
         retried (with a fresh FindCoordinator) while the coordinator is
         loading, moving or unavailable, until the timeout."""
@@ -240,10 +254,12 @@ def alter_cluster_default(client: KafkaAdminClient, key: str, value: str | None,
     name), so the IncrementalAlterConfigsRequest is built here."""
     import kafka.errors as E
     from kafka.protocol.admin import IncrementalAlterConfigsRequest
-    op = 1 if value is None else 0          # AlterConfigOp DELETE / SET
+
+    op = 1 if value is None else 0  # AlterConfigOp DELETE / SET
     request = IncrementalAlterConfigsRequest(
-        resources=[(4, "", [(key, op, None if value is None else str(value))])],   # 4 = BROKER
-        validate_only=validate_only)
+        resources=[(4, "", [(key, op, None if value is None else str(value))])],  # 4 = BROKER
+        validate_only=validate_only,
+    )
     response = client._manager.run(client._manager.send, request)
     for r in response.responses:
         if r.error_code:

@@ -3,6 +3,7 @@ lists, whether their listeners answer), topics and their partitions (with KIP-96
 and broker configs, stable offsets, the KRaft quorum, log dirs and partition reassignments.
 Metadata, configs and offsets come from librdkafka; the quorum, log dirs, reassignments and
 ELR from kafka-python, which has those APIs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,18 +42,18 @@ class ReadsMixin(KafkaPythonTransport):
     # ---- cluster & topics ----------------------------------------------------------------
     async def describe_cluster(self) -> model.ClusterInfo:
         self._check_open()
-        desc = await self._await(self._rdkafka().describe_cluster(request_timeout=self.timeout_s),
-                                 "describe_cluster")
-        brokers = sorted((model.Broker(n.id, n.host, n.port, n.rack) for n in desc.nodes),
-                         key=lambda b: b.id)
+        desc = await self._await(self._rdkafka().describe_cluster(request_timeout=self.timeout_s), "describe_cluster")
+        brokers = sorted((model.Broker(n.id, n.host, n.port, n.rack) for n in desc.nodes), key=lambda b: b.id)
         self._broker_addresses.update({b.id: (b.host, b.port) for b in brokers})
         expected = list(self.config.expected_brokers)
         present = {b.id for b in brokers}
         return model.ClusterInfo(
             cluster_id=desc.cluster_id,
             controller_id=desc.controller.id if desc.controller is not None else None,
-            brokers=brokers, expected_brokers=expected,
-            missing_brokers=[b for b in expected if b not in present])
+            brokers=brokers,
+            expected_brokers=expected,
+            missing_brokers=[b for b in expected if b not in present],
+        )
 
     # ---- liveness of nodes the metadata no longer lists (live.probe) -----------------------
     def _unclaimed_bootstrap(self) -> list[tuple[str, int]]:
@@ -113,13 +114,13 @@ class ReadsMixin(KafkaPythonTransport):
         voters = await self.controller_voters()
         return await probe.probe_all(voters) if voters else {}
 
-
     async def topics(self, include_internal: bool = False) -> list[str]:
         md = await self._metadata()
         return sorted(t for t in md.topics if include_internal or not t.startswith("__"))
 
-    async def describe_topics(self, names: Iterable[str] | None = None, include_internal: bool = False,
-                              elr: bool = False) -> list[model.TopicInfo]:
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, include_internal: bool = False, elr: bool = False
+    ) -> list[model.TopicInfo]:
         """Partition layout (leader, replicas, ISR) of ``names`` (default: all
         topics) from ONE Metadata request (librdkafka ``list_topics``), which
         carries replicas/ISR for every partition; measured faster than the
@@ -132,7 +133,7 @@ class ReadsMixin(KafkaPythonTransport):
         md = await self._metadata(wanted[0] if wanted is not None and len(wanted) == 1 else None)
         out: list[model.TopicInfo] = []
         missing: list[str] = []
-        for tname in (wanted if wanted is not None else sorted(md.topics)):
+        for tname in wanted if wanted is not None else sorted(md.topics):
             t = md.topics.get(tname)
             if t is None or (t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
                 if wanted is not None:
@@ -143,14 +144,16 @@ class ReadsMixin(KafkaPythonTransport):
                 continue
             parts = [
                 model.PartitionInfo(
-                    topic=tname, partition=p.id,
+                    topic=tname,
+                    partition=p.id,
                     leader=p.leader if p.leader is not None and p.leader >= 0 else None,
-                    replicas=list(p.replicas), isr=list(p.isrs),
-                    error=p.error.str() if p.error is not None else None)
+                    replicas=list(p.replicas),
+                    isr=list(p.isrs),
+                    error=p.error.str() if p.error is not None else None,
+                )
                 for p in sorted(t.partitions.values(), key=lambda p: p.id)
             ]
-            out.append(model.TopicInfo(tname, parts, internal,
-                                       t.error.str() if t.error is not None else None))
+            out.append(model.TopicInfo(tname, parts, internal, t.error.str() if t.error is not None else None))
         if missing:
             raise UnknownTopic(missing, self.config.name)
         if elr and out:
@@ -163,8 +166,7 @@ class ReadsMixin(KafkaPythonTransport):
         extra: dict[tuple[str, int], dict[str, Any]] = {}
         cursor = None
         for _ in range(10_000):  # bounded: one page per 2000 partitions
-            page = await self._kp_call("describe_topic_partitions", "describe_topic_partitions",
-                                       names, 2000, cursor)
+            page = await self._kp_call("describe_topic_partitions", "describe_topic_partitions", names, 2000, cursor)
             for t in page["topics"]:
                 for p in t["partitions"]:
                     extra[(t["name"], p["partition_index"])] = p
@@ -177,9 +179,12 @@ class ReadsMixin(KafkaPythonTransport):
             for p in t.partitions:
                 x = extra.get((p.topic, p.partition))
                 if x is not None:
-                    p = replace(p, elr=list(x.get("eligible_leader_replicas") or []),
-                                last_known_elr=list(x.get("last_known_elr") or []),
-                                offline_replicas=list(x.get("offline_replicas") or []))
+                    p = replace(
+                        p,
+                        elr=list(x.get("eligible_leader_replicas") or []),
+                        last_known_elr=list(x.get("last_known_elr") or []),
+                        offline_replicas=list(x.get("offline_replicas") or []),
+                    )
                 parts.append(p)
             merged.append(replace(t, partitions=parts))
         return merged
@@ -189,8 +194,12 @@ class ReadsMixin(KafkaPythonTransport):
     def _config_values(entries: Mapping[str, ConfigEntry]) -> dict[str, model.ConfigValue]:
         return {
             name: model.ConfigValue(
-                value=e.value, is_default=bool(e.is_default), source=config_source(e.source),
-                read_only=bool(e.is_read_only), sensitive=bool(e.is_sensitive))
+                value=e.value,
+                is_default=bool(e.is_default),
+                source=config_source(e.source),
+                read_only=bool(e.is_read_only),
+                sensitive=bool(e.is_sensitive),
+            )
             for name, e in sorted(entries.items())
         }
 
@@ -199,17 +208,20 @@ class ReadsMixin(KafkaPythonTransport):
         names = list(dict.fromkeys([names] if isinstance(names, str) else names))
         if not names:
             return {}
-        futs = self._rdkafka().describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names],
-                                            request_timeout=self.timeout_s)
+        futs = self._rdkafka().describe_configs(
+            [ConfigResource(ResourceType.TOPIC, n) for n in names], request_timeout=self.timeout_s
+        )
         res = await self._await_all({r.name: f for r, f in futs.items()}, "describe_configs (topics)", names)
-        missing = [n for n, r in res.items()
-                   if isinstance(r, KafkaError) and r.code() == KafkaError.UNKNOWN_TOPIC_OR_PART]
+        missing = [
+            n for n, r in res.items() if isinstance(r, KafkaError) and r.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        ]
         if missing:
             raise UnknownTopic(missing, self.config.name)
         for n, r in res.items():
             if isinstance(r, KafkaError):
-                raise await self._translate(KafkaException(r), f"describe_configs of topic {n!r}",
-                                            time.monotonic(), [n])
+                raise await self._translate(
+                    KafkaException(r), f"describe_configs of topic {n!r}", time.monotonic(), [n]
+                )
         # (every value is a config by now: the loop above raised on the errors)
         return {n: self._config_values(r) for n in names if not isinstance(r := res[n], KafkaError)}
 
@@ -225,12 +237,10 @@ class ReadsMixin(KafkaPythonTransport):
         res = await self._await_all(futs, "describe_configs (brokers)")
         for bid, r in res.items():
             if isinstance(r, KafkaError):
-                raise await self._translate(KafkaException(r), f"describe_configs of broker {bid}",
-                                            time.monotonic())
+                raise await self._translate(KafkaException(r), f"describe_configs of broker {bid}", time.monotonic())
         return {bid: self._config_values(r) for bid in ids if not isinstance(r := res[bid], KafkaError)}
 
-    async def stable_offsets(self, topic_partitions: Iterable[object]
-                             ) -> dict[tuple[str, int], model.PartitionOffsets]:
+    async def stable_offsets(self, topic_partitions: Iterable[object]) -> dict[tuple[str, int], model.PartitionOffsets]:
         """Last stable offset (read_committed's end) and high watermark of each partition, from two
         ListOffsets reads made together. LSO < HW means an open transaction holds read_committed
         consumers back; the gap is the records they cannot see yet. A partition whose leader did
@@ -241,16 +251,31 @@ class ReadsMixin(KafkaPythonTransport):
             return {}
 
         async def read(level: IsolationLevel) -> dict[tuple[str, int], Any | KafkaError]:
-            futs = self._rdkafka().list_offsets({TopicPartition(t, p): latest_offset() for t, p in tps},
-                                            isolation_level=level, request_timeout=self.timeout_s)
-            return await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()},
-                                         "list_offsets (LSO and high watermark)", [t for t, _ in tps])
+            futs = self._rdkafka().list_offsets(
+                {TopicPartition(t, p): latest_offset() for t, p in tps},
+                isolation_level=level,
+                request_timeout=self.timeout_s,
+            )
+            return await self._await_all(
+                {(tp.topic, tp.partition): f for tp, f in futs.items()},
+                "list_offsets (LSO and high watermark)",
+                [t for t, _ in tps],
+            )
+
         lso, hw = await asyncio.gather(read(IsolationLevel.READ_COMMITTED), read(IsolationLevel.READ_UNCOMMITTED))
         out: dict[tuple[str, int], model.PartitionOffsets] = {}
         for k in tps:
             a, b = lso.get(k), hw.get(k)
-            if (a is None or isinstance(a, KafkaError) or b is None or isinstance(b, KafkaError)
-                    or a.offset is None or b.offset is None or a.offset < 0 or b.offset < 0):
+            if (
+                a is None
+                or isinstance(a, KafkaError)
+                or b is None
+                or isinstance(b, KafkaError)
+                or a.offset is None
+                or b.offset is None
+                or a.offset < 0
+                or b.offset < 0
+            ):
                 continue
             out[k] = model.PartitionOffsets(k[0], k[1], a.offset, b.offset)
         return out
@@ -263,44 +288,74 @@ class ReadsMixin(KafkaPythonTransport):
             raise GatewayError(f"describe_metadata_quorum on {self.name!r}: {part['error']}", self.name)
         voters_raw = part.get("current_voters") or []
         leader = part["leader_id"]
-        leader_leo = next((v["log_end_offset"] for v in voters_raw if v["replica_id"] == leader),
-                          part.get("high_watermark", 0))
+        leader_leo = next(
+            (v["log_end_offset"] for v in voters_raw if v["replica_id"] == leader), part.get("high_watermark", 0)
+        )
 
         def replica(v: dict[str, Any], observer: bool) -> model.QuorumVoter:
             return model.QuorumVoter(
-                id=v["replica_id"], log_end_offset=v["log_end_offset"],
+                id=v["replica_id"],
+                log_end_offset=v["log_end_offset"],
                 lag=max(0, leader_leo - v["log_end_offset"]) if v["log_end_offset"] >= 0 else leader_leo,
                 last_fetch_timestamp=v.get("last_fetch_timestamp"),
-                last_caught_up_timestamp=v.get("last_caught_up_timestamp"), observer=observer)
+                last_caught_up_timestamp=v.get("last_caught_up_timestamp"),
+                observer=observer,
+            )
+
         return model.QuorumInfo(
-            leader_id=leader, leader_epoch=part["leader_epoch"], high_watermark=part["high_watermark"],
+            leader_id=leader,
+            leader_epoch=part["leader_epoch"],
+            high_watermark=part["high_watermark"],
             voters=sorted((replica(v, False) for v in voters_raw), key=lambda v: v.id),
-            observers=sorted((replica(v, True) for v in part.get("observers") or []), key=lambda v: v.id))
+            observers=sorted((replica(v, True) for v in part.get("observers") or []), key=lambda v: v.id),
+        )
 
     async def log_dirs(self, broker_ids: Iterable[int] | None = None) -> list[model.LogDir]:
         ids = list(broker_ids) if broker_ids is not None else await self._live_broker_ids()
         res = await self._kp_call("describe_log_dirs", "describe_log_dirs", None, ids)
         out: list[model.LogDir] = []
         import kafka.errors as E
+
         for entry in res:
             for d in entry["log_dirs"]:
                 err = d.get("error_code", 0)
                 parts = [
-                    model.LogDirPartition(t["name"], p["partition_index"], p["partition_size"],
-                                          p["offset_lag"], bool(p.get("is_future_key")))
-                    for t in d.get("topics") or [] for p in t.get("partitions") or []
+                    model.LogDirPartition(
+                        t["name"],
+                        p["partition_index"],
+                        p["partition_size"],
+                        p["offset_lag"],
+                        bool(p.get("is_future_key")),
+                    )
+                    for t in d.get("topics") or []
+                    for p in t.get("partitions") or []
                 ]
-                out.append(model.LogDir(
-                    broker=entry["broker"], path=d["log_dir"],
-                    error=None if not err else E.for_code(err).__name__,
-                    partitions=sorted(parts, key=lambda p: (p.topic, p.partition)),
-                    total_bytes=d.get("total_bytes"), usable_bytes=d.get("usable_bytes")))
+                out.append(
+                    model.LogDir(
+                        broker=entry["broker"],
+                        path=d["log_dir"],
+                        error=None if not err else E.for_code(err).__name__,
+                        partitions=sorted(parts, key=lambda p: (p.topic, p.partition)),
+                        total_bytes=d.get("total_bytes"),
+                        usable_bytes=d.get("usable_bytes"),
+                    )
+                )
         return sorted(out, key=lambda d: (d.broker, d.path))
 
     async def reassignments(self) -> list[model.Reassignment]:
-        res = await self._kp_call("list_partition_reassignments", "list_partition_reassignments",
-                                  None, int(self.timeout_s * 1000))
-        return sorted((model.Reassignment(tp.topic, tp.partition, list(v.get("replicas", [])),
-                                          list(v.get("adding_replicas", [])),
-                                          list(v.get("removing_replicas", [])))
-                       for tp, v in res.items()), key=lambda r: (r.topic, r.partition))
+        res = await self._kp_call(
+            "list_partition_reassignments", "list_partition_reassignments", None, int(self.timeout_s * 1000)
+        )
+        return sorted(
+            (
+                model.Reassignment(
+                    tp.topic,
+                    tp.partition,
+                    list(v.get("replicas", [])),
+                    list(v.get("adding_replicas", [])),
+                    list(v.get("removing_replicas", [])),
+                )
+                for tp, v in res.items()
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )

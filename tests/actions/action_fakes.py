@@ -4,11 +4,24 @@ the behaviour against Kafka itself is covered by the integration tests in this f
 
 from __future__ import annotations
 
-from live.gateway import GatewayError, UnknownTopic
 import time
 
-from live.model import (Broker, ClusterInfo, ConfigValue, GroupLag, PartitionInfo, PartitionLag, PartitionOffsets,
-                        ProducerState, QuorumInfo, QuorumVoter, TopicInfo, TransactionDescription, TransactionListing)
+from live.gateway import GatewayError, UnknownTopic
+from live.model import (
+    Broker,
+    ClusterInfo,
+    ConfigValue,
+    GroupLag,
+    PartitionInfo,
+    PartitionLag,
+    PartitionOffsets,
+    ProducerState,
+    QuorumInfo,
+    QuorumVoter,
+    TopicInfo,
+    TransactionDescription,
+    TransactionListing,
+)
 
 
 def cv(value, source="DYNAMIC_TOPIC_CONFIG"):
@@ -26,8 +39,14 @@ class FakeGateway:
         self.layout = topics or {"orders": [(101, [101, 102, 103], [101, 102, 103])]}
         self.producers = producers or {}
         self.moves = list(reassignments)
-        self.topic_cfg: dict[str, dict[str, ConfigValue]] = {t: {"min.insync.replicas": cv("2"), "retention.ms": cv("604800000", "DEFAULT_CONFIG"),
-                                                                  "cleanup.policy": cv("delete", "DEFAULT_CONFIG")} for t in self.layout}
+        self.topic_cfg: dict[str, dict[str, ConfigValue]] = {
+            t: {
+                "min.insync.replicas": cv("2"),
+                "retention.ms": cv("604800000", "DEFAULT_CONFIG"),
+                "cleanup.policy": cv("delete", "DEFAULT_CONFIG"),
+            }
+            for t in self.layout
+        }
         self.broker_cfg: dict[int, dict[str, ConfigValue]] = {b: {} for b in self.brokers}
         self.hanging = []  # live.model.HangingTransaction
         self.fail = set(fail)  # method names that raise
@@ -42,7 +61,9 @@ class FakeGateway:
 
     async def describe_cluster(self):
         self._check("describe_cluster")
-        return ClusterInfo("cid", self.brokers[0] if self.brokers else None, [Broker(b, "127.0.0.1", 9000 + b) for b in self.brokers])
+        return ClusterInfo(
+            "cid", self.brokers[0] if self.brokers else None, [Broker(b, "127.0.0.1", 9000 + b) for b in self.brokers]
+        )
 
     async def describe_topics(self, names=None, include_internal=False, elr=False):
         self._check("describe_topics")
@@ -50,8 +71,13 @@ class FakeGateway:
         missing = [n for n in wanted if n not in self.layout]
         if missing:
             raise UnknownTopic(missing, self.name)
-        return [TopicInfo(n, [PartitionInfo(n, i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(self.layout[n])])
-                for n in wanted]
+        return [
+            TopicInfo(
+                n,
+                [PartitionInfo(n, i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(self.layout[n])],
+            )
+            for n in wanted
+        ]
 
     async def topics(self, include_internal=False):
         return sorted(self.layout)
@@ -97,12 +123,25 @@ class FakeGateway:
 
     async def list_transactions_partial(self, broker_ids=None, states=None):
         self._check("list_transactions")
-        return [TransactionListing(h.transactional_id, h.producer_id, h.state, h.coordinator_id) for h in self.hanging], {}
+        return [
+            TransactionListing(h.transactional_id, h.producer_id, h.state, h.coordinator_id) for h in self.hanging
+        ], {}
 
     async def describe_transactions(self, ids):
-        return {h.transactional_id: TransactionDescription(h.transactional_id, h.coordinator_id, h.state, h.producer_id,
-                                                           h.producer_epoch, 60_000, self.created_ms - h.age_ms, list(h.partitions))
-                for h in self.hanging if h.transactional_id in ids}
+        return {
+            h.transactional_id: TransactionDescription(
+                h.transactional_id,
+                h.coordinator_id,
+                h.state,
+                h.producer_id,
+                h.producer_epoch,
+                60_000,
+                self.created_ms - h.age_ms,
+                list(h.partitions),
+            )
+            for h in self.hanging
+            if h.transactional_id in ids
+        }
 
     async def stable_offsets(self, topic_partitions):
         """High watermark 1,000 everywhere; the LSO sits at the first open transaction's start."""
@@ -131,8 +170,10 @@ class FakeGateway:
     async def consumer_groups_read(self, groups):
         from live.model import GroupMember, GroupRead
 
-        return {g: GroupRead(await self.consumer_group_lag(g), [GroupMember("m1", "c", "/h")], "consumer", "range", 0.0)
-                for g in groups}
+        return {
+            g: GroupRead(await self.consumer_group_lag(g), [GroupMember("m1", "c", "/h")], "consumer", "range", 0.0)
+            for g in groups
+        }
 
     async def metadata_quorum(self):
         return QuorumInfo(1, 3, 100, [QuorumVoter(1, 100, 0)], [])

@@ -3,7 +3,6 @@ each test that uses it); these fixtures give it the names the tests use."""
 
 from __future__ import annotations
 
-
 import pytest
 
 
@@ -24,9 +23,13 @@ async def ctx(actions_cluster, tmp_path):
     from commands.context import Context
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env={"KBOT_BOOTSTRAP": actions_cluster.bootstrap_servers,
-                            "KBOT_EXPECTED_BROKERS": ",".join(map(str, actions_cluster.brokers)),
-                            "KBOT_ADMIN_TIMEOUT_S": "10",
-                            "KBOT_HOME": str(tmp_path / "kbot-home")})  # no stray clusters.yaml from ~/.kbot
+    pool = GatewayPool(
+        env={
+            "KBOT_BOOTSTRAP": actions_cluster.bootstrap_servers,
+            "KBOT_EXPECTED_BROKERS": ",".join(map(str, actions_cluster.brokers)),
+            "KBOT_ADMIN_TIMEOUT_S": "10",
+            "KBOT_HOME": str(tmp_path / "kbot-home"),
+        }
+    )  # no stray clusters.yaml from ~/.kbot
     yield Context(live=pool)
     await pool.close()

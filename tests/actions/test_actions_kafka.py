@@ -44,6 +44,7 @@ def _wait(predicate, timeout: float, what: str):
 
 # ---- abort-txn --------------------------------------------------------------------------------
 
+
 async def test_abort_txn_lets_read_committed_consumers_past_the_hung_transaction(ctx, healed):
     bs = healed.bootstrap_servers
     topic = _name("txn")
@@ -79,6 +80,7 @@ async def test_abort_txn_lets_read_committed_consumers_past_the_hung_transaction
 
 # ---- throttle ------------------------------------------------------------------------------------
 
+
 async def test_throttle_set_then_clear_round_trips_the_broker_configs(ctx, actions_cluster):
     brokers = [str(b) for b in actions_cluster.brokers]
     plan = stored(await throttle.SET_ACTION.plan(ROUTER.parse("throttle set 10MiB/s"), ctx))
@@ -110,6 +112,7 @@ async def test_throttle_set_then_clear_round_trips_the_broker_configs(ctx, actio
 
 # ---- retention -------------------------------------------------------------------------------------
 
+
 async def test_retention_dry_run_execute_reconcile(ctx, actions_cluster):
     topic = _name("ret")
     actions_cluster.faults.create_topic(topic, partitions=1, replication_factor=3)
@@ -138,12 +141,16 @@ async def test_retention_dry_run_execute_reconcile(ctx, actions_cluster):
 
 # ---- elect-leaders (restarts a broker) ---------------------------------------------------------------
 
+
 async def test_elect_leaders_after_a_broker_restart(ctx, healed):
     topic = _name("elect")
     healed.faults.create_topic(topic, replica_assignment=[[101, 102, 103], [102, 103, 101], [103, 101, 102]])
     healed.faults.restart_broker(101)  # controlled shutdown moves partition 0's leadership away
-    _wait(lambda: (lambda p: 101 in p["isr"] and p["leader"] != 101)(healed.faults.describe([topic])[topic][0]),
-          60, "broker 101 back in partition 0's ISR, not leading it")
+    _wait(
+        lambda: (lambda p: 101 in p["isr"] and p["leader"] != 101)(healed.faults.describe([topic])[topic][0]),
+        60,
+        "broker 101 back in partition 0's ISR, not leading it",
+    )
 
     plan = stored(await elect_leaders.ACTION.plan(ROUTER.parse(f"elect-leaders {topic}"), ctx))
     assert plan.ready and plan.args["partitions"] == [[0, 101]]
@@ -163,6 +170,7 @@ async def test_elect_leaders_after_a_broker_restart(ctx, healed):
 
 # ---- digest and triage (kill a broker) ------------------------------------------------------------------
 
+
 async def test_digest_healthy_then_degraded(ctx, healed):
     topic = _name("dig")
     group = _name("grp")
@@ -178,7 +186,10 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     status = sections["Status"]
     assert "Under-replicated: 0" in status and "Under min ISR: 0" in status and "Offline: 0" in status
     assert sections["Hanging transactions"] == ["No open transaction holds any partition back."]
-    assert sections["Consumer lag (now)"][0].startswith(f"{group} (EMPTY): ") and "nobody is consuming" in sections["Consumer lag (now)"][0]
+    assert (
+        sections["Consumer lag (now)"][0].startswith(f"{group} (EMPTY): ")
+        and "nobody is consuming" in sections["Consumer lag (now)"][0]
+    )
     assert sections["Trends (metric lake)"] == ["No lake data: no metric lake is configured."]
     assert "Status" not in healthy.verdict
 

@@ -26,6 +26,7 @@ def roundtrip(plan: ActionPlan) -> ActionPlan:
 
 # ---- abort-txn ---------------------------------------------------------------------------------
 
+
 def test_pick_producer_rules():
     a, b = producer(1, 10), producer(2, 40)
     assert abort_txn.pick_producer([a], None, "t", 0) is a
@@ -45,8 +46,15 @@ def test_lso_move():
     assert abort_txn.lso_move([producer(1, 10), producer(2, 5)], 1) == (5, 5)  # the other one pins it
 
 
-ARGS = {"topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0, "coordinator_epoch": 3,
-        "start_offset": 10, "min_age_ms": 60_000}
+ARGS = {
+    "topic": "t",
+    "partition": 0,
+    "producer_id": 1,
+    "producer_epoch": 0,
+    "coordinator_epoch": 3,
+    "start_offset": 10,
+    "min_age_ms": 60_000,
+}
 TOPIC = TopicInfo("t", [PartitionInfo("t", 0, 101, [101, 102], [101, 102])])
 
 
@@ -56,13 +64,16 @@ def test_abort_preconditions_hold_for_an_old_open_transaction():
     assert "last write 99 s ago; threshold 60 s" in pre[2].detail
 
 
-@pytest.mark.parametrize("producers,name,says", [
-    ([producer(1, 10, epoch=1)], "same open transaction", "now has epoch 1"),            # the producer moved on
-    ([producer(1, 55)], "same open transaction", "transaction from offset 55"),          # a new transaction
-    ([producer(1, -1)], "same open transaction", "ended on its own"),
-    ([], "same open transaction", "ended on its own"),
-    ([producer(1, 10, last_ts=90_000)], "old enough to be hanging", "last write 10 s ago"),  # too fresh
-])
+@pytest.mark.parametrize(
+    "producers,name,says",
+    [
+        ([producer(1, 10, epoch=1)], "same open transaction", "now has epoch 1"),  # the producer moved on
+        ([producer(1, 55)], "same open transaction", "transaction from offset 55"),  # a new transaction
+        ([producer(1, -1)], "same open transaction", "ended on its own"),
+        ([], "same open transaction", "ended on its own"),
+        ([producer(1, 10, last_ts=90_000)], "old enough to be hanging", "last write 10 s ago"),  # too fresh
+    ],
+)
 def test_abort_preconditions_fail(producers, name, says):
     pre = {p.name: p for p in abort_txn.preconditions(ARGS, TOPIC, producers, now_ms=100_000, flagged=set())}
     assert not pre[name].ok and says in pre[name].detail
@@ -80,10 +91,14 @@ def test_abort_partition_must_exist_and_have_a_leader():
 
 
 async def test_abort_plan_with_several_open_transactions_asks_which():
-    gw = FakeGateway(topics={"t": [(101, [101, 102], [101, 102])]}, producers={("t", 0): [producer(7, 10), producer(8, 30)]})
+    gw = FakeGateway(
+        topics={"t": [(101, [101, 102], [101, 102])]}, producers={("t", 0): [producer(7, 10), producer(8, 30)]}
+    )
     with pytest.raises(BadInput, match="--producer-id"):
         await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw))
-    plan = roundtrip(await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0 --producer-id 8 --min-age-ms 1000"), ctx_for(gw)))
+    plan = roundtrip(
+        await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0 --producer-id 8 --min-age-ms 1000"), ctx_for(gw))
+    )
     assert plan.high_risk and plan.kind == "abort-txn" and plan.ready
     assert plan.args["producer_id"] == 8 and plan.args["start_offset"] == 30
     assert "producer 8 (epoch 0) on t-0; LSO stays at 10" in plan.changes[0]
@@ -93,19 +108,27 @@ async def test_abort_plan_with_several_open_transactions_asks_which():
 
 # ---- elect-leaders ---------------------------------------------------------------------------
 
+
 def _topic(*parts):
-    return TopicInfo("o", [PartitionInfo("o", i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(parts)])
+    return TopicInfo(
+        "o", [PartitionInfo("o", i, leader, list(r), list(isr)) for i, (leader, r, isr) in enumerate(parts)]
+    )
 
 
 def test_election_plan_sorts_partitions_into_eligible_skipped_already():
-    topic = _topic((102, [101, 102, 103], [101, 102, 103]),   # 0: eligible
-                   (101, [101, 102, 103], [101, 102, 103]),   # 1: already preferred
-                   (102, [103, 102, 101], [102, 101]),        # 2: preferred 103 out of ISR
-                   (101, [104, 101], [101]))                  # 3: preferred 104 not registered
+    topic = _topic(
+        (102, [101, 102, 103], [101, 102, 103]),  # 0: eligible
+        (101, [101, 102, 103], [101, 102, 103]),  # 1: already preferred
+        (102, [103, 102, 101], [102, 101]),  # 2: preferred 103 out of ISR
+        (101, [104, 101], [101]),
+    )  # 3: preferred 104 not registered
     eligible, skipped, already = elect_leaders.election_plan(topic, {101, 102, 103}, None)
     assert eligible == [(0, 101, 102)]
     assert already == [1]
-    assert skipped == [(2, "preferred replica 103 is not in the ISR [102, 101]"), (3, "preferred replica 104 is not a registered broker")]
+    assert skipped == [
+        (2, "preferred replica 103 is not in the ISR [102, 101]"),
+        (3, "preferred replica 104 is not a registered broker"),
+    ]
     with pytest.raises(BadInput, match="no partition 9"):
         elect_leaders.election_plan(topic, {101}, [0, 9])
 
@@ -131,19 +154,26 @@ async def test_elect_plan_with_nothing_to_do_is_not_ready():
 
 # ---- throttle ----------------------------------------------------------------------------------
 
+
 def test_replica_lists_throttle_exactly_the_moving_replicas():
-    moves = [Reassignment("a", 0, [101, 102, 103], adding=[103], removing=[101]),
-             Reassignment("a", 2, [102, 101], adding=[], removing=[]),
-             Reassignment("b", 1, [101, 104], adding=[104], removing=[])]
+    moves = [
+        Reassignment("a", 0, [101, 102, 103], adding=[103], removing=[101]),
+        Reassignment("a", 2, [102, 101], adding=[], removing=[]),
+        Reassignment("b", 1, [101, 104], adding=[104], removing=[]),
+    ]
     assert throttle.replica_lists(moves) == {
-        "a": {"leader.replication.throttled.replicas": "0:101,0:102,2:102,2:101",
-              "follower.replication.throttled.replicas": "0:103"},
+        "a": {
+            "leader.replication.throttled.replicas": "0:101,0:102,2:102,2:101",
+            "follower.replication.throttled.replicas": "0:103",
+        },
         "b": {"leader.replication.throttled.replicas": "1:101", "follower.replication.throttled.replicas": "1:104"},
     }
 
 
 async def test_throttle_set_dry_runs_then_executes_and_reconciles():
-    gw = FakeGateway(brokers=(101, 102), reassignments=[Reassignment("orders", 0, [101, 102], adding=[102], removing=[])])
+    gw = FakeGateway(
+        brokers=(101, 102), reassignments=[Reassignment("orders", 0, [101, 102], adding=[102], removing=[])]
+    )
     ctx = ctx_for(gw)
     plan = roundtrip(await throttle.SET_ACTION.plan(ROUTER.parse("throttle set 10MB/s"), ctx))
     assert plan.ready and plan.kind == "throttle set"
@@ -181,6 +211,7 @@ async def test_throttle_recheck_notices_a_new_broker():
 
 # ---- retention ---------------------------------------------------------------------------------
 
+
 async def test_retention_lowering_is_high_risk_raising_is_not():
     gw = FakeGateway()
     ctx = ctx_for(gw)
@@ -206,7 +237,9 @@ async def test_retention_execute_reconcile_and_recheck_after_a_concurrent_change
     assert await retention.ACTION.reconcile(plan, ctx) == "unknown"
     gw.topic_cfg["orders"]["retention.ms"] = cv("604800000")
     result = await retention.ACTION.execute(plan, ctx)
-    assert result.ok and result.before == {"retention.ms": 604_800_000} and result.after == {"retention.ms": 172_800_000}
+    assert (
+        result.ok and result.before == {"retention.ms": 604_800_000} and result.after == {"retention.ms": 172_800_000}
+    )
     assert await retention.ACTION.reconcile(plan, ctx) == "done"
 
 

@@ -20,11 +20,21 @@ from live.model import HangingTransaction
 
 HEALTHY = {"orders": [(101, [101, 102, 103], [101, 102, 103]), (102, [102, 103, 101], [102, 103, 101])]}
 # Broker 103 is gone: it is in no ISR, and partition 2 lost its preferred leader.
-BROKER_LOST = {"orders": [(101, [101, 102, 103], [101, 102]), (102, [102, 103, 101], [102, 101]),
-                          (101, [103, 101, 102], [101, 102])]}
+BROKER_LOST = {
+    "orders": [
+        (101, [101, 102, 103], [101, 102]),
+        (102, [102, 103, 101], [102, 101]),
+        (101, [103, 101, 102], [101, 102]),
+    ]
+}
 # Every broker is up, but broker 102's replicas are out of ISR.
-SLOW_102 = {"orders": [(101, [101, 102, 103], [101, 103]), (103, [103, 102, 101], [103, 101]),
-                       (101, [101, 103, 102], [101, 103])]}
+SLOW_102 = {
+    "orders": [
+        (101, [101, 102, 103], [101, 103]),
+        (103, [103, 102, 101], [103, 101]),
+        (101, [101, 103, 102], [101, 103]),
+    ]
+}
 
 
 def ctx_for(gw) -> Context:
@@ -56,7 +66,9 @@ async def test_broker_loss_is_answered_from_live_data():
     assert state.records[1].source.startswith("implied: broker 103 is gone")  # level URP, no lake needed
     assert state.question.kind == "maintenance" and "broker 103" in state.question.text
     reply = triage.to_reply(state)
-    assert [a.command for a in reply.actions] == [f"triage answer {state.token} q1 {c}" for c in ("yes", "no", "unknown")]
+    assert [a.command for a in reply.actions] == [
+        f"triage answer {state.token} q1 {c}" for c in ("yes", "no", "unknown")
+    ]
     state = await triage.answer(roundtrip(state), "q1", "no", ctx)
     assert state.done and state.conclusion["entry"] == "broker-loss"
     reply = triage.to_reply(state)
@@ -83,7 +95,11 @@ async def test_no_cluster_means_every_step_is_a_question():
     ctx = ctx_for(None)
     state = await triage.start("URP", ctx)
     step = ctx.kb.failure_modes["broker-loss"].triage[0]
-    assert state.question.text == f"{step} What did you find?" and state.question.choices == ["confirms", "rules-out", "skip"]
+    assert state.question.text == f"{step} What did you find?" and state.question.choices == [
+        "confirms",
+        "rules-out",
+        "skip",
+    ]
     state = await triage.answer(state, "q1", "rules-out", ctx)
     assert state.ruled_out == ["broker-loss"] and state.entry == "slow-follower"
     with pytest.raises(BadInput, match="already answered"):
@@ -115,8 +131,10 @@ async def test_hanging_transaction_triage_suggests_the_exact_abort():
     gw.hanging = [HangingTransaction("pay-tx", 4001, 0, "Ongoing", 90_000, 101, [("orders", 1)])]
     ctx = ctx_for(gw)
     state = await triage.start("hanging transaction", ctx)
-    assert state.records[0].answer.startswith("1 open transaction(s) hold a partition's last stable offset back, "
-                                              "e.g. producer 4001 on orders-1 (pay-tx), open 90 s, LSO 880 records behind")
+    assert state.records[0].answer.startswith(
+        "1 open transaction(s) hold a partition's last stable offset back, "
+        "e.g. producer 4001 on orders-1 (pay-tx), open 90 s, LSO 880 records behind"
+    )
     while state.question is not None:  # the steps only people can check (client symptoms, broker metrics)
         state = await triage.answer(state, state.question.id, state.question.choices[-1], ctx)
     assert state.conclusion["entry"] == "hanging-transaction"
@@ -156,6 +174,7 @@ async def test_triage_without_symptom_picks_what_the_cluster_shows():
 
 
 # ---- digest ------------------------------------------------------------------------------------
+
 
 def test_lag_verdicts_and_groups():
     assert digest.lag_verdict("STABLE", 0, 0) == ("caught up", "ok")

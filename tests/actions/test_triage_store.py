@@ -5,7 +5,6 @@ question settled by the database, not by luck."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -43,7 +42,7 @@ async def test_pending_actions_and_triage_threads_share_one_file(tmp_path):
     tables = {r[0] for r in rows(state / "pending.sqlite3", "SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"pending", "messages", "triage_threads"} <= tables
     assert sorted(p.name for p in state.iterdir() if p.suffix == ".sqlite3") == ["pending.sqlite3"]
-    (doc, version), = rows(state / "pending.sqlite3", "SELECT state, version FROM triage_threads")
+    ((doc, version),) = rows(state / "pending.sqlite3", "SELECT state, version FROM triage_threads")
     assert json.loads(doc)["token"] == token and version == 1
     assert rows(state / "pending.sqlite3", "PRAGMA journal_mode") == [("wal",)]
 
@@ -75,7 +74,9 @@ async def test_old_json_threads_are_imported_once_and_left_alone(tmp_path, caplo
         stored = TriageStore.on(StateDb(state / "pending.sqlite3")).load(old.token)
     assert stored.version == 2 and stored.state.ruled_out == ["broker-loss"]
     assert not [r for r in caplog.records if "imported" in r.getMessage()]
-    assert rows(state / "pending.sqlite3", "SELECT source, threads, skipped FROM triage_imports") == [(str(folder), 1, 1)]
+    assert rows(state / "pending.sqlite3", "SELECT source, threads, skipped FROM triage_imports") == [
+        (str(folder), 1, 1)
+    ]
 
 
 async def test_concurrent_answers_to_one_question_only_one_wins(tmp_path):

@@ -69,8 +69,9 @@ async def test_terminal_confirm_in_another_process_updates_the_slack_message(har
         r = asyncio.run(answer("confirm {token}", Context(gate=gate), user="U0ALICE", router=router))
         print(json.dumps({{"title": r.reply.title, "executed": bump.count("execute")}}))
     """)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT, stdout=subprocess.PIPE,
-                                                stderr=subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     assert json.loads(out.decode().strip().splitlines()[-1]) == {"title": "Done: fake-bump", "executed": 1}
@@ -113,8 +114,13 @@ async def test_crash_reconciliation_replaces_the_hourglass_and_the_buttons(harne
     await harness.start_bot()  # the restarted process reconciles it
     assert (await harness.bot.gate.status(token)).state == "done"
     edits = await harness.stand.wait_for(
-        lambda: len(_edits_of(harness.stand, working_ts)) and len(_edits_of(harness.stand, message["ts"]))
-        and harness.stand.called("chat.update")[before:], timeout_s=30)
+        lambda: (
+            len(_edits_of(harness.stand, working_ts))
+            and len(_edits_of(harness.stand, message["ts"]))
+            and harness.stand.called("chat.update")[before:]
+        ),
+        timeout_s=30,
+    )
     hourglass = _edits_of(harness.stand, working_ts)[-1]
     assert "hourglass" not in _text(hourglass) and "Reconciled (done)" in _text(hourglass)
     preview = _edits_of(harness.stand, message["ts"])[-1]

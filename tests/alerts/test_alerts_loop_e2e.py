@@ -47,22 +47,39 @@ async def _wait(predicate, timeout_s: float, what: str):
 
 
 def _parent(stand, alertname: str):
-    return next((c for c in stand.called("chat.postMessage") if c.result.get("channel") == CHANNEL
-                 and not c.args.get("thread_ts") and alertname in _text([c])), None)
+    return next(
+        (
+            c
+            for c in stand.called("chat.postMessage")
+            if c.result.get("channel") == CHANNEL and not c.args.get("thread_ts") and alertname in _text([c])
+        ),
+        None,
+    )
 
 
-async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harness, kafka_cluster, monkeypatch, tmp_path):
+async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(
+    harness, kafka_cluster, monkeypatch, tmp_path
+):
     if shutil.which("prometheus") is None or shutil.which("prometheus-alertmanager") is None:
         pytest.skip("prometheus / prometheus-alertmanager not installed: run scripts/setup.sh")
     monkeypatch.setenv("KBOT_ALERT_TOKEN", TOKEN)
     monkeypatch.setenv("KBOT_ALERT_CHANNEL", CHANNEL)
     monkeypatch.delenv("KBOT_ALERT_ROUTES", raising=False)
     await harness.start_bot()
-    harness.bot.ctx.live = GatewayPool({"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
-                                        "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers))})
+    harness.bot.ctx.live = GatewayPool(
+        {
+            "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
+            "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+        }
+    )
     await asyncio.to_thread(kafka_cluster.faults.create_topic, "alerts-e2e", 3, 3)
-    stack = AlertStack(tmp_path / "stack", kafka_cluster.metrics_urls,
-                       harness.url.replace("/slack/events", "/alerts/alertmanager"), TOKEN, timing=FAST)
+    stack = AlertStack(
+        tmp_path / "stack",
+        kafka_cluster.metrics_urls,
+        harness.url.replace("/slack/events", "/alerts/alertmanager"),
+        TOKEN,
+        timing=FAST,
+    )
     await asyncio.to_thread(stack.start, 90)
     stand = harness.stand
     t0 = asyncio.get_running_loop().time()
@@ -72,8 +89,11 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harn
         phases[name] = round(asyncio.get_running_loop().time() - t0, 1)
 
     try:
-        await _wait(lambda: _prometheus_sees_all_targets(harness.session, stack, len(kafka_cluster.metrics_urls)), 90,
-                    "Prometheus scraping every node")
+        await _wait(
+            lambda: _prometheus_sees_all_targets(harness.session, stack, len(kafka_cluster.metrics_urls)),
+            90,
+            "Prometheus scraping every node",
+        )
         assert _parent(stand, "KafkaUnderReplicatedPartitions") is None  # healthy: no thread yet
         mark("scraping")
 
@@ -84,8 +104,11 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harn
             if parent is None:
                 return None
             replies = {c.result["ts"] for c in stand.thread_replies(parent.result["ts"])}
-            answers = [c for c in stand.called("chat.update") if c.args.get("ts") in replies
-                       and "Why UnderReplicatedPartitions?" in _text([c])]
+            answers = [
+                c
+                for c in stand.called("chat.update")
+                if c.args.get("ts") in replies and "Why UnderReplicatedPartitions?" in _text([c])
+            ]
             return (parent, answers[-1]) if answers else None
 
         mark("killed")
@@ -94,8 +117,11 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harn
         text = _text([answer])
         first = default_kb().failure_modes["broker-loss"].title
         assert first in text and str(VICTIM) in text, text[:2000]
-        assert text.index(first) < min(text.index(t.title) for t in default_kb().failure_modes.values()
-                                       if t.id != "broker-loss" and t.title in text)
+        assert text.index(first) < min(
+            text.index(t.title)
+            for t in default_kb().failure_modes.values()
+            if t.id != "broker-loss" and t.title in text
+        )
         assert "FIRING" in _text([parent])
 
         try:
@@ -107,8 +133,11 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harn
         mark("healed")
 
         async def resolved():
-            edits = [c for c in stand.called("chat.update") if c.args.get("ts") == parent.result["ts"]
-                     and "RESOLVED" in _text([c])]
+            edits = [
+                c
+                for c in stand.called("chat.update")
+                if c.args.get("ts") == parent.result["ts"] and "RESOLVED" in _text([c])
+            ]
             closing = [c for c in stand.thread_replies(parent.result["ts"]) if "Resolved after" in _text([c])]
             return edits and closing
 
@@ -117,8 +146,18 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(harn
         print(f"alert loop phases (s): {phases}")
         results = [r["result"] for r in harness.audit("alert") if "UnderReplicated" in r.get("alertname", "")]
         assert results[0] == "opened" and "resolved" in results
-        assert len([c for c in stand.called("chat.postMessage") if c.result.get("channel") == CHANNEL and not c.args.get("thread_ts")
-                    and "KafkaUnderReplicatedPartitions" in _text([c])]) == 1, "one group, one thread"
+        assert (
+            len(
+                [
+                    c
+                    for c in stand.called("chat.postMessage")
+                    if c.result.get("channel") == CHANNEL
+                    and not c.args.get("thread_ts")
+                    and "KafkaUnderReplicatedPartitions" in _text([c])
+                ]
+            )
+            == 1
+        ), "one group, one thread"
     finally:
         await asyncio.to_thread(stack.stop)
         await harness.bot.ctx.live.close()

@@ -44,7 +44,9 @@ def test_severities_and_thresholds_follow_the_runbook_alert_table():
         if len(rows) > 1:  # several thresholds for one metric (handler idle < 0.2 warning, < 0.1 critical)
             rows = [a for a in rows if any(n in rule["expr"] for n in re.findall(r"\d+\.\d+", a["condition"]))]
         assert len(rows) == 1, f"{rule['alert']}: cannot tell which runbook threshold it implements"
-        assert rule["labels"]["severity"] == rows[0]["severity"], f"{rule['alert']}: severity disagrees with the runbook"
+        assert rule["labels"]["severity"] == rows[0]["severity"], (
+            f"{rule['alert']}: severity disagrees with the runbook"
+        )
         checked += 1
     assert checked >= 12
 
@@ -54,7 +56,9 @@ def test_every_rule_names_a_symptom_the_runbook_knows():
     for rule in _rules():
         symptom = rule["annotations"]["kbot_symptom"]
         matches = lookup.search(symptom, limit=1)
-        assert matches and not matches[0].reason.startswith("words"), f"{rule['alert']}: '{symptom}' has no runbook entry"
+        assert matches and not matches[0].reason.startswith("words"), (
+            f"{rule['alert']}: '{symptom}' has no runbook entry"
+        )
         assert rule["annotations"]["summary"]
 
 

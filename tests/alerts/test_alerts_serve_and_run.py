@@ -17,14 +17,23 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SLACK_ENV = {"SLACK_BOT_TOKEN": "xoxb-1111-2222-standinbottoken", "SLACK_SIGNING_SECRET": "8f742231b10e8888abcd99yyyzzz85a5"}
+SLACK_ENV = {
+    "SLACK_BOT_TOKEN": "xoxb-1111-2222-standinbottoken",
+    "SLACK_SIGNING_SECRET": "8f742231b10e8888abcd99yyyzzz85a5",
+}
 
 
 def _serve_check(tmp_path, extra: dict, *flags: str):
     env = {**os.environ, **SLACK_ENV, "KBOT_STATE_DIR": str(tmp_path), **extra}
     env.pop("SLACK_APP_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "bot.cli", "serve", "--check", *flags], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve", "--check", *flags],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_serve_refuses_a_broken_routes_file_with_one_line(tmp_path):
@@ -49,7 +58,9 @@ def test_serve_check_reports_the_alert_webhook(tmp_path):
 def test_run_alerts_without_slack_says_why_and_starts_nothing(monkeypatch, capsys):
     from bot import run
 
-    env = {k: v for k, v in os.environ.items() if k not in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")
+    }
     assert run.start_alert_stack(env) is None
     assert "no Slack tokens are set" in capsys.readouterr().err
 
@@ -67,10 +78,19 @@ def test_run_alerts_starts_prometheus_and_alertmanager_wired_to_the_webhook(kafk
     from bot.alerts_stack import free_port
 
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("KBOT_ALERT_TOKEN", "KBOT_ALERT_ROUTES", "KBOT_ALERT_CHANNEL", "SLACK_APP_TOKEN")}
-    env.update({**SLACK_ENV, "KBOT_STATE_DIR": str(tmp_path), "KBOT_PORT": str(port),
-                "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in kafka_cluster.metrics_urls.items())})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KBOT_ALERT_TOKEN", "KBOT_ALERT_ROUTES", "KBOT_ALERT_CHANNEL", "SLACK_APP_TOKEN")
+    }
+    env.update(
+        {
+            **SLACK_ENV,
+            "KBOT_STATE_DIR": str(tmp_path),
+            "KBOT_PORT": str(port),
+            "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in kafka_cluster.metrics_urls.items()),
+        }
+    )
     stack = run.start_alert_stack(env)
     assert stack is not None
     try:

@@ -7,6 +7,7 @@ import json
 import logging
 
 import pytest
+
 from bot.alerts import AlertConfig, AlertConfigError
 from runbook_kb import default_kb
 
@@ -22,22 +23,45 @@ default_channel: {DEFAULT}
 """
 
 
-def _alert(name: str, fp: str, status: str = "firing", *, symptom: str | None = None, severity: str = "warning",
-           starts: str = "2026-11-23T02:00:00.000Z", ends: str = "0001-01-01T00:00:00Z", **labels) -> dict:
+def _alert(
+    name: str,
+    fp: str,
+    status: str = "firing",
+    *,
+    symptom: str | None = None,
+    severity: str = "warning",
+    starts: str = "2026-11-23T02:00:00.000Z",
+    ends: str = "0001-01-01T00:00:00Z",
+    **labels,
+) -> dict:
     annotations = {"summary": f"{name} on {labels.get('node_id', '?')}"}
     if symptom:
         annotations["kbot_symptom"] = symptom
-    return {"status": status, "labels": {"alertname": name, "severity": severity, "cluster": "local", **labels},
-            "annotations": annotations, "startsAt": starts, "endsAt": ends, "generatorURL": "http://prom/graph",
-            "fingerprint": fp}
+    return {
+        "status": status,
+        "labels": {"alertname": name, "severity": severity, "cluster": "local", **labels},
+        "annotations": annotations,
+        "startsAt": starts,
+        "endsAt": ends,
+        "generatorURL": "http://prom/graph",
+        "fingerprint": fp,
+    }
 
 
 def _notification(group: str, alerts: list[dict], status: str | None = None) -> dict:
     common = {k: v for k, v in alerts[0]["labels"].items() if all(a["labels"].get(k) == v for a in alerts)}
-    return {"version": "4", "groupKey": group, "truncatedAlerts": 0,
-            "status": status or ("firing" if any(a["status"] == "firing" for a in alerts) else "resolved"),
-            "receiver": "kbot", "groupLabels": {"alertname": alerts[0]["labels"]["alertname"]}, "commonLabels": common,
-            "commonAnnotations": {}, "externalURL": "http://alertmanager", "alerts": alerts}
+    return {
+        "version": "4",
+        "groupKey": group,
+        "truncatedAlerts": 0,
+        "status": status or ("firing" if any(a["status"] == "firing" for a in alerts) else "resolved"),
+        "receiver": "kbot",
+        "groupLabels": {"alertname": alerts[0]["labels"]["alertname"]},
+        "commonLabels": common,
+        "commonAnnotations": {},
+        "externalURL": "http://alertmanager",
+        "alerts": alerts,
+    }
 
 
 @pytest.fixture
@@ -58,9 +82,13 @@ async def _send(h, payload, *, token: str | None = ALERT_TOKEN, raw: bytes | Non
 
 
 def _posts(stand, channel=None, thread_ts=None, top=False):
-    return [c for c in stand.called("chat.postMessage")
-            if (channel is None or c.result.get("channel") == channel)
-            and (thread_ts is None or c.args.get("thread_ts") == thread_ts) and (not top or not c.args.get("thread_ts"))]
+    return [
+        c
+        for c in stand.called("chat.postMessage")
+        if (channel is None or c.result.get("channel") == channel)
+        and (thread_ts is None or c.args.get("thread_ts") == thread_ts)
+        and (not top or not c.args.get("thread_ts"))
+    ]
 
 
 def _text(calls) -> str:
@@ -73,9 +101,11 @@ async def _settled(h):
 
 async def test_firing_group_opens_one_thread_with_the_diagnosis_then_repeats_edit_it(harness, alert_env):
     await harness.start_bot()
-    urp = [_alert("KafkaUnderReplicatedPartitions", "fp101", symptom="UnderReplicatedPartitions", node_id="101"),
-           _alert("KafkaUnderReplicatedPartitions", "fp102", symptom="UnderReplicatedPartitions", node_id="102")]
-    assert (await _send(harness, _notification("{}:{alertname=\"URP\"}", urp)))[0] == 200
+    urp = [
+        _alert("KafkaUnderReplicatedPartitions", "fp101", symptom="UnderReplicatedPartitions", node_id="101"),
+        _alert("KafkaUnderReplicatedPartitions", "fp102", symptom="UnderReplicatedPartitions", node_id="102"),
+    ]
+    assert (await _send(harness, _notification('{}:{alertname="URP"}', urp)))[0] == 200
     await _settled(harness)
     parents = _posts(harness.stand, DEFAULT, top=True)
     assert len(parents) == 1, "one alert group, one parent message"
@@ -88,8 +118,11 @@ async def test_firing_group_opens_one_thread_with_the_diagnosis_then_repeats_edi
     assert default_kb().failure_modes["broker-loss"].title in _text([answer])
     assert "Asked by Alertmanager for KafkaUnderReplicatedPartitions" in _text([answer])
 
-    posts_before, updates_before = len(harness.stand.called("chat.postMessage")), len(harness.stand.called("chat.update"))
-    assert (await _send(harness, _notification("{}:{alertname=\"URP\"}", urp)))[0] == 200  # the repeat
+    posts_before, updates_before = (
+        len(harness.stand.called("chat.postMessage")),
+        len(harness.stand.called("chat.update")),
+    )
+    assert (await _send(harness, _notification('{}:{alertname="URP"}', urp)))[0] == 200  # the repeat
     await _settled(harness)
     assert len(harness.stand.called("chat.postMessage")) == posts_before, "a repeat posted again"
     edits = [c for c in harness.stand.called("chat.update")[updates_before:] if c.args.get("ts") == parent.result["ts"]]
@@ -99,13 +132,25 @@ async def test_firing_group_opens_one_thread_with_the_diagnosis_then_repeats_edi
 
 async def test_resolved_edits_the_parent_and_posts_a_closing_summary(harness, alert_env):
     await harness.start_bot()
-    firing = [_alert("KafkaUnderMinIsrPartitions", "fpA", symptom="UnderMinIsrPartitionCount", severity="critical",
-                     node_id="101")]
+    firing = [
+        _alert(
+            "KafkaUnderMinIsrPartitions", "fpA", symptom="UnderMinIsrPartitionCount", severity="critical", node_id="101"
+        )
+    ]
     await _send(harness, _notification("g-minisr", firing))
     await _settled(harness)
     parent = _posts(harness.stand, INCIDENTS, top=True)[0]  # critical routes to the incident channel
-    resolved = [_alert("KafkaUnderMinIsrPartitions", "fpA", "resolved", symptom="UnderMinIsrPartitionCount",
-                       severity="critical", node_id="101", ends="2026-11-23T02:03:12.000Z")]
+    resolved = [
+        _alert(
+            "KafkaUnderMinIsrPartitions",
+            "fpA",
+            "resolved",
+            symptom="UnderMinIsrPartitionCount",
+            severity="critical",
+            node_id="101",
+            ends="2026-11-23T02:03:12.000Z",
+        )
+    ]
     await _send(harness, _notification("g-minisr", resolved))
     await _settled(harness)
     edit = [c for c in harness.stand.called("chat.update") if c.args.get("ts") == parent.result["ts"]][-1]
@@ -131,21 +176,39 @@ async def test_unknown_alert_gets_a_thread_with_its_labels(harness, alert_env):
 
 async def test_labels_scope_the_diagnosis_and_route_the_thread(harness, alert_env):
     await harness.start_bot()
-    lso = [_alert("KafkaLastStableOffsetLagGrowing", "fpL", symptom="LastStableOffsetLag", topic="payments-eu",
-                  partition="0", node_id="102")]
+    lso = [
+        _alert(
+            "KafkaLastStableOffsetLagGrowing",
+            "fpL",
+            symptom="LastStableOffsetLag",
+            topic="payments-eu",
+            partition="0",
+            node_id="102",
+        )
+    ]
     await _send(harness, _notification("g-lso", lso))
     await _settled(harness)
     assert _posts(harness.stand, "C0PAYMENTS", top=True), "the topic route was not used"
-    answered = {(r["command"], json.dumps(r["args"], sort_keys=True)) for r in harness.audit("answer")
-                if r.get("transport") == "alertmanager"}
+    answered = {
+        (r["command"], json.dumps(r["args"], sort_keys=True))
+        for r in harness.audit("answer")
+        if r.get("transport") == "alertmanager"
+    }
     assert ("why", json.dumps({"symptom": "LastStableOffsetLag"})) in answered
     assert ("describe", json.dumps({"topic": "payments-eu"})) in answered
 
 
 async def test_hostile_labels_are_escaped_and_never_become_command_text(harness, alert_env):
     await harness.start_bot()
-    bad = [_alert("KafkaUnderReplicatedPartitions", "fpH", symptom="UnderReplicatedPartitions", node_id="<!channel>",
-                  topic="x; rm -rf / --cluster prod")]
+    bad = [
+        _alert(
+            "KafkaUnderReplicatedPartitions",
+            "fpH",
+            symptom="UnderReplicatedPartitions",
+            node_id="<!channel>",
+            topic="x; rm -rf / --cluster prod",
+        )
+    ]
     await _send(harness, _notification("g-hostile", bad))
     await _settled(harness)
     everything = _text(harness.stand.called("chat.postMessage") + harness.stand.called("chat.update"))
@@ -160,7 +223,12 @@ async def test_wrong_token_and_malformed_bodies_are_refused_with_one_log_line(ha
     caplog.set_level(logging.WARNING, logger="bot.alerts")
     assert (await _send(harness, ok, token=None))[0] == 401
     assert (await _send(harness, ok, token="not-the-token"))[0] == 401
-    for raw in (b"{not json", b"[]", json.dumps({**ok, "version": "3"}).encode(), json.dumps({**ok, "alerts": []}).encode()):
+    for raw in (
+        b"{not json",
+        b"[]",
+        json.dumps({**ok, "version": "3"}).encode(),
+        json.dumps({**ok, "alerts": []}).encode(),
+    ):
         status, body = await _send(harness, None, raw=raw)
         assert status == 400 and "malformed notification" in body
     lines = [r.getMessage() for r in caplog.records if r.name == "bot.alerts"]
@@ -178,13 +246,16 @@ async def test_webhook_is_not_served_without_a_token(harness, monkeypatch):
     assert status in (404, 405)
 
 
-@pytest.mark.parametrize("text, complaint", [
-    ("routes: [{match: {severity: critical}}]", "routes[0].channel: must be a channel id"),
-    ("routes: [{channel: C0X, when: {a: b}}]", "routes[0]: unknown key(s) when"),
-    ("routes: [{channel: C0X, match_re: {topic: '('}}]", "routes[0].match_re.topic: not a regular expression"),
-    ("routes: {channel: C0X}", "routes must be a list"),
-    ("routes: [\n  - channel: [", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, complaint",
+    [
+        ("routes: [{match: {severity: critical}}]", "routes[0].channel: must be a channel id"),
+        ("routes: [{channel: C0X, when: {a: b}}]", "routes[0]: unknown key(s) when"),
+        ("routes: [{channel: C0X, match_re: {topic: '('}}]", "routes[0].match_re.topic: not a regular expression"),
+        ("routes: {channel: C0X}", "routes must be a list"),
+        ("routes: [\n  - channel: [", "not valid YAML"),
+    ],
+)
 def test_route_file_errors_are_one_clear_line(tmp_path, text, complaint):
     path = tmp_path / "routes.yaml"
     path.write_text(text)
@@ -206,13 +277,18 @@ def test_config_needs_a_token_and_somewhere_to_post(tmp_path):
 
 async def test_a_new_scope_in_an_open_group_adds_one_diagnosis(harness, alert_env):
     await harness.start_bot()
-    first = [_alert("KafkaLastStableOffsetLagGrowing", "fp-a", symptom="LastStableOffsetLag", topic="orders", partition="0")]
+    first = [
+        _alert("KafkaLastStableOffsetLagGrowing", "fp-a", symptom="LastStableOffsetLag", topic="orders", partition="0")
+    ]
     await _send(harness, _notification("g-lso2", first))
     await _settled(harness)
     parent = _posts(harness.stand, DEFAULT, top=True)[0]
     replies = len(_posts(harness.stand, thread_ts=parent.result["ts"]))
-    both = first + [_alert("KafkaLastStableOffsetLagGrowing", "fp-b", symptom="LastStableOffsetLag", topic="invoices",
-                           partition="2")]
+    both = first + [
+        _alert(
+            "KafkaLastStableOffsetLagGrowing", "fp-b", symptom="LastStableOffsetLag", topic="invoices", partition="2"
+        )
+    ]
     await _send(harness, _notification("g-lso2", both))
     await _settled(harness)
     assert len(_posts(harness.stand, DEFAULT, top=True)) == 1, "the group's thread is reused"
@@ -249,6 +325,10 @@ async def test_notifications_are_counted_in_the_metrics(harness, alert_env):
         await _settled(harness)
     async with harness.session.get(harness.url.replace("/slack/events", "/metrics")) as r:
         text = await r.text()
-    counted = {s.labels["result"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "kbot_alert_notifications_total"}
+    counted = {
+        s.labels["result"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "kbot_alert_notifications_total"
+    }
     assert counted == {"opened": 1.0, "updated": 1.0}

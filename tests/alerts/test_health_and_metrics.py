@@ -108,8 +108,9 @@ async def test_metrics_count_a_post_that_failed(harness, monkeypatch):
     await harness.start_bot()
     harness.stand.rate_limit("chat.postMessage", retry_after=0, times=3)
     assert (await harness.slash("help"))[0] == 200
-    await harness.stand.wait_for(lambda: len([c for c in harness.stand.calls if c.method == "chat.postMessage"]) >= 3,
-                                 timeout_s=30)
+    await harness.stand.wait_for(
+        lambda: len([c for c in harness.stand.calls if c.method == "chat.postMessage"]) >= 3, timeout_s=30
+    )
     await harness.bot.drain(30)
     s = _samples((await _get(harness, "/metrics"))[1])
     assert _value(s, "kbot_posts_failed_total", step="working message") == 1

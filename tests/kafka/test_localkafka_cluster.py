@@ -1,6 +1,7 @@
-import os
 """Lifecycle, status, metrics and CLI of the real local cluster."""
+
 import json
+import os
 import subprocess
 import sys
 import time
@@ -63,37 +64,57 @@ def test_metrics_endpoints_serve_kafka_gauges(kafka_cluster):
         text = scrape(kafka_cluster.brokers[bid].metrics_url)
         assert metric_value(text, "kafka_server_replicamanager_underreplicatedpartitions") == 0
         assert metric_value(text, "kafka_server_replicamanager_partitioncount") >= 3
-        for name in ("kafka_server_replicamanager_atminisrpartitioncount",
-                     "kafka_server_replicamanager_underminisrpartitioncount",
-                     "kafka_server_replicamanager_offlinereplicacount",
-                     "kafka_server_replicamanager_leadercount",
-                     "kafka_server_replicamanager_isrshrinkspersec_total",
-                     "kafka_server_replicamanager_isrexpandspersec_total",
-                     "kafka_server_replicamanager_partitionswithlatetransactionscount",
-                     "kafka_log_logmanager_offlinelogdirectorycount",
-                     "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"):
+        for name in (
+            "kafka_server_replicamanager_atminisrpartitioncount",
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "kafka_server_replicamanager_offlinereplicacount",
+            "kafka_server_replicamanager_leadercount",
+            "kafka_server_replicamanager_isrshrinkspersec_total",
+            "kafka_server_replicamanager_isrexpandspersec_total",
+            "kafka_server_replicamanager_partitionswithlatetransactionscount",
+            "kafka_log_logmanager_offlinelogdirectorycount",
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+        ):
             assert metric_value(text, name) is not None, name
-        assert metric_value(text, "kafka_network_requestmetrics_totaltimems",
-                            request="Fetch", quantile="0.99") is not None
-        assert metric_value(text, "kafka_network_requestmetrics_requestqueuetimems_mean",
-                            request="Fetch") is not None
-        assert metric_value(text, "kafka_cluster_partition_underreplicated",
-                            topic="metrics-probe") == 0
+        assert (
+            metric_value(text, "kafka_network_requestmetrics_totaltimems", request="Fetch", quantile="0.99") is not None
+        )
+        assert metric_value(text, "kafka_network_requestmetrics_requestqueuetimems_mean", request="Fetch") is not None
+        assert metric_value(text, "kafka_cluster_partition_underreplicated", topic="metrics-probe") == 0
         leo_total += metric_value(text, "kafka_log_log_logendoffset", topic="metrics-probe")
     # every broker holds every partition (RF=3): 3 copies of 30 records
     assert leo_total == 90
     # the produce went to the leaders; BrokerTopicMetrics is per topic
-    msgs = sum(metric_value(scrape(kafka_cluster.brokers[b].metrics_url),
-                            "kafka_server_brokertopicmetrics_messagesinpersec_total",
-                            topic="metrics-probe") or 0 for b in BROKER_IDS)
+    msgs = sum(
+        metric_value(
+            scrape(kafka_cluster.brokers[b].metrics_url),
+            "kafka_server_brokertopicmetrics_messagesinpersec_total",
+            topic="metrics-probe",
+        )
+        or 0
+        for b in BROKER_IDS
+    )
     assert msgs == 30
 
 
 def _cli(cluster, *args):
     return subprocess.run(
-        [sys.executable, "-m", "localkafka", *args, "--name", cluster.name,
-         "--base-dir", str(cluster.base_dir), "--port-base", str(cluster.port_base)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "localkafka",
+            *args,
+            "--name",
+            cluster.name,
+            "--base-dir",
+            str(cluster.base_dir),
+            "--port-base",
+            str(cluster.port_base),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_status_json_and_human(kafka_cluster):
@@ -111,14 +132,42 @@ def test_cli_status_json_and_human(kafka_cluster):
 def test_cli_errors_are_one_line_without_traceback(kafka_cluster, tmp_path):
     # a base dir formatted for other ports is refused with a clear message
     (tmp_path / "cluster.json").write_text(json.dumps({"port_base": 12345, "cluster_id": "x"}))
-    res = subprocess.run([sys.executable, "-m", "localkafka", "up", "--name", "other",
-                          "--base-dir", str(tmp_path), "--port-base", "29190"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "localkafka",
+            "up",
+            "--name",
+            "other",
+            "--base-dir",
+            str(tmp_path),
+            "--port-base",
+            "29190",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 1
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
     assert "Traceback" not in res.stderr and "port_base 12345" in res.stderr
     # status of a cluster that is not running: exit 1, still a report
-    res = subprocess.run([sys.executable, "-m", "localkafka", "status", "--name", "other",
-                          "--base-dir", str(tmp_path / "none"), "--port-base", "29190"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "localkafka",
+            "status",
+            "--name",
+            "other",
+            "--base-dir",
+            str(tmp_path / "none"),
+            "--port-base",
+            "29190",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 1 and "NOT healthy" in res.stdout and "Traceback" not in res.stderr

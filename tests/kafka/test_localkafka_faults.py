@@ -1,4 +1,5 @@
 """Fault injection against the real cluster; kafka_autoheal heals after each test."""
+
 import time
 
 import pytest
@@ -21,10 +22,20 @@ def offsets(cluster, topic, partition):
     """(high watermark, last stable offset) of one partition."""
     tp = TopicPartition(topic, partition)
     admin = cluster.admin()
-    hw = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=10,
-                            isolation_level=IsolationLevel.READ_UNCOMMITTED)[tp].result().offset
-    lso = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=10,
-                             isolation_level=IsolationLevel.READ_COMMITTED)[tp].result().offset
+    hw = (
+        admin.list_offsets(
+            {tp: OffsetSpec.latest()}, request_timeout=10, isolation_level=IsolationLevel.READ_UNCOMMITTED
+        )[tp]
+        .result()
+        .offset
+    )
+    lso = (
+        admin.list_offsets(
+            {tp: OffsetSpec.latest()}, request_timeout=10, isolation_level=IsolationLevel.READ_COMMITTED
+        )[tp]
+        .result()
+        .offset
+    )
     return hw, lso
 
 
@@ -35,14 +46,18 @@ def test_kill_broker_shrinks_isr_and_raises_urp(kafka_cluster):
     info = f.kill_broker(102)
     assert info["broker_id"] == 102 and kafka_cluster.brokers[102].pid() is None
     parts = f.wait_for(
-        lambda: (lambda d: d if all(102 not in p["isr"] for p in d) else None)(
-            f.describe(["kill-rf3"])["kill-rf3"]),
-        30, "ISR without broker 102")  # ~5 s: broker.session.timeout.ms=4000
+        lambda: (lambda d: d if all(102 not in p["isr"] for p in d) else None)(f.describe(["kill-rf3"])["kill-rf3"]),
+        30,
+        "ISR without broker 102",
+    )  # ~5 s: broker.session.timeout.ms=4000
     shrink_s = time.monotonic() - t0
     assert all(len(p["isr"]) == 2 and len(p["replicas"]) == 3 for p in parts)
     print(f"ISR shrank {shrink_s:.1f}s after SIGKILL")
-    f.wait_for(lambda: (urp(kafka_cluster, 101) or 0) + (urp(kafka_cluster, 103) or 0) > 0,
-               20, "UnderReplicatedPartitions > 0 on a surviving broker")
+    f.wait_for(
+        lambda: (urp(kafka_cluster, 101) or 0) + (urp(kafka_cluster, 103) or 0) > 0,
+        20,
+        "UnderReplicatedPartitions > 0 on a surviving broker",
+    )
     ctl = scrape(kafka_cluster.controller.metrics_url)
     assert metric_value(ctl, "kafka_controller_kafkacontroller_fencedbrokercount") == 1
     st = kafka_cluster.status()
@@ -57,16 +72,19 @@ def test_pause_and_resume_broker(kafka_cluster):
     node = {n["id"]: n for n in kafka_cluster.status()["nodes"]}[103]
     assert node["state"] == "paused" and node["pid"] and not node["alive"]
     # the frozen JVM stops heartbeating -> fenced -> out of every ISR
-    f.wait_for(lambda: all(103 not in p["isr"] for p in f.describe(["pause-rf3"])["pause-rf3"]),
-               30, "ISR without paused broker 103")
-    f.wait_for(lambda: 103 not in kafka_cluster.registered_brokers(timeout=3), 20,
-               "paused broker 103 fenced")
+    f.wait_for(
+        lambda: all(103 not in p["isr"] for p in f.describe(["pause-rf3"])["pause-rf3"]),
+        30,
+        "ISR without paused broker 103",
+    )
+    f.wait_for(lambda: 103 not in kafka_cluster.registered_brokers(timeout=3), 20, "paused broker 103 fenced")
     f.resume_broker(103)
-    f.wait_for(lambda: kafka_cluster.registered_brokers() == list(BROKER_IDS), 30,
-               "broker 103 back after SIGCONT")
-    f.wait_for(lambda: all(sorted(p["isr"]) == sorted(p["replicas"])
-                           for p in f.describe(["pause-rf3"])["pause-rf3"]),
-               30, "ISR expanded again")
+    f.wait_for(lambda: kafka_cluster.registered_brokers() == list(BROKER_IDS), 30, "broker 103 back after SIGCONT")
+    f.wait_for(
+        lambda: all(sorted(p["isr"]) == sorted(p["replicas"]) for p in f.describe(["pause-rf3"])["pause-rf3"]),
+        30,
+        "ISR expanded again",
+    )
 
 
 def test_restart_broker(kafka_cluster):
@@ -89,26 +107,31 @@ def test_hanging_transaction_stays_open(kafka_cluster):
         desc = ka.describe_transactions([tid])[tid]
         assert desc.state == TransactionState.ONGOING
         assert desc.transaction_timeout_ms == 600000
-        assert TopicPartition("payments-txn", 1) in {TopicPartition(tp.topic, tp.partition)
-                                                      for tp in desc.topic_partitions}
-        listed = [t for txns in ka.list_transactions().values() for t in txns
-                  if t.transactional_id == tid]
+        assert TopicPartition("payments-txn", 1) in {
+            TopicPartition(tp.topic, tp.partition) for tp in desc.topic_partitions
+        }
+        listed = [t for txns in ka.list_transactions().values() for t in txns if t.transactional_id == tid]
         assert listed and listed[0].state == TransactionState.ONGOING
     finally:
         ka.close()
     # records are in the log but read_committed readers are stuck at the txn start
     hw, lso = offsets(kafka_cluster, "payments-txn", 1)
     assert (hw, lso) == (5, 0)
-    lags = [metric_value(scrape(kafka_cluster.brokers[b].metrics_url),
-                         "kafka_cluster_partition_laststableoffsetlag",
-                         topic="payments-txn", partition="1") for b in BROKER_IDS]
+    lags = [
+        metric_value(
+            scrape(kafka_cluster.brokers[b].metrics_url),
+            "kafka_cluster_partition_laststableoffsetlag",
+            topic="payments-txn",
+            partition="1",
+        )
+        for b in BROKER_IDS
+    ]
     assert max(v for v in lags if v is not None) == 5
     # heal() fences the dead producer by re-initialising its transactional.id
     healed = f.heal()
     assert tid in healed["aborted_transactions"]
     # 5 aborted records + the abort marker; LSO catches up with the HW
-    f.wait_for(lambda: offsets(kafka_cluster, "payments-txn", 1) == (6, 6), 15,
-               "LSO == HW after the abort")
+    f.wait_for(lambda: offsets(kafka_cluster, "payments-txn", 1) == (6, 6), 15, "LSO == HW after the abort")
 
 
 def test_offline_partitions(kafka_cluster):
@@ -116,9 +139,16 @@ def test_offline_partitions(kafka_cluster):
     info = f.offline_partitions("offline-rf1", broker_id=103, partitions=2)
     assert info["broker_id"] == 103 and info["partitions"] == [0, 1]
     assert all(p["leader"] is None and p["replicas"] == [103] for p in info["describe"])
-    f.wait_for(lambda: metric_value(scrape(kafka_cluster.controller.metrics_url),
-                                    "kafka_controller_kafkacontroller_offlinepartitionscount") >= 2,
-               15, "controller OfflinePartitionsCount >= 2")
+    f.wait_for(
+        lambda: (
+            metric_value(
+                scrape(kafka_cluster.controller.metrics_url), "kafka_controller_kafkacontroller_offlinepartitionscount"
+            )
+            >= 2
+        ),
+        15,
+        "controller OfflinePartitionsCount >= 2",
+    )
 
 
 def test_clamped_topic_accepts_acks_all_with_one_replica(kafka_cluster):
@@ -131,8 +161,7 @@ def test_clamped_topic_accepts_acks_all_with_one_replica(kafka_cluster):
     assert cfg["min.insync.replicas"] == "2"
     # effective min ISR = min(min.insync.replicas, replicas) = 1: acks=all succeeds
     errors = []
-    p = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all",
-                  "message.timeout.ms": 10000})
+    p = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 10000})
     p.produce("clamped-rf1", b"v", on_delivery=lambda err, msg: errors.append(err))
     p.flush(15)
     assert errors == [None]

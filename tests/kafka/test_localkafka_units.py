@@ -1,4 +1,5 @@
 """No-cluster checks of localkafka's pure parts (fast, no marker)."""
+
 import re
 import string
 
@@ -26,10 +27,12 @@ def test_port_layout_and_ephemeral_range_warning():
     c = cluster.LocalCluster(name="unit", base_dir="/nonexistent/unit", port_base=29090)
     assert c.bootstrap_servers == "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093"
     assert c.controller_bootstrap == "127.0.0.1:29090"
-    assert c.metrics_urls == {1: "http://127.0.0.1:29100/metrics",
-                              101: "http://127.0.0.1:29101/metrics",
-                              102: "http://127.0.0.1:29102/metrics",
-                              103: "http://127.0.0.1:29103/metrics"}
+    assert c.metrics_urls == {
+        1: "http://127.0.0.1:29100/metrics",
+        101: "http://127.0.0.1:29101/metrics",
+        102: "http://127.0.0.1:29102/metrics",
+        103: "http://127.0.0.1:29103/metrics",
+    }
     assert c.port_warning is None
     lo, _ = cluster.ephemeral_port_range()
     assert cluster.port_layout_warning(lo + 100) is not None
@@ -48,8 +51,12 @@ def test_templates_render_and_document_test_settings():
         out = string.Template(text).substitute(node_id=7, port=1, data_dir="/d", voters="1@h:1")
         assert "node.id=7" in out
     broker = (cluster.CONFIG_DIR / "broker.properties").read_text()
-    for setting in ("replica.lag.time.max.ms=5000", "transaction.state.log.min.isr=2",
-                    "offsets.topic.replication.factor=3", "broker.heartbeat.interval.ms=500"):
+    for setting in (
+        "replica.lag.time.max.ms=5000",
+        "transaction.state.log.min.isr=2",
+        "offsets.topic.replication.factor=3",
+        "broker.heartbeat.interval.ms=500",
+    ):
         assert setting in broker
     assert "broker.session.timeout.ms=4000" in (cluster.CONFIG_DIR / "controller.properties").read_text()
 

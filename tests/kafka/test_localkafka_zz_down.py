@@ -1,5 +1,6 @@
 """Runs last in tests/kafka (file order): down() must leave no process behind,
 then the session cluster is brought back for any later test folder."""
+
 import time
 
 import pytest

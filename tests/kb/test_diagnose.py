@@ -66,8 +66,9 @@ def test_urp_causes_follow_the_triage_order():
         P((0, 1, 2), replicas=(0, 1, 2, 3), topic="c", partition=0, adding=(3,)),
         P((1, 2), replicas=(0, 1, 2), topic="d", partition=0, leader=1),  # 0 missing, log dir failed on 0
     ]
-    facts = BrokerFacts(registered=frozenset({0, 1, 3}), expected=frozenset({0, 1, 2, 3}),
-                        failed_log_dirs={0: ("/data/d1",)})
+    facts = BrokerFacts(
+        registered=frozenset({0, 1, 3}), expected=frozenset({0, 1, 2, 3}), failed_log_dirs={0: ("/data/d1",)}
+    )
     findings = urp_findings(parts, facts)
     assert [(f.cause, f.broker, f.partitions) for f in findings] == [
         ("broker-loss", 2, (("a", 0), ("a", 1))),

@@ -24,7 +24,9 @@ def test_every_lake_check_name_has_a_function_and_every_function_an_entry():
     named = {e.id: e.checks.lake for e in KB.failure_modes.values() if e.checks.lake}
     unknown = {eid: name for eid, name in named.items() if name not in LAKE_CHECKS}
     assert not unknown, f"entries name lake checks that do not exist: {unknown}"
-    assert set(LAKE_CHECKS) == set(named.values()), f"lake checks no entry binds: {set(LAKE_CHECKS) - set(named.values())}"
+    assert set(LAKE_CHECKS) == set(named.values()), (
+        f"lake checks no entry binds: {set(LAKE_CHECKS) - set(named.values())}"
+    )
 
 
 def test_every_triage_probe_name_has_a_function_and_every_probe_a_step():

@@ -39,10 +39,24 @@ def _runbook_body() -> str:
 
 
 EXPECTED_IDS = {
-    "broker-loss", "slow-follower", "network-partition", "under-min-isr", "offline-partitions",
-    "unclean-election", "log-dir-failure", "full-disk", "controller-quorum-loss", "metadata-lag",
-    "gc-pauses", "page-cache-cold-reads", "hot-partition", "handler-saturation",
-    "fetch-session-eviction", "rebalance-storm", "producer-fencing", "hanging-transaction",
+    "broker-loss",
+    "slow-follower",
+    "network-partition",
+    "under-min-isr",
+    "offline-partitions",
+    "unclean-election",
+    "log-dir-failure",
+    "full-disk",
+    "controller-quorum-loss",
+    "metadata-lag",
+    "gc-pauses",
+    "page-cache-cold-reads",
+    "hot-partition",
+    "handler-saturation",
+    "fetch-session-eviction",
+    "rebalance-storm",
+    "producer-fencing",
+    "hanging-transaction",
 }
 
 

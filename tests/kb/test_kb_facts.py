@@ -160,7 +160,9 @@ MATRIX = [
 ]
 
 
-@pytest.mark.parametrize(("acks", "min_isr", "rf", "phrase"), MATRIX, ids=[f"acks={m[0]}-min={m[1]}-rf={m[2]}" for m in MATRIX])
+@pytest.mark.parametrize(
+    ("acks", "min_isr", "rf", "phrase"), MATRIX, ids=[f"acks={m[0]}-min={m[1]}-rf={m[2]}" for m in MATRIX]
+)
 def test_durability_matrix_row(acks, min_isr, rf, phrase):
     rows = default_kb().reference["durability"].matrix
     matches = [r for r in rows if (r.acks, r.min_insync_replicas, r.replication_factor) == (acks, min_isr, rf)]
@@ -208,20 +210,35 @@ def test_partition_category(name, metric, mbean):
 
 # (RF, min ISR, initial ISR, [(event, ISR after, categories after)])
 EXAMPLES = [
-    (3, 2, [0, 1, 2], [
-        ("Broker 0 fails", [1, 2], {"UnderReplicated", "AtMinIsr"}),
-        ("Broker 1 fails", [2], {"UnderMinIsr"}),
-    ]),
-    (3, 1, [0, 1, 2], [
-        ("Broker 0 fails", [1, 2], {"UnderReplicated"}),
-        ("Broker 1 fails", [2], {"UnderReplicated", "AtMinIsr"}),
-        ("Broker 2 fails", [], {"Offline"}),
-    ]),
-    (4, 2, [0, 1, 2, 3], [
-        ("Broker 0 fails", [1, 2, 3], {"UnderReplicated"}),
-        ("Broker 1 fails", [2, 3], {"UnderReplicated", "AtMinIsr"}),
-        ("Broker 2 fails", [3], {"UnderMinIsr"}),
-    ]),
+    (
+        3,
+        2,
+        [0, 1, 2],
+        [
+            ("Broker 0 fails", [1, 2], {"UnderReplicated", "AtMinIsr"}),
+            ("Broker 1 fails", [2], {"UnderMinIsr"}),
+        ],
+    ),
+    (
+        3,
+        1,
+        [0, 1, 2],
+        [
+            ("Broker 0 fails", [1, 2], {"UnderReplicated"}),
+            ("Broker 1 fails", [2], {"UnderReplicated", "AtMinIsr"}),
+            ("Broker 2 fails", [], {"Offline"}),
+        ],
+    ),
+    (
+        4,
+        2,
+        [0, 1, 2, 3],
+        [
+            ("Broker 0 fails", [1, 2, 3], {"UnderReplicated"}),
+            ("Broker 1 fails", [2, 3], {"UnderReplicated", "AtMinIsr"}),
+            ("Broker 2 fails", [3], {"UnderMinIsr"}),
+        ],
+    ),
 ]
 
 

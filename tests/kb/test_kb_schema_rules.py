@@ -19,7 +19,9 @@ def test_a_step_that_enables_unclean_election_must_be_marked_as_destroying_data(
         Step(action="Turn it on", config={"unclean.leader.election.enable": "true"})
     with pytest.raises(ValidationError, match="destroys_data"):
         Step(action="Turn it on", command="kafka-configs.sh --add-config unclean.leader.election.enable=true")
-    assert Step(action="Turn it on", config={"unclean.leader.election.enable": "true"}, destroys_data=True).destroys_data
+    assert Step(
+        action="Turn it on", config={"unclean.leader.election.enable": "true"}, destroys_data=True
+    ).destroys_data
     kb = default_kb()
     marked = [(e.id, s.action) for e in kb.failure_modes.values() for s in e.mitigation if s.destroys_data]
     assert [eid for eid, _ in marked] == ["offline-partitions"], marked

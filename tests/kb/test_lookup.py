@@ -71,8 +71,14 @@ def test_norm_folds_case_camel_and_separators():
 
 @pytest.mark.parametrize(
     "noisy",
-    ["URP status", "why is URP 12", "under replicated partitions after deploy", "URP right now?",
-     "UnderReplicatedPartitions", "we have URP"],
+    [
+        "URP status",
+        "why is URP 12",
+        "under replicated partitions after deploy",
+        "URP right now?",
+        "UnderReplicatedPartitions",
+        "we have URP",
+    ],
 )
 def test_the_same_symptom_gives_the_same_ranking_inside_a_longer_question(lookup, noisy):
     """Issue 8, defect 7: 'why URP' and 'why URP status' must not rank different causes first."""
@@ -114,8 +120,10 @@ def test_settings_inside_a_condition_are_not_comparisons(lookup):
 
 
 def test_pasted_java_exception_lines_reach_the_error_class(lookup):
-    line = ("org.apache.kafka.common.errors.NotEnoughReplicasException: Messages are rejected since there are "
-            "fewer in-sync replicas than required.")
+    line = (
+        "org.apache.kafka.common.errors.NotEnoughReplicasException: Messages are rejected since there are "
+        "fewer in-sync replicas than required."
+    )
     assert lookup.search(line)[0].entry.id == "under-min-isr"
 
 
@@ -174,11 +182,13 @@ def test_the_lookup_is_built_once_per_knowledge_base():
 
 
 def test_the_word_model_prefers_the_entry_whose_examples_share_the_words():
-    model = WordModel([
-        (["disk", "full", "disk full"], "full-disk", 1.0),
-        (["heap", "size"], "memory", 1.0),
-        (["disk", "slow"], "slow-follower", 1.0),
-    ])
+    model = WordModel(
+        [
+            (["disk", "full", "disk full"], "full-disk", 1.0),
+            (["heap", "size"], "memory", 1.0),
+            (["disk", "slow"], "slow-follower", 1.0),
+        ]
+    )
     post = model.posteriors(["disk", "full", "zorblax"])
     assert max(post, key=post.get) == "full-disk"
     assert abs(sum(post.values()) - 1) < 1e-9

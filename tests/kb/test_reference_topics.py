@@ -84,7 +84,9 @@ def test_config_defaults_show_only_the_keys_the_question_names():
     reply = reference_reply(default_kb(), "config-defaults", "default of num.io.threads and queued.max.requests?")
     lines = [line for s in reply.sections for line in s.lines]
     assert len(lines) == 2
-    assert lines[0].startswith("num.io.threads = 8 (broker; defined at ServerConfigs.java:51 https://github.com/apache/kafka/blob/04bfe7d/")
+    assert lines[0].startswith(
+        "num.io.threads = 8 (broker; defined at ServerConfigs.java:51 https://github.com/apache/kafka/blob/04bfe7d/"
+    )
     assert lines[1].startswith("queued.max.requests = 500 (broker")
 
 

@@ -48,8 +48,10 @@ def check_answer(res: dict) -> None:
         pytest.fail(f"{res['mode']} was not reproduced ({res['error']}): nothing to judge")
     j = res["judgement"]
     first = res["answers"][0]
-    assert j["passed"], (f"'{first['question']}' answered [{first['reply']['severity']}] "
-                         f"{first['reply']['verdict']!r}; wrong: {'; '.join(j['failures'])}")
+    assert j["passed"], (
+        f"'{first['question']}' answered [{first['reply']['severity']}] "
+        f"{first['reply']['verdict']!r}; wrong: {'; '.join(j['failures'])}"
+    )
 
 
 def wrong_answer(reason: str):

@@ -15,8 +15,12 @@ def _reply(kb, entry_id: str, severity: str, verdict: str, evidence=()) -> dict:
     """A reply shaped like Reply.to_dict(), its diagnosis carrying the entry's own mechanism lines."""
     mode = kb.failure_modes[entry_id]
     return {
-        "title": "Why URP?", "severity": severity, "verdict": verdict,
-        "evidence": [{"label": label, "value": value, "source": "live: metadata", "status": "bad"} for label, value in evidence],
+        "title": "Why URP?",
+        "severity": severity,
+        "verdict": verdict,
+        "evidence": [
+            {"label": label, "value": value, "source": "live: metadata", "status": "bad"} for label, value in evidence
+        ],
         "diagnoses": [{"entry_id": entry_id, "mechanism": [{"label": r.label} for r in mode.mechanism]}],
     }
 
@@ -32,8 +36,13 @@ def test_each_wrong_part_is_reported(kb):
     j = judge(reply, ANSWER_BUDGET_S + 0.5, expect_entry="broker-loss", expect_severity="warning", named=["102"], kb=kb)
     assert not j.passed
     assert (j.top1_ok, j.named_ok, j.mechanism_ok, j.severity_ok, j.fast) == (False, False, False, False, False)
-    assert j.failures() == ["top-1 'slow-follower'", "does not name 102", "mechanism lines differ from the runbook entry's",
-                            "severity 'ok'", f"{ANSWER_BUDGET_S + 0.5:.1f} s > 3 s"]
+    assert j.failures() == [
+        "top-1 'slow-follower'",
+        "does not name 102",
+        "mechanism lines differ from the runbook entry's",
+        "severity 'ok'",
+        f"{ANSWER_BUDGET_S + 0.5:.1f} s > 3 s",
+    ]
 
 
 def test_mechanism_must_be_the_entrys_own_lines(kb):
@@ -49,14 +58,17 @@ def test_no_diagnosis_is_a_wrong_top1(kb):
     assert j.top1 is None and not j.top1_ok and not j.mechanism_ok
 
 
-@pytest.mark.parametrize("text,entity,found", [
-    ("Broker 102 is gone", "102", True),
-    ("brokers 101, 102.", "102", True),
-    ("1,102 partitions", "102", False),          # a count, not the broker
-    ("topic lab-102x", "102", False),
-    ("lab-min-isr-0, lab-min-isr-1", "lab-min-isr", True),  # a topic named by its partitions
-    ("lab-min-isr-other-0", "lab-min-isr", False),        # another topic that starts the same
-])
+@pytest.mark.parametrize(
+    "text,entity,found",
+    [
+        ("Broker 102 is gone", "102", True),
+        ("brokers 101, 102.", "102", True),
+        ("1,102 partitions", "102", False),  # a count, not the broker
+        ("topic lab-102x", "102", False),
+        ("lab-min-isr-0, lab-min-isr-1", "lab-min-isr", True),  # a topic named by its partitions
+        ("lab-min-isr-other-0", "lab-min-isr", False),  # another topic that starts the same
+    ],
+)
 def test_names_whole_tokens_only(text, entity, found):
     assert names(text, entity) is found
 
@@ -64,13 +76,36 @@ def test_names_whole_tokens_only(text, entity, found):
 def test_a_mode_without_a_runbook_entry_is_judged_by_its_verdict(kb):
     """Consumers that stopped are no Kafka failure mode: the verdict must say so, and the rebalance
     storm the bot once led with must not come first."""
-    stopped = {"severity": "warning", "verdict": "Group g has no members and is 54 records behind: its consumers "
-                                                 "stopped (Burrow: STOP).", "diagnoses": [], "evidence": []}
-    j = judge(stopped, 2.0, expect_entry="", expect_severity="warning", named=["g"], kb=kb,
-              expect_verdict="its consumers stopped (Burrow: STOP)", not_top="rebalance-storm")
+    stopped = {
+        "severity": "warning",
+        "verdict": "Group g has no members and is 54 records behind: its consumers stopped (Burrow: STOP).",
+        "diagnoses": [],
+        "evidence": [],
+    }
+    j = judge(
+        stopped,
+        2.0,
+        expect_entry="",
+        expect_severity="warning",
+        named=["g"],
+        kb=kb,
+        expect_verdict="its consumers stopped (Burrow: STOP)",
+        not_top="rebalance-storm",
+    )
     assert j.passed, j.failures()
-    storm = {**stopped, "verdict": "Group g is rebalancing again and again.",
-             "diagnoses": [{"entry_id": "rebalance-storm", "mechanism": []}]}
-    wrong = judge(storm, 2.0, expect_entry="", expect_severity="warning", named=["g"], kb=kb,
-                  expect_verdict="its consumers stopped (Burrow: STOP)", not_top="rebalance-storm")
+    storm = {
+        **stopped,
+        "verdict": "Group g is rebalancing again and again.",
+        "diagnoses": [{"entry_id": "rebalance-storm", "mechanism": []}],
+    }
+    wrong = judge(
+        storm,
+        2.0,
+        expect_entry="",
+        expect_severity="warning",
+        named=["g"],
+        kb=kb,
+        expect_verdict="its consumers stopped (Burrow: STOP)",
+        not_top="rebalance-storm",
+    )
     assert not wrong.passed and wrong.failures() == ["top-1 'rebalance-storm'"]

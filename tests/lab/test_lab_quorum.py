@@ -4,11 +4,10 @@ KBOT_LAB_QUORUM_PORT_BASE, default 24090): the mode that needs a real quorum to 
 import shutil
 
 import pytest
+from labtest import ModeRuns, check_answer, check_reproduced, keep_clusters
 
 from lab.modes import by_name
 from lab.topology import quorum
-
-from labtest import ModeRuns, check_answer, check_reproduced, keep_clusters
 
 pytestmark = pytest.mark.kafka
 

@@ -10,11 +10,10 @@ waits out the broker's 2-minute session age, so the module takes about 8-10 minu
 import shutil
 
 import pytest
+from labtest import ModeRuns, check_answer, check_reproduced, keep_clusters, wrong_answer
 
 from lab.modes import by_name
 from lab.topology import standard
-
-from labtest import ModeRuns, check_answer, check_reproduced, keep_clusters, wrong_answer
 
 pytestmark = pytest.mark.kafka
 
@@ -63,16 +62,26 @@ def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
     from lab.runner import pending
 
     root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([sys.executable, "-m", "bot.cli", "lab", "run", "broker-loss", "--json"], cwd=root,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "lab", "run", "broker-loss", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = json.loads(res.stdout)
     assert out["reproduced"] and not out["healed"], res.stderr
     assert res.returncode == (0 if out["judgement"]["passed"] else 1)
     assert pending(runs.cluster)["mode"] == "broker-loss"
     assert 102 not in runs.cluster.registered_brokers(timeout=5)  # still broken after the command ended
 
-    res = subprocess.run([sys.executable, "-m", "bot.cli", "lab", "heal", "--json"], cwd=root,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "lab", "heal", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["standard"]["mode"] == "broker-loss"
     assert pending(runs.cluster) is None

@@ -22,8 +22,16 @@ def synthetic_lake(spark, tmp_path_factory) -> str:
 
     path = str(tmp_path_factory.mktemp("synthetic") / "lake")
     S.generate(
-        path, cluster=CLUSTER, start=START, hours=2, brokers=4, topics=4, partitions_per_topic=5,
-        resolution_s=30, seed=7, spark=spark,
+        path,
+        cluster=CLUSTER,
+        start=START,
+        hours=2,
+        brokers=4,
+        topics=4,
+        partitions_per_topic=5,
+        resolution_s=30,
+        seed=7,
+        spark=spark,
         incidents=[
             S.broker_loss(2, hhmm(10, 10), dt.timedelta(minutes=40)),
             S.hot_key("topic-001", 2, hhmm(10, 5), "30m"),

@@ -58,8 +58,9 @@ async def test_the_history_reply_carries_one_series_per_broker(lake_service):
     from commands.context import Context
 
     reply = (await answer("history URP --since 30m", Context(lake=lake_service, clock=clock_at(hhmm(10, 30))))).reply
-    assert [s.label for s in reply.series] == ["broker 1", "broker 3", "broker 4", "broker 2"][:len(reply.series)] or \
-        sorted(s.label for s in reply.series) == ["broker 1", "broker 2", "broker 3", "broker 4"]
+    assert [s.label for s in reply.series] == ["broker 1", "broker 3", "broker 4", "broker 2"][
+        : len(reply.series)
+    ] or sorted(s.label for s in reply.series) == ["broker 1", "broker 2", "broker 3", "broker 4"]
     first = reply.series[0]
     assert first.unit and first.points[0][0].startswith("2024-05-01T10:00")
     png = chart_png(reply.series, reply.title)

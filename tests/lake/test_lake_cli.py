@@ -11,8 +11,10 @@ from aiohttp import web
 
 from lake import cli
 
-TEXT = ("# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
-        "kafka_server_replicamanager_underreplicatedpartitions 1.0\n")
+TEXT = (
+    "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
+    "kafka_server_replicamanager_underreplicatedpartitions 1.0\n"
+)
 
 
 def parser():
@@ -60,8 +62,23 @@ def test_bad_targets_is_one_error_line(tmp_path, capsys):
 
 
 async def test_collect_rounds_into_landing(tmp_path, exporter, capsys):
-    args = parser().parse_args(["lake", "collect", "--lake-dir", str(tmp_path), "--targets", f"7={exporter}",
-                                "--cluster", "c1", "--rounds", "2", "--interval", "0.1", "--json"])
+    args = parser().parse_args(
+        [
+            "lake",
+            "collect",
+            "--lake-dir",
+            str(tmp_path),
+            "--targets",
+            f"7={exporter}",
+            "--cluster",
+            "c1",
+            "--rounds",
+            "2",
+            "--interval",
+            "0.1",
+            "--json",
+        ]
+    )
     assert await cli._collect(args) == 0
     files = sorted((tmp_path / "landing").glob("*.jsonl"))
     assert len(files) == 2
@@ -83,9 +100,22 @@ def test_ingest_via_cli(spark, tmp_path, monkeypatch, capsys):
             pass
 
     monkeypatch.setattr(cli, "_session", lambda master: Borrowed())
-    write_landing_file(tmp_path / "landing", [{"ts": 1_714_557_600_000_000, "cluster": "c1", "broker": 1,
-                                               "metric": "UnderReplicatedPartitions", "topic": None,
-                                               "partition": None, "labels": None, "value": 2.0}], "a.jsonl")
+    write_landing_file(
+        tmp_path / "landing",
+        [
+            {
+                "ts": 1_714_557_600_000_000,
+                "cluster": "c1",
+                "broker": 1,
+                "metric": "UnderReplicatedPartitions",
+                "topic": None,
+                "partition": None,
+                "labels": None,
+                "value": 2.0,
+            }
+        ],
+        "a.jsonl",
+    )
     args = parser().parse_args(["lake", "ingest", "--lake-dir", str(tmp_path), "--json"])
     assert cli.run(args) == 0
     out = json.loads(capsys.readouterr().out)

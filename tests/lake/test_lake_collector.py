@@ -17,11 +17,11 @@ from live.model import GroupLag, PartitionLag
 
 TEXT = {
     101: "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
-         "kafka_server_replicamanager_underreplicatedpartitions 2.0\n"
-         "# TYPE kafka_log_log_logendoffset gauge\n"
-         'kafka_log_log_logendoffset{topic="t",partition="0",} 10.0\n',
+    "kafka_server_replicamanager_underreplicatedpartitions 2.0\n"
+    "# TYPE kafka_log_log_logendoffset gauge\n"
+    'kafka_log_log_logendoffset{topic="t",partition="0",} 10.0\n',
     102: "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
-         "kafka_server_replicamanager_underreplicatedpartitions 0.0\n",
+    "kafka_server_replicamanager_underreplicatedpartitions 0.0\n",
 }
 
 
@@ -61,7 +61,9 @@ def _read(path):
 
 def test_parse_targets():
     assert C.parse_targets("101=http://a:7071/metrics, 102=https://b/metrics") == [
-        C.Target(101, "http://a:7071/metrics"), C.Target(102, "https://b/metrics")]
+        C.Target(101, "http://a:7071/metrics"),
+        C.Target(102, "https://b/metrics"),
+    ]
     for bad in ("101", "x=http://a", "1=ftp://a", "1=http://a,1=http://b"):
         with pytest.raises(ValueError):
             C.parse_targets(bad)
@@ -110,8 +112,12 @@ def test_nan_cannot_reach_a_landing_file(tmp_path):
 
 async def test_round_scrapes_all_targets_into_one_file(tmp_path, exporters):
     base, dead = exporters
-    targets = [C.Target(101, f"{base}/101/metrics"), C.Target(102, f"{base}/102/metrics"),
-               C.Target(103, dead), C.Target(104, f"{base}/broken")]
+    targets = [
+        C.Target(101, f"{base}/101/metrics"),
+        C.Target(102, f"{base}/102/metrics"),
+        C.Target(103, dead),
+        C.Target(104, f"{base}/broken"),
+    ]
     col = C.Collector(targets, tmp_path / "landing", "dev", interval_s=1, timeout_s=2, clock=lambda: 1_714_557_600.1234)
     report = await col.collect_once()
     assert set(report.failed) == {103, 104}
@@ -120,15 +126,19 @@ async def test_round_scrapes_all_targets_into_one_file(tmp_path, exporters):
     assert report.rows == len(rows) == 3
     assert {r["ts"] for r in rows} == {1_714_557_600_123_000}  # one instant per round, ms precision
     assert {(r["broker"], r["metric"], r["value"]) for r in rows} == {
-        (101, "UnderReplicatedPartitions", 2.0), (101, "LogEndOffset", 10.0), (102, "UnderReplicatedPartitions", 0.0)}
+        (101, "UnderReplicatedPartitions", 2.0),
+        (101, "LogEndOffset", 10.0),
+        (102, "UnderReplicatedPartitions", 0.0),
+    }
     assert report.file.name.startswith("20240501T100000.123000Z-") and report.file.suffix == ".jsonl"
     assert "2/4 targets" in report.summary()
 
 
 async def test_slow_target_times_out_without_holding_the_round(tmp_path, exporters):
     base, _ = exporters
-    col = C.Collector([C.Target(1, f"{base}/slow"), C.Target(101, f"{base}/101/metrics")], tmp_path, "dev",
-                      timeout_s=0.5)
+    col = C.Collector(
+        [C.Target(1, f"{base}/slow"), C.Target(101, f"{base}/101/metrics")], tmp_path, "dev", timeout_s=0.5
+    )
     report = await col.collect_once()
     assert report.failed == {1: "no answer within 0.5s"}
     assert report.seconds < 1.4
@@ -161,8 +171,12 @@ class FakeGroups:
     async def consumer_group_lag(self, group):
         if group == "missing":
             raise LookupError("no such group")
-        return GroupLag(group, "STABLE", [PartitionLag(t, p, c, self.end, self.end - c) for (t, p), c in self.committed.items()]
-                        + [PartitionLag("orders", 2, None, self.end, None)])
+        return GroupLag(
+            group,
+            "STABLE",
+            [PartitionLag(t, p, c, self.end, self.end - c) for (t, p), c in self.committed.items()]
+            + [PartitionLag("orders", 2, None, self.end, None)],
+        )
 
 
 async def test_group_sampler_emits_observed_commits_only():
@@ -171,13 +185,20 @@ async def test_group_sampler_emits_observed_commits_only():
     rows, errors = await s.sample(1, "c")
     assert "missing" in errors
     assert {(r["metric"], r["partition"], r["value"]) for r in rows} == {
-        ("CommittedOffset", 0, 10.0), ("ConsumerLag", 0, 10.0), ("CommittedOffset", 1, 5.0), ("ConsumerLag", 1, 15.0)}
+        ("CommittedOffset", 0, 10.0),
+        ("ConsumerLag", 0, 10.0),
+        ("CommittedOffset", 1, 5.0),
+        ("ConsumerLag", 1, 15.0),
+    }
     assert all(r["labels"] == {"group": "g"} and r["broker"] == -1 for r in rows)
     rows, _ = await s.sample(2, "c")
     assert rows == []  # nothing committed since
     src.committed[("orders", 1)] = 8
     rows, _ = await s.sample(3, "c")
-    assert {(r["metric"], r["partition"], r["value"]) for r in rows} == {("CommittedOffset", 1, 8.0), ("ConsumerLag", 1, 12.0)}
+    assert {(r["metric"], r["partition"], r["value"]) for r in rows} == {
+        ("CommittedOffset", 1, 8.0),
+        ("ConsumerLag", 1, 12.0),
+    }
 
 
 async def test_collector_adds_group_rows(tmp_path, exporters):

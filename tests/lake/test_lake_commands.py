@@ -85,7 +85,12 @@ async def test_why_with_the_lake_down_still_answers_with_a_note(ctx_at):
 
 
 async def test_bad_since_is_bad_input(ctx_at):
-    for text in ("why URP --since forever", "why URP --since 0m", "hot-partitions --since 90d", "history URP --since 1y"):
+    for text in (
+        "why URP --since forever",
+        "why URP --since 0m",
+        "hot-partitions --since 90d",
+        "history URP --since 1y",
+    ):
         result = await answer(text, ctx_at(hhmm(10, 30)))
         assert result.outcome == "bad_input", text
         assert "--since" in result.reply.verdict
@@ -118,7 +123,9 @@ async def test_hot_partitions_names_the_hot_key_partition(ctx_at, lake_service):
     first = ctx.kb.failure_modes["hot-partition"].do_not[0]
     assert reply.notes[0] == f"Do not: {first.action}. {first.why}"
     # the chart: the first partitions of the ranking, per minute, the hot one on top at its peak
-    assert [s.label for s in reply.series] == [r["partition"] for r in rows[:len(reply.series)]] and len(reply.series) == 5
+    assert [s.label for s in reply.series] == [r["partition"] for r in rows[: len(reply.series)]] and len(
+        reply.series
+    ) == 5
     hottest = reply.series[0]
     assert hottest.unit == "records/s" and len(hottest.points) >= 14
     assert max(v for _t, v in hottest.points) == rows[0]["peak rec/s"]
@@ -164,8 +171,12 @@ def metadata_log_lake(spark, tmp_path_factory):
             out.append((ts, broker, "LogEndOffset", topic, partition, None, float(per_sec * 30 * i), "syn", date, hour))
         return out
 
-    rows = (series("__cluster_metadata", 0, 1, 50) + series("orders", 0, 101, 2) + series("orders", 1, 102, 1)
-            + series("gone", 0, 103, 0.5))
+    rows = (
+        series("__cluster_metadata", 0, 1, 50)
+        + series("orders", 0, 101, 2)
+        + series("orders", 1, 102, 1)
+        + series("gone", 0, 103, 0.5)
+    )
     path = str(tmp_path_factory.mktemp("metadata-log") / "lake")
     spark.createDataFrame(rows, SAMPLE_SCHEMA).write.partitionBy("cluster", "date", "hour").parquet(path)
     svc = LakeService(path, cluster=None, spark=spark, query_timeout_s=60)
@@ -238,7 +249,9 @@ async def test_history_of_a_counter_counts_events(ctx_at):
 
 
 async def test_history_of_one_partition(ctx_at):
-    reply = (await answer("history LogEndOffset --topic topic-001 --partition 2 --since 10m", ctx_at(hhmm(10, 30)))).reply
+    reply = (
+        await answer("history LogEndOffset --topic topic-001 --partition 2 --since 10m", ctx_at(hhmm(10, 30)))
+    ).reply
     assert len(reply.sections[0].lines) == 10
     assert reply.sections[0].lines[0].startswith("10:20  b")
 
@@ -249,12 +262,15 @@ async def test_history_long_window_uses_wider_buckets(ctx_at):
     assert len(reply.sections[0].lines) == 60  # the lake holds 10:00-12:00 of the 09:00-12:00 window
 
 
-@pytest.mark.parametrize("evil", [
-    "x'; DROP TABLE t; --",
-    "UnderReplicatedPartitions' OR '1'='1",
-    "`metric`) UNION SELECT * FROM samples --",
-    "${jndi:ldap://x}",
-])
+@pytest.mark.parametrize(
+    "evil",
+    [
+        "x'; DROP TABLE t; --",
+        "UnderReplicatedPartitions' OR '1'='1",
+        "`metric`) UNION SELECT * FROM samples --",
+        "${jndi:ldap://x}",
+    ],
+)
 async def test_injection_attempts_are_just_unknown_metrics(ctx_at, evil):
     ctx = ctx_at(hhmm(10, 30))
     result = await answer(f'history "{evil}"', ctx)
@@ -268,7 +284,7 @@ async def test_injection_attempts_are_just_unknown_metrics(ctx_at, evil):
 
 
 async def test_topic_injection_is_refused_by_the_router(ctx_at):
-    result = await answer("history URP --topic \"t' OR 1=1 --\"", ctx_at(hhmm(10, 30)))
+    result = await answer('history URP --topic "t\' OR 1=1 --"', ctx_at(hhmm(10, 30)))
     assert result.outcome == "bad_input"
 
 
@@ -343,4 +359,7 @@ async def test_digest_trends_call_a_partition_hot_only_past_the_skew(ctx_at, met
     assert during_hot_key.section.lines[0].startswith("Hot: topic-001-2 ")
     quiet = await _lake(Context(lake=metadata_log_lake, clock=clock_at(hhmm(10, 15))), "syn", 1)
     assert [line.split(" ")[:2] for line in quiet.section.lines] == [
-        ["Busiest:", "orders-0"], ["Busiest:", "orders-1"], ["Busiest:", "gone-0"]]
+        ["Busiest:", "orders-0"],
+        ["Busiest:", "orders-1"],
+        ["Busiest:", "gone-0"],
+    ]

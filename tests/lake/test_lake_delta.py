@@ -28,8 +28,16 @@ def us(t: dt.datetime) -> int:
 
 
 def urp_row(t, broker, value, cluster="dl"):
-    return {"ts": us(t), "cluster": cluster, "broker": broker, "metric": "UnderReplicatedPartitions",
-            "topic": None, "partition": None, "labels": None, "value": float(value)}
+    return {
+        "ts": us(t),
+        "cluster": cluster,
+        "broker": broker,
+        "metric": "UnderReplicatedPartitions",
+        "topic": None,
+        "partition": None,
+        "labels": None,
+        "value": float(value),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +71,9 @@ async def test_a_7_day_trend_reads_hour_rollups_and_never_raw_samples(spark, wee
     moved = week_lake.table + ".moved"
     os.rename(week_lake.table, moved)  # no raw table at all while the question is answered
     try:
-        reply = (await answer("history URP --since 7d", Context(lake=lake, clock=clock_at(DAY0 + dt.timedelta(days=8))))).reply
+        reply = (
+            await answer("history URP --since 7d", Context(lake=lake, clock=clock_at(DAY0 + dt.timedelta(days=8))))
+        ).reply
     finally:
         os.rename(moved, week_lake.table)
     assert "1-hour rollups; no raw samples were read" in " ".join(reply.notes)
@@ -72,7 +82,9 @@ async def test_a_7_day_trend_reads_hour_rollups_and_never_raw_samples(spark, wee
     assert reply.sections[0].heading == "Per 3 h (UTC)"
     assert len(lines) == 56  # 7 days of 3-hour buckets
     # a 1-hour window is answered from the minute rollups
-    short = (await answer("history URP --since 1h", Context(lake=lake, clock=clock_at(DAY0 + dt.timedelta(days=8))))).reply
+    short = (
+        await answer("history URP --since 1h", Context(lake=lake, clock=clock_at(DAY0 + dt.timedelta(days=8))))
+    ).reply
     assert "Resolution: 1-minute rollups" in " ".join(short.notes)
 
 
@@ -126,7 +138,9 @@ def test_compaction_retention_and_vacuum(spark, tmp_path):
     assert optimize_closed(spark, layout.table, parts, now, lookback=dt.timedelta(days=9)) == (0, 0, 0)
 
     assert expire(spark, layout.table, dt.timedelta(days=7), now) == "2024-05-02"
-    assert [r["date"] for r in spark.read.format("delta").load(layout.table).select("date").distinct().collect()] == ["2024-05-09"]
+    assert [r["date"] for r in spark.read.format("delta").load(layout.table).select("date").distinct().collect()] == [
+        "2024-05-09"
+    ]
 
     # the whole schedule once: rollups keep 90 days, so their rows of 2024-05-01 stay
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")

@@ -53,12 +53,19 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
     every_node = set(kafka_cluster.metrics_urls)
     try:
         # healthy samples first: a few rounds in which every node's exporter answered
-        await until(lambda: sum({s.target.broker for s in r.scrapes if s.ok} == every_node for r in rounds) >= 3, 120,
-                    "three rounds with every exporter answering")
+        await until(
+            lambda: sum({s.target.broker for s in r.scrapes if s.ok} == every_node for r in rounds) >= 3,
+            120,
+            "three rounds with every exporter answering",
+        )
         before_kill = len(rounds)
         await asyncio.to_thread(faults.kill_broker, KILLED)
-        await asyncio.to_thread(faults.wait_for, lambda: _isr_without(kafka_cluster, urp_topic, KILLED), 30,
-                                f"ISRs of {urp_topic} to drop broker {KILLED}")
+        await asyncio.to_thread(
+            faults.wait_for,
+            lambda: _isr_without(kafka_cluster, urp_topic, KILLED),
+            30,
+            f"ISRs of {urp_topic} to drop broker {KILLED}",
+        )
         after_isr = len(rounds)
         # rounds that saw the shrunken ISRs on the survivors, and the dead broker's exporter gone
         await until(lambda: len(rounds) >= after_isr + 5, 120, "five rounds after the ISRs shrank")
@@ -89,12 +96,21 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
     urp = await lake.query(urp_by_broker, end - dt.timedelta(minutes=10), end)
     survivors = [b for b in kafka_cluster.brokers if b != KILLED]
     assert any(urp.get(b, 0) > 0 for b in survivors), urp
-    nodes = await lake.query(lambda v, s, e: sorted({r.broker for r in v.window(s, e).filter(
-        "metric = 'ActiveControllerCount'").select("broker").collect()}), end - dt.timedelta(minutes=10), end)
+    nodes = await lake.query(
+        lambda v, s, e: sorted(
+            {r.broker for r in v.window(s, e).filter("metric = 'ActiveControllerCount'").select("broker").collect()}
+        ),
+        end - dt.timedelta(minutes=10),
+        end,
+    )
     assert nodes == [1]  # KRaft: controller metrics come from the controller node
 
-    env = {"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers, "KBOT_CLUSTER_NAME": "pytest",
-           "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)), "KBOT_ADMIN_TIMEOUT_S": "10"}
+    env = {
+        "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
+        "KBOT_CLUSTER_NAME": "pytest",
+        "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+        "KBOT_ADMIN_TIMEOUT_S": "10",
+    }
     pool = GatewayPool(env=env)
     try:
         ctx = Context(live=pool, lake=lake)

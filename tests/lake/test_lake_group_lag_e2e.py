@@ -41,15 +41,26 @@ async def _until(predicate, timeout: float, what: str) -> None:
 
 async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_path):
     group, topic = f"lake-stop-{uuid.uuid4().hex[:6]}", f"lake-stop-t-{uuid.uuid4().hex[:6]}"
-    env = {"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers, "KBOT_CLUSTER_NAME": "pytest",
-           "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)), "KBOT_ADMIN_TIMEOUT_S": "10"}
+    env = {
+        "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
+        "KBOT_CLUSTER_NAME": "pytest",
+        "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+        "KBOT_ADMIN_TIMEOUT_S": "10",
+    }
     pool = GatewayPool(env=env)
     lagging = await asyncio.to_thread(stopped_group, kafka_cluster, group, topic, 30, 40)
     try:
         gw = await pool.get(None)
         layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
-        collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest",
-                              interval_s=2.0, timeout_s=3.0, groups=[group], lag_source=gw)
+        collector = Collector(
+            targets_from_urls(kafka_cluster.metrics_urls),
+            layout.landing,
+            "pytest",
+            interval_s=2.0,
+            timeout_s=3.0,
+            groups=[group],
+            lag_source=gw,
+        )
         rounds: list = []
         stop = asyncio.Event()
         collecting = asyncio.create_task(collector.run(stop=stop, on_round=rounds.append))
@@ -66,9 +77,13 @@ async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_
         group_rows = [r for r in rounds if r.group_rows]
         assert group_rows and not any(r.group_errors for r in rounds)
         # the collector saw the one commit once: the lag it wrote then is the lake's frozen figure
-        frozen = sum(row["value"] for r in rounds if r.file
-                     for row in map(json.loads, r.file.read_text().splitlines())
-                     if row["metric"] == "ConsumerLag" and row["labels"].get("group") == group)
+        frozen = sum(
+            row["value"]
+            for r in rounds
+            if r.file
+            for row in map(json.loads, r.file.read_text().splitlines())
+            if row["metric"] == "ConsumerLag" and row["labels"].get("group") == group
+        )
 
         await asyncio.to_thread(Ingestor(spark, layout).run)
         lake = LakeService(layout.table, cluster="pytest", spark=spark, query_timeout_s=120, warm=False).start()

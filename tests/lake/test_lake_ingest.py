@@ -21,10 +21,26 @@ T10 = int(dt.datetime(2024, 5, 1, 10, 59, 30, tzinfo=dt.timezone.utc).timestamp(
 T11 = int(dt.datetime(2024, 5, 1, 11, 0, 0, tzinfo=dt.timezone.utc).timestamp() * 1e6)
 
 
-def row(ts, metric="UnderReplicatedPartitions", broker=101, value=1.0, topic=None, partition=None, labels=None,
-        cluster="dev"):
-    return {"ts": ts, "cluster": cluster, "broker": broker, "metric": metric, "topic": topic,
-            "partition": partition, "labels": labels, "value": value}
+def row(
+    ts,
+    metric="UnderReplicatedPartitions",
+    broker=101,
+    value=1.0,
+    topic=None,
+    partition=None,
+    labels=None,
+    cluster="dev",
+):
+    return {
+        "ts": ts,
+        "cluster": cluster,
+        "broker": broker,
+        "metric": metric,
+        "topic": topic,
+        "partition": partition,
+        "labels": labels,
+        "value": value,
+    }
 
 
 def land(layout: LakeLayout, name: str, rows) -> None:
@@ -40,12 +56,33 @@ def layout(tmp_path) -> LakeLayout:
 
 def two_hours(layout):
     """Two landing files, 7 rows, spanning hours 10 and 11 (so two Parquet files per batch)."""
-    land(layout, "a.jsonl", [row(T10, value=3.0), row(T10, broker=102, value=0.0),
-                             row(T10, metric="LogEndOffset", topic="orders", partition=0, value=1200.0),
-                             row(T10, metric="RequestQueueTimeMs", labels={"request": "Produce", "quantile": "0.99"}, value=2.5)])
-    land(layout, "b.jsonl", [row(T11, value=3.0), row(T11, metric="IsrShrinksPerSec", value=17.0),
-                             row(T11, metric="CommittedOffset", broker=-1, topic="orders", partition=0,
-                                 labels={"group": "g"}, value=1100.0)])
+    land(
+        layout,
+        "a.jsonl",
+        [
+            row(T10, value=3.0),
+            row(T10, broker=102, value=0.0),
+            row(T10, metric="LogEndOffset", topic="orders", partition=0, value=1200.0),
+            row(T10, metric="RequestQueueTimeMs", labels={"request": "Produce", "quantile": "0.99"}, value=2.5),
+        ],
+    )
+    land(
+        layout,
+        "b.jsonl",
+        [
+            row(T11, value=3.0),
+            row(T11, metric="IsrShrinksPerSec", value=17.0),
+            row(
+                T11,
+                metric="CommittedOffset",
+                broker=-1,
+                topic="orders",
+                partition=0,
+                labels={"group": "g"},
+                value=1100.0,
+            ),
+        ],
+    )
     return 7
 
 
@@ -83,7 +120,10 @@ def test_ingest_writes_typed_partitioned_rows(spark, layout):
     rows = lake_rows(spark, layout)
     assert len(rows) == n
     files = live_files(spark, layout)
-    assert [f.rsplit("/", 1)[0] for f in files] == ["cluster=dev/date=2024-05-01/hour=10", "cluster=dev/date=2024-05-01/hour=11"]
+    assert [f.rsplit("/", 1)[0] for f in files] == [
+        "cluster=dev/date=2024-05-01/hour=10",
+        "cluster=dev/date=2024-05-01/hour=11",
+    ]
     assert os.path.isdir(f"{layout.table}/_delta_log")
     leo = next(r for r in rows if r.metric == "LogEndOffset")
     assert (leo.topic, leo.partition, leo.value, leo.labels, leo.broker) == ("orders", 0, 1200.0, None, 101)
@@ -94,7 +134,9 @@ def test_ingest_writes_typed_partitioned_rows(spark, layout):
     assert q.labels == {"request": "Produce", "quantile": "0.99"}
     assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
     commits = local_commits(layout.table)
-    assert [(c["batch"], c["rows"], c["files"]) for c in commits] == [(report.batches[0].batch_id, 7, ["a.jsonl", "b.jsonl"])]
+    assert [(c["batch"], c["rows"], c["files"]) for c in commits] == [
+        (report.batches[0].batch_id, 7, ["a.jsonl", "b.jsonl"])
+    ]
     assert report.batches[0].hours == [("dev", "2024-05-01", 10), ("dev", "2024-05-01", 11)]
 
 
@@ -272,11 +314,18 @@ def test_an_ingest_killed_from_outside_loses_and_duplicates_nothing(spark, layou
     import time
 
     n = two_hours(layout)
-    env = dict(os.environ, KBOT_LAKE_DIR=str(layout.state_dir), PYSPARK_SUBMIT_ARGS="--driver-memory 512m pyspark-shell")
+    env = dict(
+        os.environ, KBOT_LAKE_DIR=str(layout.state_dir), PYSPARK_SUBMIT_ARGS="--driver-memory 512m pyspark-shell"
+    )
     env.pop("KBOT_LAKE_URI", None)
-    child = subprocess.Popen([sys.executable, "-m", "lake.cli", "ingest", "--master", "local[1]", "--json"],
-                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lake.cli", "ingest", "--master", "local[1]", "--json"],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300  # a cold Spark start on a busy 2-core machine
         while not list(layout.processing.glob("*/" + TXN_FILE)):

@@ -56,8 +56,17 @@ def test_maps_runbook_metrics_with_topic_partition_and_labels():
     rows = res.rows
     assert all(r["ts"] == TS and r["cluster"] == "dev" and r["broker"] == 101 for r in rows)
     assert _by(rows, "UnderReplicatedPartitions") == [
-        {"ts": TS, "cluster": "dev", "broker": 101, "metric": "UnderReplicatedPartitions", "topic": None,
-         "partition": None, "labels": None, "value": 3.0}]
+        {
+            "ts": TS,
+            "cluster": "dev",
+            "broker": 101,
+            "metric": "UnderReplicatedPartitions",
+            "topic": None,
+            "partition": None,
+            "labels": None,
+            "value": 3.0,
+        }
+    ]
     # meters: the raw cumulative count of the _total sample; the one-minute rate is not kept
     assert [r["value"] for r in _by(rows, "IsrShrinksPerSec")] == [17.0]
     assert [r["value"] for r in _by(rows, "IsrExpandsPerSec")] == [2.0]
@@ -108,10 +117,14 @@ def test_invalid_exposition_raises_value_error():
 
 
 def test_names_follow_the_exporter_rules():
-    assert prometheus_name("server", "ReplicaManager", "UnderReplicatedPartitions") == \
-        "kafka_server_replicamanager_underreplicatedpartitions"
-    assert prometheus_name("coordinator.group", "GroupMetadataManager", "NumGroups") == \
-        "kafka_coordinator_group_groupmetadatamanager_numgroups"
+    assert (
+        prometheus_name("server", "ReplicaManager", "UnderReplicatedPartitions")
+        == "kafka_server_replicamanager_underreplicatedpartitions"
+    )
+    assert (
+        prometheus_name("coordinator.group", "GroupMetadataManager", "NumGroups")
+        == "kafka_coordinator_group_groupmetadatamanager_numgroups"
+    )
     from lake.schema import METRICS
 
     # every metric the lake schema documents (except the consumer-group rows) has a mapping
@@ -123,14 +136,29 @@ def test_localkafka_constants_are_mapped():
     from lake.mapping import SAMPLES
     from localkafka import metrics as M
 
-    for const in (M.UNDER_REPLICATED, M.ISR_SHRINKS, M.ISR_EXPANDS, M.AT_MIN_ISR, M.UNDER_MIN_ISR,
-                  M.LATE_TXN_PARTITIONS, M.ACTIVE_CONTROLLERS, M.OFFLINE_PARTITIONS, M.LOG_END_OFFSET,
-                  M.LOG_SIZE, M.PARTITION_LSO_LAG, M.REQUEST_QUEUE_TIME, M.REQUEST_HANDLER_IDLE, M.MESSAGES_IN):
+    for const in (
+        M.UNDER_REPLICATED,
+        M.ISR_SHRINKS,
+        M.ISR_EXPANDS,
+        M.AT_MIN_ISR,
+        M.UNDER_MIN_ISR,
+        M.LATE_TXN_PARTITIONS,
+        M.ACTIVE_CONTROLLERS,
+        M.OFFLINE_PARTITIONS,
+        M.LOG_END_OFFSET,
+        M.LOG_SIZE,
+        M.PARTITION_LSO_LAG,
+        M.REQUEST_QUEUE_TIME,
+        M.REQUEST_HANDLER_IDLE,
+        M.MESSAGES_IN,
+    ):
         assert const in SAMPLES, const
 
 
 def test_group_rows():
     rows = group_rows("g1", "orders", 3, 100, 7, ts_us=TS, cluster="c")
     assert [(r["metric"], r["value"], r["broker"], r["labels"]) for r in rows] == [
-        ("CommittedOffset", 100.0, -1, {"group": "g1"}), ("ConsumerLag", 7.0, -1, {"group": "g1"})]
+        ("CommittedOffset", 100.0, -1, {"group": "g1"}),
+        ("ConsumerLag", 7.0, -1, {"group": "g1"}),
+    ]
     assert [r["metric"] for r in group_rows("g1", "orders", 3, 100, None, ts_us=TS, cluster="c")] == ["CommittedOffset"]

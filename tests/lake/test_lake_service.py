@@ -10,8 +10,8 @@ import time
 import pytest
 from lakekit import hhmm
 
-from lake.errors import LakeUnavailable as Unavailable
 from lake import service as svc_mod
+from lake.errors import LakeUnavailable as Unavailable
 from lake.service import LakeService, LakeView
 
 pytestmark = pytest.mark.spark
@@ -45,7 +45,9 @@ def test_a_delta_window_reads_only_the_files_of_its_hours(lake_service):
     files = view.window(hhmm(10, 50), hhmm(11, 5)).select("_metadata.file_path").distinct().collect()
     hours = {f[0].split("/hour=")[1].split("/")[0] for f in files}
     assert hours == {"10", "11"}
-    assert view.resolution_for(60) == "1m" and view.resolution_for(3 * 3600) == "1h" and view.resolution_for(30) == "raw"
+    assert (
+        view.resolution_for(60) == "1m" and view.resolution_for(3 * 3600) == "1h" and view.resolution_for(30) == "raw"
+    )
 
 
 def test_missing_lake_is_empty_not_an_error(spark, tmp_path):
@@ -135,10 +137,21 @@ async def test_frame_is_the_digest_protocol(lake_service):
 
 
 def test_from_env(tmp_path):
-    lake = LakeService.from_env({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_SPARK_MASTER": "sc://spark:15002",
-                                 "KBOT_LAKE_CLUSTER": "prod", "KBOT_LAKE_TIMEOUT_S": "12",
-                                 "KBOT_SPARK_CONF": "spark.driver.memory=2g; spark.jars.packages=a:b:1,c:d:2"})
-    assert (lake.path, lake.master, lake.cluster, lake.query_timeout_s) == (str(tmp_path / "samples"), "sc://spark:15002", "prod", 12.0)
+    lake = LakeService.from_env(
+        {
+            "KBOT_LAKE_DIR": str(tmp_path),
+            "KBOT_SPARK_MASTER": "sc://spark:15002",
+            "KBOT_LAKE_CLUSTER": "prod",
+            "KBOT_LAKE_TIMEOUT_S": "12",
+            "KBOT_SPARK_CONF": "spark.driver.memory=2g; spark.jars.packages=a:b:1,c:d:2",
+        }
+    )
+    assert (lake.path, lake.master, lake.cluster, lake.query_timeout_s) == (
+        str(tmp_path / "samples"),
+        "sc://spark:15002",
+        "prod",
+        12.0,
+    )
     assert lake.conf == {"spark.driver.memory": "2g", "spark.jars.packages": "a:b:1,c:d:2"}
     assert lake.state == "new"
 

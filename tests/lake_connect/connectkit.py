@@ -39,7 +39,18 @@ def recent_lake(spark, path: str) -> dt.datetime:
     now = dt.datetime.now(UTC)
     hours = 1 if now.minute >= 20 else 2  # the hour directories that hold now-15m .. now
     start = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=hours - 1)
-    S.generate(path, cluster=CLUSTER, start=start, hours=hours, brokers=3, topics=2, partitions_per_topic=3,
-               resolution_s=30, seed=11, spark=spark, leo_replicas=1,
-               incidents=[S.hot_key(HOT_TOPIC, HOT_PARTITION, start, f"{hours * 60}m")])
+    S.generate(
+        path,
+        cluster=CLUSTER,
+        start=start,
+        hours=hours,
+        brokers=3,
+        topics=2,
+        partitions_per_topic=3,
+        resolution_s=30,
+        seed=11,
+        spark=spark,
+        leo_replicas=1,
+        incidents=[S.hot_key(HOT_TOPIC, HOT_PARTITION, start, f"{hours * 60}m")],
+    )
     return now

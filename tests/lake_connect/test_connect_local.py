@@ -72,8 +72,12 @@ def test_lake_service_queries_through_connect(served):
             hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
             others = {}
             for name, fn, args in [
-                ("urp", Q.q_urp, ()), ("under_min_isr", Q.q_under_min_isr, ()), ("offline", Q.q_offline, ()),
-                ("hanging", Q.q_hanging, ()), ("saturation", Q.q_saturation, ()), ("controller", Q.q_controller, ()),
+                ("urp", Q.q_urp, ()),
+                ("under_min_isr", Q.q_under_min_isr, ()),
+                ("offline", Q.q_offline, ()),
+                ("hanging", Q.q_hanging, ()),
+                ("saturation", Q.q_saturation, ()),
+                ("controller", Q.q_controller, ()),
                 ("group_lag", Q.q_group_lag, ("topic-001-consumers",)),
                 ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),
                 ("window", Q.q_window_rows, (lambda df: df.groupBy("metric").count(),)),
@@ -101,11 +105,15 @@ def test_a_one_shot_kbot_ask_answers_from_the_lake_through_the_server(served, tm
     info, env, _ = served
     # no Java for this process: an in-process Spark cannot start, so a lake answer can only
     # have come through the Connect server
-    child_env = dict(env, JAVA_HOME=str(tmp_path / "no-java"), PATH=os.pathsep.join(
-        p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "java").exists()))
+    child_env = dict(
+        env,
+        JAVA_HOME=str(tmp_path / "no-java"),
+        PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "java").exists()),
+    )
     t0 = time.monotonic()
-    proc = subprocess.run([KBOT, "ask", "--json", "hot-partitions"], env=child_env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [KBOT, "ask", "--json", "hot-partitions"], env=child_env, capture_output=True, text=True, timeout=600
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]
     answer = json.loads(proc.stdout)
@@ -119,17 +127,21 @@ def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
     # a state file left by a server that is gone (another lake dir, a pid that is not a server)
     other = tmp_path / "other-lake"
     (other / "connect").mkdir(parents=True)
-    (other / "connect" / "server.json").write_text(json.dumps(
-        {"pid": os.getpid(), "port": info.port, "master": "local[2]", "log": "x", "host": "127.0.0.1"}))
+    (other / "connect" / "server.json").write_text(
+        json.dumps({"pid": os.getpid(), "port": info.port, "master": "local[2]", "log": "x", "host": "127.0.0.1"})
+    )
     other_env = dict(env, KBOT_LAKE_DIR=str(other))
     assert connect.running_url(env=other_env) is None
     assert LakeService.from_env(other_env).master == "local[*]"
-    st = subprocess.run([KBOT, "lake", "serve", "--status", "--json"], env=other_env, capture_output=True,
-                        text=True, timeout=300)
+    st = subprocess.run(
+        [KBOT, "lake", "serve", "--status", "--json"], env=other_env, capture_output=True, text=True, timeout=300
+    )
     assert st.returncode == 1 and json.loads(st.stdout)["state"] == "dead", st
-    ok = subprocess.run([KBOT, "lake", "serve", "--status", "--json"], env=env, capture_output=True,
-                        text=True, timeout=300)
+    ok = subprocess.run(
+        [KBOT, "lake", "serve", "--status", "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert ok.returncode == 0 and json.loads(ok.stdout)["url"] == info.url, ok
-    bad = subprocess.run([KBOT, "lake", "serve", "--port", "99999"], env=env, capture_output=True, text=True,
-                         timeout=300)
+    bad = subprocess.run(
+        [KBOT, "lake", "serve", "--port", "99999"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: --port") and "Traceback" not in bad.stderr

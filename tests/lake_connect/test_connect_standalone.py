@@ -73,29 +73,75 @@ def cluster(tmp_path_factory):
     home = tmp_path_factory.mktemp("standalone")
     lake_dir = home / "lake"
     env = {k: v for k, v in os.environ.items() if k not in ("KBOT_SPARK_MASTER", "SPARK_HOME")}
-    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "384m", "KBOT_LAKE_DIR": str(lake_dir),
-                "SPARK_NO_DAEMONIZE": "1"})
+    env.update(
+        {
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": "384m",
+            "KBOT_LAKE_DIR": str(lake_dir),
+            "SPARK_NO_DAEMONIZE": "1",
+        }
+    )
     spark_class = str(connect.spark_home() / "bin" / "spark-class")
     procs: dict[str, subprocess.Popen] = {}
     url = f"spark://127.0.0.1:{MASTER_PORT}"
     try:
         for name, cmd in [
-            ("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                        "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)]),
-            ("worker", [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(WORKER_UI),
-                        "--work-dir", str(home / "work")]),
+            (
+                "master",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(MASTER_PORT),
+                    "--webui-port",
+                    str(MASTER_UI),
+                ],
+            ),
+            (
+                "worker",
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(WORKER_UI),
+                    "--work-dir",
+                    str(home / "work"),
+                ],
+            ),
         ]:
             log = open(home / f"{name}.log", "w")
-            procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env=env, start_new_session=True)
+            procs[name] = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
             log.close()
         master_json = f"http://127.0.0.1:{MASTER_UI}/json/"
-        _wait("the worker to register with the master",
-              lambda: [w for w in _json(master_json).get("workers", []) if w.get("state") == "ALIVE"], procs)
-        info = connect.start_server(free_port(), url, lake_dir=lake_dir, timeout=300, env=env, conf={
-            "spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "1",
-            "spark.sql.shuffle.partitions": "2"})
+        _wait(
+            "the worker to register with the master",
+            lambda: [w for w in _json(master_json).get("workers", []) if w.get("state") == "ALIVE"],
+            procs,
+        )
+        info = connect.start_server(
+            free_port(),
+            url,
+            lake_dir=lake_dir,
+            timeout=300,
+            env=env,
+            conf={
+                "spark.executor.memory": "512m",
+                "spark.executor.cores": "1",
+                "spark.cores.max": "1",
+                "spark.sql.shuffle.partitions": "2",
+            },
+        )
         yield info, env, master_json, procs
     finally:
         with contextlib.suppress(Exception):
@@ -113,9 +159,18 @@ def _land(layout, name: str, minute0: int) -> int:
         ts = T0 + dt.timedelta(minutes=minute0, seconds=30 * i)
         for p in range(3):
             rate = 400.0 if p == HOT else 20.0
-            rows.append({"ts": int(ts.timestamp() * 1e6), "cluster": "sa", "broker": 1 + p, "metric": "LogEndOffset",
-                         "topic": TOPIC, "partition": p, "labels": None,
-                         "value": rate * (minute0 * 60 + 30 * i)})
+            rows.append(
+                {
+                    "ts": int(ts.timestamp() * 1e6),
+                    "cluster": "sa",
+                    "broker": 1 + p,
+                    "metric": "LogEndOffset",
+                    "topic": TOPIC,
+                    "partition": p,
+                    "labels": None,
+                    "value": rate * (minute0 * 60 + 30 * i),
+                }
+            )
     write_landing_file(layout.landing, rows, name)
     return len(rows)
 

@@ -13,6 +13,7 @@ from promkit import TIMING
 from bot.alerts_stack import PROMETHEUS, AlertStack
 from lake.mapping import SAMPLES
 
+
 class LakePrometheus(AlertStack):
     """The launcher's stack, keeping the series the lake maps as well as the ones its rules read:
     its scrape config drops every other name (metric_relabel_configs keep)."""
@@ -35,8 +36,14 @@ def prometheus_stack(kafka_cluster, tmp_path: Path):
     if shutil.which("prometheus-alertmanager") is None and shutil.which("alertmanager") is None:
         pytest.skip("prometheus-alertmanager is not installed (the launcher starts it with Prometheus)")
     # Alertmanager's webhook points at a port nothing listens on: these tests read no alerts.
-    stack = LakePrometheus(tmp_path / "stack", dict(kafka_cluster.metrics_urls), "http://127.0.0.1:9/unused",
-                           "unused-token", cluster="pytest", timing=TIMING)
+    stack = LakePrometheus(
+        tmp_path / "stack",
+        dict(kafka_cluster.metrics_urls),
+        "http://127.0.0.1:9/unused",
+        "unused-token",
+        cluster="pytest",
+        timing=TIMING,
+    )
     stack.start(timeout_s=120)
     try:
         yield stack

@@ -19,8 +19,19 @@ T0_US = 1_714_557_600_000_000  # 2024-05-01 10:00:00 UTC
 
 
 def rows(ts_us: int, value: float) -> list[dict]:
-    return [{"ts": ts_us, "cluster": "ci", "broker": b, "metric": "UnderReplicatedPartitions", "topic": None,
-             "partition": None, "labels": None, "value": value} for b in (101, 102, 103)]
+    return [
+        {
+            "ts": ts_us,
+            "cluster": "ci",
+            "broker": b,
+            "metric": "UnderReplicatedPartitions",
+            "topic": None,
+            "partition": None,
+            "labels": None,
+            "value": value,
+        }
+        for b in (101, 102, 103)
+    ]
 
 
 def wait_for(condition, timeout: float, what: str) -> None:

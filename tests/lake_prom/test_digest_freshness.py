@@ -23,4 +23,10 @@ def test_data_older_than_the_symptom_commands_trust_is_stale():
 
 def test_ages_read_naturally():
     assert [describe_age(s) for s in (0, 119, 120, 7199, 7200 + 300, 3 * 86_400 + 4 * 3600)] == [
-        "0 s", "119 s", "2 min", "1 h 59 min", "2 h 5 min", "3 d 4 h"]
+        "0 s",
+        "119 s",
+        "2 min",
+        "1 h 59 min",
+        "2 h 5 min",
+        "3 d 4 h",
+    ]

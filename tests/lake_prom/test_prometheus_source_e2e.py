@@ -34,8 +34,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 CLUSTER = "pytest-prom"
 
 
-async def until(condition, timeout: float, what: str, running: asyncio.Task | None = None,
-                detail=lambda: "") -> None:
+async def until(condition, timeout: float, what: str, running: asyncio.Task | None = None, detail=lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while not await asyncio.to_thread(condition):
         if running is not None and running.done():
@@ -59,8 +58,16 @@ def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
 def source(stack, layout: LakeLayout, **kw) -> PrometheusSource:
     # settle one scrape timeout + 1 s: every scrape started at or before an instant is stored
     # by then, so the instant's value never changes after the collector read it
-    return PrometheusSource(stack.prometheus_url, layout.state_dir, CLUSTER, step_s=SCRAPE_S, timeout_s=10.0,
-                            settle_s=SCRAPE_S + 1, backfill_s=3 * SCRAPE_S, **kw)
+    return PrometheusSource(
+        stack.prometheus_url,
+        layout.state_dir,
+        CLUSTER,
+        step_s=SCRAPE_S,
+        timeout_s=10.0,
+        settle_s=SCRAPE_S + 1,
+        backfill_s=3 * SCRAPE_S,
+        **kw,
+    )
 
 
 def lake_rows(spark, layout: LakeLayout, metric: str):
@@ -75,16 +82,23 @@ def lake_rows(spark, layout: LakeLayout, metric: str):
     return asyncio.run(lake.query(q))
 
 
-async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(kafka_cluster, prometheus_stack, spark,
-                                                                   tmp_path, caplog):
+async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(
+    kafka_cluster, prometheus_stack, spark, tmp_path, caplog
+):
     topic = f"prom-lake-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(kafka_cluster.faults.create_topic, topic, 1, 3)
     produced = 7
     await asyncio.to_thread(produce, kafka_cluster.bootstrap_servers, topic, 0, produced)
 
     layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
-    collector = Collector([], layout.landing, CLUSTER, interval_s=SCRAPE_S, source="prometheus",
-                          prometheus=source(prometheus_stack, layout))
+    collector = Collector(
+        [],
+        layout.landing,
+        CLUSTER,
+        interval_s=SCRAPE_S,
+        source="prometheus",
+        prometheus=source(prometheus_stack, layout),
+    )
     follower = ContinuousIngest(Ingestor(spark, layout, rollup_every_s=30.0)).start()
     rounds: list = []
 
@@ -108,16 +122,26 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(kafka_cluste
         return brokers_with_urp >= set(kafka_cluster.brokers) and len(replicas) == 3
 
     def state() -> str:
-        return (f"(ingest runs {follower.runs}, last error {follower.last_error}; lake: {seen}; "
-                f"last rounds: {[r.summary() for r in rounds[-2:]]})")
+        return (
+            f"(ingest runs {follower.runs}, last error {follower.last_error}; lake: {seen}; "
+            f"last rounds: {[r.summary() for r in rounds[-2:]]})"
+        )
 
     try:
         # Prometheus needs a scrape or two first; the rows then reach the lake through ingest
-        await until(lambda: any(r.prometheus and r.prometheus.brokers == nodes for r in rounds), 180,
-                    f"a round with every node's series ({sorted(nodes)})", collecting)
-        await until(lake_has_everything, 300,
-                    f"the lake to hold every broker's URP and the 3 replicas' LogEndOffset {produced} of {topic}",
-                    collecting, state)
+        await until(
+            lambda: any(r.prometheus and r.prometheus.brokers == nodes for r in rounds),
+            180,
+            f"a round with every node's series ({sorted(nodes)})",
+            collecting,
+        )
+        await until(
+            lake_has_everything,
+            300,
+            f"the lake to hold every broker's URP and the 3 replicas' LogEndOffset {produced} of {topic}",
+            collecting,
+            state,
+        )
     finally:
         stop.set()
         await collecting
@@ -134,10 +158,12 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(kafka_cluste
 
     # a URL that is not Prometheus's API (here: a path prefix it does not serve) is an HTTP error
     # in one line, nothing written
-    bad = PrometheusSource(prometheus_stack.prometheus_url + "/no-such-prefix", tmp_path / "bad", CLUSTER,
-                           step_s=SCRAPE_S)
-    report = await Collector([], tmp_path / "bad" / "landing", CLUSTER, interval_s=SCRAPE_S, source="prometheus",
-                             prometheus=bad).collect_once()
+    bad = PrometheusSource(
+        prometheus_stack.prometheus_url + "/no-such-prefix", tmp_path / "bad", CLUSTER, step_s=SCRAPE_S
+    )
+    report = await Collector(
+        [], tmp_path / "bad" / "landing", CLUSTER, interval_s=SCRAPE_S, source="prometheus", prometheus=bad
+    ).collect_once()
     assert report.error is not None and "answered HTTP 404" in report.error and report.rows == 0
     assert "\n" not in report.summary() and not (tmp_path / "bad" / "landing").exists()
 
@@ -156,8 +182,9 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(kafka_cluste
 
 def prometheus_points(url: str, query: str, first: float, last: float, step: float) -> dict:
     """What Prometheus itself answers for ``query`` over [first, last]: (broker, ts_ms) -> value."""
-    body = urllib.parse.urlencode({"query": query, "start": f"{first:.3f}", "end": f"{last:.3f}",
-                                   "step": f"{step:g}s"}).encode()
+    body = urllib.parse.urlencode(
+        {"query": query, "start": f"{first:.3f}", "end": f"{last:.3f}", "step": f"{step:g}s"}
+    ).encode()
     with urllib.request.urlopen(f"{url}/api/v1/query_range", data=body, timeout=60) as resp:
         doc = json.load(resp)
     out = {}
@@ -168,12 +195,19 @@ def prometheus_points(url: str, query: str, first: float, last: float, step: flo
     return out
 
 
-async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(kafka_cluster, prometheus_stack,
-                                                                            spark, tmp_path, caplog):
+async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(
+    kafka_cluster, prometheus_stack, spark, tmp_path, caplog
+):
     caplog.set_level(logging.WARNING, logger="lake.collector")
     layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
-    collector = Collector([], layout.landing, CLUSTER, interval_s=SCRAPE_S, source="prometheus",
-                          prometheus=source(prometheus_stack, layout))
+    collector = Collector(
+        [],
+        layout.landing,
+        CLUSTER,
+        interval_s=SCRAPE_S,
+        source="prometheus",
+        prometheus=source(prometheus_stack, layout),
+    )
     rounds: list = []
     stop = asyncio.Event()
     collecting = asyncio.create_task(collector.run(stop=stop, on_round=rounds.append))
@@ -189,23 +223,35 @@ async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(kafk
         os.kill(proc.pid, signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
         failed_from = len(rounds)
-        await until(lambda: any(r.error for r in rounds[failed_from:]), 120, "a round that reports Prometheus down",
-                    collecting)
+        await until(
+            lambda: any(r.error for r in rounds[failed_from:]), 120, "a round that reports Prometheus down", collecting
+        )
         failed = next(r for r in rounds[failed_from:] if r.error)
         # and another failing round: the collector keeps going, state unchanged
-        await until(lambda: sum(1 for r in rounds[failed_from:] if r.error) >= 2, 120, "a second failed round",
-                    collecting)
+        await until(
+            lambda: sum(1 for r in rounds[failed_from:] if r.error) >= 2, 120, "a second failed round", collecting
+        )
 
         # back again: same port, same data folder (the launcher keeps both)
         await asyncio.to_thread(prometheus_stack.stop)
         await asyncio.to_thread(prometheus_stack.start, 120)
         back_from = len(rounds)
         restart_at = time.time()
-        await until(lambda: any(r.prometheus and r.prometheus.windows and r.prometheus.windows[-1][1] > restart_at
-                                and not r.error for r in rounds[back_from:]), 180,
-                    "a round past the restart", collecting)
-        await until(lambda: len([r for r in rounds[back_from:] if r.prometheus.rows]) >= 2, 120,
-                    "two more rounds with rows", collecting)
+        await until(
+            lambda: any(
+                r.prometheus and r.prometheus.windows and r.prometheus.windows[-1][1] > restart_at and not r.error
+                for r in rounds[back_from:]
+            ),
+            180,
+            "a round past the restart",
+            collecting,
+        )
+        await until(
+            lambda: len([r for r in rounds[back_from:] if r.prometheus.rows]) >= 2,
+            120,
+            "two more rounds with rows",
+            collecting,
+        )
     finally:
         stop.set()
         await collecting
@@ -225,8 +271,14 @@ async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(kafk
 
     # the lake holds exactly what Prometheus answers for the whole span: no gap, no duplicate
     first, last = windows[0][0], windows[-1][1]
-    want = await asyncio.to_thread(prometheus_points, prometheus_stack.prometheus_url,
-                                   "kafka_server_replicamanager_partitioncount", first, last, SCRAPE_S)
+    want = await asyncio.to_thread(
+        prometheus_points,
+        prometheus_stack.prometheus_url,
+        "kafka_server_replicamanager_partitioncount",
+        first,
+        last,
+        SCRAPE_S,
+    )
     rows = await asyncio.to_thread(lake_rows, spark, layout, "PartitionCount")
     got: dict = {}
     for r in rows:

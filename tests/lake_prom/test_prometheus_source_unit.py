@@ -10,8 +10,7 @@ import socket
 import pytest
 
 from lake.collector import Collector, source_from_env
-from lake.prometheus_source import (STATE_FILE, PrometheusSource, PrometheusSourceError, parse_selector,
-                                    window_file_name)
+from lake.prometheus_source import STATE_FILE, PrometheusSource, PrometheusSourceError, parse_selector, window_file_name
 
 
 def test_source_env_defaults_to_exporters_and_rejects_unknown_names():
@@ -28,8 +27,9 @@ def test_prometheus_mode_needs_a_url_but_no_targets(tmp_path):
         PrometheusSource.from_env(tmp_path, "c", env={"KBOT_PROMETHEUS_URL": "localhost:9090"})
     with pytest.raises(PrometheusSourceError, match="is not a label name"):
         PrometheusSource("http://p:9090", tmp_path, "c", broker_label="node-id")
-    src = PrometheusSource.from_env(tmp_path, "c", env={"KBOT_PROMETHEUS_URL": "http://p:9090/",
-                                                         "KBOT_PROMETHEUS_BROKER_LABEL": "broker_id"})
+    src = PrometheusSource.from_env(
+        tmp_path, "c", env={"KBOT_PROMETHEUS_URL": "http://p:9090/", "KBOT_PROMETHEUS_BROKER_LABEL": "broker_id"}
+    )
     assert src.url == "http://p:9090" and src.broker_label == "broker_id"
     collector = Collector([], tmp_path / "landing", "c", source="prometheus", prometheus=src)
     assert collector.targets == [] and collector.prometheus is src

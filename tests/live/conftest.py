@@ -1,5 +1,6 @@
 """tests/live run on the shared test cluster (tests/conftest.py: one per run, healed after each
 test that uses it); these fixtures give it the names the tests use."""
+
 from __future__ import annotations
 
 import uuid
@@ -18,8 +19,7 @@ def live_cluster(kafka_cluster):
 
 @pytest.fixture
 def live_config(live_cluster) -> ClusterConfig:
-    return ClusterConfig(name="live-tests", bootstrap=live_cluster.bootstrap_servers,
-                         expected_brokers=BROKERS)
+    return ClusterConfig(name="live-tests", bootstrap=live_cluster.bootstrap_servers, expected_brokers=BROKERS)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """live.config: env and file sources, several clusters, secret masking and the
 mapping to confluent-kafka / kafka-python settings. No cluster needed."""
+
 from __future__ import annotations
 
 import logging
@@ -9,13 +10,22 @@ import subprocess
 
 import pytest
 
-from live.config import (ClusterConfig, ConfigError, Secret, UnknownCluster, clusters_file, get_cluster,
-                         load_clusters, load_config)
+from live.config import (
+    ClusterConfig,
+    ConfigError,
+    Secret,
+    UnknownCluster,
+    clusters_file,
+    get_cluster,
+    load_clusters,
+    load_config,
+)
 
 PASSWORD = "s3cr3t-Pa55word!"
 KEY_PASSWORD = "key-pa55-xyz"
 
-CLUSTERS_YAML = """
+CLUSTERS_YAML = (
+    """
 default: dev
 clusters:
   dev:
@@ -36,7 +46,9 @@ clusters:
     ssl_key: /etc/kbot/client.key
     ssl_key_password: "%s"
     expected_brokers: "10,11"
-""" % KEY_PASSWORD
+"""
+    % KEY_PASSWORD
+)
 
 
 @pytest.fixture
@@ -56,11 +68,18 @@ def env_for(path=None, **extra):
 
 # ---- sources --------------------------------------------------------------------
 
+
 def test_env_defines_the_default_cluster():
-    env = env_for(KBOT_BOOTSTRAP="b1:9092, b2:9092", KBOT_SECURITY_PROTOCOL="sasl_ssl",
-                  KBOT_SASL_MECHANISM="SCRAM-SHA-256", KBOT_SASL_USERNAME="bot",
-                  KBOT_SASL_PASSWORD=PASSWORD, KBOT_SSL_CA="/ca.pem", KBOT_EXPECTED_BROKERS="1, 2,3",
-                  KBOT_HOME="/nonexistent-kbot-home")
+    env = env_for(
+        KBOT_BOOTSTRAP="b1:9092, b2:9092",
+        KBOT_SECURITY_PROTOCOL="sasl_ssl",
+        KBOT_SASL_MECHANISM="SCRAM-SHA-256",
+        KBOT_SASL_USERNAME="bot",
+        KBOT_SASL_PASSWORD=PASSWORD,
+        KBOT_SSL_CA="/ca.pem",
+        KBOT_EXPECTED_BROKERS="1, 2,3",
+        KBOT_HOME="/nonexistent-kbot-home",
+    )
     cfg = get_cluster(None, env=env)
     assert cfg.name == "default" and cfg.source == "env"
     assert cfg.bootstrap_list == ["b1:9092", "b2:9092"]
@@ -83,7 +102,7 @@ def test_file_with_several_clusters_and_a_default(clusters_path):
     assert get_cluster(None, env=env).name == "dev"
     prod = get_cluster("prod", env=env)
     assert prod.bootstrap_list == ["kafka-1.prod:9093", "kafka-2.prod:9093"]
-    assert prod.sasl_password == PASSWORD            # ${PROD_KAFKA_PASSWORD} expanded
+    assert prod.sasl_password == PASSWORD  # ${PROD_KAFKA_PASSWORD} expanded
     assert prod.expected_brokers == (1, 2, 3)
     assert prod.source == f"file:{clusters_path}"
     assert get_cluster("secure", env=env).expected_brokers == (10, 11)
@@ -135,16 +154,19 @@ def test_several_clusters_without_default(tmp_path):
     assert get_cluster(env=env_for(p)).name == "only"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("clusters:\n  a: {bootstrap: 'h:1', sasl_pasword: x}\n", "unknown key.*sasl_pasword"),
-    ("clusters:\n  a: {security_protocol: SSL}\n", "'bootstrap' is missing"),
-    ("default: b\nclusters:\n  a: {bootstrap: 'h:1'}\n", "default cluster 'b' is not among"),
-    ("clusters:\n  a: {bootstrap: 'h:1', sasl_password: '${NOT_SET_ANYWHERE}'}\n", r"\$\{NOT_SET_ANYWHERE\}"),
-    ("clusters: [1, 2]\n", "must map cluster names"),
-    ("clusterz: {}\n", "unknown top-level key"),
-    ("clusters:\n  a: {bootstrap: 'h:1', expected_brokers: [one]}\n", "expected_brokers"),
-    ("clusters: {a: [\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("clusters:\n  a: {bootstrap: 'h:1', sasl_pasword: x}\n", "unknown key.*sasl_pasword"),
+        ("clusters:\n  a: {security_protocol: SSL}\n", "'bootstrap' is missing"),
+        ("default: b\nclusters:\n  a: {bootstrap: 'h:1'}\n", "default cluster 'b' is not among"),
+        ("clusters:\n  a: {bootstrap: 'h:1', sasl_password: '${NOT_SET_ANYWHERE}'}\n", r"\$\{NOT_SET_ANYWHERE\}"),
+        ("clusters: [1, 2]\n", "must map cluster names"),
+        ("clusterz: {}\n", "unknown top-level key"),
+        ("clusters:\n  a: {bootstrap: 'h:1', expected_brokers: [one]}\n", "expected_brokers"),
+        ("clusters: {a: [\n", "not valid YAML"),
+    ],
+)
 def test_bad_files_are_clear_errors(tmp_path, text, match):
     p = tmp_path / "c.yaml"
     p.write_text(text)
@@ -157,17 +179,22 @@ def test_explicit_missing_file_is_an_error(tmp_path):
         load_clusters(env=env_for(tmp_path / "missing.yaml"))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(bootstrap=""), "empty"),
-    (dict(bootstrap="no-port"), "not host:port"),
-    (dict(bootstrap="h:1", security_protocol="TLS"), "security_protocol"),
-    (dict(bootstrap="h:1", security_protocol="SASL_SSL", sasl_username="u", sasl_password="p"), "sasl_mechanism"),
-    (dict(bootstrap="h:1", security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_username="u"),
-     "sasl_username and sasl_password"),
-    (dict(bootstrap="h:1", sasl_mechanism="SCRAM-SHA-256"), "SASL settings given"),
-    (dict(bootstrap="h:1", security_protocol="SSL", ssl_cert="/c.pem"), "both ssl_cert and ssl_key"),
-    (dict(bootstrap="h:1", ssl_ca="/ca.pem"), "SSL files given"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(bootstrap=""), "empty"),
+        (dict(bootstrap="no-port"), "not host:port"),
+        (dict(bootstrap="h:1", security_protocol="TLS"), "security_protocol"),
+        (dict(bootstrap="h:1", security_protocol="SASL_SSL", sasl_username="u", sasl_password="p"), "sasl_mechanism"),
+        (
+            dict(bootstrap="h:1", security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_username="u"),
+            "sasl_username and sasl_password",
+        ),
+        (dict(bootstrap="h:1", sasl_mechanism="SCRAM-SHA-256"), "SASL settings given"),
+        (dict(bootstrap="h:1", security_protocol="SSL", ssl_cert="/c.pem"), "both ssl_cert and ssl_key"),
+        (dict(bootstrap="h:1", ssl_ca="/ca.pem"), "SSL files given"),
+    ],
+)
 def test_validation(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ClusterConfig(name="x", **kwargs)
@@ -175,36 +202,63 @@ def test_validation(kwargs, match):
 
 # ---- client settings ----------------------------------------------------------------
 
+
 def sasl_ssl() -> ClusterConfig:
-    return ClusterConfig(name="prod", bootstrap="k1:9093,k2:9093", security_protocol="SASL_SSL",
-                         sasl_mechanism="SCRAM-SHA-512", sasl_username="kbot", sasl_password=PASSWORD,
-                         ssl_ca="/etc/kbot/ca.pem")
+    return ClusterConfig(
+        name="prod",
+        bootstrap="k1:9093,k2:9093",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="kbot",
+        sasl_password=PASSWORD,
+        ssl_ca="/etc/kbot/ca.pem",
+    )
 
 
 def mtls() -> ClusterConfig:
-    return ClusterConfig(name="secure", bootstrap="k1:9094", security_protocol="SSL",
-                         ssl_ca="/etc/kbot/ca.pem", ssl_cert="/etc/kbot/client.pem",
-                         ssl_key="/etc/kbot/client.key", ssl_key_password=KEY_PASSWORD)
+    return ClusterConfig(
+        name="secure",
+        bootstrap="k1:9094",
+        security_protocol="SSL",
+        ssl_ca="/etc/kbot/ca.pem",
+        ssl_cert="/etc/kbot/client.pem",
+        ssl_key="/etc/kbot/client.key",
+        ssl_key_password=KEY_PASSWORD,
+    )
 
 
 def test_plaintext_conf():
     cfg = ClusterConfig(name="dev", bootstrap="127.0.0.1:19091")
-    assert cfg.confluent_conf() == {"bootstrap.servers": "127.0.0.1:19091",
-                                    "security.protocol": "PLAINTEXT", "client.id": "kbot"}
-    assert cfg.kafka_python_conf() == {"bootstrap_servers": ["127.0.0.1:19091"],
-                                       "security_protocol": "PLAINTEXT", "client_id": "kbot"}
+    assert cfg.confluent_conf() == {
+        "bootstrap.servers": "127.0.0.1:19091",
+        "security.protocol": "PLAINTEXT",
+        "client.id": "kbot",
+    }
+    assert cfg.kafka_python_conf() == {
+        "bootstrap_servers": ["127.0.0.1:19091"],
+        "security_protocol": "PLAINTEXT",
+        "client_id": "kbot",
+    }
 
 
 def test_sasl_ssl_conf_mapping():
     cfg = sasl_ssl()
     assert cfg.confluent_conf() == {
-        "bootstrap.servers": "k1:9093,k2:9093", "security.protocol": "SASL_SSL", "client.id": "kbot",
-        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "kbot", "sasl.password": PASSWORD,
+        "bootstrap.servers": "k1:9093,k2:9093",
+        "security.protocol": "SASL_SSL",
+        "client.id": "kbot",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "kbot",
+        "sasl.password": PASSWORD,
         "ssl.ca.location": "/etc/kbot/ca.pem",
     }
     assert cfg.kafka_python_conf() == {
-        "bootstrap_servers": ["k1:9093", "k2:9093"], "security_protocol": "SASL_SSL", "client_id": "kbot",
-        "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "kbot", "sasl_plain_password": PASSWORD,
+        "bootstrap_servers": ["k1:9093", "k2:9093"],
+        "security_protocol": "SASL_SSL",
+        "client_id": "kbot",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "kbot",
+        "sasl_plain_password": PASSWORD,
         "ssl_cafile": "/etc/kbot/ca.pem",
     }
 
@@ -213,14 +267,22 @@ def test_mtls_conf_mapping():
     cfg = mtls()
     assert cfg.mtls and cfg.uses_ssl and not cfg.uses_sasl
     assert cfg.confluent_conf() == {
-        "bootstrap.servers": "k1:9094", "security.protocol": "SSL", "client.id": "kbot",
-        "ssl.ca.location": "/etc/kbot/ca.pem", "ssl.certificate.location": "/etc/kbot/client.pem",
-        "ssl.key.location": "/etc/kbot/client.key", "ssl.key.password": KEY_PASSWORD,
+        "bootstrap.servers": "k1:9094",
+        "security.protocol": "SSL",
+        "client.id": "kbot",
+        "ssl.ca.location": "/etc/kbot/ca.pem",
+        "ssl.certificate.location": "/etc/kbot/client.pem",
+        "ssl.key.location": "/etc/kbot/client.key",
+        "ssl.key.password": KEY_PASSWORD,
     }
     assert cfg.kafka_python_conf() == {
-        "bootstrap_servers": ["k1:9094"], "security_protocol": "SSL", "client_id": "kbot",
-        "ssl_cafile": "/etc/kbot/ca.pem", "ssl_certfile": "/etc/kbot/client.pem",
-        "ssl_keyfile": "/etc/kbot/client.key", "ssl_password": KEY_PASSWORD,
+        "bootstrap_servers": ["k1:9094"],
+        "security_protocol": "SSL",
+        "client_id": "kbot",
+        "ssl_cafile": "/etc/kbot/ca.pem",
+        "ssl_certfile": "/etc/kbot/client.pem",
+        "ssl_keyfile": "/etc/kbot/client.key",
+        "ssl_password": KEY_PASSWORD,
     }
 
 
@@ -233,8 +295,14 @@ def test_conf_keys_are_known_to_the_client_libraries():
     for cfg in (sasl_ssl(), mtls()):
         assert set(cfg.kafka_python_conf()) <= set(KafkaAdminClient.DEFAULT_CONFIG)
     # librdkafka validates names and values at construction; SASL_PLAINTEXT needs no files
-    cfg = ClusterConfig(name="x", bootstrap="127.0.0.1:1", security_protocol="SASL_PLAINTEXT",
-                        sasl_mechanism="SCRAM-SHA-256", sasl_username="u", sasl_password=PASSWORD)
+    cfg = ClusterConfig(
+        name="x",
+        bootstrap="127.0.0.1:1",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="u",
+        sasl_password=PASSWORD,
+    )
     AdminClient(cfg.confluent_conf())
 
 
@@ -249,15 +317,61 @@ def test_mtls_conf_loads_in_librdkafka(tmp_path):
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-             "-days", "1", "-subj", "/CN=kbot-test-ca", cwd=tmp_path)
-    _openssl("req", "-newkey", "rsa:2048", "-keyout", "client.key", "-out", "client.csr",
-             "-passout", f"pass:{KEY_PASSWORD}", "-subj", "/CN=kbot", cwd=tmp_path)
-    _openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "client.pem", "-days", "1", cwd=tmp_path)
-    cfg = ClusterConfig(name="secure", bootstrap="127.0.0.1:1", security_protocol="SSL",
-                        ssl_ca=str(tmp_path / "ca.pem"), ssl_cert=str(tmp_path / "client.pem"),
-                        ssl_key=str(tmp_path / "client.key"), ssl_key_password=KEY_PASSWORD)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=kbot-test-ca",
+        cwd=tmp_path,
+    )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-passout",
+        f"pass:{KEY_PASSWORD}",
+        "-subj",
+        "/CN=kbot",
+        cwd=tmp_path,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "1",
+        cwd=tmp_path,
+    )
+    cfg = ClusterConfig(
+        name="secure",
+        bootstrap="127.0.0.1:1",
+        security_protocol="SSL",
+        ssl_ca=str(tmp_path / "ca.pem"),
+        ssl_cert=str(tmp_path / "client.pem"),
+        ssl_key=str(tmp_path / "client.key"),
+        ssl_key_password=KEY_PASSWORD,
+    )
     AdminClient(cfg.confluent_conf())
     wrong = ClusterConfig(**{**cfg.__dict__, "ssl_key_password": "wrong-password"})
     with pytest.raises(KafkaException):
@@ -266,24 +380,33 @@ def test_mtls_conf_loads_in_librdkafka(tmp_path):
 
 # ---- secrets never show ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("make", [sasl_ssl, mtls])
 def test_secrets_are_masked_in_repr_str_and_dicts(make):
     cfg = make()
-    texts = [repr(cfg), str(cfg), f"{cfg}", repr(cfg.safe_dict()), str(cfg.safe_dict()),
-             repr(cfg.confluent_conf()), str(cfg.confluent_conf()),
-             repr(cfg.kafka_python_conf()), str(cfg.kafka_python_conf()),
-             repr(load_config.__module__)]
+    texts = [
+        repr(cfg),
+        str(cfg),
+        f"{cfg}",
+        repr(cfg.safe_dict()),
+        str(cfg.safe_dict()),
+        repr(cfg.confluent_conf()),
+        str(cfg.confluent_conf()),
+        repr(cfg.kafka_python_conf()),
+        str(cfg.kafka_python_conf()),
+        repr(load_config.__module__),
+    ]
     for text in texts:
         assert PASSWORD not in text and KEY_PASSWORD not in text, text
     assert "***" in repr(cfg)
-    assert "kbot" in repr(cfg) or "k1:9094" in repr(cfg)   # the rest is still shown
+    assert "kbot" in repr(cfg) or "k1:9094" in repr(cfg)  # the rest is still shown
 
 
 def test_secret_is_still_the_real_string():
     s = Secret(PASSWORD)
     assert s == PASSWORD and str(s) == PASSWORD and s.encode() == PASSWORD.encode()
-    assert f"{s}" == PASSWORD            # formatting gives the value (clients need it) ...
-    assert repr(s) == "'***'"             # ... repr (used by dict/list/dataclass reprs) never does
+    assert f"{s}" == PASSWORD  # formatting gives the value (clients need it) ...
+    assert repr(s) == "'***'"  # ... repr (used by dict/list/dataclass reprs) never does
     assert pickle.loads(pickle.dumps(s)) == PASSWORD
 
 
@@ -338,10 +461,18 @@ def test_operator_credentials_from_the_file(tmp_path):
 
 
 def test_operator_credentials_from_the_environment():
-    cfg = get_cluster(None, {"KBOT_BOOTSTRAP": "k:9093", "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
-                             "KBOT_SASL_MECHANISM": "SCRAM-SHA-512", "KBOT_SASL_USERNAME": "obs",
-                             "KBOT_SASL_PASSWORD": "a", "KBOT_OPERATOR_SASL_USERNAME": "op",
-                             "KBOT_OPERATOR_SASL_PASSWORD": "b"})
+    cfg = get_cluster(
+        None,
+        {
+            "KBOT_BOOTSTRAP": "k:9093",
+            "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
+            "KBOT_SASL_MECHANISM": "SCRAM-SHA-512",
+            "KBOT_SASL_USERNAME": "obs",
+            "KBOT_SASL_PASSWORD": "a",
+            "KBOT_OPERATOR_SASL_USERNAME": "op",
+            "KBOT_OPERATOR_SASL_PASSWORD": "b",
+        },
+    )
     assert cfg.has_operator and cfg.as_operator().sasl_username == "op"
 
 
@@ -351,17 +482,34 @@ def test_without_operator_settings_actions_use_the_same_credentials():
     assert op.role == "operator" and op.principal == "User:ANONYMOUS" and op.bootstrap == "k:9092"
 
 
-@pytest.mark.parametrize("operator, message", [
-    ({"sasl_username": "op"}, "the operator needs both sasl_username and sasl_password"),
-    ({"sasl_password": "x", "sasl_username": "op", "ssl_cert": "/c.pem"}, "the operator's mTLS needs both"),
-    ({"password": "x"}, "unknown operator key(s) ['password']"),
-])
+@pytest.mark.parametrize(
+    "operator, message",
+    [
+        ({"sasl_username": "op"}, "the operator needs both sasl_username and sasl_password"),
+        ({"sasl_password": "x", "sasl_username": "op", "ssl_cert": "/c.pem"}, "the operator's mTLS needs both"),
+        ({"password": "x"}, "unknown operator key(s) ['password']"),
+    ],
+)
 def test_bad_operator_settings_say_what_is_wrong(tmp_path, operator, message):
     import yaml
+
     path = tmp_path / "clusters.yaml"
-    path.write_text(yaml.safe_dump({"clusters": {"prod": {
-        "bootstrap": "k:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_username": "obs", "sasl_password": "p", "operator": operator}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    "prod": {
+                        "bootstrap": "k:9093",
+                        "security_protocol": "SASL_SSL",
+                        "sasl_mechanism": "SCRAM-SHA-512",
+                        "sasl_username": "obs",
+                        "sasl_password": "p",
+                        "operator": operator,
+                    }
+                }
+            }
+        )
+    )
     with pytest.raises(ConfigError) as err:
         load_clusters({"KBOT_CLUSTERS_FILE": str(path)})
     assert message in str(err.value)

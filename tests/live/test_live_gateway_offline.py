@@ -1,5 +1,6 @@
 """AdminGateway behaviour that needs no running cluster: an unreachable
 bootstrap never hangs, argument guards, close(), secrets in logs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,12 +23,15 @@ def _threads() -> set[str]:
     return {t.name for t in threading.enumerate()}
 
 
-@pytest.mark.parametrize("call", [
-    "describe_cluster",                 # confluent admin future
-    "describe_topics",                  # confluent list_topics in a thread
-    "consumer_group_lag",               # coordinator retries must stop at the timeout too
-    "metadata_quorum",                  # kafka-python: its constructor's bootstrap
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "describe_cluster",  # confluent admin future
+        "describe_topics",  # confluent list_topics in a thread
+        "consumer_group_lag",  # coordinator retries must stop at the timeout too
+        "metadata_quorum",  # kafka-python: its constructor's bootstrap
+    ],
+)
 async def test_unreachable_cluster_raises_within_the_timeout(call):
     args = {"consumer_group_lag": ("g",), "topic_configs": (["t"],)}.get(call, ())
     gw = AdminGateway(closed_port(), timeout_s=TIMEOUT)
@@ -56,6 +60,7 @@ async def test_unreachable_does_not_block_the_event_loop():
         while True:
             await asyncio.sleep(0.05)
             ticks += 1
+
     task = asyncio.create_task(ticker())
     try:
         with pytest.raises(ClusterUnreachable):
@@ -83,7 +88,7 @@ async def test_close_is_idempotent_and_stops_threads():
     before = _threads()
     gw = AdminGateway(closed_port(), timeout_s=1)
     with pytest.raises(ClusterUnreachable):
-        await gw.metadata_quorum()        # kafka-python bootstrap fails: its IO thread must not leak
+        await gw.metadata_quorum()  # kafka-python bootstrap fails: its IO thread must not leak
     await gw.close()
     await gw.close()
     with pytest.raises(GatewayError, match="closed"):
@@ -102,10 +107,16 @@ async def test_secrets_stay_out_of_client_logs(caplog):
     kafka-python's (debug: 'Starting KafkaAdminClient with configuration')
     log lines may show it."""
     password = "Very-Secret-42"
-    cfg = ClusterConfig(name="sasl", bootstrap="127.0.0.1:1", security_protocol="SASL_PLAINTEXT",
-                        sasl_mechanism="SCRAM-SHA-512", sasl_username="kbot", sasl_password=password)
+    cfg = ClusterConfig(
+        name="sasl",
+        bootstrap="127.0.0.1:1",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="kbot",
+        sasl_password=password,
+    )
     caplog.set_level(logging.DEBUG)
-    caplog.set_level(logging.DEBUG, logger="kafka")   # the gateway quiets "kafka" only if unset
+    caplog.set_level(logging.DEBUG, logger="kafka")  # the gateway quiets "kafka" only if unset
     gw = AdminGateway(cfg, timeout_s=1)
     logging.getLogger("kbot.test").info("using %r", gw.config)
     try:
@@ -113,8 +124,8 @@ async def test_secrets_stay_out_of_client_logs(caplog):
             await gw.metadata_quorum()
     finally:
         await gw.close()
-    assert "sasl_plain_password" in caplog.text    # the kafka-python config dump was logged ...
-    assert password not in caplog.text             # ... masked
+    assert "sasl_plain_password" in caplog.text  # the kafka-python config dump was logged ...
+    assert password not in caplog.text  # ... masked
     assert password not in repr(gw) and password not in str(gw.config)
 
 

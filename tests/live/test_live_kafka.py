@@ -2,6 +2,7 @@
 
 Order matters only at the end: the broker-kill test runs last and heals the
 cluster (restart + full ISR) before it returns."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +15,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from live import AdminGateway, ClusterConfig, GatewayError, UnknownGroup, UnknownTopic, UnknownTransactionalId
 from localkafka.testing import read_committed
-from live import (AdminGateway, ClusterConfig, GatewayError, UnknownGroup, UnknownTopic,
-                  UnknownTransactionalId)
 
 pytestmark = pytest.mark.kafka
 
@@ -51,12 +51,18 @@ def end_offsets(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = TopicPartition(topic, partition)
     hw = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=10)[tp].result().offset
-    lso = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED,
-                             request_timeout=10)[tp].result().offset
+    lso = (
+        admin.list_offsets(
+            {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
+        )[tp]
+        .result()
+        .offset
+    )
     return hw, lso
 
 
 # ---- first: group calls while the group coordinator is not ready ----------------------------
+
 
 def test_group_calls_survive_a_coordinator_that_is_not_ready(live_cluster, live_config, unique):
     """On a fresh cluster __consumer_offsets does not exist yet, so the first
@@ -75,23 +81,31 @@ def test_group_calls_survive_a_coordinator_that_is_not_ready(live_cluster, live_
         f"                await gw.consumer_group_lag('fresh-{unique}')\n"
         "            except (UnknownGroup, Timeout) as e:\n"
         "                print(type(e).__name__)\n"
-        "asyncio.run(main())\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=str(Path(__file__).resolve().parents[2]))
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
     assert proc.returncode == 0, f"rc={proc.returncode}: {proc.stderr[-2000:]}"
     assert proc.stdout.split()[-1] == "UnknownGroup"
 
 
 # ---- cluster & topics ------------------------------------------------------------------
 
+
 async def test_describe_cluster_sees_three_brokers(live_cluster, live_config):
     async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
         info = await gw.describe_cluster()
     assert info.broker_ids == [101, 102, 103]
     assert {(b.host, b.port) for b in info.brokers} == {
-        ("127.0.0.1", live_cluster.brokers[i].port) for i in (101, 102, 103)}
+        ("127.0.0.1", live_cluster.brokers[i].port) for i in (101, 102, 103)
+    }
     assert info.cluster_id and len(info.cluster_id) == 22
-    assert info.controller_id in info.broker_ids   # KRaft: brokers report a broker here
+    assert info.controller_id in info.broker_ids  # KRaft: brokers report a broker here
     assert info.missing_brokers == []
 
     cfg = ClusterConfig(name="x", bootstrap=live_cluster.bootstrap_servers, expected_brokers=(101, 104))
@@ -123,9 +137,11 @@ async def test_describe_topics_rf3(live_cluster, live_config, unique):
         [elr] = await gw.describe_topics([topic], elr=True)
         for p in elr.partitions:
             assert p.elr == [] and isinstance(p.last_known_elr, list) and p.offline_replicas == []
-            assert (p.replicas, p.isr, p.leader) == (info.partitions[p.partition].replicas,
-                                                     info.partitions[p.partition].isr,
-                                                     info.partitions[p.partition].leader)
+            assert (p.replicas, p.isr, p.leader) == (
+                info.partitions[p.partition].replicas,
+                info.partitions[p.partition].isr,
+                info.partitions[p.partition].leader,
+            )
 
 
 async def test_unknown_topic_group_and_transactional_id(live_cluster, live_config, unique):
@@ -153,13 +169,15 @@ async def test_unknown_topic_group_and_transactional_id(live_cluster, live_confi
 
 # ---- configs ---------------------------------------------------------------------------------
 
+
 async def test_topic_and_broker_configs(live_cluster, live_config, unique):
     topic = f"live-cfg-{unique}"
     live_cluster.faults.create_topic(topic, partitions=1, replication_factor=3)
     async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
         # every broker learns about a new topic a moment after it has leaders
-        before = await eventually(lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: True),
-                                  15, f"configs of new topic {topic}")
+        before = await eventually(
+            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: True), 15, f"configs of new topic {topic}"
+        )
         assert before.source != "DYNAMIC_TOPIC_CONFIG"
 
         await gw.alter_topic_config(topic, "retention.ms", "3600000", validate_only=True)
@@ -168,14 +186,17 @@ async def test_topic_and_broker_configs(live_cluster, live_config, unique):
         # a successful alter is committed by the controller; the broker that
         # answers the next describe may apply it a moment later
         await gw.alter_topic_config(topic, "retention.ms", "3600000")
-        after = await eventually(lambda: _topic_config_if(gw, topic, "retention.ms",
-                                                          lambda c: c.value == "3600000"), 15, "retention.ms set")
+        after = await eventually(
+            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: c.value == "3600000"), 15, "retention.ms set"
+        )
         assert (after.value, after.is_default, after.source) == ("3600000", False, "DYNAMIC_TOPIC_CONFIG")
 
-        await gw.alter_topic_config(topic, "retention.ms", None)      # delete the override
-        await eventually(lambda: _topic_config_if(gw, topic, "retention.ms",
-                                                  lambda c: c.source != "DYNAMIC_TOPIC_CONFIG"),
-                         15, "retention.ms override removed")
+        await gw.alter_topic_config(topic, "retention.ms", None)  # delete the override
+        await eventually(
+            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: c.source != "DYNAMIC_TOPIC_CONFIG"),
+            15,
+            "retention.ms override removed",
+        )
 
         with pytest.raises(GatewayError, match="INVALID_CONFIG|InvalidConfig|Invalid value"):
             await gw.alter_topic_config(topic, "retention.ms", "not-a-number")
@@ -189,22 +210,29 @@ async def test_topic_and_broker_configs(live_cluster, live_config, unique):
         key = "leader.replication.throttled.rate"
         await gw.alter_broker_config(101, key, "1048576", validate_only=True)
         await gw.alter_broker_config(101, key, "1048576")
-        v = await eventually(
-            lambda: _config_if(gw, 101, key, lambda c: c.source == "DYNAMIC_BROKER_CONFIG"), 15, key)
+        v = await eventually(lambda: _config_if(gw, 101, key, lambda c: c.source == "DYNAMIC_BROKER_CONFIG"), 15, key)
         assert v.value == "1048576"
         await gw.alter_broker_config(101, key, None)
         await eventually(lambda: _broker_override_gone(gw, 101, key), 15, f"{key} removed")
 
         # cluster-wide broker default (broker=None)
         await gw.alter_broker_config(None, "follower.replication.throttled.rate", "2097152")
-        v = await eventually(lambda: _config_if(gw, 102, "follower.replication.throttled.rate",
-                                                lambda c: c.source == "DYNAMIC_DEFAULT_BROKER_CONFIG"),
-                             15, "cluster default throttle")
+        v = await eventually(
+            lambda: _config_if(
+                gw, 102, "follower.replication.throttled.rate", lambda c: c.source == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+            ),
+            15,
+            "cluster default throttle",
+        )
         assert v.value == "2097152"
         await gw.alter_broker_config(None, "follower.replication.throttled.rate", None)
-        await eventually(lambda: _broker_override_gone(gw, 102, "follower.replication.throttled.rate",
-                                                       "DYNAMIC_DEFAULT_BROKER_CONFIG"),
-                         15, "cluster default throttle removed")
+        await eventually(
+            lambda: _broker_override_gone(
+                gw, 102, "follower.replication.throttled.rate", "DYNAMIC_DEFAULT_BROKER_CONFIG"
+            ),
+            15,
+            "cluster default throttle removed",
+        )
         await gw.alter_broker_config(None, "log.retention.ms", "7200000", validate_only=True)
         with pytest.raises(GatewayError, match="InvalidConfig|INVALID_CONFIG|Invalid value"):
             await gw.alter_broker_config(None, "log.retention.ms", "not-a-number")
@@ -228,6 +256,7 @@ async def _config_if(gw, broker, key, pred):
 
 
 # ---- consumer groups ---------------------------------------------------------------------
+
 
 async def test_consumer_group_lag(live_cluster, live_config, unique):
     topic, group = f"live-lag-{unique}", f"live-group-{unique}"
@@ -254,21 +283,27 @@ async def test_consumer_group_lag(live_cluster, live_config, unique):
         lag = await gw.consumer_group_lag(group)
         assert lag.group == group and lag.state == "EMPTY"
         assert [(p.topic, p.partition, p.committed, p.log_end, p.lag) for p in lag.partitions] == [
-            (topic, 0, 10, 10, 0), (topic, 1, 10, 10, 0), (topic, 2, 10, 10, 0)]
+            (topic, 0, 10, 10, 0),
+            (topic, 1, 10, 10, 0),
+            (topic, 2, 10, 10, 0),
+        ]
         produce(bs, topic, 0, [f"late-{i}" for i in range(12)])
         lag = await gw.consumer_group_lag(group)
         assert [(p.partition, p.committed, p.log_end, p.lag) for p in lag.partitions] == [
-            (0, 10, 22, 12), (1, 10, 10, 0), (2, 10, 10, 0)]
+            (0, 10, 22, 12),
+            (1, 10, 10, 0),
+            (2, 10, 10, 0),
+        ]
         assert lag.total_lag == 12
 
 
 # ---- transactions ----------------------------------------------------------------------------
 
+
 async def test_hanging_transaction_found_and_aborted(live_cluster, live_config, unique):
     topic = f"live-txn-{unique}"
     bs = live_cluster.bootstrap_servers
-    txn = live_cluster.faults.hanging_transaction(topic, 0, records=5,
-                                                  transactional_id=f"live-hanging-{unique}")
+    txn = live_cluster.faults.hanging_transaction(topic, 0, records=5, transactional_id=f"live-hanging-{unique}")
     tid = txn["transactional_id"]
     try:
         async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
@@ -294,11 +329,11 @@ async def test_hanging_transaction_found_and_aborted(live_cluster, live_config, 
             hw, lso = end_offsets(bs, topic, 0)
             assert lso == txn["first_offset"] < hw
 
-            await gw.abort_transaction(topic, 0, prod.producer_id, prod.producer_epoch,
-                                       prod.coordinator_epoch)
+            await gw.abort_transaction(topic, 0, prod.producer_id, prod.producer_epoch, prod.coordinator_epoch)
 
             async def open_txns():
                 return not [p for p in await gw.describe_producers(topic, 0) if p.has_open_transaction]
+
             await eventually(open_txns, 15, "no open transaction on the partition")
 
         hw, lso = end_offsets(bs, topic, 0)
@@ -307,10 +342,11 @@ async def test_hanging_transaction_found_and_aborted(live_cluster, live_config, 
         assert values[-1] == "after-the-hang"
         assert not any(v.startswith("uncommitted-") for v in values)
     finally:
-        live_cluster.faults.abort_hanging_transactions()   # fence the dead producer's id too
+        live_cluster.faults.abort_hanging_transactions()  # fence the dead producer's id too
 
 
 # ---- KRaft quorum, log dirs, reassignments, elections ---------------------------------------------
+
 
 async def test_quorum_log_dirs_reassignments(live_cluster, live_config, unique):
     topic = f"live-dirs-{unique}"
@@ -329,8 +365,9 @@ async def test_quorum_log_dirs_reassignments(live_cluster, live_config, unique):
             assert d.error is None and str(live_cluster.base_dir) in d.path
             mine = {(p.topic, p.partition): p for p in d.partitions if p.topic == topic}
             assert set(mine) == {(topic, 0), (topic, 1)}
-        leader_dirs = [d for d in dirs if any(p.topic == topic and p.partition == 0 and p.size > 20_000
-                                              for p in d.partitions)]
+        leader_dirs = [
+            d for d in dirs if any(p.topic == topic and p.partition == 0 and p.size > 20_000 for p in d.partitions)
+        ]
         assert leader_dirs, "partition 0 holds 20 kB on its replicas"
 
         assert await gw.reassignments() == []
@@ -348,6 +385,7 @@ async def test_elect_preferred_leaders(live_cluster, live_config, unique):
 
 
 # ---- faults (last: kills a broker, then heals the cluster) -------------------------------------
+
 
 def java_hash(s: str) -> int:
     h = 0
@@ -384,7 +422,7 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
     bs = live_cluster.bootstrap_servers
     victim = 103
     live_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)
-    live_cluster.faults.create_topic(lonely, replica_assignment=[[victim]])   # RF=1, only on the victim
+    live_cluster.faults.create_topic(lonely, replica_assignment=[[victim]])  # RF=1, only on the victim
     produce(bs, topic, 0, ["a", "b", "c"])
     produce(bs, lonely, 0, ["a", "b"])
     try:
@@ -395,8 +433,11 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
             moved = [(p.topic, p.partition) for p in offsets.partitions if p.leader != p.preferred_leader]
             if moved:
                 await gw.elect_preferred_leaders(moved)
-            group = await eventually(lambda: group_coordinated_by(gw, victim, f"live-kill-group-{unique}"), 30,
-                                     f"a group coordinated by broker {victim}")
+            group = await eventually(
+                lambda: group_coordinated_by(gw, victim, f"live-kill-group-{unique}"),
+                30,
+                f"a group coordinated by broker {victim}",
+            )
             commit(bs, group, [TopicPartition(topic, 0, 1), TopicPartition(lonely, 0, 1)])
             lag = await gw.consumer_group_lag(group)
             assert [(p.topic, p.lag) for p in lag.partitions] == sorted([(topic, 2), (lonely, 1)])
@@ -409,6 +450,7 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
             async def shrunk():
                 [t] = await gw.describe_topics([topic])
                 return t if all(victim not in p.isr for p in t.partitions) else None
+
             after = await eventually(shrunk, 45, f"broker {victim} to leave every ISR")
             shrink_s = time.monotonic() - t0
             for p in after.partitions:
@@ -419,6 +461,7 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
             async def fenced():
                 info = await gw.describe_cluster()
                 return info if info.missing_brokers == [victim] else None
+
             info = await eventually(fenced, 30, f"broker {victim} to be fenced")
             assert info.broker_ids == [101, 102]
             # the gateway stays usable with a broker down
@@ -433,6 +476,7 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
             async def lag_after():
                 lag = await gw.consumer_group_lag(group)
                 return lag if len(lag.partitions) == 2 else None
+
             # the new coordinator loads the group from __consumer_offsets: tens of seconds on a busy machine
             lag = await eventually(lag_after, 90, f"lag of {group} after its coordinator died")
             by_topic = {p.topic: p for p in lag.partitions}

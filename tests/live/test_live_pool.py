@@ -1,11 +1,19 @@
 """live.pool: one gateway per cluster and principal; reads and actions never share a client."""
+
 from __future__ import annotations
 
 from live.pool import GatewayPool
 
-ENV = {"KBOT_BOOTSTRAP": "127.0.0.1:1", "KBOT_CLUSTER_NAME": "prod", "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
-       "KBOT_SASL_MECHANISM": "SCRAM-SHA-512", "KBOT_SASL_USERNAME": "obs", "KBOT_SASL_PASSWORD": "a",
-       "KBOT_OPERATOR_SASL_USERNAME": "op", "KBOT_OPERATOR_SASL_PASSWORD": "b"}
+ENV = {
+    "KBOT_BOOTSTRAP": "127.0.0.1:1",
+    "KBOT_CLUSTER_NAME": "prod",
+    "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
+    "KBOT_SASL_MECHANISM": "SCRAM-SHA-512",
+    "KBOT_SASL_USERNAME": "obs",
+    "KBOT_SASL_PASSWORD": "a",
+    "KBOT_OPERATOR_SASL_USERNAME": "op",
+    "KBOT_OPERATOR_SASL_PASSWORD": "b",
+}
 
 
 async def test_observer_and_operator_get_their_own_gateways():

@@ -16,9 +16,12 @@ ADMIN_TIMEOUT_S = 10.0
 
 
 def cluster_env(cluster) -> dict:
-    return {"KBOT_BOOTSTRAP": cluster.bootstrap_servers, "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
-            "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
-            "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in sorted(cluster.metrics_urls.items()))}
+    return {
+        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+        "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
+        "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
+        "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in sorted(cluster.metrics_urls.items())),
+    }
 
 
 @pytest.fixture

@@ -9,6 +9,9 @@ import signal
 import time
 
 import pytest
+from conftest import ADMIN_TIMEOUT_S
+from conftest import unique_name as _name
+from conftest import wait_until as _wait
 
 from commands import abort_txn
 from commands.dispatch import answer
@@ -16,15 +19,15 @@ from commands.registry import ROUTER
 from localkafka import procs
 from localkafka.testing import produce_one, read_committed
 
-from conftest import ADMIN_TIMEOUT_S, unique_name as _name, wait_until as _wait
-
 pytestmark = pytest.mark.kafka
+
 
 def _refuses(port: int) -> bool:
     return not procs.port_open(port)
 
 
 # ---- 1. no active controller -------------------------------------------------------------------
+
 
 async def test_status_is_critical_without_a_controller_and_does_not_wait_for_the_admin_timeout(ctx, kafka_cluster):
     controller = kafka_cluster.controller
@@ -59,13 +62,17 @@ async def test_status_is_critical_when_the_controller_is_paused(ctx, kafka_clust
 
 # ---- 3. a paused broker is not a dead one -------------------------------------------------------
 
+
 async def test_paused_broker_ranks_as_a_pause_not_as_broker_loss(ctx, kafka_cluster):
     topic = _name("paused")
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
     kafka_cluster.faults.pause_broker(103)
     _wait(lambda: 103 not in kafka_cluster.registered_brokers(timeout=3), 60, "broker 103 to be fenced")
-    _wait(lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60,
-          "the ISRs to drop broker 103")
+    _wait(
+        lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
+        60,
+        "the ISRs to drop broker 103",
+    )
     results = [await answer(q, ctx) for q in ("why URP", "why URP status")]
     for result in results:
         reply = result.reply
@@ -82,8 +89,11 @@ async def test_killed_broker_is_confirmed_dead_by_its_refused_port(ctx, kafka_cl
     topic = _name("dead")
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
     kafka_cluster.faults.kill_broker(101)
-    _wait(lambda: all(101 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60,
-          "the ISRs to drop broker 101")
+    _wait(
+        lambda: all(101 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
+        60,
+        "the ISRs to drop broker 101",
+    )
     reply = (await answer("why URP", ctx)).reply
     assert reply.diagnoses[0].entry_id == "broker-loss"
     assert reply.verdict.startswith("Broker 101 is gone (its port refuses connections"), reply.verdict
@@ -92,6 +102,7 @@ async def test_killed_broker_is_confirmed_dead_by_its_refused_port(ctx, kafka_cl
 
 
 # ---- 2. an open transaction younger than its timeout still blocks read_committed ---------------
+
 
 async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_abort(ctx, kafka_cluster):
     bs = kafka_cluster.bootstrap_servers
@@ -103,7 +114,9 @@ async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_a
     reply = result.reply
     assert reply.severity == "warning", reply.verdict
     where = f"{topic}-0"
-    assert f"producer {txn['producer_id']} on {where}, 25 records behind the high watermark" in reply.verdict, reply.verdict
+    assert f"producer {txn['producer_id']} on {where}, 25 records behind the high watermark" in reply.verdict, (
+        reply.verdict
+    )
     assert "Still within its timeout: its coordinator aborts it at" in reply.verdict
     line = next(e for e in reply.evidence if e.label == where)
     assert f"transactional id {txn['transactional_id']}" in line.value
@@ -130,6 +143,7 @@ async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_a
 
 
 # ---- 5. a long-lived gateway after every broker restarted ----------------------------------------
+
 
 async def test_long_lived_gateway_reads_every_coordinator_after_all_brokers_restart(ctx, kafka_cluster):
     first = await answer("hanging-txns", ctx)  # warms the gateway's kafka-python client and its metadata
@@ -159,7 +173,9 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     from commands.live_checks import transaction_findings
     from commands.txn_evidence import TxnReport
 
-    report = TxnReport(unread={f"coordinator on broker {b}": why for b, why in unread.items()}, now_ms=int(time.time() * 1000))
+    report = TxnReport(
+        unread={f"coordinator on broker {b}": why for b, why in unread.items()}, now_ms=int(time.time() * 1000)
+    )
     found = transaction_findings(report)
     assert found.severity == "warning"
     # 102 is unread; others may be too while the coordinators' partitions move away from it
@@ -187,12 +203,16 @@ async def test_probe_tells_refused_from_silent_from_answering(kafka_cluster):
 
 # ---- evidence from the exporters and the log dirs ------------------------------------------------
 
+
 async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster):
     topic = _name("hot")
     producer = kafka_cluster.faults.hot_key_producer(topic, "hot-key", None, 300, 0.9, 6)
     try:
-        _wait(lambda: producer.stats()["hot_partition"] is not None and producer.stats()["sent"] > 300, 60,
-              "the hot key's partition to be known")
+        _wait(
+            lambda: producer.stats()["hot_partition"] is not None and producer.stats()["sent"] > 300,
+            60,
+            "the hot key's partition to be known",
+        )
         hot = producer.stats()["hot_partition"]
         reply = (await answer("why hot partition", ctx)).reply
     finally:
@@ -225,8 +245,9 @@ def _backlog(cluster, topic: str, partitions: int, mib_per_partition: int) -> No
 
     from localkafka.cluster import quiet_logger
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1",
-                         "linger.ms": 20, "logger": quiet_logger()})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "1", "linger.ms": 20, "logger": quiet_logger()}
+    )
     value = b"b" * 1024
     for i in range(mib_per_partition * 1024):
         for partition in range(partitions):
@@ -260,8 +281,11 @@ async def test_throttled_follower_is_a_slow_follower_with_its_throttle_named(ctx
     try:
         kafka_cluster.faults.pause_broker(103)
         paused = True
-        _wait(lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60,
-              "the ISRs to drop paused broker 103")
+        _wait(
+            lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
+            60,
+            "the ISRs to drop paused broker 103",
+        )
         _backlog(kafka_cluster, topic, 3, 6)
         kafka_cluster.faults.resume_broker(103)
         paused = False

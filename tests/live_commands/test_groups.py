@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import cluster_env as _env
+from conftest import unique_name as _name
+from conftest import wait_until as _wait
 
 from bot.render import render_json
 from commands.context import Context
@@ -23,18 +26,24 @@ from commands.dispatch import answer
 from commands.lag import GroupFacts, LagSignals, rank, signals_from_kb
 from runbook_kb import default_kb
 
-from conftest import cluster_env as _env, unique_name as _name, wait_until as _wait
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def facts(states, members, lags, moved=False, seconds=2.0, **kw) -> GroupFacts:
-    return GroupFacts(group=kw.pop("group", "g10"), states=tuple(states),
-                      members=tuple(None if m is None else frozenset(m) for m in members),
-                      lags=tuple(lags), committed_moved=moved, seconds=seconds, now=kw.pop("now", 1_000_000.0), **kw)
+    return GroupFacts(
+        group=kw.pop("group", "g10"),
+        states=tuple(states),
+        members=tuple(None if m is None else frozenset(m) for m in members),
+        lags=tuple(lags),
+        committed_moved=moved,
+        seconds=seconds,
+        now=kw.pop("now", 1_000_000.0),
+        **kw,
+    )
 
 
 # ---- the pure ranking -------------------------------------------------------------------------------
+
 
 def test_signals_come_from_the_kb():
     kb = default_kb()
@@ -48,8 +57,10 @@ def test_signals_come_from_the_kb():
 
 def test_empty_group_with_growing_lag_is_stopped_not_a_storm():
     sig = LagSignals(lag_severity="warning")
-    r = rank(facts(["EMPTY"] * 5, [()] * 5, [2400, 2410, 2420, 2430, 2438], group="g10",
-                   lake_last_commit=1_000_000.0 - 600), sig)
+    r = rank(
+        facts(["EMPTY"] * 5, [()] * 5, [2400, 2410, 2420, 2430, 2438], group="g10", lake_last_commit=1_000_000.0 - 600),
+        sig,
+    )
     assert r.status == "STOP"
     assert [c.key for c in r.causes] == ["consumers-stopped", "rebalance-storm"]
     assert r.causes[0].entry_id is None and not r.causes[0].considered
@@ -68,8 +79,14 @@ def test_stopped_without_the_lake_says_what_it_does_not_know():
 
 
 def test_rebalancing_state_ranks_the_storm_first():
-    r = rank(facts(["STABLE", "PREPARING_REBALANCE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE", "STABLE"],
-                   [{"a", "b"}] * 5, [500, 520, 540, 560, 580]), LagSignals(rebalance_severity="warning"))
+    r = rank(
+        facts(
+            ["STABLE", "PREPARING_REBALANCE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE", "STABLE"],
+            [{"a", "b"}] * 5,
+            [500, 520, 540, 560, 580],
+        ),
+        LagSignals(rebalance_severity="warning"),
+    )
     assert r.status == "REBALANCING" and r.severity == "warning"
     assert r.causes[0].key == "rebalance-storm" and not r.causes[0].considered
     assert "COMPLETING_REBALANCE/PREPARING_REBALANCE in 3 of 5 read(s)" in r.causes[0].reason
@@ -90,8 +107,19 @@ def test_even_an_empty_read_in_a_churning_group_is_a_storm():
 
 def test_stable_members_with_growing_lag_are_slow_consumers():
     sig = signals_from_kb(default_kb())
-    r = rank(facts(["STABLE"] * 5, [{"a", "b"}] * 5, [100, 150, 200, 250, 300], moved=True, partitions=4,
-                   lagging_partitions=4, worst_partition="t-0", worst_share=0.3), sig)
+    r = rank(
+        facts(
+            ["STABLE"] * 5,
+            [{"a", "b"}] * 5,
+            [100, 150, 200, 250, 300],
+            moved=True,
+            partitions=4,
+            lagging_partitions=4,
+            worst_partition="t-0",
+            worst_share=0.3,
+        ),
+        sig,
+    )
     assert r.status == "WARN" and r.severity == sig.lag_severity
     assert r.causes[0].key == "slow-consumer"
     storm = next(c for c in r.causes if c.key == "rebalance-storm")
@@ -100,8 +128,19 @@ def test_stable_members_with_growing_lag_are_slow_consumers():
 
 def test_lag_on_one_partition_ranks_the_hot_partition_first():
     sig = signals_from_kb(default_kb())
-    r = rank(facts(["STABLE"] * 5, [{"a"}] * 5, [100, 150, 200, 250, 300], moved=True, partitions=6,
-                   lagging_partitions=1, worst_partition="orders-3", worst_share=0.95), sig)
+    r = rank(
+        facts(
+            ["STABLE"] * 5,
+            [{"a"}] * 5,
+            [100, 150, 200, 250, 300],
+            moved=True,
+            partitions=6,
+            lagging_partitions=1,
+            worst_partition="orders-3",
+            worst_share=0.95,
+        ),
+        sig,
+    )
     assert [c.key for c in r.causes][:2] == ["hot-partition", "slow-consumer"]
     assert "95% of the lag is on orders-3" in r.causes[0].reason
 
@@ -117,6 +156,7 @@ def test_behind_but_not_growing_is_info():
 
 
 # ---- the real cluster ----------------------------------------------------------------------------------
+
 
 def _outside_admin(cluster):
     """A client of the test's own (kafka-python), to watch the fault from outside the bot."""
@@ -142,6 +182,7 @@ def groups(kafka_cluster):
             # members in the group, and a commit made (lag is measured from committed offsets)
             d = admin.describe_groups([storm_name])[storm_name]
             return d.get("members") and admin.list_group_offsets({storm_name: None}).get(storm_name)
+
         _wait(storming, 90, f"members and a commit in {storm_name}")
         yield {"stopped": stopped_name, "storm": storm_name, "storm_fault": storm, "stopped_fault": stopped}
     finally:
@@ -168,8 +209,9 @@ async def test_stopped_and_storming_groups_rank_their_own_cause_first(ctx, group
     assert "Burrow: STOP" in data["verdict"]
     causes = next(s for s in data["sections"] if s["heading"] == "Likely causes, ranked")["lines"]
     assert causes[0].startswith("1. Consumers stopped / no members: state EMPTY with 0 members")
-    assert causes[1].startswith("Considered: Consumer rebalance storm (rebalance-storm): ranks lower "
-                                "because the group has no members")
+    assert causes[1].startswith(
+        "Considered: Consumer rebalance storm (rebalance-storm): ranks lower because the group has no members"
+    )
     assert data["severity"] == "warning"
     assert stopped_s < 3 + 5  # five reads over 2 s; generous on a busy machine
 
@@ -179,7 +221,9 @@ async def test_stopped_and_storming_groups_rank_their_own_cause_first(ctx, group
     assert data["lag"]["status"] == "REBALANCING", data["verdict"]
     assert data["diagnoses"][0]["entry_id"] == "rebalance-storm"
     kb = default_kb()
-    assert [m["label"] for m in data["diagnoses"][0]["mechanism"]] == [r.label for r in kb.failure_modes["rebalance-storm"].mechanism]
+    assert [m["label"] for m in data["diagnoses"][0]["mechanism"]] == [
+        r.label for r in kb.failure_modes["rebalance-storm"].mechanism
+    ]
     assert data["verdict"].startswith(f"Group {groups['storm']} is rebalancing")
     assert data["severity"] == signals_from_kb(kb).rebalance_severity
 
@@ -195,18 +239,22 @@ async def test_lag_without_a_group_and_the_digest_list_both(ctx, groups):
     assert storm["total_lag"] > 0 and storm["coordinator"] in (101, 102, 103)
     order = [g["group"] for g in data["groups"]]
     lagging = [g["group"] for g in data["groups"] if g["total_lag"]]
-    assert order[:len(lagging)] == lagging  # lagging ones first
-    assert [g["total_lag"] for g in data["groups"][:len(lagging)]] == sorted(
-        (g["total_lag"] for g in data["groups"][:len(lagging)]), reverse=True)
+    assert order[: len(lagging)] == lagging  # lagging ones first
+    assert [g["total_lag"] for g in data["groups"][: len(lagging)]] == sorted(
+        (g["total_lag"] for g in data["groups"][: len(lagging)]), reverse=True
+    )
     lines = result.reply.sections[0].lines
-    assert any(line.startswith(f"{groups['stopped']} (EMPTY, 0 member(s)): ") and "nobody is consuming" in line
-               for line in lines), lines
+    assert any(
+        line.startswith(f"{groups['stopped']} (EMPTY, 0 member(s)): ") and "nobody is consuming" in line
+        for line in lines
+    ), lines
     assert any(line.startswith(f"{groups['storm']} (") for line in lines), lines
 
     digest = (await answer("digest", ctx)).reply
     section = next(s for s in digest.sections if s.heading == "Consumer lag (now)")
-    assert any(line.startswith(f"{groups['stopped']} (EMPTY): ") and "nobody is consuming" in line
-               for line in section.lines), section.lines
+    assert any(
+        line.startswith(f"{groups['stopped']} (EMPTY): ") and "nobody is consuming" in line for line in section.lines
+    ), section.lines
     assert any(line.startswith(f"{groups['storm']} (") for line in section.lines), section.lines
     assert not any("No groups named" in line for line in section.lines)
 
@@ -237,8 +285,14 @@ def test_killed_coordinator_gives_an_answer_or_a_clean_error(kafka_cluster):
         kafka_cluster.faults.kill_broker(victim)
         env = {**os.environ, **_env(kafka_cluster), "KBOT_LAKE": "0", "KBOT_ADMIN_TIMEOUT_S": "5"}
         for question in (f"lag {group}", "lag"):
-            proc = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "--json", question], capture_output=True,
-                                  text=True, timeout=120, cwd=str(ROOT), env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "bot.cli", "ask", "--json", question],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=str(ROOT),
+                env=env,
+            )
             assert proc.returncode in (0, 1), f"{question}: rc={proc.returncode} {proc.stderr[-2000:]}"
             assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
             reply = json.loads(proc.stdout)
@@ -259,21 +313,26 @@ async def test_a_kip848_group_that_keeps_up_is_ok_not_stopped(ctx, kafka_cluster
     fault = steady_group(kafka_cluster, group, _name("k848-t"), records=60, protocol="consumer")
     admin = _outside_admin(kafka_cluster)
     try:
+
         def consumed_all():
             offsets = admin.list_group_offsets({group: None}).get(group) or {}
             listed = [g for g in admin.list_groups() if g["group_id"] == group]
             return sum(o.offset for o in offsets.values()) == 60 and listed and listed[0]["group_state"] == "Stable"
+
         _wait(consumed_all, 90, f"{group} to consume all 60 records")
         result = await answer(f"lag {group}", ctx)
     finally:
         fault.stop()
         admin.close()
     lag = json.loads(render_json(result.reply))["lag"]
-    assert (lag["status"], lag["state"], lag["members"], lag["total_lag"]) == ("OK", "STABLE", 1, 0), result.reply.verdict
+    assert (lag["status"], lag["state"], lag["members"], lag["total_lag"]) == ("OK", "STABLE", 1, 0), (
+        result.reply.verdict
+    )
     assert result.reply.severity == "ok"
 
 
 # ---- listing on a stand-in gateway (no cluster): caps, order, errors -----------------------------------
+
 
 class ListingGateway:
     """Lists ``n`` groups; group i is i*10 behind (0 caught up); 'broken' fails to read."""
@@ -284,8 +343,10 @@ class ListingGateway:
         from live.model import GroupListing, GroupListings
 
         names = [f"g{i:03d}" for i in range(n)] + ["broken"]
-        self.listing = GroupListings([GroupListing(g, "EMPTY" if g != "g001" else "STABLE", "consumer", 101)
-                                      for g in names], failed_brokers or {})
+        self.listing = GroupListings(
+            [GroupListing(g, "EMPTY" if g != "g001" else "STABLE", "consumer", 101) for g in names],
+            failed_brokers or {},
+        )
         self.asked: list[list[str]] = []
 
     async def list_consumer_groups(self):
@@ -303,8 +364,13 @@ class ListingGateway:
                 continue
             i = int(g[1:])
             members = [GroupMember("m1", "c", "/h")] if g == "g001" else []
-            out[g] = GroupRead(GroupLag(g, "STABLE" if members else "EMPTY", [PartitionLag("t", 0, 5, 5 + i * 10, i * 10)]),
-                               members, "consumer", "range", 0.0)
+            out[g] = GroupRead(
+                GroupLag(g, "STABLE" if members else "EMPTY", [PartitionLag("t", 0, 5, 5 + i * 10, i * 10)]),
+                members,
+                "consumer",
+                "range",
+                0.0,
+            )
         return out
 
 
@@ -321,7 +387,9 @@ async def test_lag_without_a_group_lists_lagging_first_and_keeps_errors_in_place
     result = await answer("lag", Context(live=ListingPool(gw)))
     data = json.loads(render_json(result.reply))
     assert [g["group"] for g in data["lag"]["groups"]] == ["g003", "g002", "g001", "broken", "g000"]
-    assert data["lag"]["groups"][0]["total_lag"] == 30 and data["lag"]["failed_brokers"] == {"103": "Timeout: list_groups on broker 103"}
+    assert data["lag"]["groups"][0]["total_lag"] == 30 and data["lag"]["failed_brokers"] == {
+        "103": "Timeout: list_groups on broker 103"
+    }
     lines = result.reply.sections[0].lines
     assert lines[0] == "g003 (EMPTY, 0 member(s)): 30 behind on 1 partition(s): no members, nobody is consuming"
     assert lines[2] == "g001 (STABLE, 1 member(s)): 10 behind on 1 partition(s)"

@@ -7,12 +7,12 @@ import asyncio
 import time
 
 import pytest
+from conftest import unique_name as _name
+from conftest import wait_until as _wait
 
 from commands.context import Context
 from commands.dispatch import answer
 from live.pool import GatewayPool
-
-from conftest import unique_name as _name, wait_until as _wait
 
 pytestmark = pytest.mark.kafka
 

@@ -24,8 +24,13 @@ def _closed_port() -> int:
 
 async def test_refused_bootstrap_answers_before_the_admin_timeout(tmp_path):
     port = _closed_port()
-    pool = GatewayPool(env={"KBOT_BOOTSTRAP": f"127.0.0.1:{port}", "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
-                            "KBOT_HOME": str(tmp_path)})
+    pool = GatewayPool(
+        env={
+            "KBOT_BOOTSTRAP": f"127.0.0.1:{port}",
+            "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
+            "KBOT_HOME": str(tmp_path),
+        }
+    )
     try:
         for question in ("status", "why URP", "describe orders"):
             started = time.monotonic()

@@ -3,6 +3,7 @@ access), shared by every test here (secure_kafka_cluster below), and the bot set
 the way an operator would: a clusters.yaml whose cluster reads as the observer principal and acts
 as the operator principal. A test that needs a principal with fewer rights makes its own SCRAM
 user (as the super user) with exactly the ACLs it wants, so the shared principals never change."""
+
 from __future__ import annotations
 
 import uuid
@@ -54,8 +55,12 @@ def topic(secure):
 def kbot_env(secure, tmp_path):
     """The environment `kbot` would run with: clusters.yaml naming the secured cluster."""
     clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": config_entry(secure)})
-    return {"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": ADMIN_TIMEOUT_S,
-            "KBOT_HOME": str(tmp_path / "kbot-home"), "KBOT_STATE_DIR": str(tmp_path / "state")}
+    return {
+        "KBOT_CLUSTERS_FILE": str(clusters),
+        "KBOT_ADMIN_TIMEOUT_S": ADMIN_TIMEOUT_S,
+        "KBOT_HOME": str(tmp_path / "kbot-home"),
+        "KBOT_STATE_DIR": str(tmp_path / "state"),
+    }
 
 
 @pytest.fixture
@@ -78,9 +83,18 @@ async def ctx(kbot_env, tmp_path):
 def make_principal(secure):
     """make_principal(*grants) -> (user, password): a new SCRAM user with exactly those ACLs
     (``(operation, resource type, name)``), removed again after the test."""
-    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
-                                       ResourceType, UserScramCredentialDeletion, UserScramCredentialUpsertion,
-                                       ScramCredentialInfo, ScramMechanism)
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
     admin = secure.admin()
     made = []
 
@@ -88,7 +102,8 @@ def make_principal(secure):
         user, password = f"kbot-test-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
         for fut in admin.alter_user_scram_credentials(
-                [UserScramCredentialUpsertion(user, info, password.encode())]).values():
+            [UserScramCredentialUpsertion(user, info, password.encode())]
+        ).values():
             fut.result(30)
         made.append(user)
         secure.wait_login(user, password)
@@ -99,10 +114,16 @@ def make_principal(secure):
     yield make
     for user in made:
         for fut in admin.alter_user_scram_credentials(
-                [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]).values():
+            [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]
+        ).values():
             fut.result(30)
-        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}", None,
-                               AclOperation.ANY, AclPermissionType.ANY)
+        flt = AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            f"User:{user}",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
         admin.delete_acls([flt])[flt].result(30)
-
-

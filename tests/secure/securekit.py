@@ -1,5 +1,6 @@
 """Helpers of the tests/secure tests (a module of its own: "conftest" is not importable by name
 when several test folders run together)."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """Which cluster a Slack command is about (bot/cluster_routing.py): pure, no cluster needed."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,8 +32,10 @@ def test_channel_mapping_picks_the_cluster():
 def test_unmapped_channel_with_several_clusters_asks_which_one_listing_them():
     r = route("why URP", "C0RANDOM", TWO)
     assert isinstance(r, Reply) and r.title == "Which cluster?"
-    assert r.verdict == ("This channel is not mapped to a Kafka cluster and 2 are configured: which one? "
-                         "Name it first, e.g. `/kafka @plain why URP`.")
+    assert r.verdict == (
+        "This channel is not mapped to a Kafka cluster and 2 are configured: which one? "
+        "Name it first, e.g. `/kafka @plain why URP`."
+    )
     assert [(a.label, a.command) for a in r.actions] == [("plain", "@plain why URP"), ("prod", "@prod why URP")]
     assert "Configured clusters: plain, prod." in r.notes
 
@@ -72,8 +75,10 @@ def test_cluster_names_are_quoted_not_interpreted():
 
 def test_routing_from_clusters_yaml_and_env(tmp_path):
     path = tmp_path / "clusters.yaml"
-    path.write_text("default: plain\nclusters:\n  plain: {bootstrap: '127.0.0.1:1'}\n  prod: {bootstrap: '127.0.0.1:2'}\n"
-                    "channels:\n  C0PROD: prod\n")
+    path.write_text(
+        "default: plain\nclusters:\n  plain: {bootstrap: '127.0.0.1:1'}\n  prod: {bootstrap: '127.0.0.1:2'}\n"
+        "channels:\n  C0PROD: prod\n"
+    )
     routing = Routing.from_env({"KBOT_CLUSTERS_FILE": str(path), "KBOT_CHANNEL_CLUSTERS": "C0PLAIN=plain"})
     assert routing == Routing(("plain", "prod"), {"C0PROD": "prod", "C0PLAIN": "plain"})
     with pytest.raises(ConfigError, match="channel C0BAD is mapped to cluster 'nope', which is not configured"):

@@ -2,6 +2,7 @@
 preview (reads as the observer, validate_only as the operator) -> confirm -> execute as the
 operator -> the change read back by the super user from outside the bot -> the audit log names
 the cluster of every step."""
+
 from __future__ import annotations
 
 import time
@@ -23,7 +24,9 @@ def _token(result) -> str:
     for action in result.reply.actions:
         if action.label == "Confirm":
             return action.command.split()[1]
-    raise AssertionError(f"no Confirm in the preview: {result.reply.verdict} {[e.value for e in result.reply.evidence]}")
+    raise AssertionError(
+        f"no Confirm in the preview: {result.reply.verdict} {[e.value for e in result.reply.evidence]}"
+    )
 
 
 async def preview_and_confirm(ctx, text: str, requester: str = "U0ALICE", approver: str = "U0ALICE"):
@@ -67,7 +70,7 @@ async def test_retention_runs_as_the_operator_after_confirmation(ctx, secure, to
     assert before != str(14 * 86_400_000)
     preview = await answer(f"retention {topic} 14d", ctx, user="U0ALICE")
     assert preview.outcome == "answered" and "accepted by the broker" in render_json(preview.reply)
-    assert _topic_config(secure, topic, "retention.ms") == before   # nothing changed yet
+    assert _topic_config(secure, topic, "retention.ms") == before  # nothing changed yet
     done = await answer(f"confirm {_token(preview)}", ctx, user="U0ALICE")
     assert done.reply.severity != "error", done.reply.verdict
     _wait(lambda: _topic_config(secure, topic, "retention.ms") == str(14 * 86_400_000), 30, "retention.ms read back")
@@ -85,6 +88,7 @@ async def test_throttle_set_and_clear_as_the_operator(ctx, secure):
         res = ConfigResource(ResourceType.BROKER, str(b))
         e = secure.admin().describe_configs([res])[res].result(30).get("leader.replication.throttled.rate")
         return e.value if e is not None and e.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value else None
+
     _wait(lambda: all(rate(b) == "50000000" for b in secure.brokers), 30, "the rate on every broker")
     _, cleared = await preview_and_confirm(ctx, "throttle clear")
     assert cleared.reply.severity != "error", cleared.reply.verdict
@@ -97,8 +101,11 @@ async def test_elect_leaders_moves_leadership_back_as_the_operator(ctx, secure):
     name, preferred = skewed_topic(secure)
     _, done = await preview_and_confirm(ctx, f"elect-leaders {name}")
     assert done.reply.severity != "error", done.reply.verdict
-    _wait(lambda: secure.admin().list_topics(name, timeout=10).topics[name].partitions[0].leader == preferred,
-          30, "the preferred replica to lead")
+    _wait(
+        lambda: secure.admin().list_topics(name, timeout=10).topics[name].partitions[0].leader == preferred,
+        30,
+        "the preferred replica to lead",
+    )
     _assert_audited(ctx, "elect-leaders")
 
 
@@ -110,8 +117,9 @@ async def test_abort_txn_as_the_operator_with_a_second_approver(ctx, secure):
     p = Producer({**secure.client_conf(), "acks": "all"})
     p.produce(name, value=b"after-the-hang", partition=0)
     assert p.flush(30) == 0
-    preview, done = await preview_and_confirm(ctx, f"abort-txn {name} 0 --min-age-ms 0",
-                                              requester="U0ALICE", approver="U0BOB")
+    preview, done = await preview_and_confirm(
+        ctx, f"abort-txn {name} 0 --min-age-ms 0", requester="U0ALICE", approver="U0BOB"
+    )
     assert done.reply.severity != "error", done.reply.verdict
     conf = {k: v for k, v in secure.client_conf().items() if k != "bootstrap.servers"}
     assert read_committed(secure.bootstrap_servers, name, 0, 30, want="after-the-hang", **conf) == ["after-the-hang"]

@@ -1,6 +1,7 @@
 """A principal without a right gets one clear answer naming the missing operation and resource -
 as an operator would grant it - never a raw exception. Each test makes its own SCRAM user with
 exactly the ACLs it wants (conftest.make_principal) and points the bot's clusters.yaml at it."""
+
 from __future__ import annotations
 
 import uuid
@@ -16,14 +17,19 @@ from .securekit import skewed_topic, write_clusters_file
 pytestmark = pytest.mark.kafka
 
 # What the real observer and operator hold, minus what a test takes away (localkafka/secure.py GRANTS).
-OPERATOR_RIGHTS = {("ALTER_CONFIGS", "TOPIC", "*"), ("ALTER_CONFIGS", "CLUSTER", "kafka-cluster"),
-                   ("ALTER", "CLUSTER", "kafka-cluster"), ("DESCRIBE", "TOPIC", "*")}
+OPERATOR_RIGHTS = {
+    ("ALTER_CONFIGS", "TOPIC", "*"),
+    ("ALTER_CONFIGS", "CLUSTER", "kafka-cluster"),
+    ("ALTER", "CLUSTER", "kafka-cluster"),
+    ("DESCRIBE", "TOPIC", "*"),
+}
 
 
 @pytest.fixture
 def with_principals(secure, tmp_path, kbot_env):
     """with_principals(observer=None, operator=None) -> (env, user): clusters.yaml whose operator
     (or observer) is a new user holding the given rights."""
+
     def make(make_principal, *, operator=None, observer=None):
         entry = config_entry(secure)
         user = None
@@ -35,6 +41,7 @@ def with_principals(secure, tmp_path, kbot_env):
             entry["sasl_username"], entry["sasl_password"] = user, password
         path = write_clusters_file(tmp_path / f"clusters-{uuid.uuid4().hex[:6]}.yaml", {"secure": entry})
         return {**kbot_env, "KBOT_CLUSTERS_FILE": str(path)}, user
+
     return make
 
 
@@ -53,6 +60,7 @@ async def ctx_for(tmp_path):
         ctx = Context(live=GatewayPool(env=env), gate=ConfirmationGate(PendingStore(state / "pending.sqlite3"), audit))
         made.append((ctx, audit))
         return ctx
+
     yield make
     for ctx, audit in made:
         await ctx.live.close()
@@ -67,8 +75,10 @@ async def test_retention_without_alter_configs_on_the_topic(secure, topic, make_
     env, user = with_principals(make_principal, operator=OPERATOR_RIGHTS - {("ALTER_CONFIGS", "TOPIC", "*")})
     ctx = ctx_for(env)
     preview = await answer(f"retention {topic} 10d", ctx, user="U0ALICE")
-    want = (f"the operator principal needs ALTER_CONFIGS on TOPIC {topic}: incremental_alter_configs topic "
-            f"'{topic}' retention.ms was refused for User:{user} on cluster 'secure'")
+    want = (
+        f"the operator principal needs ALTER_CONFIGS on TOPIC {topic}: incremental_alter_configs topic "
+        f"'{topic}' retention.ms was refused for User:{user} on cluster 'secure'"
+    )
     dry_run = {e.label: e.value for e in preview.reply.evidence}["validate_only dry run"]
     assert dry_run == want
     assert _confirm_token(preview) is None, "a dry run the operator may not make must not be confirmable"
@@ -76,14 +86,18 @@ async def test_retention_without_alter_configs_on_the_topic(secure, topic, make_
 
 
 async def test_throttle_without_alter_configs_on_the_cluster(secure, make_principal, with_principals, ctx_for):
-    env, user = with_principals(make_principal, operator=OPERATOR_RIGHTS - {("ALTER_CONFIGS", "CLUSTER", "kafka-cluster")})
+    env, user = with_principals(
+        make_principal, operator=OPERATOR_RIGHTS - {("ALTER_CONFIGS", "CLUSTER", "kafka-cluster")}
+    )
     preview = await answer("throttle set 20MB/s", ctx_for(env), user="U0ALICE")
     dry_run = {e.label: e.value for e in preview.reply.evidence}["validate_only dry run"]
     first = dry_run.split("; ")[0]
     broker = min(secure.brokers)
-    assert first == (f"broker {broker} leader.replication.throttled.rate: the operator principal needs ALTER_CONFIGS on "
-                     f"CLUSTER kafka-cluster: incremental_alter_configs broker '{broker}' leader.replication.throttled.rate "
-                     f"was refused for User:{user} on cluster 'secure'")
+    assert first == (
+        f"broker {broker} leader.replication.throttled.rate: the operator principal needs ALTER_CONFIGS on "
+        f"CLUSTER kafka-cluster: incremental_alter_configs broker '{broker}' leader.replication.throttled.rate "
+        f"was refused for User:{user} on cluster 'secure'"
+    )
     assert _confirm_token(preview) is None
 
 
@@ -95,8 +109,10 @@ async def test_elect_leaders_without_alter_on_the_cluster(secure, make_principal
     token = _confirm_token(preview)
     assert token is not None, preview.reply.verdict
     done = await answer(f"confirm {token}", ctx, user="U0ALICE")
-    assert done.reply.verdict == (f"The election failed: the operator principal needs ALTER on CLUSTER kafka-cluster: "
-                                  f"elect_leaders (preferred) was refused for User:{user} on cluster 'secure'")
+    assert done.reply.verdict == (
+        f"The election failed: the operator principal needs ALTER on CLUSTER kafka-cluster: "
+        f"elect_leaders (preferred) was refused for User:{user} on cluster 'secure'"
+    )
     failed = [r for r in ctx.gate.audit.read() if r["event"] == "execution"]
     assert failed and failed[-1]["cluster"] == "secure" and failed[-1]["ok"] is False
 
@@ -110,21 +126,27 @@ async def test_abort_txn_without_alter_on_the_cluster(secure, make_principal, wi
     done = await answer(f"confirm {_confirm_token(preview)}", ctx, user="U0BOB")
     assert done.reply.verdict.startswith(
         "The abort failed: the operator principal needs ALTER on CLUSTER kafka-cluster: abort_transaction "
-        f"{name}-0 producer "), done.reply.verdict
+        f"{name}-0 producer "
+    ), done.reply.verdict
     assert done.reply.verdict.endswith(f"was refused for User:{user} on cluster 'secure'"), done.reply.verdict
 
 
 async def test_a_read_without_describe_configs_answers_the_rest_and_names_the_missing_part(
-        secure, topic, make_principal, with_principals, ctx_for):
-    env, user = with_principals(make_principal, observer=[("DESCRIBE", "TOPIC", "*"), ("DESCRIBE", "CLUSTER", "kafka-cluster")])
+    secure, topic, make_principal, with_principals, ctx_for
+):
+    env, user = with_principals(
+        make_principal, observer=[("DESCRIBE", "TOPIC", "*"), ("DESCRIBE", "CLUSTER", "kafka-cluster")]
+    )
     ctx = ctx_for(env)
-    missing = (f"the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher floor is "
-               f"not flagged): the observer principal (User:{user}) needs DESCRIBE_CONFIGS on TOPIC {topic}")
+    missing = (
+        f"the topics' configs (min.insync.replicas taken as 1, so a partition at or under a higher floor is "
+        f"not flagged): the observer principal (User:{user}) needs DESCRIBE_CONFIGS on TOPIC {topic}"
+    )
 
     described = await answer(f"describe {topic}", ctx, user="U0ALICE")
     assert described.outcome == "answered", described.reply.verdict
-    assert described.reply.verdict == f"{topic}: 3 partitions, RF 3, 0 out of sync."     # the metadata part stands
-    assert [t.title for t in described.reply.tables] == ["Partitions"]                    # no empty configs table
+    assert described.reply.verdict == f"{topic}: 3 partitions, RF 3, 0 out of sync."  # the metadata part stands
+    assert [t.title for t in described.reply.tables] == ["Partitions"]  # no empty configs table
     assert described.reply.missing == [missing]
     assert f"Missing from this answer: {missing}" in render_text(described.reply)
     assert "Traceback" not in render_json(described.reply)

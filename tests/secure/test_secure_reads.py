@@ -2,6 +2,7 @@
 DescribeConfigs rights, READ on topics for DescribeProducers), with real data behind the answers:
 a consumer group with committed offsets and lag, and an open transaction left by a killed
 producer. A read never opens a connection with the operator's credentials."""
+
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ async def ask(ctx, text: str):
 
 def _json(result) -> str:
     from bot.render import render_json
+
     return render_json(result.reply)
 
 

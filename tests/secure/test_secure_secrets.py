@@ -1,6 +1,7 @@
 """Secrets never leave the configuration: not in log lines (every logger at DEBUG, librdkafka's
 and kafka-python's included), not in answers, not in the audit log, not in the cluster config's
 printed forms, not in `kbot cluster status` - across reads, an action, and a failed login."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,13 @@ async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, k
         await pool.close()
     texts.append(render_text(failed.reply))
     config = get_cluster("secure", kbot_env)
-    texts += [repr(config), str(config), json.dumps(config.safe_dict()), repr(config.as_operator()),
-              json.dumps(config.as_operator().safe_dict())]
+    texts += [
+        repr(config),
+        str(config),
+        json.dumps(config.safe_dict()),
+        repr(config.as_operator()),
+        json.dumps(config.as_operator().safe_dict()),
+    ]
     audit = Path(kbot_env["KBOT_STATE_DIR"]) / "audit.jsonl"
     texts.append(audit.read_text() if audit.exists() else "")
     texts.append(json.dumps(ctx.gate.audit.read()))
@@ -60,9 +66,27 @@ async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, k
 
 
 def test_cluster_status_names_the_secrets_file_not_the_secrets(secure):
-    res = subprocess.run([sys.executable, "-m", "localkafka", "status", "--secure", "--name", secure.name,
-                          "--base-dir", str(secure.base_dir), "--port-base", str(secure.port_base), "--json"],
-                         cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "localkafka",
+            "status",
+            "--secure",
+            "--name",
+            secure.name,
+            "--base-dir",
+            str(secure.base_dir),
+            "--port-base",
+            str(secure.port_base),
+            "--json",
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     st = json.loads(res.stdout)
     assert st["healthy"] and st["security"]["listener"] == "SASL_SSL"

@@ -2,6 +2,7 @@
 line - through the bot's own answer path and through the `kbot` command line - with no password in
 it. The expired certificate is served by a separate `openssl s_server` process (a TLS endpoint the
 gateway handshakes with, signed by the cluster's CA but expired), started and stopped from outside."""
+
 from __future__ import annotations
 
 import os
@@ -48,24 +49,30 @@ async def test_wrong_ca(secure, kbot_env, tmp_path):
     other_ca, _ = make_ca(tmp_path / "other-ca", cn="not-the-cluster-ca")
     entry = {**config_entry(secure), "ssl_ca": str(other_ca)}
     line = await _status_line(_env(kbot_env, tmp_path, "secure", entry))
-    assert line == (f"TLS verification of Kafka cluster 'secure' failed: the broker certificate of {_first(secure)} "
-                    f"is not signed by the CA in {other_ca} (ssl_ca) (self-signed certificate in certificate chain); "
-                    f"point ssl_ca at the CA that signed the brokers' certificates")
+    assert line == (
+        f"TLS verification of Kafka cluster 'secure' failed: the broker certificate of {_first(secure)} "
+        f"is not signed by the CA in {other_ca} (ssl_ca) (self-signed certificate in certificate chain); "
+        f"point ssl_ca at the CA that signed the brokers' certificates"
+    )
 
 
 async def test_verification_is_on_without_a_ca_setting(secure, kbot_env, tmp_path):
     entry = config_entry(secure)
     del entry["ssl_ca"]  # the system CA store does not know the local CA: refused, not trusted blindly
     line = await _status_line(_env(kbot_env, tmp_path, "secure", entry))
-    assert line.startswith(f"TLS verification of Kafka cluster 'secure' failed: the broker certificate of "
-                           f"{_first(secure)} is not signed by the system CA store (no ssl_ca set)"), line
+    assert line.startswith(
+        f"TLS verification of Kafka cluster 'secure' failed: the broker certificate of "
+        f"{_first(secure)} is not signed by the system CA store (no ssl_ca set)"
+    ), line
 
 
 async def test_wrong_password(secure, kbot_env, tmp_path):
     entry = {**config_entry(secure), "sasl_password": "not-the-password"}
     line = await _status_line(_env(kbot_env, tmp_path, "secure", entry))
-    assert line == (f"SASL authentication to Kafka cluster 'secure' failed for User:{OBSERVER} (SCRAM-SHA-512): "
-                    f"wrong user name or password, or no such SCRAM user (the observer's sasl_username / sasl_password)")
+    assert line == (
+        f"SASL authentication to Kafka cluster 'secure' failed for User:{OBSERVER} (SCRAM-SHA-512): "
+        f"wrong user name or password, or no such SCRAM user (the observer's sasl_username / sasl_password)"
+    )
     assert "not-the-password" not in line
 
 
@@ -78,8 +85,12 @@ def expired_endpoint(secure, tmp_path):
     ca = secure.state
     pem, key = sign_cert(folder, "expired", ca.ca, ca.folder / "ca.key", start="20200101000000Z", end="20200102000000Z")
     port = secure.port_base + 100
-    proc = subprocess.Popen(["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(pem), "-key", str(key),
-                             "-quiet"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(pem), "-key", str(key), "-quiet"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -88,7 +99,7 @@ def expired_endpoint(secure, tmp_path):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"openssl s_server did not listen on {port}")
+                    raise AssertionError(f"openssl s_server did not listen on {port}") from None
                 time.sleep(0.2)
         yield f"127.0.0.1:{port}"
     finally:
@@ -99,17 +110,27 @@ def expired_endpoint(secure, tmp_path):
 async def test_expired_certificate(secure, kbot_env, tmp_path, expired_endpoint):
     entry = {**config_entry(secure), "bootstrap": expired_endpoint, "expected_brokers": []}
     line = await _status_line(_env(kbot_env, tmp_path, "expired", entry))
-    assert line == (f"TLS verification of Kafka cluster 'expired' failed: the broker certificate of {expired_endpoint} "
-                    f"has expired (certificate has expired); renew it on the broker")
+    assert line == (
+        f"TLS verification of Kafka cluster 'expired' failed: the broker certificate of {expired_endpoint} "
+        f"has expired (certificate has expired); renew it on the broker"
+    )
 
 
 def test_the_command_line_prints_one_line_without_the_password(secure, kbot_env, tmp_path):
     entry = {**config_entry(secure), "sasl_password": "wrong-secret-4711"}
     env = {**os.environ, **_env(kbot_env, tmp_path, "secure", entry)}
-    res = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "status"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "ask", "status"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 1, res.stderr
     out = res.stdout + res.stderr
     assert "Traceback" not in out and "wrong-secret-4711" not in out
-    assert (f"SASL authentication to Kafka cluster 'secure' failed for User:{OBSERVER} (SCRAM-SHA-512): wrong user "
-            f"name or password") in out, out
+    assert (
+        f"SASL authentication to Kafka cluster 'secure' failed for User:{OBSERVER} (SCRAM-SHA-512): wrong user "
+        f"name or password"
+    ) in out, out

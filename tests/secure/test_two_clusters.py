@@ -1,6 +1,7 @@
 """One bot, two clusters: a plain one-broker cluster and the secured three-broker one, both in one
 clusters.yaml. The terminal picks with --cluster, Slack text with @name or the channel's mapping,
 and every answer and audit record is about the cluster asked for."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def two(secure, second_kafka_cluster, kbot_env, tmp_path):
-    clusters = {"plain": {"bootstrap": second_kafka_cluster.bootstrap_servers,
-                          "expected_brokers": sorted(second_kafka_cluster.brokers)},
-                "secure": config_entry(secure)}
+    clusters = {
+        "plain": {
+            "bootstrap": second_kafka_cluster.bootstrap_servers,
+            "expected_brokers": sorted(second_kafka_cluster.brokers),
+        },
+        "secure": config_entry(secure),
+    }
     path = tmp_path / "two.yaml"
     path.write_text("")
     write_clusters_file(path, clusters)
@@ -37,8 +42,14 @@ def two(secure, second_kafka_cluster, kbot_env, tmp_path):
 
 
 def kbot(env: dict, *args: str) -> tuple[int, str, str]:
-    res = subprocess.run([sys.executable, "-m", "bot.cli", *args], cwd=ROOT, env={**os.environ, **env},
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return res.returncode, res.stdout, res.stderr
 
 
@@ -78,7 +89,9 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
     assert not isinstance(asked, Routed) and asked.title == "Which cluster?"
 
     audit = AuditLog(tmp_path / "two-state" / "audit.jsonl")
-    ctx = Context(live=GatewayPool(env=two), gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit))
+    ctx = Context(
+        live=GatewayPool(env=two), gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit)
+    )
     try:
         by_name = route("@plain status --json", "C0OTHER", routing)
         by_channel = route("status --json", "C0SECURE", routing)
@@ -153,8 +166,9 @@ def _create(cluster: str, topic: str, env: dict) -> None:
     from live.config import get_cluster
 
     conf = get_cluster(cluster, env)
-    if conf.uses_sasl:   # the observer may not create topics: make it as the cluster's super user
+    if conf.uses_sasl:  # the observer may not create topics: make it as the cluster's super user
         from localkafka.testing import secure_test_cluster
+
         admin = secure_test_cluster().admin()
         rf = 3
     else:
@@ -162,7 +176,8 @@ def _create(cluster: str, topic: str, env: dict) -> None:
         rf = 1
     admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
     import time
-    deadline = time.monotonic() + 30   # created on the controller; wait until a broker serves it
+
+    deadline = time.monotonic() + 30  # created on the controller; wait until a broker serves it
     while True:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
         if md is not None and md.error is None and md.partitions and md.partitions[0].leader >= 0:

@@ -4,6 +4,7 @@ and a whole-cluster outage - every broker SIGKILLed from outside, records writte
 loses none of them: they are delivered after the restart, in the file's order. (The mirror keeps
 retrying through the failed logins of a cluster coming back; the secured cluster rewrites the bot's
 SCRAM users after a restart, localkafka/secure.py SecureCluster._provision says why.)"""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ import pytest
 from bot.audit import open_audit
 
 pytestmark = pytest.mark.kafka
-TOPIC = "kbot-audit"   # the observer's WRITE grant names this topic (localkafka/secure.py GRANTS)
+TOPIC = "kbot-audit"  # the observer's WRITE grant names this topic (localkafka/secure.py GRANTS)
 
 
 @pytest.fixture
@@ -50,8 +51,9 @@ def _end_offset(secure, topic: str) -> int:
 def _read(secure, topic: str, start: int, want: int, seconds: float = 90) -> list[dict]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({**secure.client_conf(), "group.id": f"audit-reader-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {**secure.client_conf(), "group.id": f"audit-reader-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}
+    )
     out: list[dict] = []
     try:
         c.assign([TopicPartition(topic, 0, start)])
@@ -68,8 +70,10 @@ def _read(secure, topic: str, start: int, want: int, seconds: float = 90) -> lis
 def _flush(audit, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while audit.mirror.flush(2) > 0:
-        assert time.monotonic() < deadline, (f"the mirror did not deliver its records: delivered {audit.mirror.delivered}, "
-                                            f"failed {audit.mirror.failed}, last error {audit.mirror.last_error}")
+        assert time.monotonic() < deadline, (
+            f"the mirror did not deliver its records: delivered {audit.mirror.delivered}, "
+            f"failed {audit.mirror.failed}, last error {audit.mirror.last_error}"
+        )
 
 
 def test_records_arrive_and_survive_an_outage_in_order(secure, audit_topic, kbot_env, tmp_path, monkeypatch):
@@ -90,13 +94,13 @@ def test_records_arrive_and_survive_an_outage_in_order(secure, audit_topic, kbot
             secure.faults.kill_broker(b)
         for i in range(5, 12):
             audit.record("execution", run=run, seq=i, cluster="secure", kind="retention", ok=True)
-        assert [r["seq"] for r in audit.read()] == list(range(12))   # the file has them at once
-        assert audit.mirror.flush(5) > 0                             # ... the cluster does not
+        assert [r["seq"] for r in audit.read()] == list(range(12))  # the file has them at once
+        assert audit.mirror.flush(5) > 0  # ... the cluster does not
         secure.faults.heal()
         _flush(audit, 180)
         assert audit.mirror.failed == 0 and audit.mirror.delivered == 12
 
         mirrored = _read(secure, audit_topic, start, 12)
-        assert mirrored == audit.read()                              # the same records, in order
+        assert mirrored == audit.read()  # the same records, in order
     finally:
         audit.close()

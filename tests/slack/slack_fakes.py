@@ -28,30 +28,45 @@ class FakeAction:
     async def plan(self, request, ctx) -> ActionPlan:
         self.calls.append(("plan", dict(request.args)))
         topic = request.args["topic"]
-        return ActionPlan(kind=self.kind, cluster="test-cluster", args={"topic": topic, "retention.ms": 3600000},
-                          summary=f"Set retention.ms on {topic} to 3600000.",
-                          changes=[f"{topic}: retention.ms 604800000 -> 3600000"], validation="validate_only: ok",
-                          preconditions=[Precondition("topic exists", self.ready, f"{topic}: 3 partitions")],
-                          high_risk=self.high_risk)
+        return ActionPlan(
+            kind=self.kind,
+            cluster="test-cluster",
+            args={"topic": topic, "retention.ms": 3600000},
+            summary=f"Set retention.ms on {topic} to 3600000.",
+            changes=[f"{topic}: retention.ms 604800000 -> 3600000"],
+            validation="validate_only: ok",
+            preconditions=[Precondition("topic exists", self.ready, f"{topic}: 3 partitions")],
+            high_risk=self.high_risk,
+        )
 
     async def recheck(self, plan, ctx):
         self.calls.append(("recheck", plan.args))
-        return [Precondition("topic exists", self.recheck_ok, "still there" if self.recheck_ok else "topic was deleted")]
+        return [
+            Precondition("topic exists", self.recheck_ok, "still there" if self.recheck_ok else "topic was deleted")
+        ]
 
     async def execute(self, plan, ctx) -> ActionResult:
         self.calls.append(("execute", plan.args))
         if self.execute_error is not None:
             raise self.execute_error
-        return ActionResult(True, f"retention.ms on {plan.args['topic']} is now 3600000",
-                            before={"retention.ms": "604800000"}, after={"retention.ms": "3600000"})
+        return ActionResult(
+            True,
+            f"retention.ms on {plan.args['topic']} is now 3600000",
+            before={"retention.ms": "604800000"},
+            after={"retention.ms": "3600000"},
+        )
 
     async def reconcile(self, plan, ctx):
         self.calls.append(("reconcile", plan.args))
         return self.reconcile_answer
 
     def command(self) -> Command:
-        spec = CommandSpec(words=(self.kind,), summary=f"test action {self.kind}",
-                           params=(Param("topic", "a topic", kind="topic"),), mutating=True)
+        spec = CommandSpec(
+            words=(self.kind,),
+            summary=f"test action {self.kind}",
+            params=(Param("topic", "a topic", kind="topic"),),
+            mutating=True,
+        )
         return Command(spec, action=ActionSpec(self.plan, self.recheck, self.execute, self.reconcile))
 
 
@@ -61,8 +76,12 @@ class FakeDigest:
 
     async def run(self, request, ctx) -> Reply:
         self.runs += 1
-        return Reply(title="Kafka daily digest", severity="ok", verdict="3 brokers, 0 URP in the last 24 h.",
-                     sections=[Section("Top lag", ["orders-consumer: 12"])])
+        return Reply(
+            title="Kafka daily digest",
+            severity="ok",
+            verdict="3 brokers, 0 URP in the last 24 h.",
+            sections=[Section("Top lag", ["orders-consumer: 12"])],
+        )
 
     def command(self) -> Command:
         return Command(CommandSpec(words=("digest",), summary="test digest"), self.run)

@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
-
 from slack_fakes import PROGRESSING, FakeAction, FakeDigest, router_with
 from slack_stand_in import APP_ID, TEAM, StandIn
 
@@ -67,18 +66,29 @@ class Harness:
         self.session = aiohttp.ClientSession()
 
     def settings(self, **overrides) -> Settings:
-        base = dict(bot_token=BOT_TOKEN, signing_secret=SIGNING_SECRET, api_url=self.stand.url + "/api/",
-                    allowed_team_ids=frozenset({TEAM}), allowed_api_app_ids=frozenset({APP_ID}),
-                    state_dir=self.state_dir, confirm_ttl_s=900)
+        base = dict(
+            bot_token=BOT_TOKEN,
+            signing_secret=SIGNING_SECRET,
+            api_url=self.stand.url + "/api/",
+            allowed_team_ids=frozenset({TEAM}),
+            allowed_api_app_ids=frozenset({APP_ID}),
+            state_dir=self.state_dir,
+            confirm_ttl_s=900,
+        )
         return Settings(**{**base, **overrides})
 
     async def start_bot(self, policy: dict | None = POLICY, *, audit=None, **overrides) -> KafkaBot:
         """Start (or restart, as after a crash) the real app on a random port."""
         if self._runner is not None:
             await self._runner.cleanup()
-        self.bot = KafkaBot(self.settings(**overrides), ctx=Context(kb=default_kb()), router=self.router,
-                            policy=Policy.from_dict(policy) if policy is not None else None, clock=self.clock,
-                            audit=audit)
+        self.bot = KafkaBot(
+            self.settings(**overrides),
+            ctx=Context(kb=default_kb()),
+            router=self.router,
+            policy=Policy.from_dict(policy) if policy is not None else None,
+            clock=self.clock,
+            audit=audit,
+        )
         self._runner = web.AppRunner(self.bot.web_app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -86,52 +96,128 @@ class Harness:
         self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/slack/events"
         return self.bot
 
-    async def post(self, body: str, content_type: str, *, ts: str | None = None, secret: str = SIGNING_SECRET,
-                   signature: str | None = None, headers: dict | None = None):
+    async def post(
+        self,
+        body: str,
+        content_type: str,
+        *,
+        ts: str | None = None,
+        secret: str = SIGNING_SECRET,
+        signature: str | None = None,
+        headers: dict | None = None,
+    ):
         ts = ts or str(int(time.time()))
-        hdrs = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts,
-                "X-Slack-Signature": signature or sign(body, ts, secret), **(headers or {})}
+        hdrs = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature or sign(body, ts, secret),
+            **(headers or {}),
+        }
         started = time.monotonic()
         async with self.session.post(self.url, data=body.encode(), headers=hdrs) as resp:
             text = await resp.text()
             return resp.status, text, time.monotonic() - started
 
-    async def slash(self, text: str, *, user: str = "U0ALICE", channel: str = OPS, team: str = TEAM,
-                    app: str = APP_ID, enterprise: str | None = None, **kw):
+    async def slash(
+        self,
+        text: str,
+        *,
+        user: str = "U0ALICE",
+        channel: str = OPS,
+        team: str = TEAM,
+        app: str = APP_ID,
+        enterprise: str | None = None,
+        **kw,
+    ):
         grid = {"enterprise_id": enterprise, "enterprise_name": "Grid"} if enterprise else {}
-        body = urlencode({"token": "legacy-verification", "team_id": team, "team_domain": "standin", **grid,
-                          "channel_id": channel, "channel_name": "ops", "user_id": user, "user_name": user.lower(),
-                          "command": "/kafka", "text": text, "api_app_id": app, "is_enterprise_install": "false",
-                          "response_url": f"{self.stand.url}/response/{user}", "trigger_id": "13345224609.738474920.8088930838d88f008e0"})
+        body = urlencode(
+            {
+                "token": "legacy-verification",
+                "team_id": team,
+                "team_domain": "standin",
+                **grid,
+                "channel_id": channel,
+                "channel_name": "ops",
+                "user_id": user,
+                "user_name": user.lower(),
+                "command": "/kafka",
+                "text": text,
+                "api_app_id": app,
+                "is_enterprise_install": "false",
+                "response_url": f"{self.stand.url}/response/{user}",
+                "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+            }
+        )
         return await self.post(body, "application/x-www-form-urlencoded", **kw)
 
-    async def click(self, button: dict, message: dict, *, user: str = "U0ALICE", channel: str = OPS,
-                    team: str = TEAM, app: str = APP_ID, enterprise: str | None = None, action_ts: str | None = None,
-                    headers: dict | None = None):
-        payload = {"type": "block_actions", "team": {"id": team, "domain": "standin"},
-                   "enterprise": {"id": enterprise, "name": "Grid"} if enterprise else None,
-                   "user": {"id": user, "username": user.lower(), "team_id": team}, "api_app_id": app,
-                   "token": "legacy-verification", "trigger_id": "1.2.3",
-                   "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel, "is_ephemeral": False},
-                   "channel": {"id": channel, "name": "ops"}, "message": message,
-                   "response_url": f"{self.stand.url}/response/{user}",
-                   "actions": [{**button, "block_id": "b1", "action_ts": action_ts or str(time.time())}]}
-        return await self.post(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded",
-                               headers=headers)
+    async def click(
+        self,
+        button: dict,
+        message: dict,
+        *,
+        user: str = "U0ALICE",
+        channel: str = OPS,
+        team: str = TEAM,
+        app: str = APP_ID,
+        enterprise: str | None = None,
+        action_ts: str | None = None,
+        headers: dict | None = None,
+    ):
+        payload = {
+            "type": "block_actions",
+            "team": {"id": team, "domain": "standin"},
+            "enterprise": {"id": enterprise, "name": "Grid"} if enterprise else None,
+            "user": {"id": user, "username": user.lower(), "team_id": team},
+            "api_app_id": app,
+            "token": "legacy-verification",
+            "trigger_id": "1.2.3",
+            "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel, "is_ephemeral": False},
+            "channel": {"id": channel, "name": "ops"},
+            "message": message,
+            "response_url": f"{self.stand.url}/response/{user}",
+            "actions": [{**button, "block_id": "b1", "action_ts": action_ts or str(time.time())}],
+        }
+        return await self.post(
+            urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded", headers=headers
+        )
 
     async def event(self, event: dict, *, team: str = TEAM, headers: dict | None = None):
-        body = json.dumps({"token": "legacy-verification", "team_id": team, "api_app_id": APP_ID, "type": "event_callback",
-                           "event_id": "Ev" + str(time.monotonic_ns()), "event_time": int(time.time()), "event": event})
+        body = json.dumps(
+            {
+                "token": "legacy-verification",
+                "team_id": team,
+                "api_app_id": APP_ID,
+                "type": "event_callback",
+                "event_id": "Ev" + str(time.monotonic_ns()),
+                "event_time": int(time.time()),
+                "event": event,
+            }
+        )
         return await self.post(body, "application/json", headers=headers)
 
     def previews(self) -> list[tuple[dict, dict]]:
         """(message, buttons by label) for every thread reply that carries buttons."""
         out = []
         for c in self.stand.thread_replies():
-            buttons = {e["text"]["text"]: e for b in c.args.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]}
+            buttons = {
+                e["text"]["text"]: e
+                for b in c.args.get("blocks") or []
+                if b["type"] == "actions"
+                for e in b["elements"]
+            }
             if buttons:
-                out.append(({"ts": c.result["ts"], "thread_ts": c.args["thread_ts"], "text": c.args.get("text"),
-                             "blocks": c.args["blocks"], "type": "message"}, buttons))
+                out.append(
+                    (
+                        {
+                            "ts": c.result["ts"],
+                            "thread_ts": c.args["thread_ts"],
+                            "text": c.args.get("text"),
+                            "blocks": c.args["blocks"],
+                            "type": "message",
+                        },
+                        buttons,
+                    )
+                )
         return out
 
     async def preview(self, text: str, user: str = "U0ALICE") -> tuple[dict, dict]:
@@ -152,5 +238,3 @@ class Harness:
         if self._runner is not None:
             await self._runner.cleanup()
         await self.session.close()
-
-

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import math
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -51,10 +51,25 @@ class StandIn:
     _socket_acks: dict = field(default_factory=dict)
 
     # ---- test controls ----
-    def add_user(self, user_id: str, *, guest: bool = False, team: str = TEAM, deleted: bool = False, bot: bool = False,
-                 enterprise: str | None = None) -> None:
-        self.users[user_id] = {"id": user_id, "team_id": team, "name": user_id.lower(), "deleted": deleted,
-                               "is_bot": bot, "is_restricted": guest, "is_ultra_restricted": False}
+    def add_user(
+        self,
+        user_id: str,
+        *,
+        guest: bool = False,
+        team: str = TEAM,
+        deleted: bool = False,
+        bot: bool = False,
+        enterprise: str | None = None,
+    ) -> None:
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": team,
+            "name": user_id.lower(),
+            "deleted": deleted,
+            "is_bot": bot,
+            "is_restricted": guest,
+            "is_ultra_restricted": False,
+        }
         if enterprise:  # Enterprise Grid users carry their org in users.info
             self.users[user_id]["enterprise_user"] = {"id": user_id, "enterprise_id": enterprise, "teams": [team]}
 
@@ -84,8 +99,11 @@ class StandIn:
         return [c for c in self.calls if c.method == method and c.status == 200 and c.result.get("ok", True)]
 
     def thread_replies(self, thread_ts: str | None = None) -> list[Call]:
-        return [c for c in self.called("chat.postMessage") if c.args.get("thread_ts") and
-                (thread_ts is None or c.args["thread_ts"] == thread_ts)]
+        return [
+            c
+            for c in self.called("chat.postMessage")
+            if c.args.get("thread_ts") and (thread_ts is None or c.args["thread_ts"] == thread_ts)
+        ]
 
     async def wait_for(self, predicate, timeout_s: float = 10.0):
         deadline = time.monotonic() + timeout_s
@@ -94,7 +112,9 @@ class StandIn:
             if found:
                 return found
             await asyncio.sleep(0.01)
-        raise AssertionError(f"stand-in: condition not met within {timeout_s}s; calls: {[c.method for c in self.calls]}")
+        raise AssertionError(
+            f"stand-in: condition not met within {timeout_s}s; calls: {[c.method for c in self.calls]}"
+        )
 
     # ---- the server ----
     def app(self) -> web.Application:
@@ -145,8 +165,16 @@ class StandIn:
         return f"1700000000.{next(self._ts):06d}"
 
     def _m_auth_test(self, _args):
-        return {"ok": True, "url": "https://stand-in.slack/", "team": "Stand-in", "user": "kbot", "team_id": TEAM,
-                "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": False}
+        return {
+            "ok": True,
+            "url": "https://stand-in.slack/",
+            "team": "Stand-in",
+            "user": "kbot",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": "B0BOT",
+            "is_enterprise_install": False,
+        }
 
     def _refused_blocks(self, args) -> dict | None:
         """Slack's answer to blocks it would not accept: `msg_blocks_too_long` past the block-text
@@ -170,8 +198,17 @@ class StandIn:
             return refused
         channel_id = "C0" + channel[1:].upper().replace("-", "") if channel.startswith("#") else channel
         ts = self._new_ts()
-        return {"ok": True, "channel": channel_id, "ts": ts,
-                "message": {"text": args.get("text"), "ts": ts, "thread_ts": args.get("thread_ts"), "blocks": args.get("blocks")}}
+        return {
+            "ok": True,
+            "channel": channel_id,
+            "ts": ts,
+            "message": {
+                "text": args.get("text"),
+                "ts": ts,
+                "thread_ts": args.get("thread_ts"),
+                "blocks": args.get("blocks"),
+            },
+        }
 
     def _m_chat_update(self, args):
         refused = self._refused_blocks(args)
@@ -191,9 +228,19 @@ class StandIn:
         missing = [f.get("id") for f in files if f.get("id") not in uploaded]
         if missing:
             return {"ok": False, "error": "file_not_found"}
-        return {"ok": True, "files": [{"id": f["id"], "title": f.get("title"), "size": uploaded[f["id"]],
-                                       "thread_ts": args.get("thread_ts"), "channel": args.get("channel_id")}
-                                      for f in files]}
+        return {
+            "ok": True,
+            "files": [
+                {
+                    "id": f["id"],
+                    "title": f.get("title"),
+                    "size": uploaded[f["id"]],
+                    "thread_ts": args.get("thread_ts"),
+                    "channel": args.get("channel_id"),
+                }
+                for f in files
+            ],
+        }
 
     def uploads(self) -> list[Call]:
         """Completed file uploads (files_upload_v2), with their channel, thread and titles."""
@@ -205,8 +252,11 @@ class StandIn:
         return {"ok": True, "message_ts": self._new_ts()}
 
     def _m_chat_getPermalink(self, args):
-        return {"ok": True, "channel": args.get("channel"),
-                "permalink": f"https://standin.slack.com/archives/{args.get('channel')}/p{str(args.get('message_ts')).replace('.', '')}"}
+        return {
+            "ok": True,
+            "channel": args.get("channel"),
+            "permalink": f"https://standin.slack.com/archives/{args.get('channel')}/p{str(args.get('message_ts')).replace('.', '')}",
+        }
 
     def _m_users_info(self, args):
         user = self.users.get(args.get("user"))
@@ -217,7 +267,13 @@ class StandIn:
         return {"ok": True, "users": members} if members is not None else {"ok": False, "error": "no_such_subteam"}
 
     def _m_views_open(self, args):
-        return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8].upper(), **(json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {})}}
+        return {
+            "ok": True,
+            "view": {
+                "id": "V" + uuid.uuid4().hex[:8].upper(),
+                **(json.loads(args["view"]) if isinstance(args.get("view"), str) else args.get("view") or {}),
+            },
+        }
 
     _m_views_update = _m_views_push = _m_views_publish = _m_views_open
 
@@ -226,9 +282,18 @@ class StandIn:
 
     async def _upload(self, request: web.Request) -> web.Response:
         body = await request.read()
-        self.calls.append(Call("file_upload", {"file_id": request.match_info["file_id"], "bytes": len(body),
-                                               "png": body[:8] == b"\x89PNG\r\n\x1a\n", "content": body},
-                               time.monotonic()))
+        self.calls.append(
+            Call(
+                "file_upload",
+                {
+                    "file_id": request.match_info["file_id"],
+                    "bytes": len(body),
+                    "png": body[:8] == b"\x89PNG\r\n\x1a\n",
+                    "content": body,
+                },
+                time.monotonic(),
+            )
+        )
         return web.Response(text="OK - " + str(len(body)))
 
     async def _response_url(self, request: web.Request) -> web.Response:
@@ -253,8 +318,16 @@ class StandIn:
         """Deliver an envelope to the connected Socket Mode client; returns its envelope id."""
         await self.wait_for(lambda: self._sockets)
         envelope_id = uuid.uuid4().hex
-        await self._sockets[0].send_str(json.dumps({"envelope_id": envelope_id, "type": type_, "payload": payload,
-                                                    "accepts_response_payload": type_ != "events_api"}))
+        await self._sockets[0].send_str(
+            json.dumps(
+                {
+                    "envelope_id": envelope_id,
+                    "type": type_,
+                    "payload": payload,
+                    "accepts_response_payload": type_ != "events_api",
+                }
+            )
+        )
         return envelope_id
 
     def socket_ack(self, envelope_id: str):

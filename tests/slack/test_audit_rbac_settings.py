@@ -44,8 +44,14 @@ def test_two_processes_append_without_tearing_lines(tmp_path):
 
 
 def test_scrub_masks_secrets_but_keeps_the_record():
-    rec = scrub({"text": "why URP xoxb-123-456-abc and xapp-1-A-2-b", "args": {"sasl_password": "hunter2", "topic": "t"},
-                 "token_id": "abc"}, ("my-signing-secret",))
+    rec = scrub(
+        {
+            "text": "why URP xoxb-123-456-abc and xapp-1-A-2-b",
+            "args": {"sasl_password": "hunter2", "topic": "t"},
+            "token_id": "abc",
+        },
+        ("my-signing-secret",),
+    )
     assert "xoxb" not in json.dumps(rec) and "xapp" not in json.dumps(rec)
     assert rec["args"] == {"sasl_password": "***", "topic": "t"} and rec["token_id"] == "abc"
     assert scrub("signing my-signing-secret", ("my-signing-secret",)) == "signing ***"
@@ -54,8 +60,15 @@ def test_scrub_masks_secrets_but_keeps_the_record():
 
 def test_kafka_mirror_failure_never_loses_the_local_record(tmp_path):
     # A real librdkafka producer pointed at a port nothing listens on: delivery fails after the timeout.
-    mirror = KafkaMirror("kbot-audit", {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 1500,
-                                        "socket.connection.setup.timeout.ms": 1000, "log_level": 0})
+    mirror = KafkaMirror(
+        "kbot-audit",
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "message.timeout.ms": 1500,
+            "socket.connection.setup.timeout.ms": 1000,
+            "log_level": 0,
+        },
+    )
     log = AuditLog(tmp_path / "audit.jsonl", mirror=mirror)
     started = time.monotonic()
     log.record("execution", user="U1", result="ok")
@@ -80,23 +93,31 @@ def test_mirror_exceptions_are_contained(tmp_path):
 
 # ---- RBAC policy ------------------------------------------------------------------------------------------
 
-POLICY = Policy.from_dict({
-    "channels": ["C1", "C2"],
-    "grants": [{"name": "oncall", "users": ["U1"], "groups": ["S1"], "channels": ["C1"], "commands": ["abort-txn"]}],
-    "deny": [{"name": "intern", "users": ["U9"], "commands": ["*"]}],
-}, "test-policy")
+POLICY = Policy.from_dict(
+    {
+        "channels": ["C1", "C2"],
+        "grants": [
+            {"name": "oncall", "users": ["U1"], "groups": ["S1"], "channels": ["C1"], "commands": ["abort-txn"]}
+        ],
+        "deny": [{"name": "intern", "users": ["U9"], "commands": ["*"]}],
+    },
+    "test-policy",
+)
 
 
-@pytest.mark.parametrize("user,groups,channel,command,mutating,allowed,rule", [
-    ("U5", set(), "C1", "why", False, True, "read_only: open"),
-    ("U5", set(), "C3", "why", False, False, "channels"),
-    ("U9", set(), "C1", "why", False, False, "deny[intern]"),
-    ("U5", set(), "C1", "abort-txn", True, False, "default: deny unless granted"),
-    ("U1", set(), "C1", "abort-txn", True, True, "grants[oncall]"),
-    ("U1", set(), "C2", "abort-txn", True, False, "default: deny unless granted"),  # the grant is for C1 only
-    ("U5", {"S1"}, "C1", "abort-txn", True, True, "grants[oncall]"),
-    ("U1", set(), "C1", "throttle set", True, False, "default: deny unless granted"),
-])
+@pytest.mark.parametrize(
+    "user,groups,channel,command,mutating,allowed,rule",
+    [
+        ("U5", set(), "C1", "why", False, True, "read_only: open"),
+        ("U5", set(), "C3", "why", False, False, "channels"),
+        ("U9", set(), "C1", "why", False, False, "deny[intern]"),
+        ("U5", set(), "C1", "abort-txn", True, False, "default: deny unless granted"),
+        ("U1", set(), "C1", "abort-txn", True, True, "grants[oncall]"),
+        ("U1", set(), "C2", "abort-txn", True, False, "default: deny unless granted"),  # the grant is for C1 only
+        ("U5", {"S1"}, "C1", "abort-txn", True, True, "grants[oncall]"),
+        ("U1", set(), "C1", "throttle set", True, False, "default: deny unless granted"),
+    ],
+)
 def test_policy_check(user, groups, channel, command, mutating, allowed, rule):
     v = POLICY.check(user, groups, channel, command, mutating)
     assert (v.allowed, v.rule) == (allowed, rule)
@@ -115,13 +136,16 @@ def test_read_only_granted_mode():
     assert p.check("U1", set(), None, "why", False).allowed and not p.check("U2", set(), None, "why", False).allowed
 
 
-@pytest.mark.parametrize("bad,needle", [
-    ({"grants": [{"users": ["U1"]}]}, "names no commands"),
-    ({"grants": [{"commands": ["why"]}]}, "names no users or groups"),
-    ({"grantz": []}, "unknown field"),
-    ({"read_only": "maybe"}, "read_only"),
-    ({"grants": [{"users": "U1", "commands": ["x"], "role": "admin"}]}, "unknown field"),
-])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        ({"grants": [{"users": ["U1"]}]}, "names no commands"),
+        ({"grants": [{"commands": ["why"]}]}, "names no users or groups"),
+        ({"grantz": []}, "unknown field"),
+        ({"read_only": "maybe"}, "read_only"),
+        ({"grants": [{"users": "U1", "commands": ["x"], "role": "admin"}]}, "unknown field"),
+    ],
+)
 def test_policy_errors_name_the_field(bad, needle):
     with pytest.raises(PolicyError, match=needle):
         Policy.from_dict(bad)
@@ -139,9 +163,17 @@ def test_policy_loads_from_yaml(tmp_path):
 
 
 def test_settings_from_env_and_repr_hides_secrets(tmp_path):
-    s = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-secret-1", "SLACK_SIGNING_SECRET": "sig-secret-2",
-                           "SLACK_API_URL": "http://127.0.0.1:9/api", "KBOT_ALLOWED_TEAM_IDS": "T1, T2",
-                           "KBOT_STATE_DIR": str(tmp_path), "KBOT_PORT": "8080", "KBOT_CONFIRM_TTL_S": "60"})
+    s = Settings.from_env(
+        {
+            "SLACK_BOT_TOKEN": "xoxb-secret-1",
+            "SLACK_SIGNING_SECRET": "sig-secret-2",
+            "SLACK_API_URL": "http://127.0.0.1:9/api",
+            "KBOT_ALLOWED_TEAM_IDS": "T1, T2",
+            "KBOT_STATE_DIR": str(tmp_path),
+            "KBOT_PORT": "8080",
+            "KBOT_CONFIRM_TTL_S": "60",
+        }
+    )
     assert s.mode == "http" and s.api_url == "http://127.0.0.1:9/api/" and s.allowed_team_ids == {"T1", "T2"}
     assert s.port == 8080 and s.confirm_ttl_s == 60 and s.state_dir == tmp_path
     assert "xoxb-secret-1" not in repr(s) and "sig-secret-2" not in repr(s)
@@ -175,8 +207,15 @@ def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
     from bot.gate import new_token
 
     tok = new_token()
-    rec = hash_tokens({"text": f"confirm {tok}", "raw": f"/kafka CANCEL  {tok}", "args": {"token": tok},
-                       "other": "runbook cancel reassignment stuck", "why": f"not at the start: confirm {tok}"})
+    rec = hash_tokens(
+        {
+            "text": f"confirm {tok}",
+            "raw": f"/kafka CANCEL  {tok}",
+            "args": {"token": tok},
+            "other": "runbook cancel reassignment stuck",
+            "why": f"not at the start: confirm {tok}",
+        }
+    )
     assert rec["text"] == f"confirm #{token_id(tok)}" and rec["raw"] == f"/kafka CANCEL  #{token_id(tok)}"
     assert rec["args"] == {"token_id": token_id(tok)}
     assert rec["other"] == "runbook cancel reassignment stuck"
@@ -186,8 +225,10 @@ def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
 def test_redact_log_text_withholds_bodies_and_response_urls():
     from bot.audit import redact_log_text
 
-    line = ("Invalid request signature detected (signature: v0=ab, timestamp: 1, "
-            "body: token=x&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1%2F2%2Fsecret&text=hi)")
+    line = (
+        "Invalid request signature detected (signature: v0=ab, timestamp: 1, "
+        "body: token=x&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1%2F2%2Fsecret&text=hi)"
+    )
     clean = redact_log_text(line)
     assert "secret" not in clean and "hooks" not in clean and "Invalid request signature detected" in clean
     assert "secret" not in redact_log_text("{'response_url': 'https://hooks.slack.com/actions/T/1/secret'}")

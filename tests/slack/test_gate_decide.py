@@ -11,11 +11,31 @@ from commands.actions import ActionPlan, Precondition
 NOW = 1_750_000_000.0
 
 
-def record(*, state="pending", high_risk=False, ready=True, expires_in=600.0, requester="U0ALICE", approvals=None) -> Record:
-    plan = ActionPlan("fake-bump", "c1", {"topic": "orders"}, "bump orders",
-                      preconditions=[Precondition("topic exists", ready, "3 partitions")], high_risk=high_risk)
-    return Record("tok", "fake-bump", plan, requester, "C0OPS", NOW - 60, NOW + expires_in, high_risk, state,
-                  list(approvals or []), None, NOW - 60)
+def record(
+    *, state="pending", high_risk=False, ready=True, expires_in=600.0, requester="U0ALICE", approvals=None
+) -> Record:
+    plan = ActionPlan(
+        "fake-bump",
+        "c1",
+        {"topic": "orders"},
+        "bump orders",
+        preconditions=[Precondition("topic exists", ready, "3 partitions")],
+        high_risk=high_risk,
+    )
+    return Record(
+        "tok",
+        "fake-bump",
+        plan,
+        requester,
+        "C0OPS",
+        NOW - 60,
+        NOW + expires_in,
+        high_risk,
+        state,
+        list(approvals or []),
+        None,
+        NOW - 60,
+    )
 
 
 def test_unknown_token():
@@ -41,9 +61,19 @@ def test_expiry_boundary(delta, code):
     assert d.code == code
 
 
-@pytest.mark.parametrize("state,code", [("cancelled", "cancelled"), ("executing", "used"), ("executed", "used"),
-                                        ("failed", "used"), ("aborted", "used"), ("expired", "expired"),
-                                        ("done", "used"), ("unknown", "used")])
+@pytest.mark.parametrize(
+    "state,code",
+    [
+        ("cancelled", "cancelled"),
+        ("executing", "used"),
+        ("executed", "used"),
+        ("failed", "used"),
+        ("aborted", "used"),
+        ("expired", "expired"),
+        ("done", "used"),
+        ("unknown", "used"),
+    ],
+)
 def test_a_token_works_once(state, code):
     d = decide(record(state=state), "U0ALICE", NOW, [])
     assert (d.action, d.code) == ("refuse", code)

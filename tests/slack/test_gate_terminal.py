@@ -23,7 +23,9 @@ HERE = Path(__file__).resolve().parent
 
 def _gate(state: Path, router, clock=None) -> ConfirmationGate:
     kw = {"clock": clock} if clock else {}
-    return ConfirmationGate(PendingStore(state / "pending.sqlite3"), AuditLog(state / "audit.jsonl"), router=router, **kw)
+    return ConfirmationGate(
+        PendingStore(state / "pending.sqlite3"), AuditLog(state / "audit.jsonl"), router=router, **kw
+    )
 
 
 def _token(reply) -> str:
@@ -95,8 +97,12 @@ def _terminal_env(tmp_path: Path) -> dict[str, str]:
     """A terminal with no bot configuration of the caller's (no cluster, no Slack, no dev cluster
     found through the cache root): only the state folder under test."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_"))}
-    env.update(HOME=str(tmp_path / "home"), KBOT_HOME=str(tmp_path / "home"), KBOT_STATE_DIR=str(tmp_path / "state"),
-               KBOT_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(
+        HOME=str(tmp_path / "home"),
+        KBOT_HOME=str(tmp_path / "home"),
+        KBOT_STATE_DIR=str(tmp_path / "state"),
+        KBOT_CACHE_DIR=str(tmp_path / "cache"),
+    )
     return env
 
 
@@ -112,7 +118,13 @@ async def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
         assert ctx.gate.state_db.path == tmp_path / "state" / "pending.sqlite3"
     finally:
         await close_context(ctx)
-    proc = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "confirm NoSuchTokenAtAll123"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "ask", "confirm NoSuchTokenAtAll123"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "No pending action has that token" in proc.stdout, proc.stdout + proc.stderr
     assert (tmp_path / "state" / "pending.sqlite3").exists()

@@ -31,7 +31,8 @@ class SimClock:
 
 def test_parse_forms():
     daily, weekdays, every = parse_schedules(
-        "daily 09:00 #kafka-ops; weekdays 08:30 Europe/Berlin C0KAFKAOPS digest --cluster prod\nevery 6h #ops status")
+        "daily 09:00 #kafka-ops; weekdays 08:30 Europe/Berlin C0KAFKAOPS digest --cluster prod\nevery 6h #ops status"
+    )
     assert (daily.channel, daily.text, daily.at, daily.zone) == ("#kafka-ops", "digest", dt.time(9, 0), "UTC")
     assert weekdays.days == frozenset(range(5)) and weekdays.zone == "Europe/Berlin"
     assert weekdays.text == "digest --cluster prod" and weekdays.channel == "C0KAFKAOPS"
@@ -40,16 +41,19 @@ def test_parse_forms():
     assert parse_schedules("") == []
 
 
-@pytest.mark.parametrize("line,needle", [
-    ("daily 9am #ops", "HH:MM"),
-    ("daily 25:00 #ops", "HH:MM"),
-    ("someday 09:00 #ops", "expected daily"),
-    ("daily 09:00 Mars/Olympus #ops", "unknown time zone"),
-    ("daily 09:00 ops", "channel"),
-    ("every 7h #ops", "divide a day"),
-    ("every 1m #ops", "at least 5m"),
-    ("daily", "expected"),
-])
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        ("daily 9am #ops", "HH:MM"),
+        ("daily 25:00 #ops", "HH:MM"),
+        ("someday 09:00 #ops", "expected daily"),
+        ("daily 09:00 Mars/Olympus #ops", "unknown time zone"),
+        ("daily 09:00 ops", "channel"),
+        ("every 7h #ops", "divide a day"),
+        ("every 1m #ops", "at least 5m"),
+        ("daily", "expected"),
+    ],
+)
 def test_parse_errors_say_what_is_wrong(line, needle):
     with pytest.raises(ScheduleError, match=needle):
         parse_schedule(line)
@@ -90,8 +94,13 @@ async def test_scheduler_fires_each_due_time_once_with_an_injected_clock():
     while clock.now < at(2025, 6, 3, 12, 1).timestamp():
         await sched.run_pending()
         await clock.sleep(min((sched.next_due() - sched.now()).total_seconds(), 60))
-    assert posted == [("#ops", at(2025, 6, 2, 9, 0)), ("#b", at(2025, 6, 2, 12, 0)), ("#b", at(2025, 6, 3, 0, 0)),
-                      ("#ops", at(2025, 6, 3, 9, 0)), ("#b", at(2025, 6, 3, 12, 0))]
+    assert posted == [
+        ("#ops", at(2025, 6, 2, 9, 0)),
+        ("#b", at(2025, 6, 2, 12, 0)),
+        ("#b", at(2025, 6, 3, 0, 0)),
+        ("#ops", at(2025, 6, 3, 9, 0)),
+        ("#b", at(2025, 6, 3, 12, 0)),
+    ]
     assert max(clock.slept) <= 60  # wakes at least once a minute, so a clock jump is noticed
 
 
@@ -142,7 +151,11 @@ async def test_digest_schedule_posts_to_the_channel_through_the_app(slack):
     assert "Kafka daily digest" in json.dumps(post.args["blocks"])
     assert slack.digest.runs == 1
     rec = slack.audit("scheduled")[0]
-    assert rec["schedule"] == "daily 09:00 #kafka-ops" and rec["outcome"] == "answered" and rec["due"].startswith("2025-06-02T09:00")
+    assert (
+        rec["schedule"] == "daily 09:00 #kafka-ops"
+        and rec["outcome"] == "answered"
+        and rec["due"].startswith("2025-06-02T09:00")
+    )
 
 
 async def test_digest_on_demand_through_the_router(slack):

@@ -8,8 +8,6 @@ import json
 import sqlite3
 from contextlib import closing
 
-import pytest
-
 from slack_harness import OPS
 
 
@@ -51,11 +49,15 @@ async def test_confirm_executes_once_and_retires_the_buttons(slack):
     assert "Done: fake-bump" in _answers_since(slack, n)
     # The preview lost its buttons and says what happened.
     settled = [c for c in slack.stand.called("chat.update") if c.args["ts"] == message["ts"]][-1]
-    assert not any(b["type"] == "actions" for b in settled.args["blocks"]) and "executed" in json.dumps(settled.args["blocks"])
+    assert not any(b["type"] == "actions" for b in settled.args["blocks"]) and "executed" in json.dumps(
+        settled.args["blocks"]
+    )
     execution = slack.audit("execution")[0]
     assert execution["user"] == "U0ALICE" and execution["ok"] is True and execution["state"] == "executed"
     assert execution["before"] == {"retention.ms": "604800000"} and execution["after"] == {"retention.ms": "3600000"}
-    assert execution["args"]["topic"] == "orders" and execution["cluster"] == "test-cluster" and "latency_ms" in execution
+    assert (
+        execution["args"]["topic"] == "orders" and execution["cluster"] == "test-cluster" and "latency_ms" in execution
+    )
     events = [r["event"] for r in slack.audit()]
     assert events.index("preview") < events.index("approval") < events.index("execution")
 
@@ -216,7 +218,12 @@ async def test_read_only_follow_up_buttons_run_as_the_clicker(slack):
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
     await slack.bot.drain(10)
     message = {"ts": "1700000000.000009", "thread_ts": "1700000000.000001", "type": "message", "blocks": []}
-    button = {"type": "button", "action_id": "kbot_action_0", "value": "runbook broker-loss", "text": {"type": "plain_text", "text": "x"}}
+    button = {
+        "type": "button",
+        "action_id": "kbot_action_0",
+        "value": "runbook broker-loss",
+        "text": {"type": "plain_text", "text": "x"},
+    }
     n = len(slack.stand.called("chat.update"))
     await slack.click(button, message, user="U0CAROL", channel=OPS)
     await _after_click(slack, n)

@@ -9,8 +9,9 @@ import dataclasses
 import json
 import socket
 
-from live.pool import GatewayPool
 from slack_harness import INCIDENTS, OPS, Harness
+
+from live.pool import GatewayPool
 
 
 def _closed_port() -> int:
@@ -21,8 +22,10 @@ def _closed_port() -> int:
 
 async def test_at_name_channel_mapping_and_the_question(stand, tmp_path, monkeypatch):
     clusters = tmp_path / "clusters.yaml"
-    clusters.write_text(f"clusters:\n  alpha:\n    bootstrap: 127.0.0.1:{_closed_port()}\n"
-                        f"  beta:\n    bootstrap: 127.0.0.1:{_closed_port()}\n")
+    clusters.write_text(
+        f"clusters:\n  alpha:\n    bootstrap: 127.0.0.1:{_closed_port()}\n"
+        f"  beta:\n    bootstrap: 127.0.0.1:{_closed_port()}\n"
+    )
     for var in ("KBOT_BOOTSTRAP", "KBOT_CLUSTER"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("KBOT_CLUSTERS_FILE", str(clusters))
@@ -34,12 +37,18 @@ async def test_at_name_channel_mapping_and_the_question(stand, tmp_path, monkeyp
     try:
         # Unmapped channel, two clusters: a private question with a button per cluster.
         await h.slash("status", channel=OPS)
-        question = await stand.wait_for(lambda: [c for c in stand.called("chat.postEphemeral")
-                                                 if "Which cluster?" in json.dumps(c.args.get("blocks"))])
+        question = await stand.wait_for(
+            lambda: [
+                c for c in stand.called("chat.postEphemeral") if "Which cluster?" in json.dumps(c.args.get("blocks"))
+            ]
+        )
         blocks = question[0].args["blocks"]
         blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         buttons = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
-        assert [(e["text"]["text"], e["value"]) for e in buttons][:2] == [("alpha", "@alpha status"), ("beta", "@beta status")]
+        assert [(e["text"]["text"], e["value"]) for e in buttons][:2] == [
+            ("alpha", "@alpha status"),
+            ("beta", "@beta status"),
+        ]
         assert not stand.thread_replies(), "nothing is answered in the channel before a cluster is chosen"
 
         # @name chooses explicitly; the mapped channel needs nothing.

@@ -39,8 +39,12 @@ async def test_bad_signature_is_401(slack):
 
 async def test_signature_over_a_different_body_is_401(slack):
     ts = str(int(time.time()))
-    status, _, _ = await slack.post("command=%2Fkafka&text=help&user_id=U0ALICE", "application/x-www-form-urlencoded",
-                                    ts=ts, signature=sign("command=%2Fkafka&text=why", ts))
+    status, _, _ = await slack.post(
+        "command=%2Fkafka&text=help&user_id=U0ALICE",
+        "application/x-www-form-urlencoded",
+        ts=ts,
+        signature=sign("command=%2Fkafka&text=why", ts),
+    )
     assert status == 401
 
 
@@ -111,8 +115,15 @@ async def test_429_is_retried_after_retry_after(slack):
 
 
 async def test_mention_answers_in_a_thread(slack):
-    status, _, _ = await slack.event({"type": "app_mention", "user": "U0ALICE", "channel": OPS, "ts": "1700000001.000001",
-                                      "text": "<@U0BOT> help why"})
+    status, _, _ = await slack.event(
+        {
+            "type": "app_mention",
+            "user": "U0ALICE",
+            "channel": OPS,
+            "ts": "1700000001.000001",
+            "text": "<@U0BOT> help why",
+        }
+    )
     assert status == 200
     working = (await slack.stand.wait_for(lambda: slack.stand.thread_replies("1700000001.000001")))[0]
     await slack.bot.drain(10)
@@ -122,7 +133,13 @@ async def test_mention_answers_in_a_thread(slack):
 
 
 async def test_mention_redelivery_is_not_answered_twice(slack):
-    event = {"type": "app_mention", "user": "U0ALICE", "channel": OPS, "ts": "1700000002.000001", "text": "<@U0BOT> help"}
+    event = {
+        "type": "app_mention",
+        "user": "U0ALICE",
+        "channel": OPS,
+        "ts": "1700000002.000001",
+        "text": "<@U0BOT> help",
+    }
     await slack.event(event)
     await slack.event(event, headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
     await slack.stand.wait_for(lambda: slack.stand.thread_replies("1700000002.000001"))
@@ -164,14 +181,17 @@ async def test_not_in_channel_answers_privately(slack):
 # ---- refusals: answered privately and audited --------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("x" * 5000, "limit is 4,000"),
-    ("frobnicate the brokers", "Unknown command"),
-    ("why -rf /", "may not start with '-'"),
-    ("describe \"orders'; DROP TABLE topics; --\"", "not a valid topic name"),
-    ("why URP'; DROP TABLE x; --", "Check the quotes"),
-    ("", "Empty command"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("x" * 5000, "limit is 4,000"),
+        ("frobnicate the brokers", "Unknown command"),
+        ("why -rf /", "may not start with '-'"),
+        ('describe "orders\'; DROP TABLE topics; --"', "not a valid topic name"),
+        ("why URP'; DROP TABLE x; --", "Check the quotes"),
+        ("", "Empty command"),
+    ],
+)
 async def test_bad_input_is_refused_privately_and_audited(slack, text, needle):
     status, _, elapsed = await slack.slash(text)
     assert status == 200 and elapsed < 3
@@ -185,10 +205,13 @@ async def test_bad_input_is_refused_privately_and_audited(slack, text, needle):
     assert refusal["text_len"] == len(text) and len(refusal.get("text", "")) <= 500
 
 
-@pytest.mark.parametrize("user,rule,needle", [
-    ("U0NOBODY", "identity: unknown user", "does not know user"),
-    ("U0GUEST", "identity: guest", "Guest accounts"),
-])
+@pytest.mark.parametrize(
+    "user,rule,needle",
+    [
+        ("U0NOBODY", "identity: unknown user", "does not know user"),
+        ("U0GUEST", "identity: guest", "Guest accounts"),
+    ],
+)
 async def test_unknown_users_and_guests_are_refused(slack, user, rule, needle):
     await slack.slash("why URP", user=user)
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
@@ -198,8 +221,9 @@ async def test_unknown_users_and_guests_are_refused(slack, user, rule, needle):
     assert slack.audit("refusal")[0]["rule"] == rule
 
 
-@pytest.mark.parametrize("kw,rule", [({"team": "T0OTHER"}, "KBOT_ALLOWED_TEAM_IDS"),
-                                     ({"app": "A0OTHERAPP"}, "KBOT_ALLOWED_API_APP_IDS")])
+@pytest.mark.parametrize(
+    "kw,rule", [({"team": "T0OTHER"}, "KBOT_ALLOWED_TEAM_IDS"), ({"app": "A0OTHERAPP"}, "KBOT_ALLOWED_API_APP_IDS")]
+)
 async def test_other_workspaces_and_apps_are_refused_in_the_ack(slack, kw, rule):
     status, body, _ = await slack.slash("why URP", **kw)
     assert status == 200 and "does not serve" in body or "not accepted" in body
@@ -250,8 +274,15 @@ async def test_every_request_is_audited(slack):
     assert all(r["team"] == TEAM and r["channel"] == OPS for r in requests)
 
 
-@pytest.mark.parametrize("text,command", [("abort-txn payments 0", "abort-txn"), ("elect-leaders orders", "elect-leaders"),
-                                          ("throttle set 50MB/s", "throttle set"), ("retention orders 3600000", "retention")])
+@pytest.mark.parametrize(
+    "text,command",
+    [
+        ("abort-txn payments 0", "abort-txn"),
+        ("elect-leaders orders", "elect-leaders"),
+        ("throttle set 50MB/s", "throttle set"),
+        ("retention orders 3600000", "retention"),
+    ],
+)
 async def test_the_real_mutating_commands_are_denied_unless_granted(stand, tmp_path, text, command):
     from slack_harness import Harness
 
@@ -296,8 +327,9 @@ async def test_progress_through_the_thread_with_a_clock(stand):
     from bot.slack_thread import MIN_PROGRESS_INTERVAL_S, SlackThread
 
     now = [100.0]
-    thread = SlackThread(AsyncWebClient(token=BOT_TOKEN, base_url=stand.url + "/api/"), OPS, label="`/kafka x`",
-                         clock=lambda: now[0])
+    thread = SlackThread(
+        AsyncWebClient(token=BOT_TOKEN, base_url=stand.url + "/api/"), OPS, label="`/kafka x`", clock=lambda: now[0]
+    )
     await thread.start("working")
     await thread.progress("one")
     await thread.progress("two")  # same second: dropped

@@ -24,10 +24,18 @@ pytestmark = pytest.mark.kafka
 async def _bot_on_cluster(stand, tmp_path, cluster, grants: list[str]) -> tuple[Harness, GatewayPool]:
     h = Harness(stand, tmp_path)
     h.router = None  # the real command registry
-    policy = {**POLICY, "grants": [{"name": "sre", "users": ["U0ALICE", "U0BOB"], "commands": grants}]} if grants else POLICY
+    policy = (
+        {**POLICY, "grants": [{"name": "sre", "users": ["U0ALICE", "U0BOB"], "commands": grants}]} if grants else POLICY
+    )
     await h.start_bot(policy=policy)
-    pool = GatewayPool(env={"KBOT_BOOTSTRAP": cluster.bootstrap_servers, "KBOT_CLUSTER_NAME": "local",
-                            "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)), "KBOT_ADMIN_TIMEOUT_S": "10"})
+    pool = GatewayPool(
+        env={
+            "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+            "KBOT_CLUSTER_NAME": "local",
+            "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
+            "KBOT_ADMIN_TIMEOUT_S": "10",
+        }
+    )
     h.bot.ctx = dataclasses.replace(h.bot.ctx, live=pool, kb=default_kb())
     return h, pool
 
@@ -41,7 +49,8 @@ async def test_why_urp_over_signed_http_names_the_killed_broker(stand, tmp_path,
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
     kafka_cluster.faults.kill_broker(102)
     kafka_cluster.faults.wait_for(
-        lambda: all(102 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60, "ISR to shrink")
+        lambda: all(102 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]), 60, "ISR to shrink"
+    )
     h, pool = await _bot_on_cluster(stand, tmp_path, kafka_cluster, [])
     try:
         status, _body, ack_s = await h.slash("why URP")

@@ -19,8 +19,12 @@ SLACK_RESPONSE_URL_LIMIT = 5  # Slack accepts at most 5 posts per response_url (
 
 async def _big_report(request, ctx) -> Reply:
     # Long enough that the answer takes far more than five Slack messages.
-    return Reply(title="Big report", severity="ok", verdict="many sections",
-                 sections=[Section(f"Part {i}", [f"line {j} " + "x" * 200 for j in range(40)]) for i in range(60)])
+    return Reply(
+        title="Big report",
+        severity="ok",
+        verdict="many sections",
+        sections=[Section(f"Part {i}", [f"line {j} " + "x" * 200 for j in range(40)]) for i in range(60)],
+    )
 
 
 BIG = Command(CommandSpec(words=("bigreport",), summary="test command with a very long answer"), _big_report)
@@ -40,8 +44,16 @@ def _texts(calls) -> str:
 
 
 async def test_a_mention_from_another_workspace_is_acked_audited_and_not_answered(slack):
-    status, _, _ = await slack.event({"type": "app_mention", "user": "U0ALICE", "channel": OPS,
-                                      "ts": "1700000003.000001", "text": "<@U0BOT> why URP"}, team="T0OTHER")
+    status, _, _ = await slack.event(
+        {
+            "type": "app_mention",
+            "user": "U0ALICE",
+            "channel": OPS,
+            "ts": "1700000003.000001",
+            "text": "<@U0BOT> why URP",
+        },
+        team="T0OTHER",
+    )
     assert status == 200  # acked: otherwise Slack retries it
     await slack.stand.wait_for(lambda: slack.audit("refusal"))
     await slack.bot.drain(10)
@@ -55,8 +67,9 @@ async def test_a_mention_from_another_workspace_is_acked_audited_and_not_answere
 async def test_a_retried_click_from_another_workspace_is_refused_once(slack):
     message, buttons = await slack.preview("fake-bump orders")
     for headers in (None, RETRY, {**RETRY, "X-Slack-Retry-Num": "2"}):  # the same signed body each time
-        status, body, _ = await slack.click(buttons["Confirm"], message, team="T0OTHER", action_ts="1700000004.000001",
-                                            headers=headers)
+        status, body, _ = await slack.click(
+            buttons["Confirm"], message, team="T0OTHER", action_ts="1700000004.000001", headers=headers
+        )
         assert status == 200 and body == ""
     await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
     await slack.bot.drain(10)

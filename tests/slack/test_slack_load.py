@@ -28,8 +28,12 @@ PART = re.compile(r"part (\d+) of (\d+)")
 
 async def _long_report(request, ctx) -> Reply:
     # 120 sections: more than two messages' worth of blocks, so the answer needs several pages.
-    return Reply(title="Long report", severity="ok", verdict="many sections",
-                 sections=[Section(f"Section {i}", [f"line {i}"]) for i in range(120)])
+    return Reply(
+        title="Long report",
+        severity="ok",
+        verdict="many sections",
+        sections=[Section(f"Section {i}", [f"line {i}"]) for i in range(120)],
+    )
 
 
 LONG = Command(CommandSpec(words=("longreport",), summary="test command with a multi-page answer"), _long_report)
@@ -62,7 +66,9 @@ def _check_storm(h: Harness, results, n: int) -> tuple[list[dict], list[dict]]:
     requests, answers = h.audit("request"), h.audit("answer")
     assert len(requests) == n and len(answers) == n
     assert {r["request_id"] for r in requests} == {a["request_id"] for a in answers}  # one answer per request
-    assert {a["delivered"] for a in answers} <= {"thread", "pointer"}, [a for a in answers if a["delivered"] not in ("thread", "pointer")]
+    assert {a["delivered"] for a in answers} <= {"thread", "pointer"}, [
+        a for a in answers if a["delivered"] not in ("thread", "pointer")
+    ]
     threads = [a for a in answers if a["delivered"] == "thread"]
     pointers = [a for a in answers if a["delivered"] == "pointer"]
     # A pointer names a thread that carries an answer.
@@ -106,8 +112,16 @@ async def test_50_concurrent_why_urp_one_answer_everyone_pointed_to_it(stand, tm
 
 
 async def test_concurrent_different_questions_each_answered_in_order_under_429s(stand, tmp_path):
-    questions = ["why URP", "why offline", "why NotEnoughReplicas", "runbook hanging transaction",
-                 "runbook PRODUCER_FENCED", "help", "slowcheck", "longreport"]
+    questions = [
+        "why URP",
+        "why offline",
+        "why NotEnoughReplicas",
+        "runbook hanging transaction",
+        "runbook PRODUCER_FENCED",
+        "help",
+        "slowcheck",
+        "longreport",
+    ]
     texts = [q for q in questions for _ in range(3)]  # 24 requests, each question asked by three people
     # The stand-in allows a burst of 2, the bot's queue assumes 3: the burst meets real 429s.
     h, results, _ = await _storm(stand, tmp_path, texts, burst=2, timeout_s=300)
@@ -115,8 +129,9 @@ async def test_concurrent_different_questions_each_answered_in_order_under_429s(
         threads, pointers = _check_storm(h, results, len(texts))
         assert len(threads) == len(questions) and len(pointers) == len(texts) - len(questions)
         # One thread per distinct question (each "why ..." and "runbook ..." is a question of its own).
-        assert sorted(t["command"] for t in threads) == sorted(["why", "why", "why", "runbook", "runbook", "help",
-                                                                 "slowcheck", "longreport"])
+        assert sorted(t["command"] for t in threads) == sorted(
+            ["why", "why", "why", "runbook", "runbook", "help", "slowcheck", "longreport"]
+        )
         assert any(c.status == 429 for c in h.stand.calls if c.method == "chat.postMessage")
         # The multi-page answer really had several pages, in order (checked above).
         long_ts = next(t["thread_ts"] for t in threads if t["command"] == "longreport")
@@ -134,7 +149,9 @@ async def test_an_answer_slack_refuses_is_reported_and_leaves_no_hourglass(slack
         await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=30)
         await slack.bot.drain(10)
     answer = slack.audit("answer")[0]
-    assert answer["outcome"] == "failed" and answer["delivered"] == "failed" and "cant_update_message" in answer["error"]
+    assert (
+        answer["outcome"] == "failed" and answer["delivered"] == "failed" and "cant_update_message" in answer["error"]
+    )
     assert answer["request_id"] == slack.audit("request")[0]["request_id"]
     assert any(answer["request_id"] in r.getMessage() for r in caplog.records)
     working = slack.stand.called("chat.postMessage")[0].result["ts"]
@@ -142,6 +159,7 @@ async def test_an_answer_slack_refuses_is_reported_and_leaves_no_hourglass(slack
 
 
 # ---- the delivery queue and the coalescer on their own ------------------------------------------------
+
 
 async def test_queue_waits_retry_after_keeps_order_and_never_drops(stand):
     stand.pace_channels(burst=1, per_s=1.0)
@@ -165,7 +183,9 @@ async def test_queue_gives_up_with_delivery_failed_after_its_retries(stand):
         waits.append(s)
 
     stand.rate_limit("chat.postMessage", retry_after=7, times=MAX_RATE_LIMITED + 1)
-    delivery = Delivery(AsyncWebClient(token="xoxb-test", base_url=stand.url + "/api/", retry_handlers=[]), sleep=no_sleep)
+    delivery = Delivery(
+        AsyncWebClient(token="xoxb-test", base_url=stand.url + "/api/", retry_handlers=[]), sleep=no_sleep
+    )
     with pytest.raises(DeliveryFailed) as err:
         await delivery.post(OPS, text="hello")
     assert isinstance(err.value.cause, SlackApiError) and "429" in str(err.value)

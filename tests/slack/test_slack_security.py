@@ -100,7 +100,9 @@ class RecordingProducer:
 
 async def test_confirm_tokens_are_hashed_in_the_audit_log_and_its_kafka_mirror(slack, tmp_path):
     producer = RecordingProducer()
-    await slack.start_bot(audit=AuditLog(slack.state_dir / "audit.jsonl", KafkaMirror("kbot-audit", {}, producer=producer)))
+    await slack.start_bot(
+        audit=AuditLog(slack.state_dir / "audit.jsonl", KafkaMirror("kbot-audit", {}, producer=producer))
+    )
     message, buttons = await slack.preview("fake-bump orders")
     token = buttons["Confirm"]["value"].split()[1]
     await slack.click(buttons["Confirm"], message)  # a button's value is "confirm <token>"
@@ -173,19 +175,30 @@ def _mrkdwn(args: dict) -> list[str]:
 
 
 def _posted_mrkdwn(slack) -> list[str]:
-    return [t for c in slack.stand.calls if c.method.startswith("chat.") or c.method == "response_url"
-            for t in _mrkdwn(c.args)]
+    return [
+        t
+        for c in slack.stand.calls
+        if c.method.startswith("chat.") or c.method == "response_url"
+        for t in _mrkdwn(c.args)
+    ]
 
 
-@pytest.mark.parametrize("text,markup,where", [
-    ("why <!here> URP", "<!here>", "the answer's fallback text"),
-    ("runbook <https://evil.example|click here for the fix>", "<https://evil.example", "the issue's text, verbatim"),
-    # words no runbook entry has, so the answer quotes the query back: "Nothing in the runbook matches '...'"
-    ("runbook <https://evil.example|qqzx vvwk>", "<https://evil.example", "a no-match answer's fallback text"),
-    ("why <!channel> <https://evil.example|see here>", "<!channel>", "a verdict that quotes the symptom"),
-    ("describe <!here>", "<!here>", "an error answered privately"),
-    ("<!everyone> status", "<!everyone>", "an unknown-command error"),
-])
+@pytest.mark.parametrize(
+    "text,markup,where",
+    [
+        ("why <!here> URP", "<!here>", "the answer's fallback text"),
+        (
+            "runbook <https://evil.example|click here for the fix>",
+            "<https://evil.example",
+            "the issue's text, verbatim",
+        ),
+        # words no runbook entry has, so the answer quotes the query back: "Nothing in the runbook matches '...'"
+        ("runbook <https://evil.example|qqzx vvwk>", "<https://evil.example", "a no-match answer's fallback text"),
+        ("why <!channel> <https://evil.example|see here>", "<!channel>", "a verdict that quotes the symptom"),
+        ("describe <!here>", "<!here>", "an error answered privately"),
+        ("<!everyone> status", "<!everyone>", "an unknown-command error"),
+    ],
+)
 async def test_user_text_is_escaped_wherever_it_is_echoed(slack, text, markup, where):
     await slack.slash(text)
     await slack.stand.wait_for(lambda: slack.stand.thread_replies() or slack.stand.called("chat.postEphemeral"))
@@ -213,7 +226,14 @@ def test_a_long_answer_split_into_messages_escapes_the_title_in_every_part_marke
     reply = Reply(title="Why <!here> URP?", verdict="v", sections=[Section(f"s{i}", ["x"]) for i in range(80)])
     pages = render_blocks(reply)
     assert len(pages) > 1
-    markers = [e["text"] for p in pages for b in p["blocks"] if b["type"] == "context" for e in b["elements"] if "part" in e["text"]]
+    markers = [
+        e["text"]
+        for p in pages
+        for b in p["blocks"]
+        if b["type"] == "context"
+        for e in b["elements"]
+        if "part" in e["text"]
+    ]
     assert len(markers) == len(pages) and all("<!here>" not in m and "&lt;!here&gt;" in m for m in markers)
     assert all("<!here>" not in p["text"] for p in pages)
 
@@ -276,16 +296,29 @@ def test_serve_check_warns_loudly_when_any_workspace_may_call(monkeypatch, capsy
 # ---- malformed signed payloads -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body,content_type", [
-    (urlencode({"payload": "not json at all"}), "application/x-www-form-urlencoded"),
-    (urlencode({"payload": "[1, 2]"}), "application/x-www-form-urlencoded"),
-    (urlencode({"payload": json.dumps({"type": "block_actions", "actions": "x", "user": {"id": "U0ALICE"}})}),
-     "application/x-www-form-urlencoded"),
-    (urlencode({"payload": json.dumps({"type": "block_actions", "user": "U0ALICE", "actions": [{"action_id": "kbot_action_0"}]})}),
-     "application/x-www-form-urlencoded"),
-    ("{not json", "application/json"),
-    (json.dumps({"type": "event_callback", "team_id": "T0TEAM", "event": "app_mention"}), "application/json"),
-])
+@pytest.mark.parametrize(
+    "body,content_type",
+    [
+        (urlencode({"payload": "not json at all"}), "application/x-www-form-urlencoded"),
+        (urlencode({"payload": "[1, 2]"}), "application/x-www-form-urlencoded"),
+        (
+            urlencode({"payload": json.dumps({"type": "block_actions", "actions": "x", "user": {"id": "U0ALICE"}})}),
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            urlencode(
+                {
+                    "payload": json.dumps(
+                        {"type": "block_actions", "user": "U0ALICE", "actions": [{"action_id": "kbot_action_0"}]}
+                    )
+                }
+            ),
+            "application/x-www-form-urlencoded",
+        ),
+        ("{not json", "application/json"),
+        (json.dumps({"type": "event_callback", "team_id": "T0TEAM", "event": "app_mention"}), "application/json"),
+    ],
+)
 async def test_a_signed_malformed_payload_is_400_with_one_log_line(slack, caplog, body, content_type):
     caplog.set_level(logging.INFO)
     status, text, _ = await slack.post(body, content_type)
@@ -310,4 +343,3 @@ async def test_a_rejected_request_is_logged_without_its_body_or_response_url(sla
     assert "Invalid request signature" in caplog.text  # Bolt did log the rejection
     assert "/response/U0ALICE" not in caplog.text and "response_url" not in caplog.text
     assert "my-private-words" not in caplog.text and SIGNING_SECRET not in caplog.text
-

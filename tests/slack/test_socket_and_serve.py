@@ -28,9 +28,17 @@ async def test_socket_mode_acks_and_answers_in_a_thread(slack):
     handler = AsyncSocketModeHandler(bot.app, "xapp-1-A0KBOT-123-standin")
     await handler.connect_async()
     try:
-        payload = {"token": "legacy", "team_id": TEAM, "channel_id": OPS, "user_id": "U0ALICE", "command": "/kafka",
-                   "text": "help", "api_app_id": APP_ID, "response_url": f"{slack.stand.url}/response/x",
-                   "trigger_id": "1.2.3"}
+        payload = {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": OPS,
+            "user_id": "U0ALICE",
+            "command": "/kafka",
+            "text": "help",
+            "api_app_id": APP_ID,
+            "response_url": f"{slack.stand.url}/response/x",
+            "trigger_id": "1.2.3",
+        }
         sent = time.monotonic()
         envelope = await slack.stand.socket_send("slash_commands", payload)
         acked_at, _ = await slack.stand.wait_for(lambda: slack.stand.socket_ack(envelope))
@@ -61,15 +69,26 @@ def _free_port() -> int:
 
 async def test_serve_process_answers_signed_requests_and_stops_on_sigterm(stand, tmp_path):
     port = _free_port()
-    env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-           "SLACK_API_URL": f"{stand.url}/api", "KBOT_STATE_DIR": str(tmp_path), "KBOT_PORT": str(port),
-           "KBOT_ALLOWED_TEAM_IDS": TEAM, "KBOT_LOG_LEVEL": "DEBUG", "KBOT_BOOTSTRAP": ""}
+    env = {
+        **os.environ,
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": f"{stand.url}/api",
+        "KBOT_STATE_DIR": str(tmp_path),
+        "KBOT_PORT": str(port),
+        "KBOT_ALLOWED_TEAM_IDS": TEAM,
+        "KBOT_LOG_LEVEL": "DEBUG",
+        "KBOT_BOOTSTRAP": "",
+    }
     env.pop("SLACK_APP_TOKEN", None)
-    code = ("import argparse, sys; from bot.slack_app import register, run; p = argparse.ArgumentParser(); "
-            "register(p.add_subparsers(dest='command')); import logging; logging.basicConfig(level='DEBUG'); "
-            "sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1'])))")
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    code = (
+        "import argparse, sys; from bot.slack_app import register, run; p = argparse.ArgumentParser(); "
+        "register(p.add_subparsers(dest='command')); import logging; logging.basicConfig(level='DEBUG'); "
+        "sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1'])))"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     try:
         async with aiohttp.ClientSession() as http:
             for _ in range(300):  # the process imports the KB and Bolt first
@@ -81,12 +100,18 @@ async def test_serve_process_answers_signed_requests_and_stops_on_sigterm(stand,
                     await asyncio.sleep(0.1)
             body = f"team_id={TEAM}&channel_id={OPS}&user_id=U0ALICE&command=%2Fkafka&text=help&api_app_id={APP_ID}"
             ts = str(int(time.time()))
-            headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts,
-                       "X-Slack-Signature": sign(body, ts)}
+            headers = {
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": ts,
+                "X-Slack-Signature": sign(body, ts),
+            }
             async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body, headers=headers) as r:
                 assert r.status == 200
-            async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body,
-                                 headers={**headers, "X-Slack-Signature": "v0=" + "1" * 64}) as r:
+            async with http.post(
+                f"http://127.0.0.1:{port}/slack/events",
+                data=body,
+                headers={**headers, "X-Slack-Signature": "v0=" + "1" * 64},
+            ) as r:
                 assert r.status == 401
         await stand.wait_for(lambda: stand.thread_replies(), timeout_s=30)
     finally:

@@ -52,8 +52,16 @@ async def _slack_preview(slack, text: str, user: str = "U0ALICE") -> str:
 
 
 async def _kbot(*args: str, env: dict) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot.cli", *args, cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 180)
     return proc.returncode, out.decode(), err.decode()
 
@@ -97,8 +105,9 @@ async def test_a_mapped_terminal_user_approves_as_that_slack_user_with_slack_che
     token = await _slack_preview(slack, "fake-abort orders")
     abort = FakeAction("fake-abort", high_risk=True)
     router = router_with(abort.command())
-    gate = _terminal_gate(slack, _policy_file(tmp_path, {ME: "U0BOB"}), router,
-                          bot_token=BOT_TOKEN, api_url=slack.stand.url + "/api/")
+    gate = _terminal_gate(
+        slack, _policy_file(tmp_path, {ME: "U0BOB"}), router, bot_token=BOT_TOKEN, api_url=slack.stand.url + "/api/"
+    )
     assert gate.acting_user == "U0BOB"
     before = len(slack.stand.called("usergroups.users.list"))
     done = await answer(f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router)
@@ -125,7 +134,9 @@ async def test_a_mapped_user_without_a_grant_is_refused_by_the_policy(slack, tmp
     router = router_with(abort.command())
     # U0CAROL has no grant, and no bot token here: only the policy's own lists count.
     gate = _terminal_gate(slack, _policy_file(tmp_path, {ME: "U0CAROL"}), router)
-    refused = await answer(f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router)
+    refused = await answer(
+        f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router
+    )
     assert refused.reply.title == "Not confirmed" and "no grant" in refused.reply.verdict
     assert f"terminal_users[{ME}]" in refused.reply.verdict and abort.count("execute") == 0
 
@@ -135,7 +146,9 @@ async def test_mapped_to_the_requester_the_terminal_cannot_self_approve(slack, t
     abort = FakeAction("fake-abort", high_risk=True)
     router = router_with(abort.command())
     gate = _terminal_gate(slack, _policy_file(tmp_path, {ME: "U0ALICE"}), router)
-    refused = await answer(f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router)
+    refused = await answer(
+        f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router
+    )
     assert "Self-approval is refused" in refused.reply.verdict and abort.count("execute") == 0
 
 
@@ -167,7 +180,9 @@ async def test_a_broken_policy_leaves_the_terminal_unmapped_and_says_why(slack, 
     bad.write_text("terminal_users: {someone: not-a-slack-id}\n", encoding="utf-8")
     router = router_with(FakeAction("fake-bump").command())
     gate = _terminal_gate(slack, bad, router)
-    refused = await answer(f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router)
+    refused = await answer(
+        f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router
+    )
     assert "could not be read" in refused.reply.verdict and "Slack user id" in refused.reply.verdict
 
 
@@ -178,13 +193,16 @@ def test_terminal_user_comes_from_the_uid_not_the_environment(tmp_path, monkeypa
     assert terminal_user(Settings(state_dir=tmp_path, rbac_file=policy)) == TERMINAL_PREFIX + ME
 
 
-@pytest.mark.parametrize("section,needle", [
-    ({"alice": "alice"}, "Slack user id like U0ALICE"),
-    ({"alice": {"user": "U0ALICE", "role": "x"}}, "unknown field"),
-    ({"alice": {}}, "names no Slack user and no groups"),
-    (["alice"], "expected a mapping"),
-    ({"alice": 3}, "expected a Slack user id or a mapping"),
-])
+@pytest.mark.parametrize(
+    "section,needle",
+    [
+        ({"alice": "alice"}, "Slack user id like U0ALICE"),
+        ({"alice": {"user": "U0ALICE", "role": "x"}}, "unknown field"),
+        ({"alice": {}}, "names no Slack user and no groups"),
+        (["alice"], "expected a mapping"),
+        ({"alice": 3}, "expected a Slack user id or a mapping"),
+    ],
+)
 def test_terminal_users_errors_name_the_entry(section, needle):
     with pytest.raises(PolicyError, match=needle):
         Policy.from_dict({"terminal_users": section})
@@ -194,9 +212,12 @@ async def test_a_slack_error_while_checking_the_mapped_user_fails_closed(slack, 
     token = await _slack_preview(slack, "fake-abort orders")
     abort = FakeAction("fake-abort", high_risk=True)
     router = router_with(abort.command())
-    gate = _terminal_gate(slack, _policy_file(tmp_path, {ME: "U0BOB"}), router,
-                          bot_token=BOT_TOKEN, api_url=slack.stand.url + "/api/")
+    gate = _terminal_gate(
+        slack, _policy_file(tmp_path, {ME: "U0BOB"}), router, bot_token=BOT_TOKEN, api_url=slack.stand.url + "/api/"
+    )
     slack.stand.fail("usergroups.users.list", "missing_scope")
-    refused = await answer(f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router)
+    refused = await answer(
+        f"confirm {token}", Context(kb=default_kb(), gate=gate), user=gate.acting_user, router=router
+    )
     assert "Could not check U0BOB with Slack (missing_scope)" in refused.reply.verdict and abort.count("execute") == 0
     assert (await slack.bot.gate.status(token)).approvals == []

@@ -53,9 +53,7 @@ def test_counter_becomes_rate(frame):
 def test_group_by_label(frame):
     out = metric_history(frame, "RequestQueueTimeMs", by=("label:request",), agg="sum")
     assert out.columns == ["cluster", "bucket", "label_request", "value", "samples"]
-    assertDataFrameEqual(
-        out, [Row("c1", local(at(0)), "Produce", 6.0, 2), Row("c1", local(at(0)), "Fetch", 9.0, 1)]
-    )
+    assertDataFrameEqual(out, [Row("c1", local(at(0)), "Produce", 6.0, 2), Row("c1", local(at(0)), "Fetch", 9.0, 1)])
 
 
 def test_untrusted_metric_name_is_a_literal(frame):

@@ -11,10 +11,7 @@ EVIL = "x'; DROP TABLE t; --"
 
 
 def series(metric, topic, partition, broker, values):
-    return [
-        sample(metric, v, at(i), broker=broker, topic=topic, partition=partition)
-        for i, v in enumerate(values)
-    ]
+    return [sample(metric, v, at(i), broker=broker, topic=topic, partition=partition) for i, v in enumerate(values)]
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +44,19 @@ def test_hot_partitions_ranked_with_skew(frame):
     ]
     out = hot_partitions(frame)
     assert out.columns == [
-        "cluster", "topic", "partition", "leader_broker", "replicas", "records_per_sec",
-        "bytes_per_sec", "topic_median_rate", "skew", "rank", "peak_records_per_sec", "peak_at", "peak_skew",
+        "cluster",
+        "topic",
+        "partition",
+        "leader_broker",
+        "replicas",
+        "records_per_sec",
+        "bytes_per_sec",
+        "topic_median_rate",
+        "skew",
+        "rank",
+        "peak_records_per_sec",
+        "peak_at",
+        "peak_skew",
     ]
     assertDataFrameEqual(out.drop("peak_records_per_sec", "peak_at", "peak_skew"), expected, checkRowOrder=True)
 
@@ -59,17 +67,24 @@ def test_a_short_burst_ranks_by_its_peak_minute(lake_df):
     leo = "LogEndOffset"
     steady = [i * 60 * 100 for i in range(16)]  # 100/s for 15 minutes
     burst = [0] * 10 + [42000] * 6  # nothing, then 42,000 records in minute 10: 700/s
-    rows = (series(leo, "orders", 0, 1, steady) + series(leo, "orders", 1, 1, burst)
-            + series(leo, "orders", 2, 1, [0] * 16))
+    rows = (
+        series(leo, "orders", 0, 1, steady) + series(leo, "orders", 1, 1, burst) + series(leo, "orders", 2, 1, [0] * 16)
+    )
     frame = lake_df(rows)
     by_mean = hot_partitions(frame).select("partition", "records_per_sec", "peak_records_per_sec", "rank")
-    assertDataFrameEqual(by_mean, [Row(0, 100.0, 100.0, 1), Row(1, 42000 / 900, 700.0, 2), Row(2, 0.0, 0.0, 3)],
-                         checkRowOrder=True)
+    assertDataFrameEqual(
+        by_mean, [Row(0, 100.0, 100.0, 1), Row(1, 42000 / 900, 700.0, 2), Row(2, 0.0, 0.0, 3)], checkRowOrder=True
+    )
     by_peak = hot_partitions(frame, rank_by="peak").select("partition", "peak_at", "topic_median_rate", "skew", "rank")
-    assertDataFrameEqual(by_peak, [Row(1, local(at(10)), 100.0, 7.0, 1),
-                                   Row(0, local(at(1)), 100.0, 1.0, 2),
-                                   Row(2, local(at(0)), 100.0, 0.0, 3)],
-                         checkRowOrder=True)
+    assertDataFrameEqual(
+        by_peak,
+        [
+            Row(1, local(at(10)), 100.0, 7.0, 1),
+            Row(0, local(at(1)), 100.0, 1.0, 2),
+            Row(2, local(at(0)), 100.0, 0.0, 3),
+        ],
+        checkRowOrder=True,
+    )
     with pytest.raises(ValueError, match="rank_by"):
         hot_partitions(frame, rank_by="loudest")
 
@@ -79,18 +94,24 @@ def test_minute_rates_chart_the_burst_minute_by_minute(lake_df):
     follower copied a minute later is drawn once - only for the partitions asked for (a name with
     SQL in it is a plain value)."""
     leo = "LogEndOffset"
-    burst = [0] * 10 + [42000] * 6         # 42,000 records in minute 10: 700/s there, 0 elsewhere
-    follower = [0] * 11 + [42000] * 5      # trails by a minute: the leader's minute wins
-    rows = (series(leo, "orders", 1, 1, burst) + series(leo, "orders", 1, 2, follower)
-            + series(leo, "orders", 0, 1, [i * 600 for i in range(16)]) + series(leo, EVIL, 0, 1, [0, 60, 120]))
+    burst = [0] * 10 + [42000] * 6  # 42,000 records in minute 10: 700/s there, 0 elsewhere
+    follower = [0] * 11 + [42000] * 5  # trails by a minute: the leader's minute wins
+    rows = (
+        series(leo, "orders", 1, 1, burst)
+        + series(leo, "orders", 1, 2, follower)
+        + series(leo, "orders", 0, 1, [i * 600 for i in range(16)])
+        + series(leo, EVIL, 0, 1, [0, 60, 120])
+    )
     out = minute_rates(lake_df(rows), [("c1", "orders", 1), ("c1", EVIL, 0)]).collect()
     orders = [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == "orders"]
-    assert [m for m, _ in orders] == [local(at(i)) for i in range(1, 16)]   # the first minute has no step in
+    assert [m for m, _ in orders] == [local(at(i)) for i in range(1, 16)]  # the first minute has no step in
     assert dict(orders)[local(at(10))] == 700.0
-    assert sum(v for _, v in orders) == 700.0    # the burst once, in its own minute
+    assert sum(v for _, v in orders) == 700.0  # the burst once, in its own minute
     assert [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == EVIL] == [
-        (local(at(1)), 1.0), (local(at(2)), 1.0)]
-    assert not [r for r in out if r["partition"] == 0 and r["topic"] == "orders"]   # not asked for
+        (local(at(1)), 1.0),
+        (local(at(2)), 1.0),
+    ]
+    assert not [r for r in out if r["partition"] == 0 and r["topic"] == "orders"]  # not asked for
 
 
 def test_hot_partitions_topic_filter_and_top(frame):
@@ -110,16 +131,19 @@ def test_leader_is_the_replica_that_never_trailed(lake_df):
     other broker is the leader even though the follower has the lower id.  A broker with only
     Size samples is never picked (its null ordering is skipped) nor counted as a replica."""
     leo = "LogEndOffset"
-    rows = (series(leo, "pay", 0, 1, [0, 100, 600, 1200])  # follower: fell behind, caught up
-            + series(leo, "pay", 0, 3, [0, 600, 900, 1200])  # leader
-            + series("Size", "pay", 0, 9, [0, 9e9, 9e10, 9e11]))  # bytes only: neither leader nor replica
+    rows = (
+        series(leo, "pay", 0, 1, [0, 100, 600, 1200])  # follower: fell behind, caught up
+        + series(leo, "pay", 0, 3, [0, 600, 900, 1200])  # leader
+        + series("Size", "pay", 0, 9, [0, 9e9, 9e10, 9e11])
+    )  # bytes only: neither leader nor replica
     out = hot_partitions(lake_df(rows)).select("leader_broker", "replicas", "records_per_sec").collect()
     assert [tuple(r) for r in out] == [(3, 2, 1200 / 180)]
 
 
 def test_kraft_metadata_log_is_ranked_only_when_asked_for(lake_df):
-    rows = (series("LogEndOffset", "__cluster_metadata", 0, 1, [0, 6000, 12000])
-            + series("LogEndOffset", "orders", 0, 2, [0, 60, 120]))
+    rows = series("LogEndOffset", "__cluster_metadata", 0, 1, [0, 6000, 12000]) + series(
+        "LogEndOffset", "orders", 0, 2, [0, 60, 120]
+    )
     frame = lake_df(rows)
     assert [r.topic for r in hot_partitions(frame).collect()] == ["orders"]
     assert [r.topic for r in hot_partitions(frame, topic="__cluster_metadata").collect()] == ["__cluster_metadata"]

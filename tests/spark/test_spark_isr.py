@@ -34,7 +34,13 @@ def test_isr_churn(lake_df):
     ]
     out = isr_churn(lake_df(rows))
     assert out.columns == [
-        "cluster", "broker", "shrinks", "expands", "net_shrinks", "resets", "shrinks_without_expands",
+        "cluster",
+        "broker",
+        "shrinks",
+        "expands",
+        "net_shrinks",
+        "resets",
+        "shrinks_without_expands",
     ]
     assertDataFrameEqual(out, expected)
 

@@ -59,12 +59,20 @@ def test_partition_verdicts(frame):
 def test_partition_status_columns(frame):
     out = partition_lag_status(frame).filter("`group` = 'g1' AND partition = 4")
     assert out.columns == [
-        "cluster", "group", "topic", "partition", "commits", "first_commit", "last_commit",
-        "last_offset", "current_lag", "max_lag", "status", "severity",
+        "cluster",
+        "group",
+        "topic",
+        "partition",
+        "commits",
+        "first_commit",
+        "last_commit",
+        "last_offset",
+        "current_lag",
+        "max_lag",
+        "status",
+        "severity",
     ]
-    assertDataFrameEqual(
-        out, [Row("c1", "g1", "t", 4, 2, local(at(0)), local(at(1)), 110.0, 60.0, 60.0, "STOP", 4)]
-    )
+    assertDataFrameEqual(out, [Row("c1", "g1", "t", 4, 2, local(at(0)), local(at(1)), 110.0, 60.0, 60.0, "STOP", 4)])
 
 
 def test_explicit_now_makes_a_quiet_partition_stopped(frame):

@@ -13,8 +13,10 @@ pytestmark = pytest.mark.spark
 
 def commit(group, partition, offset, lag, minute, topic="orders"):
     labels = {"group": group}
-    return [sample("CommittedOffset", offset, at(minute), broker=-1, topic=topic, partition=partition, labels=labels),
-            sample("ConsumerLag", lag, at(minute), broker=-1, topic=topic, partition=partition, labels=labels)]
+    return [
+        sample("CommittedOffset", offset, at(minute), broker=-1, topic=topic, partition=partition, labels=labels),
+        sample("ConsumerLag", lag, at(minute), broker=-1, topic=topic, partition=partition, labels=labels),
+    ]
 
 
 def log_end(partition, value, minute, broker, topic="orders"):
@@ -27,8 +29,8 @@ def stopped(lake_df):
     writing and the brokers' LogEndOffset samples (leader and a trailing follower) kept rising."""
     rows = commit("g10", 0, 1000, 150, 0) + commit("g10", 0, 1042, 158, 1)
     for minute in range(0, 11):
-        rows.append(log_end(0, 1200 + 143.8 * minute, minute, broker=101))        # the leader
-        rows.append(log_end(0, 1200 + 143.8 * minute - 7, minute, broker=102))    # a follower, behind
+        rows.append(log_end(0, 1200 + 143.8 * minute, minute, broker=101))  # the leader
+        rows.append(log_end(0, 1200 + 143.8 * minute - 7, minute, broker=102))  # a follower, behind
     # a partition whose only LogEndOffset samples predate its last commit: the commit's lag stands
     rows += commit("g10", 1, 500, 20, 4) + [log_end(1, 510, 2, broker=101)]
     return lake_df(rows)
@@ -40,7 +42,9 @@ def test_latest_log_end_is_the_leaders_at_the_last_instant(stopped):
 
 
 def test_stopped_group_current_lag_follows_the_log_end(stopped):
-    out = partition_lag_status(stopped, now=at(10)).select("partition", "last_offset", "current_lag", "max_lag", "status")
+    out = partition_lag_status(stopped, now=at(10)).select(
+        "partition", "last_offset", "current_lag", "max_lag", "status"
+    )
     # partition 0: 2,638 (log end at minute 10) - 1,042 (last commit) = 1,596, not the 158 of the
     # last commit; partition 1: no log end sample after its last commit, so the commit's own lag
     assertDataFrameEqual(out, [Row(0, 1042.0, 1596.0, 1596.0, "STOP"), Row(1, 500.0, 20.0, 20.0, "STOP")])
@@ -51,7 +55,6 @@ def test_group_total_is_the_sum_of_current_lags(stopped):
     assertDataFrameEqual(out, [Row("ERR", "STOP", 1616.0)])
 
 
-
 def test_lag_per_minute_grows_after_the_consumers_stop(stopped):
     """The chart of `lag <group>`: per minute, the newest log end minus the newest commit so far,
     both carried into minutes without samples, summed over the partitions that have both by then."""
@@ -60,8 +63,8 @@ def test_lag_per_minute_grows_after_the_consumers_stop(stopped):
     out = {r["minute"]: (r["lag"], r["partitions"]) for r in lag_per_minute(stopped).collect()}
     assert sorted(out) == [local(at(m)) for m in range(11)]
     leader = lambda m: 1200 + 143.8 * m  # noqa: E731
-    assert out[local(at(0))] == (pytest.approx(leader(0) - 1000), 1)       # partition 1 has no commit yet
-    assert out[local(at(3))] == (pytest.approx(leader(3) - 1042), 1)       # partition 0 stopped at 1,042
+    assert out[local(at(0))] == (pytest.approx(leader(0) - 1000), 1)  # partition 1 has no commit yet
+    assert out[local(at(3))] == (pytest.approx(leader(3) - 1042), 1)  # partition 0 stopped at 1,042
     # partition 1 commits 500 at minute 4; its log end (510, seen at minute 2) is carried forward
     assert out[local(at(4))] == (pytest.approx(leader(4) - 1042 + 10), 2)
     assert out[local(at(10))] == (pytest.approx(leader(10) - 1042 + 10), 2)

@@ -6,7 +6,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from lake.schema import ROLLUP_COLUMNS
 from spark_queries.history import metric_history
-from spark_queries.rollup import coarser_rollup, minute_rollup, minute_rates, rollup_history
+from spark_queries.rollup import coarser_rollup, minute_rates, minute_rollup, rollup_history
 from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
@@ -16,17 +16,23 @@ pytestmark = pytest.mark.spark
 def raw(lake_df):
     rows = [
         # a gauge, two samples a minute
-        sample("UnderReplicatedPartitions", 0, at(0)), sample("UnderReplicatedPartitions", 4, at(0, 30)),
-        sample("UnderReplicatedPartitions", 2, at(1)), sample("UnderReplicatedPartitions", 1, at(1, 30)),
+        sample("UnderReplicatedPartitions", 0, at(0)),
+        sample("UnderReplicatedPartitions", 4, at(0, 30)),
+        sample("UnderReplicatedPartitions", 2, at(1)),
+        sample("UnderReplicatedPartitions", 1, at(1, 30)),
         # a counter that restarts in minute 1 (a broker bounce): 10 -> 25 | -> 5 -> 9
-        sample("IsrShrinksPerSec", 10, at(0)), sample("IsrShrinksPerSec", 25, at(0, 30)),
-        sample("IsrShrinksPerSec", 5, at(1)), sample("IsrShrinksPerSec", 9, at(1, 30)),
+        sample("IsrShrinksPerSec", 10, at(0)),
+        sample("IsrShrinksPerSec", 25, at(0, 30)),
+        sample("IsrShrinksPerSec", 5, at(1)),
+        sample("IsrShrinksPerSec", 9, at(1, 30)),
         # a labelled series stays its own series
         sample("RequestQueueTimeMs", 3, at(0), labels={"request": "Produce", "quantile": "0.99"}),
         sample("RequestQueueTimeMs", 7, at(0), labels={"request": "Fetch", "quantile": "0.99"}),
         # log end offsets of one partition, truncated in minute 1: growth ignores the drop
-        sample("LogEndOffset", 0, at(0), topic="t", partition=0), sample("LogEndOffset", 600, at(0, 30), topic="t", partition=0),
-        sample("LogEndOffset", 500, at(1), topic="t", partition=0), sample("LogEndOffset", 2300, at(1, 30), topic="t", partition=0),
+        sample("LogEndOffset", 0, at(0), topic="t", partition=0),
+        sample("LogEndOffset", 600, at(0, 30), topic="t", partition=0),
+        sample("LogEndOffset", 500, at(1), topic="t", partition=0),
+        sample("LogEndOffset", 2300, at(1, 30), topic="t", partition=0),
     ]
     return lake_df(rows)
 
@@ -42,8 +48,32 @@ def test_minute_rollup_aggregates_each_series(raw):
         Row(local(at(0)), "IsrShrinksPerSec", None, 10.0, 25.0, 35.0, 2, 25.0, 15.0, 15.0, 0),
         # the restart: the step 25 -> 5 counts 5 (counted from 0), 5 -> 9 counts 4
         Row(local(at(1)), "IsrShrinksPerSec", None, 5.0, 9.0, 14.0, 2, 9.0, 9.0, 4.0, 1),
-        Row(local(at(0)), "RequestQueueTimeMs", {"request": "Produce", "quantile": "0.99"}, 3.0, 3.0, 3.0, 1, 3.0, None, None, 0),
-        Row(local(at(0)), "RequestQueueTimeMs", {"request": "Fetch", "quantile": "0.99"}, 7.0, 7.0, 7.0, 1, 7.0, None, None, 0),
+        Row(
+            local(at(0)),
+            "RequestQueueTimeMs",
+            {"request": "Produce", "quantile": "0.99"},
+            3.0,
+            3.0,
+            3.0,
+            1,
+            3.0,
+            None,
+            None,
+            0,
+        ),
+        Row(
+            local(at(0)),
+            "RequestQueueTimeMs",
+            {"request": "Fetch", "quantile": "0.99"},
+            7.0,
+            7.0,
+            7.0,
+            1,
+            7.0,
+            None,
+            None,
+            0,
+        ),
         Row(local(at(0)), "LogEndOffset", None, 0.0, 600.0, 600.0, 2, 600.0, 600.0, 600.0, 0),
         Row(local(at(1)), "LogEndOffset", None, 500.0, 2300.0, 2800.0, 2, 2300.0, 2300.0, 1800.0, 1),
     ]
@@ -54,7 +84,9 @@ def test_minute_rollup_aggregates_each_series(raw):
 
 def test_hours_from_minutes_compose(raw):
     hours = coarser_rollup(minute_rollup(raw), 3600)
-    got = hours.filter("metric = 'IsrShrinksPerSec'").select("bucket", "min", "max", "sum", "count", "last", "inc", "resets")
+    got = hours.filter("metric = 'IsrShrinksPerSec'").select(
+        "bucket", "min", "max", "sum", "count", "last", "inc", "resets"
+    )
     assertDataFrameEqual(got, [Row(local(at(0)), 5.0, 25.0, 49.0, 4, 9.0, 24.0, 1)])
 
 

@@ -27,8 +27,7 @@ def queue(lake_df):
 
     def q(req, quant, broker, values):
         return [
-            sample(m, v, at(i), broker=broker, labels={"request": req, "quantile": quant})
-            for i, v in enumerate(values)
+            sample(m, v, at(i), broker=broker, labels={"request": req, "quantile": quant}) for i, v in enumerate(values)
         ]
 
     return lake_df(

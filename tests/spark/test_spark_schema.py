@@ -10,9 +10,9 @@ from lake.schema import (
     SAMPLE_SCHEMA,
     epoch_micros,
     escape_path_name,
+    from_spark,
     partition_path,
     partition_values,
-    from_spark,
     read_lake,
     to_utc,
 )
@@ -57,8 +57,16 @@ def test_hand_written_partition_dirs_read_back_like_spark_writes_them(spark, tmp
     odd = "prod/eu:1=x'y"
     path = str(tmp_path / "lake")
     S.generate(
-        path, cluster=odd, start="2024-05-01T10:00:00Z", hours=1, brokers=1, topics=1,
-        partitions_per_topic=1, resolution_s=600, metrics=["ActiveControllerCount"], spark=spark,
+        path,
+        cluster=odd,
+        start="2024-05-01T10:00:00Z",
+        hours=1,
+        brokers=1,
+        topics=1,
+        partitions_per_topic=1,
+        resolution_s=600,
+        metrics=["ActiveControllerCount"],
+        spark=spark,
     )
     df = read_lake(spark, path)
     assertDataFrameEqual(

@@ -95,9 +95,7 @@ def test_slow_follower_is_fluctuating_urp_and_shrinks_without_expands(lake):
     _, df = lake
     w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
     shapes = urp_trend(w).select("broker", "shape")
-    assertDataFrameEqual(
-        shapes, [Row(1, "fluctuating"), Row(2, "fluctuating"), Row(3, "fluctuating"), Row(4, "zero")]
-    )
+    assertDataFrameEqual(shapes, [Row(1, "fluctuating"), Row(2, "fluctuating"), Row(3, "fluctuating"), Row(4, "zero")])
     flags = isr_churn(w).select("broker", "shrinks_without_expands")
     assertDataFrameEqual(flags, [Row(1, False), Row(2, False), Row(3, True), Row(4, False)])
 
@@ -136,8 +134,17 @@ def test_rebalance_storm(lake):
 
 def test_metric_subset_and_leader_only(spark, tmp_path):
     report = S.generate(
-        str(tmp_path / "lake"), cluster="x", start=START, hours=1, brokers=3, topics=2,
-        partitions_per_topic=3, resolution_s=60, metrics=["LogEndOffset"], leo_replicas=1, spark=spark,
+        str(tmp_path / "lake"),
+        cluster="x",
+        start=START,
+        hours=1,
+        brokers=3,
+        topics=2,
+        partitions_per_topic=3,
+        resolution_s=60,
+        metrics=["LogEndOffset"],
+        leo_replicas=1,
+        spark=spark,
     )
     df = read_lake(spark, str(tmp_path / "lake"))
     assert report.rows == 6 * 60

@@ -28,8 +28,17 @@ def test_last_stable_offset_lag(lake_df):
     ]
     out = last_stable_offset_lag(lake_df(rows))
     assert out.columns == [
-        "cluster", "topic", "partition", "samples", "first_lag", "last_lag", "max_lag",
-        "increases_since_last_decrease", "growth_per_sec", "growing", "leader_broker",
+        "cluster",
+        "topic",
+        "partition",
+        "samples",
+        "first_lag",
+        "last_lag",
+        "max_lag",
+        "increases_since_last_decrease",
+        "growth_per_sec",
+        "growing",
+        "leader_broker",
     ]
     assertDataFrameEqual(out, expected)
 

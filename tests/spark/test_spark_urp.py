@@ -32,8 +32,19 @@ def test_urp_trend_shapes(lake_df):
     ]
     out = urp_trend(lake_df(rows))
     assert out.columns == [
-        "cluster", "broker", "samples", "min", "max", "mean", "last", "distinct_values",
-        "changes", "nonzero_samples", "modal_value", "modal_share", "shape",
+        "cluster",
+        "broker",
+        "samples",
+        "min",
+        "max",
+        "mean",
+        "last",
+        "distinct_values",
+        "changes",
+        "nonzero_samples",
+        "modal_value",
+        "modal_share",
+        "shape",
     ]
     assertDataFrameEqual(out, expected)
 

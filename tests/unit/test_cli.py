@@ -20,10 +20,16 @@ def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_")) and k != "PORT"}
-        env.update(HOME=str(tmp_path / "home"), KBOT_HOME=str(tmp_path / "kbot"), KBOT_STATE_DIR=str(tmp_path / "kbot"),
-                   KBOT_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1")
-        return subprocess.run([sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True,
-                              timeout=120, env=env)
+        env.update(
+            HOME=str(tmp_path / "home"),
+            KBOT_HOME=str(tmp_path / "kbot"),
+            KBOT_STATE_DIR=str(tmp_path / "kbot"),
+            KBOT_CACHE_DIR=str(tmp_path / "cache"),
+            NO_COLOR="1",
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
+        )
 
     return run
 
@@ -70,7 +76,12 @@ def test_ask_json(kbot):
 
 @pytest.mark.parametrize(
     "text,needle",
-    [("frobnicate", "Unknown command"), ("why", "needs symptom"), ("x" * 5000, "limit is 4,000"), ("why \x07URP", "control characters")],
+    [
+        ("frobnicate", "Unknown command"),
+        ("why", "needs symptom"),
+        ("x" * 5000, "limit is 4,000"),
+        ("why \x07URP", "control characters"),
+    ],
 )
 def test_bad_input_exits_2_with_a_short_error(kbot, text, needle):
     r = kbot("ask", text)

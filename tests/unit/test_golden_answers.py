@@ -50,9 +50,16 @@ class FixedTokenGate(Gate):
 
 def degraded_gateway() -> FakeGateway:
     """Broker 103 is gone: its replicas left the ISRs of all three partitions of orders."""
-    gw = FakeGateway(brokers=(101, 102), topics={"orders": [(101, [101, 102, 103], [101, 102]),
-                                                            (102, [102, 103, 101], [102, 101]),
-                                                            (101, [103, 101, 102], [101, 102])]})
+    gw = FakeGateway(
+        brokers=(101, 102),
+        topics={
+            "orders": [
+                (101, [101, 102, 103], [101, 102]),
+                (102, [102, 103, 101], [102, 101]),
+                (101, [103, 101, 102], [101, 102]),
+            ]
+        },
+    )
     return gw
 
 

@@ -8,8 +8,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("kbot_settings", "runbook_kb", "live", "localkafka", "spark_queries", "lake", "commands", "bot", "lab",
-            "tools")
+PACKAGES = (
+    "kbot_settings",
+    "runbook_kb",
+    "live",
+    "localkafka",
+    "spark_queries",
+    "lake",
+    "commands",
+    "bot",
+    "lab",
+    "tools",
+)
 
 # What each package may import besides itself. Lower layers know nothing of higher ones: the
 # runbook and the gateways are the floor, commands sit on them, the transports (bot) on commands,

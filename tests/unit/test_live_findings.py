@@ -45,19 +45,34 @@ def test_probe_helpers():
 
 
 def test_metadata_lag_names_the_registered_broker_that_is_behind():
-    observers = [QuorumVoter(101, 100, 0, NOW, NOW - 200, True), QuorumVoter(102, 60, 40, NOW, NOW - 30_000, True),
-                 QuorumVoter(103, 10, 90, NOW, NOW - 60_000, True)]
+    observers = [
+        QuorumVoter(101, 100, 0, NOW, NOW - 200, True),
+        QuorumVoter(102, 60, 40, NOW, NOW - 30_000, True),
+        QuorumVoter(103, 10, 90, NOW, NOW - 60_000, True),
+    ]
     q = QuorumInfo(1, 3, 100, [QuorumVoter(1, 100, 0)], observers)
     found = metadata_lag_findings(q, {101, 102}, NOW)  # 103 is fenced: broker loss, not metadata lag
     assert found.lead[0][0] == "metadata-lag"
-    assert found.verdict.startswith("Broker 102 is behind on metadata: broker 102 last caught up 30 s ago and is 40 records behind")
+    assert found.verdict.startswith(
+        "Broker 102 is behind on metadata: broker 102 last caught up 30 s ago and is 40 records behind"
+    )
     assert metadata_lag_findings(q, {101}, NOW).severity == "ok"
 
 
 def _txn(**kw) -> OpenTxn:
-    base = dict(topic="pay", partition=0, producer_id=7, producer_epoch=0, coordinator_epoch=1, start_offset=10,
-                offsets=PartitionOffsets("pay", 0, 10, 135), transactional_id="tx-7", coordinator_id=101,
-                start_time_ms=NOW - 30_000, timeout_ms=600_000)
+    base = dict(
+        topic="pay",
+        partition=0,
+        producer_id=7,
+        producer_epoch=0,
+        coordinator_epoch=1,
+        start_offset=10,
+        offsets=PartitionOffsets("pay", 0, 10, 135),
+        transactional_id="tx-7",
+        coordinator_id=101,
+        start_time_ms=NOW - 30_000,
+        timeout_ms=600_000,
+    )
     base.update(kw)
     return OpenTxn(**base)
 
@@ -65,18 +80,30 @@ def _txn(**kw) -> OpenTxn:
 def test_transaction_within_its_timeout_is_a_warning_with_the_abort_time():
     found = transaction_findings(TxnReport(open=[_txn()], now_ms=NOW))
     assert found.severity == "warning"
-    assert found.verdict.startswith("1 open transaction(s) hold read_committed consumers back: producer 7 on pay-0, "
-                                    "125 records behind the high watermark. Still within its timeout")
-    assert "LSO 10 lags the high watermark 135 by 125 records for 30 s; within its 10.0 min timeout" in found.evidence[0].value
+    assert found.verdict.startswith(
+        "1 open transaction(s) hold read_committed consumers back: producer 7 on pay-0, "
+        "125 records behind the high watermark. Still within its timeout"
+    )
+    assert (
+        "LSO 10 lags the high watermark 135 by 125 records for 30 s; within its 10.0 min timeout"
+        in found.evidence[0].value
+    )
 
 
 def test_hanging_when_past_its_timeout_or_unknown_to_every_coordinator():
     past = transaction_findings(TxnReport(open=[_txn(start_time_ms=NOW - 700_000)], now_ms=NOW))
     assert past.severity == "critical" and past.verdict.startswith("1 hanging transaction(s): producer 7 holds pay-0's")
     assert "HANGING: past its 10.0 min timeout" in past.evidence[0].value
-    orphan = transaction_findings(TxnReport(open=[_txn(transactional_id=None, start_time_ms=None, timeout_ms=None,
-                                                       last_write_ms=NOW - 5_000)], now_ms=NOW))
-    assert orphan.severity == "critical" and "no transaction coordinator knows this transaction" in orphan.evidence[0].value
+    orphan = transaction_findings(
+        TxnReport(
+            open=[_txn(transactional_id=None, start_time_ms=None, timeout_ms=None, last_write_ms=NOW - 5_000)],
+            now_ms=NOW,
+        )
+    )
+    assert (
+        orphan.severity == "critical"
+        and "no transaction coordinator knows this transaction" in orphan.evidence[0].value
+    )
 
 
 def test_after_an_abort_the_coordinator_listing_alone_is_not_critical():
@@ -85,7 +112,9 @@ def test_after_an_abort_the_coordinator_listing_alone_is_not_critical():
     assert found.severity == "ok"
     assert "holds no partition's LSO" in found.evidence[0].value
     partial = transaction_findings(TxnReport(unread={"coordinator on broker 102": "timed out"}, now_ms=NOW))
-    assert partial.severity == "warning" and partial.verdict.endswith("This answer is partial: coordinator on broker 102 not read.")
+    assert partial.severity == "warning" and partial.verdict.endswith(
+        "This answer is partial: coordinator on broker 102 not read."
+    )
 
 
 def test_urp_cause_follows_the_probe():
@@ -111,6 +140,8 @@ def test_fencing_names_the_transactional_id_that_was_taken_over():
     found = fencing_findings([fresh, taken], NOW)
     assert found.lead[0][0] == "producer-fencing" and found.severity == "warning"
     assert found.verdict.startswith("Transactional id app-b was taken over: producer id 9 is at epoch 1")
-    assert found.evidence[0].value == ("producer id 9, epoch 1 (initialised 2 times), state Ongoing, coordinator 102, "
-                                       "its current transaction began 5 s ago")
+    assert found.evidence[0].value == (
+        "producer id 9, epoch 1 (initialised 2 times), state Ongoing, coordinator 102, "
+        "its current transaction began 5 s ago"
+    )
     assert fencing_findings([fresh], NOW).severity == "ok"

@@ -1,5 +1,6 @@
 """A read refused for want of a right leaves the rest of the answer standing: the missing part is
 collected per request (commands/partial.py) and shown under the verdict by every renderer."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,15 @@ from live.gateway import NotAuthorized
 
 
 def _refused() -> NotAuthorized:
-    return NotAuthorized("observer", "User:kbot-observer", "DESCRIBE_CONFIGS", "TOPIC", "orders",
-                         "describe_configs of topic 'orders'", "prod")
+    return NotAuthorized(
+        "observer",
+        "User:kbot-observer",
+        "DESCRIBE_CONFIGS",
+        "TOPIC",
+        "orders",
+        "describe_configs of topic 'orders'",
+        "prod",
+    )
 
 
 def test_notes_reach_the_request_that_collects_them_across_gathered_tasks():
@@ -27,8 +35,10 @@ def test_notes_reach_the_request_that_collects_them_across_gathered_tasks():
         return missing
 
     missing = asyncio.run(request())
-    assert missing == ["the topics' configs: the observer principal (User:kbot-observer) needs DESCRIBE_CONFIGS on TOPIC orders",
-                       "throttles: the observer principal (User:kbot-observer) needs DESCRIBE_CONFIGS on TOPIC orders"]
+    assert missing == [
+        "the topics' configs: the observer principal (User:kbot-observer) needs DESCRIBE_CONFIGS on TOPIC orders",
+        "throttles: the observer principal (User:kbot-observer) needs DESCRIBE_CONFIGS on TOPIC orders",
+    ]
 
 
 def test_outside_a_request_a_note_is_returned_and_kept_nowhere():
@@ -40,9 +50,15 @@ def test_outside_a_request_a_note_is_returned_and_kept_nowhere():
 
 
 def test_every_renderer_shows_the_missing_part_under_the_verdict():
-    reply = Reply(title="Topic orders", severity="ok", verdict="orders: 3 partitions, RF 3, 0 out of sync.",
-                  missing=["the topics' configs: the observer principal needs DESCRIBE_CONFIGS on TOPIC orders"])
-    line = "Missing from this answer: the topics' configs: the observer principal needs DESCRIBE_CONFIGS on TOPIC orders"
+    reply = Reply(
+        title="Topic orders",
+        severity="ok",
+        verdict="orders: 3 partitions, RF 3, 0 out of sync.",
+        missing=["the topics' configs: the observer principal needs DESCRIBE_CONFIGS on TOPIC orders"],
+    )
+    line = (
+        "Missing from this answer: the topics' configs: the observer principal needs DESCRIBE_CONFIGS on TOPIC orders"
+    )
     short = render_text(reply).splitlines()
     assert short[1:3] == [reply.verdict, line]
     assert line in render_text(reply, full=True)

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-import pytest
+from block_limits import violations
 
 from bot.render import (
     MAX_BLOCKS_PER_MESSAGE,
@@ -18,8 +18,6 @@ from bot.render import (
     render_text,
 )
 from commands.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
-
-from block_limits import violations
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 
@@ -41,13 +39,20 @@ def sample_reply() -> Reply:
                 title="Broker loss",
                 cause="A broker left the cluster.",
                 mechanism=[
-                    SourceLine("Partition.scala:232", "isUnderReplicated", "leader counts RF - |ISR| > 0",
-                               "https://github.com/apache/kafka/blob/04bfe7d/core/src/main/scala/kafka/cluster/Partition.scala#L232")
+                    SourceLine(
+                        "Partition.scala:232",
+                        "isUnderReplicated",
+                        "leader counts RF - |ISR| > 0",
+                        "https://github.com/apache/kafka/blob/04bfe7d/core/src/main/scala/kafka/cluster/Partition.scala#L232",
+                    )
                 ],
                 mitigation=[
                     Step("Bring the broker back."),
-                    Step("Throttle the reassignment.", command="kafka-reassign-partitions.sh --execute --throttle 50000000",
-                         config={"leader.replication.throttled.rate": "50000000"}),
+                    Step(
+                        "Throttle the reassignment.",
+                        command="kafka-reassign-partitions.sh --execute --throttle 50000000",
+                        config={"leader.replication.throttled.rate": "50000000"},
+                    ),
                 ],
                 do_not=["Lower min.insync.replicas: it turns the next failure into data loss."],
                 first_steps=["Find the missing broker.", "Is URP flat?"],
@@ -55,7 +60,10 @@ def sample_reply() -> Reply:
             )
         ],
         sections=[Section("Related", ["slow-follower, offline-partitions"])],
-        actions=[Action("Elect preferred leaders", "elect-leaders orders", mutating=True), Action("Describe", "describe orders")],
+        actions=[
+            Action("Elect preferred leaders", "elect-leaders orders", mutating=True),
+            Action("Describe", "describe orders"),
+        ],
         followups=["/kafka runbook broker-loss"],
         notes=["Lake data ends 30 s ago."],
     )
@@ -71,8 +79,10 @@ def _golden(name: str, actual: str) -> None:
 
 def test_block_kit_golden():
     _golden("why_urp.blocks.json", json.dumps(render_blocks(sample_reply()), indent=2, ensure_ascii=False) + "\n")
-    _golden("why_urp.full.blocks.json",
-            json.dumps(render_blocks(sample_reply(), full=True), indent=2, ensure_ascii=False) + "\n")
+    _golden(
+        "why_urp.full.blocks.json",
+        json.dumps(render_blocks(sample_reply(), full=True), indent=2, ensure_ascii=False) + "\n",
+    )
 
 
 def test_text_golden():
@@ -96,8 +106,14 @@ def test_short_answer_leads_with_verdict_then_do_now_beside_the_warnings():
 def test_a_step_that_destroys_data_is_never_numbered():
     reply = sample_reply()
     reply.severity = "critical"
-    reply.diagnoses[0].mitigation.insert(0, Step("Enable unclean leader election on the topic.",
-                                                 config={"unclean.leader.election.enable": "true"}, destroys_data=True))
+    reply.diagnoses[0].mitigation.insert(
+        0,
+        Step(
+            "Enable unclean leader election on the topic.",
+            config={"unclean.leader.election.enable": "true"},
+            destroys_data=True,
+        ),
+    )
     text = render_text(reply)
     numbered = [line for line in text.splitlines() if line.lstrip()[:2] in ("1.", "2.", "3.")]
     assert all("unclean" not in line for line in numbered), numbered
@@ -143,17 +159,23 @@ def test_json_round_trips_every_field():
     assert data["evidence"][0]["status"] == "bad"
     assert data["actions"][0]["mutating"] is True
     assert data["window"] == "2026-11-22 08:00 to 08:15 UTC"
-    assert data["tables"][0]["rows"] == [{"partition": 0, "leader": 101, "lag": 1220},
-                                         {"partition": 1, "leader": None, "lag": 3.5}]
+    assert data["tables"][0]["rows"] == [
+        {"partition": 0, "leader": 101, "lag": 1220},
+        {"partition": 1, "leader": None, "lag": 3.5},
+    ]
     assert data["tables"][0]["more"] == 4
     assert data["series"][0]["points"][1] == {"time": "2026-11-22T08:01:00Z", "value": 2.0}
 
 
 def test_tables_align_numbers_right_in_the_terminal_and_become_one_table_block_per_message():
-    reply = Reply(title="Lag", verdict="v", tables=[
-        Table("Per partition", ["partition", "lag"], [[0, 1220], [11, 7]]),
-        Table("Second", ["a"], [["x"]]),
-    ])
+    reply = Reply(
+        title="Lag",
+        verdict="v",
+        tables=[
+            Table("Per partition", ["partition", "lag"], [[0, 1220], [11, 7]]),
+            Table("Second", ["a"], [["x"]]),
+        ],
+    )
     text = render_text(reply)
     assert "  partition    lag\n          0  1,220\n         11      7" in text
     messages = render_blocks(reply)
@@ -231,7 +253,7 @@ def test_split_loses_nothing():
     cells = {c["text"] for m in messages for b in m["blocks"] if b["type"] == "table" for r in b["rows"] for c in r}
     for i in range(120):
         assert f"item {i}" in cells
-    for i in range(10):
+    for _ in range(10):
         for j in range(30):
             assert f"line {j} " + "y" * 200 in text
     assert text.count("word") == 30 * 900
@@ -248,9 +270,12 @@ def test_short_form_of_a_huge_reply_fits_one_or_more_messages_slack_accepts():
 
 
 def test_advice_is_rendered_per_transport():
-    reply = Reply(title="Evidence source unavailable", severity="error",
-                  verdict="No Kafka cluster is configured.[[terminal: Start one with `kbot cluster up`.]]"
-                          "[[slack: Whoever runs the bot points it at a cluster.]]")
+    reply = Reply(
+        title="Evidence source unavailable",
+        severity="error",
+        verdict="No Kafka cluster is configured.[[terminal: Start one with `kbot cluster up`.]]"
+        "[[slack: Whoever runs the bot points it at a cluster.]]",
+    )
     text = render_text(reply)
     assert "No Kafka cluster is configured. Start one with `kbot cluster up`." in text
     assert "Whoever runs" not in text and "[[" not in text

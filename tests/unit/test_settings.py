@@ -1,6 +1,7 @@
 """One configuration (issue 12): every variable the bot reads is a field of kbot_settings, a wrong
 value gives one line naming it (never a traceback, never a secret), `kbot config` shows where each
 value came from, and the README's table is the one the settings generate."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,15 @@ def test_the_readme_table_is_the_generated_one():
 
 def test_one_line_per_mistake_naming_the_variable_and_never_a_secret():
     with pytest.raises(SettingsError) as caught:
-        load({"KBOT_PORT": "abc", "KBOT_LAKE": "maybe", "KBOT_CONFIRM_TTL_S": "-5", "KBOT_SECURITY_PROTOCOL": "tls",
-              "SLACK_BOT_TOKEN": "xoxb-fine"})
+        load(
+            {
+                "KBOT_PORT": "abc",
+                "KBOT_LAKE": "maybe",
+                "KBOT_CONFIRM_TTL_S": "-5",
+                "KBOT_SECURITY_PROTOCOL": "tls",
+                "SLACK_BOT_TOKEN": "xoxb-fine",
+            }
+        )
     assert caught.value.lines == [
         "KBOT_SECURITY_PROTOCOL: must be 'PLAINTEXT', 'SSL', 'SASL_PLAINTEXT' or 'SASL_SSL', not 'TLS'",
         "KBOT_PORT: must be a whole number, not 'abc'",
@@ -58,19 +66,25 @@ def test_one_line_per_mistake_naming_the_variable_and_never_a_secret():
 def test_one_state_root_and_where_each_value_came_from():
     env = {"KBOT_HOME": "/srv/kbot", "PORT": "8080", "SLACK_BOT_TOKEN": "xoxb-123", "KBOT_LAKE": ""}
     s = load(env)
-    assert (s.state_dir, s.lake_dir, s.clusters_file) == (Path("/srv/kbot"), Path("/srv/kbot/lake"),
-                                                           Path("/srv/kbot/clusters.yaml"))
-    assert s.kbot_port == 8080 and s.kbot_lake is None          # an empty variable is unset
+    assert (s.state_dir, s.lake_dir, s.clusters_file) == (
+        Path("/srv/kbot"),
+        Path("/srv/kbot/lake"),
+        Path("/srv/kbot/clusters.yaml"),
+    )
+    assert s.kbot_port == 8080 and s.kbot_lake is None  # an empty variable is unset
     shown = {v.env: v for v in describe(s, env)}
     assert shown["KBOT_PORT"].source == "environment (PORT)" and shown["KBOT_PORT"].value == "8080"
-    assert shown["KBOT_LAKE_DIR"].source == "default (KBOT_HOME/lake)" and shown["KBOT_LAKE_DIR"].value == "/srv/kbot/lake"
+    assert (
+        shown["KBOT_LAKE_DIR"].source == "default (KBOT_HOME/lake)" and shown["KBOT_LAKE_DIR"].value == "/srv/kbot/lake"
+    )
     assert shown["SLACK_BOT_TOKEN"].value == "(set, hidden)" and shown["SLACK_BOT_TOKEN"].secret
     assert shown["KBOT_SASL_PASSWORD"].value is None and shown["KBOT_LOG_LEVEL"].source == "default"
 
 
 def _kbot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_kbot_config_masks_secrets_and_a_wrong_value_stops_every_command_in_one_line(tmp_path):
@@ -79,9 +93,13 @@ def test_kbot_config_masks_secrets_and_a_wrong_value_stops_every_command_in_one_
     assert shown.returncode == 0, shown.stderr
     rows = {r["name"]: r for r in json.loads(shown.stdout)}
     assert rows["SLACK_SIGNING_SECRET"]["value"] == "(set, hidden)" and "very-secret-value" not in shown.stdout
-    assert rows["KBOT_ADMIN_TIMEOUT_S"] == {"name": "KBOT_ADMIN_TIMEOUT_S", "value": "20.0",
-                                           "source": "environment (KBOT_ADMIN_TIMEOUT_S)", "section": "Kafka cluster",
-                                           "secret": False}
+    assert rows["KBOT_ADMIN_TIMEOUT_S"] == {
+        "name": "KBOT_ADMIN_TIMEOUT_S",
+        "value": "20.0",
+        "source": "environment (KBOT_ADMIN_TIMEOUT_S)",
+        "section": "Kafka cluster",
+        "secret": False,
+    }
     bad = _kbot("serve", "--check", env={**env, "KBOT_PORT": "abc"})
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.splitlines()[0] == "kbot: configuration: KBOT_PORT: must be a whole number, not 'abc'"
