@@ -219,7 +219,10 @@ def answers(url: str) -> str:
     does not answer).  The session is released right after."""
     from pyspark.sql import SparkSession
 
+    from lake.spark import fail_fast
+
     spark = SparkSession.builder.remote(url).create()
+    fail_fast(spark)
     try:
         return str(spark.version)
     finally:

@@ -113,4 +113,24 @@ def build_session(
     builder = builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if master.startswith("sc://"):
+        fail_fast(session)
+    return session
+
+
+#: Spark Connect's own retry policy waits at least 10 minutes for a server that does not answer,
+#: in every call - and once more at exit, where the client cleans its ML cache. A bot whose
+#: Connect server went away (`kbot run` stopped) must say "lake unavailable" now, and a one-shot
+#: `kbot ask` must exit now: a few quick retries ride out a blip, nothing longer.
+CONNECT_RETRIES = 3
+CONNECT_MAX_BACKOFF_MS = 1000
+
+
+def fail_fast(session: SparkSession) -> None:
+    """Give a Spark Connect session a short retry policy (see CONNECT_RETRIES)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    session.client.set_retry_policies(  # type: ignore[attr-defined]
+        [DefaultPolicy(max_retries=CONNECT_RETRIES, max_backoff=CONNECT_MAX_BACKOFF_MS)]
+    )

@@ -145,3 +145,40 @@ def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
         [KBOT, "lake", "serve", "--port", "99999"], env=env, capture_output=True, text=True, timeout=300
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: --port") and "Traceback" not in bad.stderr
+
+
+CHILD = """
+import os, signal, sys, time
+from lake import connect
+from lake.spark import build_session
+st = connect.status(os.environ["KBOT_LAKE_DIR"], env=os.environ)
+spark = build_session(st.url)
+assert spark.range(5).count() == 5
+os.kill(st.pid, signal.SIGKILL)           # the server goes away under a live session
+while connect.port_open("127.0.0.1", st.port):
+    time.sleep(0.1)
+t0 = time.monotonic()
+try:
+    spark.range(5).count()
+except Exception as exc:
+    print(f"FAILED {time.monotonic() - t0:.1f} {type(exc).__name__}", flush=True)
+"""
+
+
+def test_a_server_that_dies_fails_a_query_in_seconds_and_the_process_still_exits(tmp_path):
+    """Spark Connect's own retry policy waits 10 minutes for a server that does not answer (at
+    exit too): the lake's sessions fail fast instead, so `kbot ask` says the lake is unavailable
+    and exits."""
+    env = {k: v for k, v in os.environ.items() if k != "KBOT_SPARK_MASTER"}
+    env.update({"KBOT_LAKE_DIR": str(tmp_path / "lake"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    info = connect.start_server(free_port(), lake_dir=tmp_path / "lake", timeout=300, env=env)
+    try:
+        t0 = time.monotonic()
+        child = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+        took = time.monotonic() - t0
+    finally:
+        connect.stop_server(tmp_path / "lake", env=env)
+    failed = [line for line in child.stdout.splitlines() if line.startswith("FAILED ")]
+    assert failed, child.stdout + child.stderr[-3000:]
+    assert float(failed[0].split()[1]) < 30, failed
+    assert child.returncode == 0 and took < 120, (took, child.stderr[-2000:])
