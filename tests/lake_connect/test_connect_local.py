@@ -171,7 +171,7 @@ def test_a_server_that_dies_fails_a_query_in_seconds_and_the_process_still_exits
     and exits."""
     env = {k: v for k, v in os.environ.items() if k != "KBOT_SPARK_MASTER"}
     env.update({"KBOT_LAKE_DIR": str(tmp_path / "lake"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    info = connect.start_server(free_port(), lake_dir=tmp_path / "lake", timeout=300, env=env)
+    connect.start_server(free_port(), lake_dir=tmp_path / "lake", timeout=300, env=env)
     try:
         t0 = time.monotonic()
         child = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
