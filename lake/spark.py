@@ -96,27 +96,30 @@ def build_session(
     """
     settings = session_settings(master, conf)
     if master.startswith("sc://"):
-        builder = SparkSession.builder.remote(master)
-    else:
-        # Python workers must be this interpreter (the venv with pyspark's dependencies), not
-        # whatever `python3` is first on PATH.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        log_path = os.environ.get("KBOT_SPARK_LOG")
-        if log_path:
-            # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
-            from pathlib import Path
+        # Lazy until the first request: give it the short retry policy before any round trip
+        # (the builder would send the settings with the default policy, 10 minutes when the
+        # server is gone), then send them.
+        session = SparkSession.builder.remote(master).create()
+        fail_fast(session)
+        for key, value in settings.items():
+            session.conf.set(key, value)
+        return session
+    _leave_connect_mode()
+    # Python workers must be this interpreter (the venv with pyspark's dependencies), not
+    # whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    log_path = os.environ.get("KBOT_SPARK_LOG")
+    if log_path:
+        # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
+        from pathlib import Path
 
-            from lake.quiet_spark import launch_quietly
+        from lake.quiet_spark import launch_quietly
 
-            launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
-        builder = SparkSession.builder.master(master)
-    builder = builder.appName(app_name)
+        launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
+    builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    if master.startswith("sc://"):
-        fail_fast(session)
-    return session
+    return builder.getOrCreate()
 
 
 #: Spark Connect's own retry policy waits at least 10 minutes for a server that does not answer,
@@ -125,6 +128,25 @@ def build_session(
 #: `kbot ask` must exit now: a few quick retries ride out a blip, nothing longer.
 CONNECT_RETRIES = 3
 CONNECT_MAX_BACKOFF_MS = 1000
+
+
+def _leave_connect_mode() -> None:
+    """pyspark switches the whole process to Spark Connect (SPARK_CONNECT_MODE_ENABLED) at the first
+    remote session and never back, so after a Connect server that did not answer, the in-process
+    fallback would fail with CONNECT_URL_NOT_SET. One process runs one kind of session: stop the
+    remote one left behind (it fails fast) and leave Connect mode before building a classic one."""
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ:
+        return
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    left = RemoteSession.getActiveSession()
+    if left is not None:
+        try:
+            left.stop()
+        except Exception:  # noqa: BLE001 - a server that is gone cannot release the session
+            pass
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    os.environ.pop("SPARK_LOCAL_REMOTE", None)
 
 
 def fail_fast(session: SparkSession) -> None:
