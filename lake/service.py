@@ -618,8 +618,10 @@ def _describe_start_error(exc: BaseException, master: str) -> str:
         return f"Spark Connect ({master}) needs pyspark's connect extras (grpcio, pandas, pyarrow); {text}"
     if master.startswith("sc://") and "StatusCode.UNAVAILABLE" in text:
         why = "connection refused" if "Connection refused" in text else "unavailable"
-        return (f"the Spark Connect server at {master} does not answer ({why}); start it with `kbot lake serve` "
-                "(`kbot run` does), or point KBOT_SPARK_MASTER elsewhere")
+        return (
+            f"the Spark Connect server at {master} does not answer ({why}); start it with `kbot lake serve` "
+            "(`kbot run` does), or point KBOT_SPARK_MASTER elsewhere"
+        )
     if "JAVA_HOME" in text or "Java gateway process exited" in text:
         return f"Java is missing or broken (Spark needs a JDK 17+): {text}"
     return text if len(text) < 500 else text[:500] + "..."
