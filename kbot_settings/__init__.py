@@ -369,12 +369,12 @@ class KbotSettings(BaseSettings):
         return out
 
 
-#: where a derived default comes from, for `kbot config`
+#: a derived default: where it comes from (for `kbot config`) and the property that computes it
 DERIVED = {
-    "kbot_state_dir": "KBOT_HOME",
-    "kbot_lake_dir": "KBOT_HOME/lake",
-    "kbot_clusters_file": "KBOT_HOME/clusters.yaml",
-    "kbot_spark_log": "KBOT_HOME/spark.log",
+    "kbot_state_dir": ("KBOT_HOME", "state_dir"),
+    "kbot_lake_dir": ("KBOT_HOME/lake", "lake_dir"),
+    "kbot_clusters_file": ("KBOT_HOME/clusters.yaml", "clusters_file"),
+    "kbot_spark_log": ("KBOT_HOME/spark.log", "spark_log"),
 }
 
 
@@ -471,13 +471,9 @@ def describe(settings: KbotSettings, env: Mapping[str, str] | None = None) -> li
         if set_by is not None:
             source = f"environment ({set_by})"
         elif name in DERIVED:
-            source = f"default ({DERIVED[name]})"
-            value = {
-                "kbot_state_dir": settings.state_dir,
-                "kbot_lake_dir": settings.lake_dir,
-                "kbot_clusters_file": settings.clusters_file,
-                "kbot_spark_log": settings.spark_log,
-            }[name]
+            label, prop = DERIVED[name]
+            source = f"default ({label})"
+            value = getattr(settings, prop)
         else:
             source = "default"
         out.append(
@@ -498,7 +494,7 @@ def markdown_table() -> str:
             if _meta(name).get("section") != section:
                 continue
             names = _env_of(name)
-            default = (DERIVED.get(name) if name in DERIVED else _shown(getattr(defaults, name))) or ""
+            default = (DERIVED[name][0] if name in DERIVED else _shown(getattr(defaults, name))) or ""
             if default.startswith(str(Path.home())):
                 default = "~" + default[len(str(Path.home())) :]
             secret = " (secret)" if _is_secret(name) else ""

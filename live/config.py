@@ -472,8 +472,9 @@ def load_config(
     """All configured clusters and the name of the default one (None if no
     rule picks one). ``env``/``path`` default to os.environ / :func:`clusters_file`."""
     env = os.environ if env is None else env
-    explicit = path is not None or _settings(env).kbot_clusters_file is not None
-    path = Path(path).expanduser() if path is not None else clusters_file(env)
+    settings = _settings(env)  # validated once for the whole lookup
+    explicit = path is not None or settings.kbot_clusters_file is not None
+    path = Path(path).expanduser() if path is not None else settings.clusters_file
     clusters: dict[str, ClusterConfig] = {}
     default = None
     if path.is_file():
@@ -484,7 +485,7 @@ def load_config(
     if env_cluster is not None:
         clusters[env_cluster.name] = env_cluster  # env overrides a file cluster of the same name
         default = env_cluster.name
-    chosen = (_settings(env).kbot_cluster or "").strip()
+    chosen = (settings.kbot_cluster or "").strip()
     if chosen:
         if chosen not in clusters:
             raise UnknownCluster(chosen, sorted(clusters))
