@@ -58,10 +58,32 @@ def wait_out_of_isr(cluster, topic: str, parts: list[int], what: str, every: boo
         hit = set(parts) <= set(lacking) if every else bool(set(parts) & set(lacking))
         return lacking if hit else None
 
-    lacking = cluster.faults.wait_for(out, 90, what)
+    try:
+        lacking = cluster.faults.wait_for(out, 90, what)
+    except Exception as exc:
+        raise type(exc)(f"{exc}; {_why_not(cluster, topic)}") from exc
     if probes.not_registered(cluster, BROKER):
         raise RuntimeError(f"broker {BROKER} left the cluster: the whole broker failed, not one log dir")
     return {"partitions_out": lacking}
+
+
+def _about_dirs(line: str) -> bool:
+    return any(k in line for k in ("offline", "storageexception", "stopping serving", "log dir", "logdir"))
+
+
+def _why_not(cluster, topic: str) -> str:
+    """What a timed-out wait saw, so a failure in CI can be read without the (destroyed) cluster:
+    the topic's replicas and ISRs, and broker 103's own log lines about its log dirs."""
+    try:
+        state = "; ".join(f"p{p['partition']} isr={p['isr']}" for p in probes.partitions(cluster, topic))
+    except Exception as exc:  # the question is what we saw, not whether describe works
+        state = f"describe failed: {exc}"
+    log = cluster.brokers[BROKER].log_dir / "server.log"
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if _about_dirs(ln.lower())]
+    except OSError:
+        lines = []
+    return f"{topic}: {state}; broker {BROKER} log: {' | '.join(lines[-4:]) or 'nothing about its dirs'}"
 
 
 def restart_broker(cluster) -> None:

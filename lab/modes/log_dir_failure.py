@@ -2,7 +2,13 @@
 puts a directory where the broker writes its checkpoint temp file in that log dir
 (``replication-offset-checkpoint.tmp``), so the broker's next checkpoint (every 5 s) fails with an
 I/O error (EISDIR) - the broker takes the whole dir offline, as it does on a failing disk, and
-keeps serving from its other dir."""
+keeps serving from its other dir.
+
+Writes keep flowing while the dir fails, as they do on a real cluster. That matters: with no new
+records a stopped follower still counts as caught up (its log end equals the leader's), so the
+leaders never drop it, and the ISR then changes only if the controller already knew which dir
+holds each replica - the broker reports that asynchronously after creating the replica, and on a
+busy machine the dir can fail first (CI saw 103 stay in the ISR for 90 s that way)."""
 
 import shutil
 
@@ -12,18 +18,22 @@ from . import _disk
 
 TOPIC = "lab-log-dir"
 TRAP = "replication-offset-checkpoint.tmp"
+PARTITIONS = 4
 
 
 def inject(cluster):
-    on2 = _disk.topic_on_disk2(cluster, TOPIC)
+    on2 = _disk.topic_on_disk2(cluster, TOPIC, partitions=PARTITIONS)
     _disk.produce(cluster, TOPIC, on2, 50)
     (cluster.disk2 / TRAP).mkdir(exist_ok=True)
+    # uniform keys: every partition's log end moves, so the leaders see 103 fall behind
+    producer = cluster.faults.hot_key_producer(TOPIC, rate=100, hot_ratio=0.0, partitions=PARTITIONS)
     return {
         "broker_id": _disk.BROKER,
         "topic": TOPIC,
         "topics": [TOPIC],
         "log_dir": str(cluster.disk2),
         "partitions_in_dir": on2,
+        "producer": producer.name,
     }
 
 
@@ -37,6 +47,7 @@ def wait_for_symptom(cluster, facts):
 
 
 def heal(cluster, facts):
+    cluster.faults.stop_background()
     shutil.rmtree(cluster.disk2 / TRAP, ignore_errors=True)
     _disk.restart_broker(cluster)
 
