@@ -468,10 +468,15 @@ async def hanging(
     return apply_freshness(out, facts["data_end"], began)
 
 
+# the handler-saturation entry's threshold for a saturated handler pool (mean idle fraction under it)
+IDLE_BELOW = "handler_idle_saturated_below"
+
+
 async def saturation(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_saturation"), window.start, window.end)
+    idle_below = ctx.kb.failure_modes["handler-saturation"].checks.thresholds[IDLE_BELOW]
+    facts = await run_query(ctx, request, _q("q_saturation"), window.start, window.end, idle_below)
     if not facts["idle"]:
         return LakeFindings.without_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples")
     out = LakeFindings(window)

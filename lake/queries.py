@@ -105,12 +105,12 @@ def q_hanging(view, start, end) -> dict:
     return {"growing": rows(growing), "late": rows(late), "data_end": _data_end(df)}
 
 
-def q_saturation(view, start, end) -> dict:
+def q_saturation(view, start, end, idle_below: float) -> dict:
     from spark_queries.saturation import request_handler_idle, request_queue_time
 
     df = view.window(start, end)
     return {
-        "idle": rows(request_handler_idle(df)),
+        "idle": rows(request_handler_idle(df, idle_below)),
         "queue": rows(request_queue_time(df, quantile="0.99")),
         "data_end": _data_end(df),
     }

@@ -1,8 +1,8 @@
 """Request-path saturation: handler-thread idle and request queue time.
 
 ``RequestHandlerAvgIdlePercent`` is the fraction (0..1) of time the broker's
-I/O (request handler) threads were idle.  The runbook's line is 0.3: below it
-requests wait in the request queue for a free handler thread, which shows up
+I/O (request handler) threads were idle.  Below the runbook's line (the handler-saturation entry's
+``checks.thresholds.handler_idle_saturated_below``, passed in by the caller) requests wait in the request queue for a free handler thread, which shows up
 as ``RequestQueueTimeMs`` growing for every request type on that broker.
 """
 
@@ -16,10 +16,9 @@ from spark_queries._common import label, only_metrics
 
 IDLE = "RequestHandlerAvgIdlePercent"
 QUEUE = "RequestQueueTimeMs"
-SATURATED_BELOW = 0.3
 
 
-def request_handler_idle(df: DataFrame, threshold: float = SATURATED_BELOW) -> DataFrame:
+def request_handler_idle(df: DataFrame, threshold: float) -> DataFrame:
     """Per broker: samples, min_idle, avg_idle, last_idle, samples_below
     (samples under ``threshold``), saturated (avg_idle < threshold) and
     ever_saturated (min_idle < threshold)."""

@@ -43,3 +43,15 @@ def test_every_triage_probe_name_has_a_function_and_every_probe_a_step():
 def test_the_urp_entries_share_one_live_check():
     urp = {eid for eid, e in KB.failure_modes.items() if e.checks.live == "urp"}
     assert {"broker-loss", "slow-follower", "network-partition", "gc-pauses", "log-dir-failure"} == urp
+
+
+def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_threshold_is_read():
+    from commands import lake_evidence
+    from commands.triage import view
+
+    read = {("handler-saturation", lake_evidence.IDLE_BELOW), ("broker-loss", view.THROTTLE_KEY)}
+    for entry, key in read:
+        value = KB.failure_modes[entry].checks.thresholds.get(key)
+        assert isinstance(value, (int, float)), f"{entry}: checks.thresholds.{key} missing or not a number"
+    in_kb = {(e.id, k) for e in KB.failure_modes.values() for k in e.checks.thresholds}
+    assert in_kb == read, f"thresholds in the KB that no code reads: {in_kb - read}"

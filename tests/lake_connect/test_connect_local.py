@@ -76,7 +76,7 @@ def test_lake_service_queries_through_connect(served):
                 ("under_min_isr", Q.q_under_min_isr, ()),
                 ("offline", Q.q_offline, ()),
                 ("hanging", Q.q_hanging, ()),
-                ("saturation", Q.q_saturation, ()),
+                ("saturation", Q.q_saturation, (0.3,)),
                 ("controller", Q.q_controller, ()),
                 ("group_lag", Q.q_group_lag, ("topic-001-consumers",)),
                 ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),

@@ -18,7 +18,7 @@ def test_request_handler_idle(lake_df):
         Row("c1", 2, 3, 0.2, 0.85 / 3, 0.4, 2, True, True),
         Row("c1", 3, 3, 0.1, 0.4, 0.6, 1, False, True),
     ]
-    assertDataFrameEqual(request_handler_idle(lake_df(rows)), expected)
+    assertDataFrameEqual(request_handler_idle(lake_df(rows), 0.3), expected)
 
 
 @pytest.fixture(scope="module")
