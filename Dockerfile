@@ -20,6 +20,7 @@ RUN useradd --system --create-home --home-dir /home/kbot kbot \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY kbot_settings ./kbot_settings
+COPY gate ./gate
 COPY bot ./bot
 COPY commands ./commands
 COPY runbook_kb ./runbook_kb

@@ -63,10 +63,10 @@ from commands.dispatch import run_request
 from commands.reply import Reply, Section
 from commands.router import BadInput, check_group, check_topic
 from commands.spec import CommandRequest
+from gate.files import private_dir, private_file
 
 from .delivery import DeliveryFailed
 from .render import slack_escape
-from .settings import private_dir, private_file
 from .slack_thread import SlackThread
 
 log = logging.getLogger(__name__)

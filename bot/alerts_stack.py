@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from .settings import private_dir, private_file
+from gate.files import private_dir, private_file
 
 log = logging.getLogger(__name__)
 

@@ -108,7 +108,7 @@ def _console_lines(prompt: str, home: Path):
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
 
-        from .settings import private_dir, private_file
+        from gate.files import private_dir, private_file
 
         # the history holds every command typed, tokens of confirmations included: private
         history = private_file(private_dir(home) / "console_history")

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 2.0  # per component: a load balancer gives /healthz a few seconds at most
 CACHE_S = 5.0
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
-# Audit events that are gate decisions (bot/gate.py writes them), and the outcome label each gets.
+# Audit events that are gate decisions (gate/confirmation.py writes them), and the outcome label each gets.
 GATE_EVENTS = {
     "preview": "preview",
     "approval": "approval",

@@ -3,7 +3,7 @@
 ``$USER`` and ``$LOGNAME`` are whatever the caller typed (``USER=U0BOB kbot ask "confirm ..."``),
 so they name nobody. The terminal's identity is the account of the process uid
 (``pwd.getpwuid(os.getuid())``), and what that account may approve is written in the policy's
-``terminal_users`` section (bot/rbac.py):
+``terminal_users`` section (gate/rbac.py):
 
     mapped      it acts as that Slack user (and/or a member of the listed user groups): the same
                 grants, deny rules and self-approval rule as in Slack, so Alice at the terminal
@@ -23,7 +23,8 @@ import os
 import pwd
 from dataclasses import dataclass
 
-from .rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict
+from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict
+
 from .settings import Settings
 
 log = logging.getLogger(__name__)

@@ -70,7 +70,7 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
             "not collecting into the lake"
         )
         return None
-    from .settings import private_dir, private_file
+    from gate.files import private_dir, private_file
 
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
     state = private_dir(settings.state_dir)

@@ -31,7 +31,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .audit import RedactingFilter
+from gate.audit import RedactingFilter
+
 from .settings import Settings
 
 log = logging.getLogger(__name__)

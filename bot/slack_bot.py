@@ -53,12 +53,13 @@ from commands.dispatch import Answer, answer, complete, parse_request, run_reque
 from commands.reply import Reply, error_reply
 from commands.router import Router
 from commands.spec import CommandRequest
+from gate.audit import AuditLog, RedactingFilter, open_audit, scrub
+from gate.confirmation import ConfirmationGate
+from gate.rbac import Authorizer, Directory, Policy, Verdict
 
-from .audit import AuditLog, RedactingFilter, open_audit, scrub
 from .cluster_routing import route
 from .delivery import Coalescer, Delivery, DeliveryFailed
-from .gate import ConfirmationGate, default_gate
-from .rbac import Authorizer, Directory, Policy, Verdict
+from .gate import default_gate
 from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
@@ -802,7 +803,7 @@ async def remember_answer_messages(
 
 
 def _slack_note(rec) -> str:
-    from .gate import outcome_note
+    from gate.confirmation import outcome_note
 
     by = (rec.result or {}).get("by")
     text = slack_escape(outcome_note(rec))

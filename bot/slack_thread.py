@@ -21,8 +21,8 @@ from collections.abc import Callable
 from slack_sdk.errors import SlackApiError
 
 from commands.reply import Reply
+from gate.audit import scrub
 
-from .audit import scrub
 from .delivery import Delivery
 from .layout import for_transport
 from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape

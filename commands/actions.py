@@ -11,15 +11,17 @@ and its module exposes an ``ActionSpec`` the gate drives after a human confirms:
                                              after a crash between "executing" and "executed":
                                              did the change happen? (never re-run blindly)
 
-The gate (bot/gate.py) owns tokens, expiry, who may confirm, second approvers and the audit
+The gate (gate/confirmation.py) owns tokens, expiry, who may confirm, second approvers and the audit
 trail; commands own the Kafka side. Both the terminal and Slack use the same gate.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from live.gateway import AdminGateway
@@ -95,9 +97,25 @@ class Pending:
     needs_second_approver: bool
 
 
+@runtime_checkable
+class StateDatabase(Protocol):
+    """The gate's sqlite database (gate/state_db.StateDb), which the triage threads share."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def connect(self) -> sqlite3.Connection: ...
+
+
 class Gate:
-    """What dispatch and the confirm / cancel commands need from the confirmation gate.
-    The real one is bot.gate.ConfirmationGate (durable, audited); tests may pass their own."""
+    """What dispatch and the confirm / cancel / triage commands need from the confirmation gate.
+    The real one is gate.confirmation.ConfirmationGate (durable, audited); tests may pass their own."""
+
+    @property
+    def state_db(self) -> StateDatabase | None:
+        """The database the gate keeps its records in (the triage threads are stored beside
+        them), or None for a gate that keeps none."""
+        return None
 
     async def propose(self, plan: ActionPlan, request: "CommandRequest") -> Pending:  # pragma: no cover
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """Where triage threads are kept between answers: a ``triage_threads`` table in the bot's state
 database, the same sqlite file as the confirmation gate's pending actions.
 
-The database comes from the request's gate (``ctx.gate.state_db``: bot/state_db.py opens it,
+The database comes from the request's gate (``ctx.gate.state_db``: gate/state_db.py opens it,
 private, WAL, every commit fsync'd): commands/ may not import bot/, so the store only knows
 "something that opens sqlite connections". One row per thread: its key (the triage token), the
 state as JSON (state.py), when it was last written, and a version. An answer is a
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
+from ..actions import StateDatabase
 from ..context import Context
 from ..router import BadInput
 from .state import ALREADY_ANSWERED, TOKEN, TriageState
@@ -53,16 +53,6 @@ _SCHEMA = (
 )
 
 Connect = Callable[[], sqlite3.Connection]
-
-
-@runtime_checkable
-class StateDatabase(Protocol):
-    """What the store needs of bot/state_db.StateDb."""
-
-    @property
-    def path(self) -> Path: ...
-
-    def connect(self) -> sqlite3.Connection: ...
 
 
 @dataclass(frozen=True)
@@ -198,7 +188,7 @@ def _memory_store() -> TriageStore:
 def store_for(ctx: Context) -> TriageStore:
     """The store in the gate's state database, or the process's in-memory one without a gate.
     Blocking (it may import old JSON threads): call it from a worker thread."""
-    db = getattr(ctx.gate, "state_db", None)
-    if isinstance(db, StateDatabase):
+    db = ctx.gate.state_db if ctx.gate is not None else None
+    if db is not None:
         return TriageStore.on(db)
     return _memory_store()

@@ -207,8 +207,8 @@ async def test_digest_healthy_then_degraded(ctx, healed):
 
 
 async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_path):
-    from bot.audit import AuditLog
-    from bot.gate import ConfirmationGate, PendingStore
+    from gate.audit import AuditLog
+    from gate.confirmation import ConfirmationGate, PendingStore
 
     # The terminal's context: a confirmation gate, whose sqlite file keeps the triage thread too.
     gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"))

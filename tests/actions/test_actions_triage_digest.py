@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from action_fakes import FakeGateway, FakePool, producer
 
-from bot.audit import AuditLog
-from bot.gate import ConfirmationGate, PendingStore
 from commands import digest, triage
 from commands.context import Context
 from commands.dispatch import answer as dispatch
 from commands.router import BadInput
+from gate.audit import AuditLog
+from gate.confirmation import ConfirmationGate, PendingStore
 from live.model import HangingTransaction
 
 HEALTHY = {"orders": [(101, [101, 102, 103], [101, 102, 103]), (102, [102, 103, 101], [102, 103, 101])]}

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.audit import AuditLog
-from bot.gate import ConfirmationGate, PendingStore
-from bot.state_db import StateDb
 from commands import triage
 from commands.context import Context
 from commands.dispatch import answer as dispatch
 from commands.router import BadInput
 from commands.triage.store import KEEP_S, TriageStore
+from gate.audit import AuditLog
+from gate.confirmation import ConfirmationGate, PendingStore
+from gate.state_db import StateDb
 
 
 def gated(state_dir: Path) -> Context:

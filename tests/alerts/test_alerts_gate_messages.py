@@ -57,8 +57,8 @@ async def test_terminal_confirm_in_another_process_updates_the_slack_message(har
         sys.path.insert(0, {str(SLACK_TESTS)!r})
         from pathlib import Path
         from slack_fakes import FakeAction, router_with
-        from bot.audit import AuditLog
-        from bot.gate import ConfirmationGate, PendingStore
+        from gate.audit import AuditLog
+        from gate.confirmation import ConfirmationGate, PendingStore
         from commands.context import Context
         from commands.dispatch import answer
         bump = FakeAction()

@@ -66,9 +66,9 @@ def kbot_env(secure, tmp_path):
 @pytest.fixture
 async def ctx(kbot_env, tmp_path):
     """The bot's context: a gateway pool on that file and a confirmation gate with its audit log."""
-    from bot.audit import AuditLog
-    from bot.gate import ConfirmationGate, PendingStore
     from commands.context import Context
+    from gate.audit import AuditLog
+    from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=kbot_env)

@@ -47,9 +47,9 @@ def with_principals(secure, tmp_path, kbot_env):
 
 @pytest.fixture
 async def ctx_for(tmp_path):
-    from bot.audit import AuditLog
-    from bot.gate import ConfirmationGate, PendingStore
     from commands.context import Context
+    from gate.audit import AuditLog
+    from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
 
     made = []

@@ -78,9 +78,9 @@ def test_without_a_cluster_the_terminal_says_which_exist(two):
 
 
 async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path):
-    from bot.audit import AuditLog
-    from bot.gate import ConfirmationGate, PendingStore
     from commands.context import Context
+    from gate.audit import AuditLog
+    from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
 
     routing = Routing.from_env(two)

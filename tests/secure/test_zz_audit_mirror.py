@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from bot.audit import open_audit
+from gate.audit import open_audit
 
 pytestmark = pytest.mark.kafka
 TOPIC = "kbot-audit"  # the observer's WRITE grant names this topic (localkafka/secure.py GRANTS)

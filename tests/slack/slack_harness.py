@@ -14,10 +14,10 @@ from aiohttp import web
 from slack_fakes import PROGRESSING, FakeAction, FakeDigest, router_with
 from slack_stand_in import APP_ID, TEAM, StandIn
 
-from bot.rbac import Policy
 from bot.settings import Settings
 from bot.slack_bot import KafkaBot
 from commands.context import Context
+from gate.rbac import Policy
 from runbook_kb import default_kb
 
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"

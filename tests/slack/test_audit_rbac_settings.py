@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from bot.audit import AuditLog, KafkaMirror, scrub, token_id
-from bot.rbac import Policy, PolicyError
 from bot.settings import Settings
+from gate.audit import AuditLog, KafkaMirror, scrub, token_id
+from gate.rbac import Policy, PolicyError
 
 # ---- audit ----------------------------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ async def test_concurrent_async_writes_are_group_committed_and_all_durable(tmp_p
         fsyncs.append(fd)
         return real_fsync(fd)
 
-    with mock.patch("bot.audit.os.fsync", counting_fsync):
+    with mock.patch("gate.audit.os.fsync", counting_fsync):
         recs = await asyncio.gather(*(log.write("request", user=f"U{i}", n=i) for i in range(200)))
     assert [r["n"] for r in recs] == list(range(200))
     assert sorted(r["n"] for r in log.read()) == list(range(200))  # every line is on disk when write() returns
@@ -203,8 +203,8 @@ async def test_concurrent_async_writes_are_group_committed_and_all_durable(tmp_p
 
 
 def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
-    from bot.audit import hash_tokens
-    from bot.gate import new_token
+    from gate.audit import hash_tokens
+    from gate.confirmation import new_token
 
     tok = new_token()
     rec = hash_tokens(
@@ -223,7 +223,7 @@ def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
 
 
 def test_redact_log_text_withholds_bodies_and_response_urls():
-    from bot.audit import redact_log_text
+    from gate.audit import redact_log_text
 
     line = (
         "Invalid request signature detected (signature: v0=ab, timestamp: 1, "

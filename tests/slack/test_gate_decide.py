@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.gate import Record, decide, decide_cancel
-from bot.rbac import Verdict
 from commands.actions import ActionPlan, Precondition
+from gate.confirmation import Record, decide, decide_cancel
+from gate.rbac import Verdict
 
 NOW = 1_750_000_000.0
 

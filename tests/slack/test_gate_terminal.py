@@ -11,10 +11,10 @@ from pathlib import Path
 
 from slack_fakes import FakeAction, router_with
 
-from bot.audit import AuditLog
-from bot.gate import ConfirmationGate, PendingStore, new_token
 from commands.context import Context
 from commands.dispatch import answer
+from gate.audit import AuditLog
+from gate.confirmation import ConfirmationGate, PendingStore, new_token
 from runbook_kb import default_kb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +71,8 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
         sys.path.insert(0, {str(HERE)!r})
         from pathlib import Path
         from slack_fakes import FakeAction, router_with
-        from bot.audit import AuditLog
-        from bot.gate import ConfirmationGate, PendingStore
+        from gate.audit import AuditLog
+        from gate.confirmation import ConfirmationGate, PendingStore
         from commands.context import Context
         from commands.dispatch import answer
         bump = FakeAction()

@@ -15,8 +15,8 @@ from urllib.parse import urlencode
 import pytest
 from slack_harness import SIGNING_SECRET
 
-from bot.audit import AuditLog, KafkaMirror, token_id
 from bot.slack_app import run as serve_run
+from gate.audit import AuditLog, KafkaMirror, token_id
 
 RETRY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 

@@ -21,10 +21,10 @@ from slack_harness import BOT_TOKEN, POLICY
 
 from bot.gate import default_gate
 from bot.identity import TERMINAL_PREFIX, terminal_user
-from bot.rbac import Policy, PolicyError
 from bot.settings import Settings
 from commands.context import Context
 from commands.dispatch import answer
+from gate.rbac import Policy, PolicyError
 from runbook_kb import default_kb
 
 ROOT = Path(__file__).resolve().parents[2]

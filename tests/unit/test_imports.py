@@ -16,14 +16,17 @@ PACKAGES = (
     "spark_queries",
     "lake",
     "commands",
+    "gate",
     "bot",
     "lab",
     "tools",
 )
 
 # What each package may import besides itself. Lower layers know nothing of higher ones: the
-# runbook and the gateways are the floor, commands sit on them, the transports (bot) on commands,
-# the failure lab on the transports. The lake's queries may read the lake's schema (a leaf).
+# runbook and the gateways are the floor, commands sit on them, the confirmation gate (a domain
+# concept: tokens, approvals, the audit trail, the policy) beside them - the commands reach it only
+# through the Gate interface the context hands them - the transports (bot) on both, the failure lab
+# on the transports. The lake's queries may read the lake's schema (a leaf).
 # kbot_settings (the one configuration) is a leaf every package may read; tools/ (test and
 # benchmark tooling, not packaged) may use anything, and nothing that ships may import it.
 ALLOWED = {
@@ -34,9 +37,21 @@ ALLOWED = {
     "spark_queries": {"lake.schema", "kbot_settings"},
     "lake": {"spark_queries", "live", "localkafka", "kbot_settings"},
     "commands": {"runbook_kb", "live", "kbot_settings"},
-    "bot": {"commands", "runbook_kb", "live", "lake", "localkafka", "spark_queries", "kbot_settings"},
-    "lab": {"bot", "commands", "runbook_kb", "live", "lake", "localkafka", "kbot_settings"},
-    "tools": {"kbot_settings", "runbook_kb", "live", "localkafka", "spark_queries", "lake", "commands", "bot", "lab"},
+    "gate": {"commands", "live", "kbot_settings"},
+    "bot": {"commands", "gate", "runbook_kb", "live", "lake", "localkafka", "spark_queries", "kbot_settings"},
+    "lab": {"bot", "gate", "commands", "runbook_kb", "live", "lake", "localkafka", "kbot_settings"},
+    "tools": {
+        "kbot_settings",
+        "runbook_kb",
+        "live",
+        "localkafka",
+        "spark_queries",
+        "lake",
+        "commands",
+        "gate",
+        "bot",
+        "lab",
+    },
 }
 # Named exceptions, each one module wide: the command line registers every tool's subcommands, and
 # commands/lake_evidence.py is the commands' one way into the metric lake (LakeService.query with

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .settings import private_dir, private_file
+from .files import private_dir, private_file
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _TOKEN_COMMAND = re.compile(
     r"^(\s*(?:/kafka\s+)?(?:confirm|cancel)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
     re.I,
 )
-# ... and a token-shaped word (bot.gate.new_token: 32 url-safe characters) after them anywhere else.
+# ... and a token-shaped word (gate.confirmation.new_token: 32 url-safe characters) after them anywhere else.
 _TOKEN_ANYWHERE = re.compile(r"(\b(?:confirm|cancel)\s+)()([A-Za-z0-9_-]{32})(?![A-Za-z0-9_-])", re.I)
 # Bodies and response URLs that libraries put in their log lines (Bolt logs a rejected request's
 # body at INFO): a response_url lets anyone post as the bot in that channel for 30 minutes.

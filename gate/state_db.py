@@ -1,6 +1,6 @@
 """The bot's one state database: ``<state dir>/pending.sqlite3``, opened one way for everyone.
 
-The confirmation gate's pending actions (bot/gate.py) and the guided triage's threads
+The confirmation gate's pending actions (gate/confirmation.py) and the guided triage's threads
 (commands/triage/store.py) share this file, so the Slack server and a terminal on the same host
 see the same state, and one folder holds it all. Opening it:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .settings import private_dir, private_file
+from .files import private_dir, private_file
 
 FILENAME = "pending.sqlite3"  # the name predates the triage tables; kept so existing state is found
 BUSY_TIMEOUT_S = 30.0
