@@ -25,11 +25,19 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .files import private_dir, private_file
 
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+
 log = logging.getLogger(__name__)
+
+# An audit record: a JSON object (its fields differ per event).
+AuditRecord = dict[str, Any]
+# A line for the writer thread and the future of the request waiting for its fsync; None stops it.
+_Queued = tuple[bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None
 
 # Slack tokens (bot, user, app-level, refresh) and anything shaped like a bearer credential.
 _SECRET_TEXT = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]+)")
@@ -53,6 +61,15 @@ def token_id(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
+# Typed for the shapes callers pass; any JSON value is walked the same way.
+@overload
+def hash_tokens(value: str) -> str: ...
+@overload
+def hash_tokens(value: dict[str, Any]) -> dict[str, Any]: ...
+@overload
+def hash_tokens(value: Any) -> Any: ...
+
+
 def hash_tokens(value: Any) -> Any:
     """A copy of ``value`` with every confirm token replaced by its hash: a ``token`` field becomes
     ``token_id``, and "confirm <token>" text becomes "confirm #<token_id>"."""
@@ -66,9 +83,13 @@ def hash_tokens(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [hash_tokens(v) for v in value]
     if isinstance(value, str):
-        hashed = _TOKEN_COMMAND.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", value)
-        return _TOKEN_ANYWHERE.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", hashed)
+        return _hash_token_text(value)
     return value
+
+
+def _hash_token_text(value: str) -> str:
+    hashed = _TOKEN_COMMAND.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", value)
+    return _TOKEN_ANYWHERE.sub(lambda m: f"{m.group(1)}#{token_id(m.group(3))}", hashed)
 
 
 def redact_log_text(message: str, secrets: tuple[str, ...] = ()) -> str:
@@ -93,6 +114,14 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+@overload
+def scrub(value: str, extra: tuple[str, ...] = ()) -> str: ...
+@overload
+def scrub(value: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]: ...
+@overload
+def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any: ...
+
+
 def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
     """A copy of ``value`` with secret-looking keys and Slack tokens masked."""
     if isinstance(value, dict):
@@ -102,10 +131,14 @@ def scrub(value: Any, extra: tuple[str, ...] = ()) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub(v, extra) for v in value]
     if isinstance(value, str):
-        for s in extra:
-            value = value.replace(s, MASK)
-        return _SECRET_TEXT.sub(MASK, value)
+        return _scrub_text(value, extra)
     return value
+
+
+def _scrub_text(value: str, extra: tuple[str, ...]) -> str:
+    for s in extra:
+        value = value.replace(s, MASK)
+    return _SECRET_TEXT.sub(MASK, value)
 
 
 class KafkaMirror:
@@ -118,7 +151,7 @@ class KafkaMirror:
 
     MIRROR_TIMEOUT_MS = 15 * 60 * 1000
 
-    def __init__(self, topic: str, conf: dict, producer=None):
+    def __init__(self, topic: str, conf: dict[str, Any], producer: Producer | None = None):
         from confluent_kafka import Producer
 
         self.topic = topic
@@ -133,9 +166,9 @@ class KafkaMirror:
             "error_cb": self._on_error,
             **conf,
         }
-        self._producer = producer if producer is not None else Producer(conf)
+        self._producer: Producer = producer if producer is not None else Producer(conf)
 
-    def _on_error(self, err) -> None:
+    def _on_error(self, err: KafkaError) -> None:
         self.last_error = f"{err.name()}: {err.str()}"
         # a rejected login or certificate does not heal itself: say so once it happens
         if err.fatal() or err.name() in ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"):
@@ -143,7 +176,7 @@ class KafkaMirror:
                 "audit mirror to topic %s: %s (the local audit log has every record)", self.topic, self.last_error
             )
 
-    def _on_delivery(self, err, _msg) -> None:
+    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             self.failed += 1
             log.warning(
@@ -152,7 +185,7 @@ class KafkaMirror:
         else:
             self.delivered += 1
 
-    def send(self, record: dict) -> None:
+    def send(self, record: AuditRecord) -> None:
         try:
             self._producer.produce(
                 self.topic,
@@ -182,14 +215,14 @@ class AuditLog:
         self.clock = clock
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()  # in-process; flock covers other processes
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Queued] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
         private_dir(self.path.parent)
         if self.path.exists():
             private_file(self.path)  # an older version may have left it wider
 
-    def _build(self, event: str, fields: dict) -> tuple[dict, bytes]:
+    def _build(self, event: str, fields: dict[str, Any]) -> tuple[AuditRecord, bytes]:
         rec = scrub(
             hash_tokens(
                 {"ts": round(self.clock(), 3), "event": event, **{k: v for k, v in fields.items() if v is not None}}
@@ -208,21 +241,21 @@ class AuditLog:
             finally:
                 os.close(fd)  # closing releases the flock
 
-    def _mirror(self, rec: dict) -> None:
+    def _mirror(self, rec: AuditRecord) -> None:
         if self.mirror is not None:
             try:
                 self.mirror.send(rec)
             except Exception:  # the local line is written; the mirror must never break a request
                 log.exception("audit mirror failed")
 
-    def record(self, event: str, **fields: Any) -> dict:
+    def record(self, event: str, **fields: Any) -> AuditRecord:
         """Append one record durably and return it. Synchronous: it fsyncs."""
         rec, line = self._build(event, fields)
         self._append(line)
         self._mirror(rec)
         return rec
 
-    async def write(self, event: str, **fields: Any) -> dict:
+    async def write(self, event: str, **fields: Any) -> AuditRecord:
         """``record`` for async callers: returns once the line is fsync'd, without blocking the loop.
 
         One writer thread takes every queued line, writes them together and fsyncs once (group
@@ -230,7 +263,7 @@ class AuditLog:
         thread is started on the request path."""
         rec, line = self._build(event, fields)
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
+        done: asyncio.Future[None] = loop.create_future()
         self._ensure_writer()
         self._queue.put((line, done, loop))
         await done
@@ -261,7 +294,7 @@ class AuditLog:
             if len(items) < len(batch):  # the close() sentinel
                 return
 
-    def read(self) -> list[dict]:
+    def read(self) -> list[AuditRecord]:
         if not self.path.exists():
             return []
         with self.path.open(encoding="utf-8") as fh:
@@ -275,7 +308,7 @@ class AuditLog:
             self.mirror.flush()
 
 
-def _settle(done: asyncio.Future, error: BaseException | None) -> None:
+def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
     if not done.done():  # the waiting request may have been cancelled meanwhile
         if error is None:
             done.set_result(None)
@@ -292,9 +325,12 @@ def open_audit(
         from live.config import ConfigError, get_cluster
 
         try:
-            conf = get_cluster(cluster).confluent_conf()
-            conf["client.id"] = "kbot-audit"
-            conf["logger"] = _quiet_rdkafka()
+            # librdkafka's settings are strings, except the logger it takes as an object
+            conf: dict[str, Any] = {
+                **get_cluster(cluster).confluent_conf(),
+                "client.id": "kbot-audit",
+                "logger": _quiet_rdkafka(),
+            }
             mirror = KafkaMirror(topic, conf)
         except (ConfigError, Exception) as exc:  # a misconfigured mirror must not stop the bot
             log.warning("audit mirror to topic %s disabled: %s", topic, exc)

@@ -34,12 +34,12 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 
-from commands.actions import ActionPlan, ActionResult, ActionSpec, Gate, Pending
+from commands.actions import ActionPlan, ActionResult, ActionSpec, Gate, JsonObject, Pending, Reconciled
 from commands.reply import Evidence, Reply, Section, error_reply
 from commands.spec import CommandRequest
 
@@ -47,7 +47,14 @@ from .audit import AuditLog, token_id
 from .rbac import Verdict
 from .state_db import StateDb
 
+if TYPE_CHECKING:
+    from commands.context import Context
+    from commands.router import Router
+
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 DEFAULT_TTL_S = 15 * 60
 # Reconciled outcomes are states of their own, so nobody mistakes "unknown" for "executed".
@@ -69,7 +76,7 @@ class Record:
     needs_second_approver: bool
     state: str = "pending"
     approvals: list[str] = field(default_factory=list)
-    result: dict | None = None
+    result: JsonObject | None = None
     updated_at: float = 0.0
 
     def pending(self) -> Pending:
@@ -185,6 +192,20 @@ CREATE TABLE IF NOT EXISTS messages (
     settled_state TEXT, PRIMARY KEY (token, channel, ts)
 );
 """
+# A row of the pending table, in _SCHEMA's column order (needs_second is 0/1; approvals, plan and
+# result are JSON text).
+PendingRow = tuple[str, str, str, str, str | None, float, float, int, str, str, str | None, float]
+# unsettled_messages' rows: a pending row, then the message's channel, ts, role and payload (JSON).
+_MessageRow = tuple[str, str, str, str, str | None, float, float, int, str, str, str | None, float, str, str, str, str]
+
+
+class MessageRef(TypedDict):
+    """A chat message that shows a record (attach_message), as unsettled_messages returns it."""
+
+    channel: str
+    ts: str
+    role: str  # "preview" (the message with its buttons) or "working" (a confirm in progress)
+    payload: JsonObject  # what was posted: the transport's own page (Slack: text and blocks)
 
 
 class PendingStore:
@@ -203,7 +224,7 @@ class PendingStore:
         return self.db.connect()
 
     @staticmethod
-    def _row(row) -> Record:
+    def _row(row: PendingRow) -> Record:
         return Record(
             row[0],
             row[1],
@@ -241,7 +262,7 @@ class PendingStore:
 
     def get(self, token: str) -> Record | None:
         with self._connect() as conn:
-            row = conn.execute("SELECT * FROM pending WHERE token = ?", (token,)).fetchone()
+            row: PendingRow | None = conn.execute("SELECT * FROM pending WHERE token = ?", (token,)).fetchone()
         return self._row(row) if row else None
 
     def transition(
@@ -252,10 +273,11 @@ class PendingStore:
         now: float,
         *,
         approvals: list[str] | None = None,
-        result: dict | None = None,
+        result: JsonObject | None = None,
     ) -> bool:
         """Move one record from ``from_state`` to ``to_state``; False when it was not in ``from_state``."""
-        sets, args = ["state = ?", "updated_at = ?"], [to_state, now]
+        sets: list[str] = ["state = ?", "updated_at = ?"]
+        args: list[str | float] = [to_state, now]
         if approvals is not None:
             sets.append("approvals = ?")
             args.append(json.dumps(approvals))
@@ -272,7 +294,7 @@ class PendingStore:
         with self._connect() as conn:
             return [self._row(r) for r in conn.execute("SELECT * FROM pending WHERE state = ?", (state,))]
 
-    def attach_message(self, token: str, channel: str, ts: str, role: str, payload: dict) -> None:
+    def attach_message(self, token: str, channel: str, ts: str, role: str, payload: JsonObject) -> None:
         """Remember a chat message that shows this record (its preview with buttons, or the working
         message of a confirm), so whoever resolves the record, in any process, gets it edited."""
         with self._connect() as conn:
@@ -281,17 +303,17 @@ class PendingStore:
                 (token, channel, ts, role, json.dumps(payload)),
             )
 
-    def unsettled_messages(self) -> list[tuple[Record, dict]]:
+    def unsettled_messages(self) -> list[tuple[Record, MessageRef]]:
         """Messages of records that left "pending" (or moved on again) since their message was last edited."""
         with self._connect() as conn:
-            rows = conn.execute(
+            rows: list[_MessageRow] = conn.execute(
                 "SELECT p.*, m.channel, m.ts, m.role, m.payload FROM messages m JOIN pending p ON p.token = m.token "
                 "WHERE p.state NOT IN ('pending', 'executing') AND (m.settled_state IS NULL OR "
                 # a working message, once settled, became an answer: it is never edited again
                 "(m.settled_state != p.state AND m.role != 'working'))"
             ).fetchall()
         return [
-            (self._row(r[:12]), {"channel": r[12], "ts": r[13], "role": r[14], "payload": json.loads(r[15])})
+            (self._row(r[:12]), MessageRef(channel=r[12], ts=r[13], role=r[14], payload=json.loads(r[15])))
             for r in rows
         ]
 
@@ -325,24 +347,27 @@ class ConfirmationGate(Gate):
         store: PendingStore,
         audit: AuditLog,
         *,
-        router=None,
+        router: Router | None = None,
         clock: Callable[[], float] = time.time,
         ttl_s: float = DEFAULT_TTL_S,
         high_risk_kinds: frozenset[str] = frozenset({"abort-txn"}),
         approvers_required: int = 1,
         authorize: Authorize | None = None,
         transport: str = "terminal",
-        actor: dict | None = None,
+        actor: Mapping[str, Any] | None = None,
         acting_user: str | None = None,
     ):
         if router is None:
-            from commands.registry import ROUTER as router
+            from commands.registry import ROUTER  # only when needed: the registry loads every command module
+
+            router = ROUTER
         self.store, self.audit, self.router, self.clock = store, audit, router, clock
         self.ttl_s, self.high_risk_kinds, self.approvers_required = ttl_s, high_risk_kinds, approvers_required
         # None: no RBAC (tests of the gate alone); the terminal and Slack always pass one (default_gate).
         self.authorize = authorize
         self.transport = transport
-        self.actor = dict(actor or {})  # who runs this process (the terminal's OS account), on every audit line
+        # who runs this process (the terminal's OS account), on every audit line
+        self.actor: JsonObject = dict(actor or {})
         # The terminal's user as its authorizer sees it (bot/identity.py); bot/cli.py passes it with
         # each command, so the requester and the approver are named the same way everywhere.
         self.acting_user = acting_user
@@ -355,15 +380,15 @@ class ConfirmationGate(Gate):
         return self.store.db
 
     # -- helpers --
-    async def _db(self, fn, *args, **kwargs):
+    async def _db(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await asyncio.to_thread(fn, *args, **kwargs)  # sqlite commits fsync: keep them off the loop
 
     def _action(self, command: str) -> ActionSpec | None:
         cmd = self.router.find(command)
         return cmd.action if cmd is not None else None
 
-    async def _audit(self, event: str, rec: Record | None, **fields) -> None:
-        base = {"transport": self.transport, **self.actor}
+    async def _audit(self, event: str, rec: Record | None, **fields: Any) -> None:
+        base: JsonObject = {"transport": self.transport, **self.actor}
         if rec is not None:
             base.update(
                 token_id=token_id(rec.token),
@@ -409,7 +434,7 @@ class ConfirmationGate(Gate):
         )
         return rec.pending()
 
-    async def confirm(self, token: str, request: CommandRequest, ctx) -> Reply:
+    async def confirm(self, token: str, request: CommandRequest, ctx: Context) -> Reply:
         user = request.user or "unknown"
         rec = await self.status(token)
         verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
@@ -425,7 +450,8 @@ class ConfirmationGate(Gate):
                 permitted=verdict,
                 approvers_required=self.approvers_required,
             )
-            if d.action == "refuse":
+            # decide() refuses a missing record; "rec is None" is here so the type checker sees it too.
+            if d.action == "refuse" or rec is None:
                 if d.code == "expired" and rec is not None and rec.state == "pending":
                     await self._expire(rec, now)
                 await self._audit(
@@ -457,11 +483,11 @@ class ConfirmationGate(Gate):
         await self._audit("approval", rec, user=user, approvals=approvals, complete=True, reason=d.reason)
         return await self._execute(rec, user, ctx)
 
-    async def _execute(self, rec: Record, user: str, ctx) -> Reply:
+    async def _execute(self, rec: Record, user: str, ctx: Context) -> Reply:
         started = time.monotonic()
         spec = self._action(rec.command)
 
-        async def close(state: str, event: str, **fields) -> None:
+        async def close(state: str, event: str, **fields: Any) -> None:
             result = {k: v for k, v in fields.items() if k in ("detail", "before", "after", "ok", "preconditions")}
             # Who confirmed, for the chat message edited later (possibly by another process: outcome_note).
             await self._db(
@@ -519,7 +545,7 @@ class ConfirmationGate(Gate):
         await close(state, "execution", ok=result.ok, detail=result.detail, before=result.before, after=result.after)
         return _result_reply(rec, user, result)
 
-    async def _reconcile_one(self, spec: ActionSpec | None, rec: Record, ctx) -> str:
+    async def _reconcile_one(self, spec: ActionSpec | None, rec: Record, ctx: Context) -> Reconciled:
         if spec is None:
             return "unknown"
         try:
@@ -535,7 +561,8 @@ class ConfirmationGate(Gate):
         verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
         now = self.clock()
         d = decide_cancel(rec, user, now, permitted=verdict)
-        if d.action == "refuse":
+        # decide_cancel() refuses a missing record; "rec is None" is here so the type checker sees it too.
+        if d.action == "refuse" or rec is None:
             if d.code == "expired" and rec is not None and rec.state == "pending":
                 await self._expire(rec, now)
             await self._audit(
@@ -572,18 +599,18 @@ class ConfirmationGate(Gate):
         return [r for r in await self._db(self.store.expired_pending, now) if await self._expire(r, now)]
 
     # -- the chat messages that show a record (kept true when the record is resolved elsewhere) --
-    async def attach_message(self, token: str, channel: str, ts: str, role: str, payload: dict) -> None:
+    async def attach_message(self, token: str, channel: str, ts: str, role: str, payload: JsonObject) -> None:
         await self._db(self.store.attach_message, token, channel, ts, role, payload)
 
-    async def unsettled_messages(self) -> list[tuple[Record, dict]]:
+    async def unsettled_messages(self) -> list[tuple[Record, MessageRef]]:
         return await self._db(self.store.unsettled_messages)
 
     async def mark_settled(self, token: str, channel: str, ts: str, state: str) -> None:
         await self._db(self.store.mark_settled, token, channel, ts, state)
 
-    async def reconcile_incomplete(self, ctx) -> list[tuple[Record, str]]:
+    async def reconcile_incomplete(self, ctx: Context) -> list[tuple[Record, Reconciled]]:
         """At start-up: records a crash left "executing" are reconciled, never executed again."""
-        out = []
+        out: list[tuple[Record, Reconciled]] = []
         for rec in await self._db(self.store.in_state, "executing"):
             outcome = await self._reconcile_one(self._action(rec.command), rec, ctx)
             if await self._db(

@@ -40,8 +40,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import yaml
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
 
 ANY = "*"
 
@@ -78,14 +82,14 @@ class TerminalUser:
     groups: frozenset[str] = frozenset()
 
 
-def _terminal_users(data, source: str) -> dict[str, TerminalUser]:
+def _terminal_users(data: object, source: str) -> dict[str, TerminalUser]:
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise PolicyError(
             f"{source}: terminal_users: expected a mapping of OS account -> Slack user id or {{user, groups}}"
         )
-    out = {}
+    out: dict[str, TerminalUser] = {}
     for name, value in data.items():
         where = f"{source}: terminal_users[{name}]"
         if not isinstance(name, str) or not name.strip():
@@ -122,7 +126,7 @@ class Rule:
         return who and where and what
 
 
-def _ids(value, where: str) -> frozenset[str]:
+def _ids(value: object, where: str) -> frozenset[str]:
     if value is None:
         return frozenset()
     if isinstance(value, str):
@@ -132,12 +136,12 @@ def _ids(value, where: str) -> frozenset[str]:
     return frozenset(v.strip() for v in value)
 
 
-def _rules(items, kind: str) -> tuple[Rule, ...]:
+def _rules(items: object, kind: str) -> tuple[Rule, ...]:
     if items is None:
         return ()
     if not isinstance(items, list):
         raise PolicyError(f"{kind}: expected a list of rules")
-    out = []
+    out: list[Rule] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise PolicyError(f"{kind}[{i}]: expected a mapping")
@@ -170,7 +174,7 @@ class Policy:
     terminal_users: Mapping[str, TerminalUser] = field(default_factory=dict, hash=False)
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "policy") -> "Policy":
+    def from_dict(cls, data: object, source: str = "policy") -> "Policy":
         if not isinstance(data, dict):
             raise PolicyError(f"{source}: expected a mapping at the top")
         unknown = set(data) - {"channels", "read_only", "grants", "deny", "terminal_users"}
@@ -240,36 +244,41 @@ class UserFacts:
     enterprise_id: str | None = None  # Enterprise Grid users only
 
 
+_V = TypeVar("_V")
+
+
 @dataclass
-class _Cached:
-    value: object
+class _Cached(Generic[_V]):
+    value: _V
     at: float
 
 
 class Directory:
     """Slack facts about users and user groups, cached for ``ttl_s`` seconds."""
 
-    def __init__(self, client, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, client: AsyncWebClient, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
         self.client = client
         self.ttl_s = ttl_s
         self.clock = clock
-        self._users: dict[str, _Cached] = {}
-        self._groups: dict[str, _Cached] = {}
+        self._users: dict[str, _Cached[UserFacts]] = {}
+        self._groups: dict[str, _Cached[frozenset[str]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def _fresh(self, c: _Cached | None) -> bool:
-        return c is not None and self.clock() - c.at < self.ttl_s
+    def _fresh_value(self, cache: dict[str, _Cached[_V]], key: str) -> _V | None:
+        """The cached value for ``key`` while it is younger than ``ttl_s``, else None."""
+        c = cache.get(key)
+        return c.value if c is not None and self.clock() - c.at < self.ttl_s else None
 
     async def user(self, user_id: str) -> UserFacts:
         from slack_sdk.errors import SlackApiError
 
-        c = self._users.get(user_id)
-        if self._fresh(c):
-            return c.value  # type: ignore[return-value]
+        cached = self._fresh_value(self._users, user_id)
+        if cached is not None:
+            return cached
         async with self._locks.setdefault(f"u:{user_id}", asyncio.Lock()):  # one lookup per user at a time
-            c = self._users.get(user_id)
-            if self._fresh(c):
-                return c.value  # type: ignore[return-value]
+            cached = self._fresh_value(self._users, user_id)
+            if cached is not None:
+                return cached
             try:
                 resp = await self.client.users_info(user=user_id)
                 u = resp["user"]
@@ -292,13 +301,13 @@ class Directory:
     async def members(self, group_id: str) -> frozenset[str]:
         """Members of a user group. A failed lookup raises (and is not cached): an unreadable group
         must not silently turn a deny rule off."""
-        c = self._groups.get(group_id)
-        if self._fresh(c):
-            return c.value  # type: ignore[return-value]
+        cached = self._fresh_value(self._groups, group_id)
+        if cached is not None:
+            return cached
         async with self._locks.setdefault(f"g:{group_id}", asyncio.Lock()):
-            c = self._groups.get(group_id)
-            if self._fresh(c):
-                return c.value  # type: ignore[return-value]
+            cached = self._fresh_value(self._groups, group_id)
+            if cached is not None:
+                return cached
             resp = await self.client.usergroups_users_list(usergroup=group_id)
             members = frozenset(resp.get("users") or [])
             self._groups[group_id] = _Cached(members, self.clock())
