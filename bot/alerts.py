@@ -48,10 +48,10 @@ import datetime as dt
 import hmac
 import json
 import logging
-import os
 import re
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,12 +115,18 @@ class AlertConfig:
         return Route(self.default_channel) if self.default_channel else None
 
     @classmethod
-    def from_env(cls, env=None) -> "AlertConfig | None":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertConfig | None":
         """None when the webhook is not configured (no token); AlertConfigError when it is, wrongly."""
-        env = os.environ if env is None else env
-        token = (env.get(TOKEN_ENV) or "").strip()
-        routes_file = (env.get(ROUTES_ENV) or "").strip()
-        channel = (env.get(CHANNEL_ENV) or "").strip() or None
+        from kbot_settings import SettingsError, load
+
+        try:
+            settings = load(env)
+        except SettingsError as exc:  # callers (kbot run --alerts, the Slack app) report this one type
+            raise AlertConfigError(str(exc)) from None
+        secret = settings.kbot_alert_token
+        token = secret.get_secret_value().strip() if secret is not None else ""
+        routes_file = str(settings.kbot_alert_routes or "").strip()
+        channel = (settings.kbot_alert_channel or "").strip() or None
         if not token:
             if routes_file or channel:
                 raise AlertConfigError(f"{TOKEN_ENV} is not set: the Alertmanager webhook needs a bearer token")

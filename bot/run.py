@@ -76,9 +76,26 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
     cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
-    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
+    child = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=dict(env),
+        preexec_fn=_background_priority,
+    )
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
+
+
+COLLECTOR_NICENESS = 10
+
+
+def _background_priority() -> None:
+    """Collection and ingest are background work with their own Spark: on a small host they would
+    take the cores an engineer's question needs (the Connect server answering `kbot ask`), so the
+    collector runs at a lower CPU priority. It still gets every idle cycle."""
+    os.nice(COLLECTOR_NICENESS)
 
 
 def run(args, env: Mapping[str, str] | None = None) -> int:
@@ -170,7 +187,7 @@ def start_alert_stack(env: dict[str, str]):
             "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager"
         )
         return None
-    targets = env.get("KBOT_METRICS_TARGETS", "")
+    targets = load(env).kbot_metrics_targets
     if not targets:
         _say("--alerts: no metrics targets (KBOT_METRICS_TARGETS) to scrape: not starting Prometheus and Alertmanager")
         return None

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbot_settings import load
 from live.gateway import AdminGateway, ClusterUnreachable
 
 from .audit import audit_topics
@@ -170,7 +170,7 @@ async def _hanging(gw: AdminGateway, read_snapshot: ReadSnapshot) -> Part:
 
 def wanted_groups(option: object | None, env: dict[str, str] | None = None) -> list[str]:
     """Groups from --groups, else $KBOT_DIGEST_GROUPS; validated like any group id from a user."""
-    raw = str(option) if option else (env if env is not None else os.environ).get(GROUPS_ENV, "")
+    raw = str(option) if option else (load(env).kbot_digest_groups or "")
     groups = [check_group(g.strip()) for g in raw.split(",") if g.strip()]
     if len(groups) > MAX_GROUPS:
         raise BadInput(f"At most {MAX_GROUPS} groups per digest.")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 
@@ -142,11 +141,19 @@ def _layout(args):
     return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
 
 
+def _settings():
+    """The one settings object, from the process environment (what `kbot` validated at start)."""
+    from kbot_settings import load
+
+    return load()
+
+
 def _cluster_name(args) -> str:
     if getattr(args, "cluster", None):
         return args.cluster
-    if os.environ.get("KBOT_LAKE_CLUSTER"):
-        return os.environ["KBOT_LAKE_CLUSTER"]
+    configured = _settings().kbot_lake_cluster
+    if configured:
+        return configured
     if getattr(args, "local", None):
         return args.local
     try:
@@ -171,7 +178,7 @@ def _targets(args):
 def _session(master: str | None):
     from .spark import build_session
 
-    spark = build_session(master or os.environ.get("KBOT_SPARK_MASTER") or "local[2]", app_name="kbot-lake-ingest")
+    spark = build_session(master or _settings().kbot_spark_master or "local[2]", app_name="kbot-lake-ingest")
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:  # noqa: BLE001 - Spark Connect
@@ -191,7 +198,7 @@ async def _collect(args) -> int:
     layout = _layout(args)
     targets = _targets(args)
     cluster = _cluster_name(args)
-    groups = [g.strip() for g in (args.groups or os.environ.get(GROUPS_ENV, "")).split(",") if g.strip()]
+    groups = [g.strip() for g in (args.groups or _settings().kbot_lake_groups or "").split(",") if g.strip()]
     pool = gw = None
     if groups:
         from live.pool import GatewayPool

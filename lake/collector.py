@@ -111,17 +111,17 @@ def parse_targets(spec: str) -> list[Target]:
 
 
 def targets_from_env(env: Mapping[str, str] | None = None) -> list[Target]:
-    env = os.environ if env is None else env
-    return parse_targets(env.get(TARGETS_ENV, ""))
+    """``KBOT_METRICS_TARGETS`` from the settings: a plain string there, parsed here into targets."""
+    from kbot_settings import load
+
+    return parse_targets(load(env).kbot_metrics_targets or "")
 
 
 def source_from_env(env: Mapping[str, str] | None = None) -> str:
     """``KBOT_METRICS_SOURCE``: ``exporters`` (default) or ``prometheus`` (ValueError otherwise)."""
-    env = os.environ if env is None else env
-    source = (env.get(SOURCE_ENV) or EXPORTERS).strip().lower()
-    if source not in SOURCES:
-        raise ValueError(f"{SOURCE_ENV}={source!r}: expected one of {', '.join(SOURCES)}")
-    return source
+    from kbot_settings import load
+
+    return load(env).kbot_metrics_source  # SettingsError (a ValueError) names the accepted sources
 
 
 def targets_from_urls(urls: Mapping[int, str]) -> list[Target]:

@@ -16,7 +16,7 @@ Files, in ``<lake dir>/connect/`` (``KBOT_LAKE_DIR``, default ~/.kbot/lake)::
     server.json   pid, port, master, url, log: how ``kbot ask`` in another terminal finds it
     server.log    the server's output
 
-Configuration::
+Configuration (fields of the one settings object, ``kbot_settings``, which checks them)::
 
     KBOT_SPARK_CONNECT_PORT     port (default 15002)
     KBOT_SPARK_CONNECT_MEMORY   the server's driver memory (default 1g)
@@ -47,10 +47,7 @@ from typing import Any
 from lake.errors import LakeError
 
 PORT_ENV = "KBOT_SPARK_CONNECT_PORT"
-MEMORY_ENV = "KBOT_SPARK_CONNECT_MEMORY"
-DEFAULT_PORT = 15002
 DEFAULT_MASTER = "local[2]"
-DEFAULT_MEMORY = "1g"
 HOST = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 APP_NAME = "kbot-spark-connect"
@@ -106,11 +103,14 @@ def state_dir(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, 
 
 
 def default_port(env: Mapping[str, str] | None = None) -> int:
-    env = os.environ if env is None else env
-    text = (env.get(PORT_ENV) or "").strip()
-    if not text:
-        return DEFAULT_PORT
-    return check_port(text, PORT_ENV)
+    """``KBOT_SPARK_CONNECT_PORT`` (default 15002), checked by the settings (a whole number from 1
+    to 65535). A wrong configuration is BadInput: the command's input, one line, exit 2."""
+    from kbot_settings import SettingsError, load
+
+    try:
+        return load(env).kbot_spark_connect_port
+    except SettingsError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def check_port(value: str | int, what: str = "--port") -> int:
@@ -243,9 +243,10 @@ def server_conf(
 ) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
-    from lake.spark import CONF_ENV, DEFAULT_CONF, parse_conf
+    from kbot_settings import load
+    from lake.spark import DEFAULT_CONF, parse_conf
 
-    env = os.environ if env is None else env
+    settings = load(env)
     out = dict(DEFAULT_CONF)
     if master.startswith("local"):
         # incident-window queries shuffle little data: one shuffle partition per core
@@ -255,12 +256,12 @@ def server_conf(
         {
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(port),
-            "spark.driver.memory": (env.get(MEMORY_ENV) or DEFAULT_MEMORY).strip(),
+            "spark.driver.memory": settings.kbot_spark_connect_memory.strip(),
             # Python UDFs, if any, run with this interpreter (the venv), not the first python3 on PATH
             "spark.pyspark.python": sys.executable,
         }
     )
-    out.update(parse_conf(env.get(CONF_ENV, "")))
+    out.update(parse_conf(settings.kbot_spark_conf or ""))
     out.update(conf or {})
     return out
 
@@ -509,5 +510,4 @@ __all__ = [
     "status",
     "stop_server",
     "PORT_ENV",
-    "DEFAULT_PORT",
 ]

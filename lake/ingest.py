@@ -72,14 +72,16 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lake.errors import LakeError
 from lake.landing import fsync_dir
 
+if TYPE_CHECKING:
+    from kbot_settings import KbotSettings
+
 log = logging.getLogger(__name__)
 
-DIR_ENV = "KBOT_LAKE_DIR"
-URI_ENV = "KBOT_LAKE_URI"
 TABLE_NAME = "samples"
 TXN_FILE = "txn.json"
 DEFAULT_MAX_FILES = 500
@@ -114,7 +116,14 @@ class LakeLayout:
     ) -> "LakeLayout":
         from kbot_settings import load
 
-        settings = load(os.environ if env is None else env)  # KBOT_LAKE_DIR, else KBOT_HOME/lake
+        return cls.from_settings(load(env), lake_dir=lake_dir, table=table)
+
+    @classmethod
+    def from_settings(
+        cls, settings: KbotSettings, *, lake_dir: str | None = None, table: str | None = None
+    ) -> "LakeLayout":
+        """The layout the settings name (KBOT_LAKE_DIR, else KBOT_HOME/lake; KBOT_LAKE_URI),
+        for a caller that holds them already and need not validate the environment again."""
         state = Path(lake_dir or settings.lake_dir).expanduser().resolve()
         uri = table or settings.kbot_lake_uri or str(state / TABLE_NAME)
         if not _is_uri(uri):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -43,7 +42,10 @@ def delta_version() -> str:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("KBOT_CACHE_DIR") or Path.home() / ".cache" / "kbot").expanduser()
+    """``KBOT_CACHE_DIR`` (default ``~/.cache/kbot``), as the settings resolve it."""
+    from kbot_settings import load
+
+    return load().cache_dir
 
 
 def jars_dir() -> Path:

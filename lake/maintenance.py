@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import time
 from collections.abc import Mapping
@@ -54,8 +53,10 @@ def parse_retention(text: str | None) -> dict[str, _dt.timedelta]:
 
 
 def retention_from_env(env: Mapping[str, str] | None = None) -> dict[str, _dt.timedelta]:
-    env = os.environ if env is None else env
-    return parse_retention(env.get(RETENTION_ENV))
+    """``KBOT_LAKE_RETENTION`` from the settings: a plain string there, parsed here into durations."""
+    from kbot_settings import load
+
+    return parse_retention(load(env).kbot_lake_retention)
 
 
 @dataclass

@@ -181,16 +181,18 @@ class PrometheusSource:
     def from_env(
         cls, state_dir: str | os.PathLike[str], cluster: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> "PrometheusSource":
-        env = os.environ if env is None else env
-        url = env.get(URL_ENV, "").strip()
+        from kbot_settings import load
+
+        settings = load(env)
+        url = (settings.kbot_prometheus_url or "").strip()
         if not url:
             raise PrometheusSourceError(f"KBOT_METRICS_SOURCE=prometheus needs {URL_ENV} (e.g. http://127.0.0.1:9090)")
         return cls(
             url,
             state_dir,
             cluster,
-            broker_label=env.get(BROKER_LABEL_ENV) or DEFAULT_BROKER_LABEL,
-            selector=env.get(SELECTOR_ENV, ""),
+            broker_label=settings.kbot_prometheus_broker_label,
+            selector=settings.kbot_prometheus_selector or "",
             **kwargs,
         )
 

@@ -33,10 +33,11 @@ The lake is Delta Lake (``lake.ingest``): the raw samples and the 1-minute / 1-h
 the window's date/hour predicate) and tells a query the coarsest table that answers a bucket
 width (:meth:`LakeView.resolution_for`), so a 7-day trend never reads raw samples.
 
-Configuration (``from_env``)::
+Configuration (``from_env``; fields of the one settings object, ``kbot_settings.load(env)``,
+which validates them)::
 
-    KBOT_LAKE_URI        the Parquet table (default <KBOT_LAKE_DIR>/samples)
-    KBOT_LAKE_DIR        the lake's state directory (default ~/.kbot/lake)
+    KBOT_LAKE_URI        the Delta table (default <KBOT_LAKE_DIR>/samples)
+    KBOT_LAKE_DIR        the lake's state directory (default <KBOT_HOME>/lake, ~/.kbot/lake)
     KBOT_SPARK_MASTER    local[*] | sc://host:15002 | spark://host:7077 | yarn   (default: the lake's
                          running Connect server, else local[*])
     KBOT_LAKE_CLUSTER    the cluster name to read when a request names none (default: any)
@@ -61,14 +62,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lake.errors import LakeTimeout, LakeUnavailable
-from lake.spark import CONF_ENV, parse_conf
+from lake.spark import parse_conf
 
 log = logging.getLogger(__name__)
 
-MASTER_ENV = "KBOT_SPARK_MASTER"
-CLUSTER_ENV = "KBOT_LAKE_CLUSTER"
-TIMEOUT_ENV = "KBOT_LAKE_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = 30.0  # a service built directly; from_env takes KBOT_LAKE_TIMEOUT_S (same default)
 
 NEW, STARTING, READY, FAILED, STOPPED = "new", "starting", "ready", "failed", "stopped"
 
@@ -319,11 +317,14 @@ class LakeService:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LakeService":
+        from kbot_settings import load
         from lake.ingest import LakeLayout
 
-        env = os.environ if env is None else env
-        layout = LakeLayout.from_env(env)
-        master = (env.get(MASTER_ENV) or "").strip()
+        # one validation of the whole configuration: a wrong KBOT_LAKE_TIMEOUT_S is a SettingsError
+        # (a ValueError) naming it, worded as at `kbot` start
+        settings = load(env)
+        layout = LakeLayout.from_settings(settings)
+        master = (settings.kbot_spark_master or "").strip()
         fallback = None
         if not master:
             master, fallback = _local_connect_url(env) or "local[*]", "local[*]"
@@ -333,9 +334,9 @@ class LakeService:
             "path": layout.table,
             "master": master,
             "fallback_master": fallback,
-            "cluster": env.get(CLUSTER_ENV) or None,
-            "query_timeout_s": float(env.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S),
-            "conf": parse_conf(env.get(CONF_ENV, "")),
+            "cluster": settings.kbot_lake_cluster,
+            "query_timeout_s": settings.kbot_lake_timeout_s,
+            "conf": parse_conf(settings.kbot_spark_conf or ""),
         }
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -633,14 +634,14 @@ def lake_from_env(env: Mapping[str, str] | None = None, *, start: bool = True) -
     Configured means: KBOT_LAKE_URI or KBOT_LAKE_DIR is set, KBOT_LAKE=1, or the default
     table (~/.kbot/lake/samples) exists.  KBOT_LAKE=0 turns it off.
     """
-    from lake.ingest import DIR_ENV, URI_ENV, LakeLayout
+    from kbot_settings import load
+    from lake.ingest import LakeLayout
 
-    env = os.environ if env is None else env
-    flag = env.get("KBOT_LAKE", "").strip().lower()
-    if flag in ("0", "false", "no", "off"):
+    settings = load(env)
+    if settings.kbot_lake is False:
         return None
-    configured = bool(env.get(URI_ENV) or env.get(DIR_ENV) or flag in ("1", "true", "yes", "on"))
-    if not configured and not os.path.isdir(LakeLayout.from_env(env).table):
+    configured = bool(settings.kbot_lake_uri or settings.kbot_lake_dir or settings.kbot_lake)
+    if not configured and not os.path.isdir(LakeLayout.from_settings(settings).table):
         return None
     lake = LakeService.from_env(env)
     return lake.start() if start else lake

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -52,7 +51,9 @@ def pom_versions() -> Versions:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("KBOT_CACHE_DIR") or Path.home() / ".cache" / "kbot").expanduser()
+    from kbot_settings import load
+
+    return load().cache_dir
 
 
 def kafka_home(versions: Versions | None = None) -> Path:

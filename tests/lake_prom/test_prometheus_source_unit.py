@@ -16,7 +16,7 @@ from lake.prometheus_source import STATE_FILE, PrometheusSource, PrometheusSourc
 def test_source_env_defaults_to_exporters_and_rejects_unknown_names():
     assert source_from_env({}) == "exporters"
     assert source_from_env({"KBOT_METRICS_SOURCE": "Prometheus"}) == "prometheus"
-    with pytest.raises(ValueError, match="KBOT_METRICS_SOURCE='graphite': expected one of exporters, prometheus"):
+    with pytest.raises(ValueError, match="KBOT_METRICS_SOURCE: must be 'exporters' or 'prometheus', not 'graphite'"):
         source_from_env({"KBOT_METRICS_SOURCE": "graphite"})
 
 
