@@ -36,8 +36,8 @@ Configuration (environment):
     default_channel: C0KAFKAALERTS         # same as KBOT_ALERT_CHANNEL
 
 A request without the right token gets 401; a body that is not a version 4 notification gets 400;
-each with one log line. Thread state is kept in KBOT_STATE_DIR/alerts.sqlite3, so a restart keeps
-updating the threads it opened.
+each with one log line. Thread state is kept in the bot's state database
+(KBOT_STATE_DIR/pending.sqlite3), so a restart keeps updating the threads it opened.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ from commands.dispatch import run_request
 from commands.reply import Reply, Section
 from commands.router import BadInput, check_group, check_topic
 from commands.spec import CommandRequest
-from gate.files import private_dir, private_file
+from gate.state_db import StateDb, state_db
 
 from .delivery import DeliveryFailed
 from .render import slack_escape
@@ -358,27 +359,41 @@ class Thread:
 
 
 class ThreadStore:
-    """One row per open (or last) thread of a group key, in sqlite next to the gate's store."""
+    """One row per open (or last) thread of a group key, in the bot's state database (the gate's
+    sqlite file, gate/state_db.py), so a restart keeps threading alerts into the same threads."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        private_dir(self.path.parent)
-        private_file(self.path)
-        with self._connect() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS threads (group_key TEXT PRIMARY KEY, data TEXT NOT NULL)")
+    TABLE = "alert_threads"
+    OLD_FILE = "alerts.sqlite3"  # where earlier versions kept them: imported once, then renamed
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+    def __init__(self, db: StateDb):
+        self.db = db
+        with closing(db.connect()) as conn:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (group_key TEXT PRIMARY KEY, data TEXT NOT NULL)")
+        self._import_old(db.path.parent / self.OLD_FILE)
+
+    def _import_old(self, old: Path) -> None:
+        if not old.is_file():
+            return
+        with closing(sqlite3.connect(old, timeout=30)) as src:
+            try:
+                rows = src.execute("SELECT group_key, data FROM threads").fetchall()
+            except sqlite3.DatabaseError:
+                rows = []  # not a thread store we know: leave the rows, keep the file for a look
+        with closing(self.db.connect()) as conn:
+            # an alert that arrived after the upgrade wins over the imported copy of its thread
+            conn.executemany(f"INSERT OR IGNORE INTO {self.TABLE} VALUES (?, ?)", rows)
+        old.rename(old.with_name(old.name + ".imported"))
+        log.info("alert threads: imported %d thread(s) from %s into %s", len(rows), old, self.db.path)
 
     def get(self, group_key: str) -> Thread | None:
-        with self._connect() as conn:
-            row = conn.execute("SELECT data FROM threads WHERE group_key = ?", (group_key,)).fetchone()
+        with closing(self.db.connect()) as conn:
+            row = conn.execute(f"SELECT data FROM {self.TABLE} WHERE group_key = ?", (group_key,)).fetchone()
         return Thread(**json.loads(row[0])) if row else None
 
     def put(self, thread: Thread) -> None:
-        with self._connect() as conn:
+        with closing(self.db.connect()) as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO threads VALUES (?, ?)",
+                f"INSERT OR REPLACE INTO {self.TABLE} VALUES (?, ?)",
                 (thread.group_key, json.dumps(dataclasses.asdict(thread))),
             )
 
@@ -389,7 +404,8 @@ class ThreadStore:
 class AlertThreads:
     def __init__(self, bot, config: AlertConfig, *, clock=time.time):
         self.bot, self.config, self.clock = bot, config, clock
-        self.store = ThreadStore(bot.settings.state_dir / "alerts.sqlite3")
+        # the gate's database; a gate that keeps none (a test's) -> the state folder's own
+        self.store = ThreadStore(bot.gate.state_db or state_db(bot.settings.state_dir))
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- HTTP --

@@ -29,6 +29,16 @@ def _has_buttons(call) -> bool:
     return any(b.get("type") == "actions" for b in blocks or [])
 
 
+async def _settle_rounds(harness, rounds: int = 3) -> None:
+    """Run the settling sweep a few times ourselves (the bot's own loop runs it too), then let the
+    bot finish what it started: a condition, where a sleep would only hope the rounds had passed."""
+    from bot.slack_bot import settle_pending_messages
+
+    for _ in range(rounds):
+        await settle_pending_messages(harness.bot)
+    await harness.bot.drain(10)
+
+
 def _text(call) -> str:
     return json.dumps(call.args)
 
@@ -42,7 +52,7 @@ async def test_expiry_sweep_takes_the_buttons_off_the_preview(harness):
     assert not _has_buttons(edit[-1]), "the expired preview still offers Confirm"
     assert "Expired unused" in _text(edit[-1]) and "retention.ms" in _text(edit[-1])  # content kept, state said
     assert (await harness.bot.gate.status(buttons["Confirm"]["value"].split()[1])).state == "expired"
-    await asyncio.sleep(1.0)  # several settle rounds: the message is edited once, not on every round
+    await _settle_rounds(harness)  # the message is edited once, not on every round
     assert len(_edits_of(harness.stand, message["ts"])) == 1
 
 
@@ -134,7 +144,7 @@ async def test_a_button_confirm_is_not_edited_twice(harness):
     message, buttons = await harness.preview("fake-bump orders")
     await harness.click(buttons["Confirm"], message)
     await harness.stand.wait_for(lambda: harness.bump.count("execute") == 1, timeout_s=30)
-    await harness.bot.drain(10)
-    await asyncio.sleep(1.0)  # settle rounds pass
+    await harness.stand.wait_for(lambda: _edits_of(harness.stand, message["ts"]), timeout_s=30)
+    await _settle_rounds(harness)
     edits = _edits_of(harness.stand, message["ts"])
     assert len(edits) == 1 and not _has_buttons(edits[0]) and "executed" in _text(edits[0])

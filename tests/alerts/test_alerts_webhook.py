@@ -332,3 +332,29 @@ async def test_notifications_are_counted_in_the_metrics(harness, alert_env):
         if s.name == "kbot_alert_notifications_total"
     }
     assert counted == {"opened": 1.0, "updated": 1.0}
+
+
+def test_alert_threads_live_in_the_state_database_and_an_old_store_is_imported_once(tmp_path):
+    import sqlite3
+    from contextlib import closing
+
+    from bot.alerts import Thread, ThreadStore
+    from gate.state_db import state_db
+
+    old = tmp_path / ThreadStore.OLD_FILE
+    kept = Thread("prod/URP", "C1", "1700000000.000100", 1700000000.0, diagnosed=["why URP"])
+    with closing(sqlite3.connect(old)) as conn:
+        conn.execute("CREATE TABLE threads (group_key TEXT PRIMARY KEY, data TEXT NOT NULL)")
+        conn.execute("INSERT INTO threads VALUES (?, ?)", (kept.group_key, json.dumps(kept.__dict__)))
+        conn.commit()
+
+    db = state_db(tmp_path)
+    store = ThreadStore(db)
+    assert store.get("prod/URP") == kept  # the thread an earlier version opened is still updated
+    assert not old.exists() and (tmp_path / (ThreadStore.OLD_FILE + ".imported")).exists()
+
+    newer = Thread("prod/URP", "C1", "1700000000.000100", 1700000000.0, diagnosed=["why URP", "why offline"])
+    store.put(newer)
+    assert ThreadStore(db).get("prod/URP") == newer  # a second start imports nothing over it
+    with closing(db.connect()) as conn:
+        assert conn.execute("SELECT count(*) FROM alert_threads").fetchone() == (1,)
