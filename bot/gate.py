@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gate.audit import AuditLog, open_audit
 from gate.confirmation import Authorize, ConfirmationGate, PendingStore
@@ -12,12 +13,15 @@ from gate.state_db import FILENAME as STATE_DB_FILE
 
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from commands.router import Router
+
 
 def default_gate(
-    settings=None,
+    settings: Settings | None = None,
     *,
     authorize: Authorize | None = None,
-    router=None,
+    router: Router | None = None,
     transport: str = "terminal",
     audit: AuditLog | None = None,
     clock: Callable[[], float] = time.time,

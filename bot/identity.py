@@ -22,6 +22,7 @@ import logging
 import os
 import pwd
 from dataclasses import dataclass
+from typing import Any
 
 from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict
 
@@ -58,7 +59,7 @@ class TerminalIdentity:
             return self.mapping.slack_user
         return TERMINAL_PREFIX + self.os_user
 
-    def audit_fields(self) -> dict:
+    def audit_fields(self) -> dict[str, Any]:
         return {
             "os_user": self.os_user,
             "uid": self.uid,
