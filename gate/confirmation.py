@@ -380,6 +380,32 @@ class ConfirmationGate(Gate):
         return self.store.db
 
     # -- helpers --
+    async def _refuse(
+        self,
+        d: Decision,
+        rec: Record | None,
+        token: str,
+        user: str,
+        now: float,
+        step: Literal["confirm", "cancel"],
+        **rule: str | None,
+    ) -> Reply:
+        """A refused confirm or cancel: expire the record if that is why, audit the refusal (an
+        unknown token by its hash only), answer with the reason."""
+        if d.code == "expired" and rec is not None and rec.state == "pending":
+            await self._expire(rec, now)
+        await self._audit(
+            "refusal",
+            rec,
+            user=user,
+            step=step,
+            code=d.code,
+            reason=d.reason,
+            **rule,
+            token_id=None if rec else token_id(token),
+        )
+        return error_reply(d.reason, title="Not confirmed" if step == "confirm" else "Not cancelled")
+
     async def _db(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await asyncio.to_thread(fn, *args, **kwargs)  # sqlite commits fsync: keep them off the loop
 
@@ -452,19 +478,7 @@ class ConfirmationGate(Gate):
             )
             # decide() refuses a missing record; "rec is None" is here so the type checker sees it too.
             if d.action == "refuse" or rec is None:
-                if d.code == "expired" and rec is not None and rec.state == "pending":
-                    await self._expire(rec, now)
-                await self._audit(
-                    "refusal",
-                    rec,
-                    user=user,
-                    step="confirm",
-                    code=d.code,
-                    reason=d.reason,
-                    rule=verdict.rule if verdict else None,
-                    token_id=None if rec else token_id(token),
-                )
-                return error_reply(d.reason, title="Not confirmed")
+                return await self._refuse(d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None)
             approvals = [*rec.approvals, user] if rec.needs_second_approver else rec.approvals
             if d.action == "approve":
                 await self._db(self.store.transition, token, "pending", "pending", now, approvals=approvals)
@@ -563,18 +577,7 @@ class ConfirmationGate(Gate):
         d = decide_cancel(rec, user, now, permitted=verdict)
         # decide_cancel() refuses a missing record; "rec is None" is here so the type checker sees it too.
         if d.action == "refuse" or rec is None:
-            if d.code == "expired" and rec is not None and rec.state == "pending":
-                await self._expire(rec, now)
-            await self._audit(
-                "refusal",
-                rec,
-                user=user,
-                step="cancel",
-                code=d.code,
-                reason=d.reason,
-                token_id=None if rec else token_id(token),
-            )
-            return error_reply(d.reason, title="Not cancelled")
+            return await self._refuse(d, rec, token, user, now, "cancel")
         if not await self._db(self.store.transition, token, "pending", "cancelled", now, result={"by": user}):
             return error_reply(
                 "This action is no longer pending; it was confirmed or cancelled meanwhile.", title="Not cancelled"

@@ -40,18 +40,7 @@ ALLOWED = {
     "gate": {"commands", "live", "kbot_settings"},
     "bot": {"commands", "gate", "runbook_kb", "live", "lake", "localkafka", "spark_queries", "kbot_settings"},
     "lab": {"bot", "gate", "commands", "runbook_kb", "live", "lake", "localkafka", "kbot_settings"},
-    "tools": {
-        "kbot_settings",
-        "runbook_kb",
-        "live",
-        "localkafka",
-        "spark_queries",
-        "lake",
-        "commands",
-        "gate",
-        "bot",
-        "lab",
-    },
+    "tools": set(PACKAGES) - {"tools"},
 }
 # Named exceptions, each one module wide: the command line registers every tool's subcommands, and
 # commands/lake_evidence.py is the commands' one way into the metric lake (LakeService.query with
