@@ -76,26 +76,9 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
     cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
-    child = subprocess.Popen(
-        cmd,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=dict(env),
-        preexec_fn=_background_priority,
-    )
+    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
-
-
-COLLECTOR_NICENESS = 10
-
-
-def _background_priority() -> None:
-    """Collection and ingest are background work with their own Spark: on a small host they would
-    take the cores an engineer's question needs (the Connect server answering `kbot ask`), so the
-    collector runs at a lower CPU priority. It still gets every idle cycle."""
-    os.nice(COLLECTOR_NICENESS)
 
 
 def run(args, env: Mapping[str, str] | None = None) -> int:
