@@ -24,9 +24,14 @@ machine can build in a few minutes (``--partitions``, ``--days``); the report pr
 Before any OPTIMIZE every file of the Delta table is live, so the old reader and DuckDB read
 exactly the rows the Delta snapshot holds.
 
+(e) with ``--connect``: (a) and (b) again, warm through a Spark Connect server (the way ``kbot
+    run`` serves every bot process), DuckDB side by side in the same child process.  Classic and
+    Connect sessions cannot share a process, so the parent stops its own Spark, starts the server
+    (``lake.connect.start_server``) and runs the series in a child.
+
 Usage::
 
-    .venv/bin/python scripts/bench_lake.py --root /tmp/kbot-bench --partitions 3000 --days 7
+    .venv/bin/python scripts/bench_lake.py --root /tmp/kbot-bench --partitions 3000 --days 7 [--connect]
 
 DuckDB is only the benchmark's peer (pip install duckdb, the ``bench`` extra).
 """
@@ -292,6 +297,101 @@ def ingest_lake(spark, root: Path, partitions: int, batches: int, minutes_per_ba
     }
 
 
+def _windows(a) -> tuple[Path, tuple[dt.datetime, dt.datetime], tuple[dt.datetime, dt.datetime]]:
+    """The lake of this size and the two windows (a) and (b) ask about."""
+    path = Path(a.root) / f"delta-p{a.partitions}-d{a.days}"
+    last_day = DAY0 + dt.timedelta(days=a.days - 1)
+    window = (last_day + dt.timedelta(hours=23, minutes=40), last_day + dt.timedelta(hours=23, minutes=55))
+    te = DAY0 + dt.timedelta(days=a.days)
+    return path, window, (max(DAY0, te - dt.timedelta(days=7)), te)
+
+
+def run_connect_series(a) -> dict:
+    """(e): a Connect server for the run, the series in a child process (see the module doc)."""
+    from lake import connect
+
+    lake_dir = Path(a.root) / "connect-server"
+    t0 = time.perf_counter()
+    info = connect.start_server(a.connect_port, lake_dir=lake_dir)
+    started = time.perf_counter() - t0
+    try:
+        cmd = [sys.executable, __file__, "--connect-url", info.url, "--root", a.root]
+        cmd += ["--partitions", str(a.partitions), "--days", str(a.days), "--runs", str(a.runs)]
+        cmd += ["--duckdb-threads", str(a.duckdb_threads)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if res.returncode != 0:
+            print("(e) the Connect series failed:", res.stderr.strip()[-2000:], flush=True)
+            return {"error": res.stderr.strip()[-2000:]}
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        connect.stop_server(lake_dir)
+    out["server_start_s"] = started
+    w, t = out["window"], out["trend"]
+    print(
+        f"(e) through Spark Connect ({info.url}, server started in {started:.0f}s): 15-minute window "
+        f"{w['delta_connect']['median']:.3f}s vs DuckDB {w['duckdb']['median']:.3f}s "
+        f"({w['delta_connect']['median'] / w['duckdb']['median']:.1f}x); {out['days']}-day trend from the "
+        f"{out['resolution']} rollup {t['rollup_connect']['median']:.3f}s vs DuckDB on raw Parquet "
+        f"{t['duckdb_raw']['median']:.3f}s; results agree: {out['agree']}; load during the series "
+        f"{out['load_avg'][0]:.1f}",
+        flush=True,
+    )
+    return out
+
+
+def connect_series(a) -> int:
+    """The child of (e): one remote session, the same questions as (a) and (b), DuckDB beside it."""
+    import duckdb
+
+    from lake.service import LakeService
+
+    path, (ws, we), (ts, te) = _windows(a)
+    con = duckdb.connect()
+    con.execute(f"SET threads = {int(a.duckdb_threads)}")
+    lake = LakeService(str(path), master=a.connect_url, cluster=CLUSTER, query_timeout_s=3600, warm=False).start()
+    loop = asyncio.new_event_loop()
+    try:
+        if not loop.run_until_complete(lake.wait_ready(600)):
+            raise SystemExit(f"no session on {a.connect_url}: {lake.status()}")
+
+        def q(fn, *args):
+            return loop.run_until_complete(lake.query(fn, *args, timeout=3600))
+
+        window = side_by_side(
+            a.runs, {"delta_connect": lambda: q(spark_window, ws, we), "duckdb": lambda: duck_window(con, path, ws, we)}
+        )
+        wres = window.pop("results")
+        trend = side_by_side(
+            a.runs,
+            {
+                "rollup_connect": lambda: q(spark_trend, ts, te, "topic-000", 3),
+                "duckdb_raw": lambda: duck_trend(con, path, ts, te, "topic-000", 3),
+            },
+        )
+        tres = trend.pop("results")
+    finally:
+        lake.stop()
+        loop.close()
+    agree = (
+        wres["delta_connect"]["top"] == wres["duckdb"]["top"]
+        and tres["rollup_connect"]["rows"] == tres["duckdb_raw"]["rows"]
+    )
+    print(
+        json.dumps(
+            {
+                "window": window,
+                "trend": trend,
+                "resolution": tres["rollup_connect"]["resolution"],
+                "days": (te - ts).days,
+                "agree": agree,
+                "load_avg": os.getloadavg(),
+            },
+            default=str,
+        )
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default="/tmp/kbot-bench", help="where the lakes are generated")
@@ -305,7 +405,16 @@ def main(argv=None) -> int:
     p.add_argument("--duckdb-threads", type=int, default=os.cpu_count() or 2)
     p.add_argument("--skip-gen", action="store_true", help="reuse the lake of an earlier run")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument(
+        "--connect",
+        action="store_true",
+        help="also time (a) and (b) warm through a Spark Connect server (started for the run, in a child process)",
+    )
+    p.add_argument("--connect-port", type=int, default=15702, help="the Connect server's port for --connect")
+    p.add_argument("--connect-url", help=argparse.SUPPRESS)  # the child process of --connect
     a = p.parse_args(argv)
+    if a.connect_url:
+        return connect_series(a)
 
     import duckdb
 
@@ -330,7 +439,7 @@ def main(argv=None) -> int:
     con = duckdb.connect()
     con.execute(f"SET threads = {int(a.duckdb_threads)}")
     root = Path(a.root)
-    path = root / f"delta-p{a.partitions}-d{a.days}"
+    path, (ws, we), (ts, te) = _windows(a)
     out: dict = {"machine": info, "size": {"partitions": a.partitions, "days": a.days}}
     last_day = DAY0 + dt.timedelta(days=a.days - 1)
     incident = last_day + dt.timedelta(hours=23, minutes=20)
@@ -377,7 +486,6 @@ def main(argv=None) -> int:
         def q(fn, *args):
             return loop.run_until_complete(lake.query(fn, *args, timeout=3600))
 
-        ws, we = last_day + dt.timedelta(hours=23, minutes=40), last_day + dt.timedelta(hours=23, minutes=55)
         r = side_by_side(
             a.runs,
             {
@@ -397,8 +505,6 @@ def main(argv=None) -> int:
             flush=True,
         )
 
-        ts, te = DAY0 + dt.timedelta(days=a.days) - dt.timedelta(days=7), DAY0 + dt.timedelta(days=a.days)
-        ts = max(ts, DAY0)
         r = side_by_side(
             a.runs,
             {
@@ -462,6 +568,8 @@ def main(argv=None) -> int:
     finally:
         loop.close()
         spark.stop()
+    if a.connect:
+        out["e_connect"] = run_connect_series(a)
     out["load_avg_end"] = os.getloadavg()
     print("machine load average at the end:", out["load_avg_end"], flush=True)
     if a.json:
