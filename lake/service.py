@@ -164,14 +164,14 @@ class LakeView:
         cluster = cluster if cluster is not None else self.cluster
         if self.is_delta():
             df = self.spark.read.format("delta").load(self.path).select(*COLUMNS)
-            return incident_window(df, start, end, cluster=cluster)
+            return incident_window(df, start, end, cluster=cluster, columns=COLUMNS)
         if _is_uri(self.path) and getattr(self.spark, "_jvm", None) is None:
             # Spark Connect cannot list a remote store from here: let the server prune partitions
-            return incident_window(self.all(cluster), start, end, cluster=cluster)
+            return incident_window(self.all(cluster), start, end, cluster=cluster, columns=COLUMNS)
         dirs = self.hour_dirs(start, end, cluster)
         if not dirs:
             return self.empty()
-        return incident_window(self._read(dirs), start, end, cluster=cluster)
+        return incident_window(self._read(dirs), start, end, cluster=cluster, columns=COLUMNS)
 
     def rollup(self, resolution: str, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
         """Rows of the ``1m`` or ``1h`` rollup whose bucket starts in [start, end); None without

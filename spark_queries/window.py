@@ -10,6 +10,7 @@ equivalent predicate on those columns; Spark turns it into
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -40,18 +41,22 @@ def incident_window(
     start: _dt.datetime | str,
     end: _dt.datetime | str,
     cluster: str | None = None,
+    columns: Sequence[str] | None = None,
 ) -> DataFrame:
     """Samples with ``start <= ts < end`` (naive datetimes are UTC), optionally of one cluster.
 
     The ``date``/``hour`` partition predicate is added when the frame has
-    those columns (it always does when read from the lake).
+    those columns (it always does when read from the lake).  A caller that knows the frame's
+    ``columns`` passes them: asking the frame costs a Spark Connect client a round trip in which
+    the server analyses the whole read (a Delta snapshot) - on every question.
     """
     s, e = to_utc(start), to_utc(end)
     if e <= s:
         raise ValueError(f"empty incident window: {s.isoformat()} >= {e.isoformat()}")
     # one filter, not three: classic PySpark re-analyses the plan at every step
     keep = (F.col("ts") >= ts_lit(s)) & (F.col("ts") < ts_lit(e))
-    if "date" in df.columns and "hour" in df.columns:
+    known = df.columns if columns is None else columns
+    if "date" in known and "hour" in known:
         keep = partition_predicate(s, e) & keep
     if cluster is not None:
         keep = (F.col("cluster") == F.lit(cluster)) & keep
