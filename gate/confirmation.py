@@ -380,7 +380,7 @@ class ConfirmationGate(Gate):
         return self.store.db
 
     # -- helpers --
-    async def _refuse(
+    async def _answer_refusal(
         self,
         d: Decision,
         rec: Record | None,
@@ -478,7 +478,9 @@ class ConfirmationGate(Gate):
             )
             # decide() refuses a missing record; "rec is None" is here so the type checker sees it too.
             if d.action == "refuse" or rec is None:
-                return await self._refuse(d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None)
+                return await self._answer_refusal(
+                    d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None
+                )
             approvals = [*rec.approvals, user] if rec.needs_second_approver else rec.approvals
             if d.action == "approve":
                 await self._db(self.store.transition, token, "pending", "pending", now, approvals=approvals)
@@ -577,7 +579,7 @@ class ConfirmationGate(Gate):
         d = decide_cancel(rec, user, now, permitted=verdict)
         # decide_cancel() refuses a missing record; "rec is None" is here so the type checker sees it too.
         if d.action == "refuse" or rec is None:
-            return await self._refuse(d, rec, token, user, now, "cancel")
+            return await self._answer_refusal(d, rec, token, user, now, "cancel")
         if not await self._db(self.store.transition, token, "pending", "cancelled", now, result={"by": user}):
             return error_reply(
                 "This action is no longer pending; it was confirmed or cancelled meanwhile.", title="Not cancelled"

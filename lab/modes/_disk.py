@@ -24,6 +24,19 @@ def topic_on_disk2(cluster, topic: str, partitions: int = 4) -> list[int]:
     return on2
 
 
+def facts(cluster, topic: str, on2: list[int], **extra) -> dict:
+    """What a disk mode tells the judge and its heal: broker 103, the topic, the failing dir and
+    the partitions living there, and whatever the mode adds."""
+    return {
+        "broker_id": BROKER,
+        "topic": topic,
+        "topics": [topic],
+        "log_dir": str(cluster.disk2),
+        "partitions_in_dir": on2,
+        **extra,
+    }
+
+
 def produce(cluster, topic: str, parts: list[int], records: int, size: int = 1000) -> int:
     """acks=1 writes (the leaders on 101/102 accept them; 103 has to fetch and append them)."""
     p = Producer(

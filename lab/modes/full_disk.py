@@ -46,14 +46,7 @@ def fill(mount, path, to: float = FILL_TO) -> int:
 def inject(cluster):
     on2 = _disk.topic_on_disk2(cluster, TOPIC)
     filled = fill(cluster.disk2_mount, cluster.disk2_mount / FILLER)
-    return {
-        "broker_id": _disk.BROKER,
-        "topic": TOPIC,
-        "topics": [TOPIC],
-        "log_dir": str(cluster.disk2),
-        "partitions_in_dir": on2,
-        "filler_bytes": filled,
-    }
+    return _disk.facts(cluster, TOPIC, on2, filler_bytes=filled)
 
 
 def wait_for_symptom(cluster, facts):

@@ -27,14 +27,7 @@ def inject(cluster):
     (cluster.disk2 / TRAP).mkdir(exist_ok=True)
     # uniform keys: every partition's log end moves, so the leaders see 103 fall behind
     producer = cluster.faults.hot_key_producer(TOPIC, rate=100, hot_ratio=0.0, partitions=PARTITIONS)
-    return {
-        "broker_id": _disk.BROKER,
-        "topic": TOPIC,
-        "topics": [TOPIC],
-        "log_dir": str(cluster.disk2),
-        "partitions_in_dir": on2,
-        "producer": producer.name,
-    }
+    return _disk.facts(cluster, TOPIC, on2, producer=producer.name)
 
 
 def wait_for_symptom(cluster, facts):
