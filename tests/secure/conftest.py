@@ -6,6 +6,7 @@ user (as the super user) with exactly the ACLs it wants, so the shared principal
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -44,11 +45,24 @@ def secure(secure_kafka_cluster):
 @pytest.fixture(scope="package")
 def topic(secure):
     """One topic for the read and action tests, created by the super user."""
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
     name = f"orders-{uuid.uuid4().hex[:6]}"
-    secure.admin().create_topics([NewTopic(name, 3, 3)])[name].result(30)
-    return name
+    admin = secure.admin()
+    admin.create_topics([NewTopic(name, 3, 3)])[name].result(30)
+    # CreateTopics returns once the controller committed it; a broker learns of the topic a moment
+    # later, and one that has not yet answers "unknown topic" (CI saw it): wait until it is known.
+    res = ConfigResource(ResourceType.TOPIC, name)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.describe_configs([res])[res].result(30)
+            return name
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @pytest.fixture
