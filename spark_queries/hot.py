@@ -75,23 +75,31 @@ def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataF
             & (F.col("topic") == F.lit(topic))
             & (F.col("partition") == F.lit(int(partition)))
         )
-    samples = df.filter((F.col("metric") == F.lit(LEO)) & wanted).select(*key, "ts", "value")
+    # one shuffle: the samples are hash-partitioned by partition, and every window and aggregate
+    # below is keyed by a superset of it, so it runs inside that partitioning (the joins and
+    # the global sort of a plainer plan cost a Spark job each, most of the chart's time)
+    samples = df.filter((F.col("metric") == F.lit(LEO)) & wanted).select(*key, "ts", "value").repartition(*part)
     minutes = _replica_minutes(samples, key)
-    replicas = minutes.groupBy(*part, "broker").agg(
-        F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"), (F.sum("value_sum") / F.sum("n")).alias("mean_value")
+    replica = Window.partitionBy(*part, "broker")
+    per_replica = minutes.select(
+        *part,
+        "broker",
+        "minute",
+        "growth",
+        F.coalesce(F.sum("growth").over(replica), F.lit(0.0)).alias("total"),
+        (F.sum("value_sum").over(replica) / F.sum("n").over(replica)).alias("mean_value"),
+        F.min("minute").over(replica).alias("first_minute"),
     )
-    chosen = replicas.groupBy(*part).agg(
-        F.max_by("broker", F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))).alias("broker")
-    )
-    first = F.min("minute").over(Window.partitionBy(*part, "broker"))
+    ordering = F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))
+    chosen = F.max_by("broker", ordering).over(Window.partitionBy(*part))
     return (
-        minutes.join(chosen, on=[*part, "broker"], how="left_semi")
-        .withColumn("first_minute", first)
-        .filter(F.col("minute") > F.col("first_minute"))
+        per_replica.withColumn("chosen", chosen)
+        .filter((F.col("broker") == F.col("chosen")) & (F.col("minute") > F.col("first_minute")))
         .select(
             *part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec")
         )
-        .orderBy(*part, "minute")
+        .coalesce(1)
+        .sortWithinPartitions(*part, "minute")
     )
 
 
@@ -107,8 +115,9 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
     reported LEO), records_per_sec (the window mean), bytes_per_sec (Size growth; null without
     Size samples), topic_median_rate, skew, rank, then peak_records_per_sec (the highest
     per-minute rate in the window: a 70 s burst shows at its own rate, not averaged over 15
-    minutes), peak_at (the start of that minute) and peak_skew (the peak over the topic's median
-    peak).  ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
+    minutes), peak_at (the start of that minute), peak_skew (the peak over the topic's median
+    peak) and data_end (the cluster's newest sample among the partitions ranked: a caller tells
+    a quiet window from a lake that stopped without a second query).  ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
     per-minute peak; ``topic_median_rate`` and ``skew`` are then the peak's).  Ties are broken
     by bytes_per_sec, topic, partition.  ``topic`` restricts to one topic (compared as a
     literal value); without it every topic but :data:`METADATA_LOG` is ranked.  ``top`` keeps
@@ -143,6 +152,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
         F.max_by("minute", F.struct(F.coalesce("growth", F.lit(0.0)), (-F.unix_seconds("minute")))).alias("peak_at"),
         F.max_by("last_value", "last_ts").alias("last_value"),
         (F.sum("value_sum") / F.sum("n")).alias("mean_value"),
+        F.max("last_ts").alias("last_ts"),
     )
 
     # per partition: the fastest replica's rates and the likely leader
@@ -156,6 +166,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
         # max_by skips the null orderings of the Size rows
         F.max_by("broker", F.when(is_leo, leader_order)).alias("leader_broker"),
         F.count(F.when(is_leo, F.lit(1))).alias("replicas"),
+        F.max("last_ts").alias("last_ts"),
     )
 
     measure = "records_per_sec" if rank_by == "mean" else "peak_records_per_sec"
@@ -174,6 +185,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
             "peak_at",
             F.median(measure).over(topic_w).alias("topic_median_rate"),
             F.median("peak_records_per_sec").over(topic_w).alias("topic_median_peak"),
+            F.max("last_ts").over(Window.partitionBy("cluster")).alias("data_end"),
             F.row_number()
             .over(
                 Window.partitionBy("cluster").orderBy(
@@ -200,6 +212,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
         "peak_records_per_sec",
         "peak_at",
         peak_skew.alias("peak_skew"),
+        "data_end",
     )
     if top is not None:
         out = out.filter(F.col("rank") <= F.lit(int(top)))

@@ -57,8 +57,13 @@ def test_hot_partitions_ranked_with_skew(frame):
         "peak_records_per_sec",
         "peak_at",
         "peak_skew",
+        "data_end",
     ]
-    assertDataFrameEqual(out.drop("peak_records_per_sec", "peak_at", "peak_skew"), expected, checkRowOrder=True)
+    assertDataFrameEqual(
+        out.drop("peak_records_per_sec", "peak_at", "peak_skew", "data_end"), expected, checkRowOrder=True
+    )
+    # every row carries the cluster's newest sample: the third minute's
+    assert {r["data_end"] for r in out.collect()} == {local(at(2))}
 
 
 def test_a_short_burst_ranks_by_its_peak_minute(lake_df):
