@@ -126,18 +126,23 @@ def q_controller(view, start, end) -> dict:
 
 def q_hot(view, start, end, topic: str | None, top: int, rank_by: str = "peak", chart: int = 0) -> dict:
     """The ranking, and (``chart`` > 0) the per-minute rates of the first ``chart`` partitions
-    in ``series``, from the same window."""
+    in ``series`` (rows of cluster, topic, partition, minute, records_per_sec), from one Spark
+    query over the window: each query through Connect pays its own planning and Delta snapshot,
+    so the chart and the data's end come with the ranking."""
     from spark_queries._common import only_metrics
-    from spark_queries.hot import LEO, SIZE, hot_partitions, minute_rates
+    from spark_queries.hot import LEO, SIZE, hot_partitions
 
-    # two reads, not cached: each is a small pruned scan, and persisting it cost more than it
-    # saved (through Connect on the bench_ask_lake lake: 1.33 s cached, 0.9 s not); the data's
-    # end comes with the ranking rather than from a third query
     df = only_metrics(view.window(start, end), LEO, SIZE)
-    ranked = rows(hot_partitions(df, topic=topic, top=top, rank_by=rank_by))
+    ranked = rows(hot_partitions(df, topic=topic, top=top, rank_by=rank_by, minutes=chart > 0))
     ends = [t.timestamp() for t in (r.pop("data_end") for r in ranked) if t is not None]
-    firsts = [(r["cluster"], r["topic"], r["partition"]) for r in ranked[:chart]]
-    series = rows(minute_rates(df, firsts)) if firsts else []
+    series = []
+    for i, r in enumerate(ranked):
+        points = r.pop("minute_rates", None) or []
+        if i < chart:
+            part = {"cluster": r["cluster"], "topic": r["topic"], "partition": r["partition"]}
+            series += [
+                {**part, "minute": from_spark(p["minute"]), "records_per_sec": p["records_per_sec"]} for p in points
+            ]
     return {"rows": ranked, "series": series, "data_end": max(ends, default=None)}
 
 

@@ -26,7 +26,7 @@ with skew >> 1.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_queries._common import bucket
@@ -57,49 +57,17 @@ def _replica_minutes(samples: DataFrame, key: list[str]) -> DataFrame:
     )
 
 
-def minute_rates(df: DataFrame, partitions: list[tuple[str, str, int]]) -> DataFrame:
-    """The per-minute write rate (records/s) of each (cluster, topic, partition) asked for: one
-    replica's LogEndOffset growth in the minute over 60 s. The replica is the one that grew most
-    over the window, ties going to the one that never trailed (highest mean LEO, as for
-    ``leader_broker``): a follower's copy of a burst lands a minute late, and taking the max of
-    both per minute would draw a one-minute burst two minutes wide. A series' first minute is left
-    out: the step from the sample before the window is not in it, so it would show a fraction of
-    the real rate. Columns cluster, topic, partition, minute, records_per_sec; for the chart of
-    the partitions ranked first."""
-    part = ["cluster", "topic", "partition"]
-    key = [*part, "metric", "broker"]
-    wanted = F.lit(False)
-    for cluster, topic, partition in partitions:  # a handful: literals, never SQL text
-        wanted = wanted | (
-            (F.col("cluster") == F.lit(cluster))
-            & (F.col("topic") == F.lit(topic))
-            & (F.col("partition") == F.lit(int(partition)))
-        )
-    # one shuffle: the samples are hash-partitioned by partition, and every window and aggregate
-    # below is keyed by a superset of it, so it runs inside that partitioning (the joins and
-    # the global sort of a plainer plan cost a Spark job each, most of the chart's time)
-    samples = df.filter((F.col("metric") == F.lit(LEO)) & wanted).select(*key, "ts", "value").repartition(*part)
-    minutes = _replica_minutes(samples, key)
-    replica = Window.partitionBy(*part, "broker")
-    per_replica = minutes.select(
-        *part,
-        "broker",
-        "minute",
-        "growth",
-        F.coalesce(F.sum("growth").over(replica), F.lit(0.0)).alias("total"),
-        (F.sum("value_sum").over(replica) / F.sum("n").over(replica)).alias("mean_value"),
-        F.min("minute").over(replica).alias("first_minute"),
-    )
-    ordering = F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id"))
-    chosen = F.max_by("broker", ordering).over(Window.partitionBy(*part))
-    return (
-        per_replica.withColumn("chosen", chosen)
-        .filter((F.col("broker") == F.col("chosen")) & (F.col("minute") > F.col("first_minute")))
-        .select(
-            *part, "minute", (F.coalesce("growth", F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec")
-        )
-        .coalesce(1)
-        .sortWithinPartitions(*part, "minute")
+def _chart(series: Column) -> Column:
+    """A replica's (minute, growth) array, oldest first -> (minute, records_per_sec), the growth
+    in the minute over 60 s.  The first minute is left out: the step from the sample before the
+    window is not in it, so it would show a fraction of the real rate."""
+    rest = F.slice(series, 2, F.greatest(F.size(series) - F.lit(1), F.lit(0)))
+    return F.transform(
+        rest,
+        lambda m: F.struct(
+            m["minute"].alias("minute"),
+            (F.coalesce(m["growth"], F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec"),
+        ),
     )
 
 
@@ -108,7 +76,9 @@ RANK_BY = ("peak", "mean")
 PEAK_BUCKET_S = 60
 
 
-def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = None, rank_by: str = "mean") -> DataFrame:
+def hot_partitions(
+    df: DataFrame, topic: str | None = None, top: int | None = None, rank_by: str = "mean", minutes: bool = False
+) -> DataFrame:
     """Rank topic-partitions by records/s (LogEndOffset growth), hottest first.
 
     Columns: cluster, topic, partition, leader_broker, replicas (brokers that
@@ -117,7 +87,15 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
     per-minute rate in the window: a 70 s burst shows at its own rate, not averaged over 15
     minutes), peak_at (the start of that minute), peak_skew (the peak over the topic's median
     peak) and data_end (the cluster's newest sample among the partitions ranked: a caller tells
-    a quiet window from a lake that stopped without a second query).  ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
+    a quiet window from a lake that stopped without a second query).
+
+    With ``minutes``, a last column ``minute_rates``: the partition's per-minute write rates for
+    a chart, an array of (minute, records_per_sec) oldest first (see ``_chart``).  They are one
+    replica's: the one that grew most over the window, ties going to the one that never trailed
+    (highest mean LEO, as for ``leader_broker``); a follower's copy of a burst lands a minute
+    late, and the max of both per minute would draw a one-minute burst two minutes wide.  The
+    chart comes with the ranking, in the same Spark query: a second query for the partitions
+    ranked first cost as much as the ranking itself.  ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
     per-minute peak; ``topic_median_rate`` and ``skew`` are then the peak's).  Ties are broken
     by bytes_per_sec, topic, partition.  ``topic`` restricts to one topic (compared as a
     literal value); without it every topic but :data:`METADATA_LOG` is ranked.  ``top`` keeps
@@ -144,9 +122,13 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
     else:
         keep = keep & (F.col("topic") != F.lit(METADATA_LOG))
     samples = df.filter(keep).select(*key, "ts", "value").repartition(*part)
-    minutes = _replica_minutes(samples, key)
+    per_minute = _replica_minutes(samples, key)
     elapsed_s = (F.unix_micros(F.max("last_ts")) - F.unix_micros(F.min("first_ts"))) / F.lit(1e6)
-    replicas = minutes.groupBy(*key).agg(
+    # the replica's growth per minute, oldest first, for the chart (minute_rates' rule below)
+    series = [F.sort_array(F.collect_list(F.struct("minute", "growth"))).alias("series")] if minutes else []
+    replicas = per_minute.groupBy(*key).agg(
+        *series,
+        F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"),
         F.when(elapsed_s > 0, F.coalesce(F.sum("growth"), F.lit(0.0)) / elapsed_s).alias("per_sec"),
         (F.max("growth") / F.lit(float(PEAK_BUCKET_S))).alias("peak_per_sec"),
         F.max_by("minute", F.struct(F.coalesce("growth", F.lit(0.0)), (-F.unix_seconds("minute")))).alias("peak_at"),
@@ -167,6 +149,16 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
         F.max_by("broker", F.when(is_leo, leader_order)).alias("leader_broker"),
         F.count(F.when(is_leo, F.lit(1))).alias("replicas"),
         F.max("last_ts").alias("last_ts"),
+        # minute_rates' replica: the one that grew most, ties to the one that never trailed
+        *(
+            [
+                F.max_by(
+                    "series", F.when(is_leo, F.struct("total", "mean_value", (-F.col("broker")).alias("lowest_id")))
+                ).alias("series")
+            ]
+            if minutes
+            else []
+        ),
     )
 
     measure = "records_per_sec" if rank_by == "mean" else "peak_records_per_sec"
@@ -183,6 +175,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
             "bytes_per_sec",
             "peak_records_per_sec",
             "peak_at",
+            *(["series"] if minutes else []),
             F.median(measure).over(topic_w).alias("topic_median_rate"),
             F.median("peak_records_per_sec").over(topic_w).alias("topic_median_peak"),
             F.max("last_ts").over(Window.partitionBy("cluster")).alias("data_end"),
@@ -213,6 +206,7 @@ def hot_partitions(df: DataFrame, topic: str | None = None, top: int | None = No
         "peak_at",
         peak_skew.alias("peak_skew"),
         "data_end",
+        *([_chart(F.col("series")).alias("minute_rates")] if minutes else []),
     )
     if top is not None:
         out = out.filter(F.col("rank") <= F.lit(int(top)))

@@ -2,7 +2,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from spark_queries.hot import hot_partitions, minute_rates
+from spark_queries.hot import hot_partitions
 from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
@@ -94,10 +94,9 @@ def test_a_short_burst_ranks_by_its_peak_minute(lake_df):
         hot_partitions(frame, rank_by="loudest")
 
 
-def test_minute_rates_chart_the_burst_minute_by_minute(lake_df):
+def test_the_ranking_carries_each_partitions_minute_by_minute_chart(lake_df):
     """Per minute, one replica's growth over 60 s - the replica that never trailed, so a burst its
-    follower copied a minute later is drawn once - only for the partitions asked for (a name with
-    SQL in it is a plain value)."""
+    follower copied a minute later is drawn once - in the same query as the ranking."""
     leo = "LogEndOffset"
     burst = [0] * 10 + [42000] * 6  # 42,000 records in minute 10: 700/s there, 0 elsewhere
     follower = [0] * 11 + [42000] * 5  # trails by a minute: the leader's minute wins
@@ -107,16 +106,16 @@ def test_minute_rates_chart_the_burst_minute_by_minute(lake_df):
         + series(leo, "orders", 0, 1, [i * 600 for i in range(16)])
         + series(leo, EVIL, 0, 1, [0, 60, 120])
     )
-    out = minute_rates(lake_df(rows), [("c1", "orders", 1), ("c1", EVIL, 0)]).collect()
-    orders = [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == "orders"]
+    out = {
+        (r["topic"], r["partition"]): r["minute_rates"] for r in hot_partitions(lake_df(rows), minutes=True).collect()
+    }
+    orders = [(p["minute"], p["records_per_sec"]) for p in out[("orders", 1)]]
     assert [m for m, _ in orders] == [local(at(i)) for i in range(1, 16)]  # the first minute has no step in
     assert dict(orders)[local(at(10))] == 700.0
     assert sum(v for _, v in orders) == 700.0  # the burst once, in its own minute
-    assert [(r["minute"], r["records_per_sec"]) for r in out if r["topic"] == EVIL] == [
-        (local(at(1)), 1.0),
-        (local(at(2)), 1.0),
-    ]
-    assert not [r for r in out if r["partition"] == 0 and r["topic"] == "orders"]  # not asked for
+    assert [(p["minute"], p["records_per_sec"]) for p in out[(EVIL, 0)]] == [(local(at(1)), 1.0), (local(at(2)), 1.0)]
+    assert [p["records_per_sec"] for p in out[("orders", 0)]] == [10.0] * 15
+    assert "minute_rates" not in hot_partitions(lake_df(rows)).columns  # only when asked for
 
 
 def test_hot_partitions_topic_filter_and_top(frame):

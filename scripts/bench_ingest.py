@@ -1,0 +1,158 @@
+#!/usr/bin/env python
+"""Benchmark: ingest at the issue's scale - B brokers x S series scraped every 15 s - through the
+real ``lake.ingest.Ingestor``, on one Spark core (``local[1]``), phase by phase.
+
+Each scrape round is one landing file of B x S rows, written by the collector's own writer
+(``lake.landing.write_landing_file``), as ``kbot run`` writes one file per round.  The run then
+ingests them one batch per round, with the rollups deferred as ``kbot run`` defers them
+(``rollup_every_s``), and flushes the rollups at the end.  Reported, each as rows/s:
+
+* validate: the ingest's line-by-line check of a landing file (``scan_landing_file``), pure
+  Python, timed alone on the same files before the run;
+* commit: the batches (validation + the Delta append, one idempotent commit per round);
+* rollups: recomputing the 1-minute and 1-hour rollups of the hours the rounds touched;
+* sustained: rows over commit + rollups; a round arrives every 15 s, so the ingest keeps up
+  when one round takes less than that.
+
+Usage::
+
+    .venv/bin/python scripts/bench_ingest.py [--brokers 100] [--series 10000] [--rounds 4] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SCRAPE_S = 15
+UTC = dt.timezone.utc
+
+
+def round_rows(r: int, brokers: int, series: int, t0: dt.datetime):
+    """One scrape round: per broker, ``series`` partition series (LogEndOffset and Size of
+    series/2 partitions, as the JMX exporter reports them), values growing round by round."""
+    ts = int((t0 + dt.timedelta(seconds=SCRAPE_S * r)).timestamp() * 1_000_000)
+    parts = max(1, series // 2)
+    for b in range(1, brokers + 1):
+        for p in range(parts):
+            topic, partition = f"topic-{p // 100:03d}", p % 100
+            base = {"ts": ts, "cluster": "bench", "broker": b, "topic": topic, "partition": partition, "labels": None}
+            yield {**base, "metric": "LogEndOffset", "value": float(r * 150 + p)}
+            yield {**base, "metric": "Size", "value": float((r * 150 + p) * 1024)}
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--brokers", type=int, default=100)
+    ap.add_argument("--series", type=int, default=10_000, help="series per broker and round (default 10,000)")
+    ap.add_argument("--rounds", type=int, default=4, help="scrape rounds, one landing file and batch each")
+    ap.add_argument("--master", default="local[1]", help="Spark master (default local[1]: one core)")
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--root", help="work directory (default: a new temporary one, removed after)")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args(argv)
+    if min(a.brokers, a.series, a.rounds) < 1:
+        ap.error("--brokers, --series and --rounds must be >= 1")
+
+    from lake.ingest import Ingestor, LakeLayout, scan_landing_file
+    from lake.landing import write_landing_file
+    from lake.spark import build_session
+
+    root = Path(a.root or tempfile.mkdtemp(prefix="kbot-bench-ingest-"))
+    shutil.rmtree(root / "lake", ignore_errors=True)
+    layout = LakeLayout.from_env({}, lake_dir=str(root / "lake"))
+    layout.make_dirs()
+    t0 = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    per_round = a.brokers * max(1, a.series // 2) * 2
+    out: dict = {
+        "machine": {"cores": os.cpu_count(), "cpu": platform.processor() or platform.machine()},
+        "scale": {"brokers": a.brokers, "series": a.series, "rounds": a.rounds, "rows_per_round": per_round},
+        "master": a.master,
+        "needed_rows_per_s": round(per_round / SCRAPE_S),
+    }
+    print(f"generating {a.rounds} rounds of {per_round:,} rows ...", file=sys.stderr, flush=True)
+    g0 = time.perf_counter()
+    files = [
+        write_landing_file(layout.landing, round_rows(r, a.brokers, a.series, t0), f"round-{r:04d}.jsonl")
+        for r in range(a.rounds)
+    ]
+    out["generate_s"] = round(time.perf_counter() - g0, 1)
+    out["landing_mb"] = round(sum(f.stat().st_size for f in files) / 1e6, 1)
+
+    v0 = time.perf_counter()
+    checked = sum(scan_landing_file(f)[0] for f in files)
+    validate_s = time.perf_counter() - v0
+
+    spark = build_session(a.master, app_name="kbot-bench-ingest", conf={"spark.driver.memory": a.driver_memory})
+    try:
+        ingestor = Ingestor(spark, layout, max_files=1, rollup_every_s=3600.0)
+        # warm-up, not timed: the JVM's code paths, the table's creation, a first rollup (one
+        # small round an hour before the timed ones, its rollups flushed)
+        held = layout.state_dir / "held"
+        held.mkdir(exist_ok=True)
+        for f in files:
+            os.replace(f, held / f.name)
+        write_landing_file(layout.landing, round_rows(-240, 2, 100, t0), "warm-up.jsonl")
+        ingestor.run(rollups=False)
+        ingestor.flush_rollups()
+        for f in files:
+            os.replace(held / f.name, f)
+        out["load_before"] = load()
+        c0 = time.perf_counter()
+        report = ingestor.run(rollups=False)
+        commit_s = time.perf_counter() - c0
+        r0 = time.perf_counter()
+        ingestor.flush_rollups()
+        rollup_s = time.perf_counter() - r0
+        out["load_after"] = load()
+    finally:
+        spark.stop()
+    rows = report.rows
+    if rows != checked or rows != per_round * a.rounds:
+        print(f"ingested {rows:,} rows, expected {per_round * a.rounds:,}", file=sys.stderr)
+        return 1
+    out["rows"] = rows
+    out["batches"] = [round(b.seconds, 2) for b in report.batches]
+    out["validate"] = {"seconds": round(validate_s, 2), "rows_per_s": round(rows / validate_s)}
+    out["commit"] = {"seconds": round(commit_s, 2), "rows_per_s": round(rows / commit_s)}
+    out["rollups"] = {"seconds": round(rollup_s, 2), "rows_per_s": round(rows / rollup_s)}
+    sustained = rows / (commit_s + rollup_s)
+    out["sustained_rows_per_s"] = round(sustained)
+    out["ratio_to_needed"] = round(sustained / out["needed_rows_per_s"], 3)
+    if not a.root:
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(
+        f"ingest of {a.rounds} rounds x {per_round:,} rows ({a.brokers} brokers x {a.series:,} series, "
+        f"{out['landing_mb']} MB of landing files), Spark {a.master}, {os.cpu_count()} cores, "
+        f"load {out['load_before']} -> {out['load_after']}"
+    )
+    for phase in ("validate", "commit", "rollups"):
+        print(f"  {phase:9s} {out[phase]['seconds']:8.2f} s  {out[phase]['rows_per_s']:>10,} rows/s")
+    print(f"  batches   {out['batches']} s (a round arrives every {SCRAPE_S} s)")
+    print(
+        f"  sustained {sustained:,.0f} rows/s against {out['needed_rows_per_s']:,} needed "
+        f"({out['ratio_to_needed']:.2f}x)"
+    )
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
