@@ -89,17 +89,19 @@ def hot_partitions(
     peak) and data_end (the cluster's newest sample among the partitions ranked: a caller tells
     a quiet window from a lake that stopped without a second query).
 
+    ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
+    per-minute peak; ``topic_median_rate`` and ``skew`` are then the peak's).  Ties are broken
+    by bytes_per_sec, topic, partition.  ``topic`` restricts to one topic (compared as a
+    literal value); without it every topic but :data:`METADATA_LOG` is ranked.  ``top`` keeps
+    ranks <= top.
+
     With ``minutes``, a last column ``minute_rates``: the partition's per-minute write rates for
     a chart, an array of (minute, records_per_sec) oldest first (see ``_chart``).  They are one
     replica's: the one that grew most over the window, ties going to the one that never trailed
     (highest mean LEO, as for ``leader_broker``); a follower's copy of a burst lands a minute
     late, and the max of both per minute would draw a one-minute burst two minutes wide.  The
     chart comes with the ranking, in the same Spark query: a second query for the partitions
-    ranked first cost as much as the ranking itself.  ``rank_by`` is ``mean`` (rank and skew on the window mean) or ``peak`` (on the
-    per-minute peak; ``topic_median_rate`` and ``skew`` are then the peak's).  Ties are broken
-    by bytes_per_sec, topic, partition.  ``topic`` restricts to one topic (compared as a
-    literal value); without it every topic but :data:`METADATA_LOG` is ranked.  ``top`` keeps
-    ranks <= top.
+    ranked first cost as much as the ranking itself.
 
     Planned for the warm interactive session (scripts/bench_lake.py):
 
@@ -124,7 +126,7 @@ def hot_partitions(
     samples = df.filter(keep).select(*key, "ts", "value").repartition(*part)
     per_minute = _replica_minutes(samples, key)
     elapsed_s = (F.unix_micros(F.max("last_ts")) - F.unix_micros(F.min("first_ts"))) / F.lit(1e6)
-    # the replica's growth per minute, oldest first, for the chart (minute_rates' rule below)
+    # each replica's growth per minute, oldest first, for the chart (its replica is chosen below)
     series = [F.sort_array(F.collect_list(F.struct("minute", "growth"))).alias("series")] if minutes else []
     replicas = per_minute.groupBy(*key).agg(
         *series,
@@ -149,7 +151,7 @@ def hot_partitions(
         F.max_by("broker", F.when(is_leo, leader_order)).alias("leader_broker"),
         F.count(F.when(is_leo, F.lit(1))).alias("replicas"),
         F.max("last_ts").alias("last_ts"),
-        # minute_rates' replica: the one that grew most, ties to the one that never trailed
+        # the chart's replica: the one that grew most, ties to the one that never trailed
         *(
             [
                 F.max_by(
