@@ -222,6 +222,9 @@ class KafkaBot:
         self._check_schedules()
         self.tasks: set[asyncio.Task] = set()
         self._slots = asyncio.Semaphore(settings.max_in_flight)
+        # one settle sweep at a time in this process: two that overlap both read a record as
+        # unsettled and edit its message twice (seen when a sweep ran beside the periodic one)
+        self.settling = asyncio.Lock()
         self._background: list[asyncio.Task] = []
         bolt_log = logging.getLogger("kbot.bolt")
         # Bolt reads SLACK_BOT_TOKEN from the environment even when given a client, then warns that
@@ -815,6 +818,11 @@ def _slack_note(rec) -> str:
 async def settle_pending_messages(bot: KafkaBot) -> int:
     """Edit every stored message whose record was resolved since: the preview loses its buttons and
     says what happened; a working message left by a crash says how it was reconciled."""
+    async with bot.settling:
+        return await _settle(bot)
+
+
+async def _settle(bot: KafkaBot) -> int:
     edited = 0
     for rec, msg in await bot.gate.unsettled_messages():
         if rec.token in _in_flight(bot):

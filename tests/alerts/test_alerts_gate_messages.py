@@ -56,6 +56,22 @@ async def test_expiry_sweep_takes_the_buttons_off_the_preview(harness):
     assert len(_edits_of(harness.stand, message["ts"])) == 1
 
 
+async def test_overlapping_settle_sweeps_edit_the_message_once(harness):
+    """Two sweeps at once (the periodic one and another) must not both find the record unsettled."""
+    from bot.slack_bot import settle_pending_messages
+
+    await harness.start_bot()
+    message, buttons = await harness.preview("fake-bump orders")
+    async with harness.bot.settling:  # hold the bot's own settle sweep off until both are queued
+        harness.clock.advance(15 * 60 + 1)
+        await harness.bot.gate.expire_due()
+        sweeps = [asyncio.ensure_future(settle_pending_messages(harness.bot)) for _ in range(2)]
+        await asyncio.sleep(0)
+    await asyncio.gather(*sweeps)
+    await harness.bot.drain(10)
+    assert len(_edits_of(harness.stand, message["ts"])) == 1
+
+
 async def test_terminal_confirm_in_another_process_updates_the_slack_message(harness):
     await harness.start_bot()
     message, buttons = await harness.preview("fake-bump orders")
