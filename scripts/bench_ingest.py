@@ -29,7 +29,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -56,16 +55,6 @@ def round_rows(r: int, brokers: int, series: int, t0: dt.datetime):
             yield {**base, "metric": "Size", "value": float((r * 150 + p) * 1024)}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
 def load() -> float:
     return round(os.getloadavg()[0], 2)
 
@@ -86,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from lake.ingest import Ingestor, LakeLayout, scan_landing_file
     from lake.landing import write_landing_file
     from lake.spark import build_session
+    from tools.machine import cpu_model
 
     root = Path(a.root or tempfile.mkdtemp(prefix="kbot-bench-ingest-"))
     shutil.rmtree(root / "lake", ignore_errors=True)

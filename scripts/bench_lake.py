@@ -67,14 +67,9 @@ def machine_info() -> dict:
     import duckdb
     import pyspark
 
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from tools.machine import cpu_model
+
+    cpu = cpu_model()
     mem = "?"
     try:
         kb = int(

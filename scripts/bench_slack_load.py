@@ -47,19 +47,11 @@ sys.path.insert(0, str(ROOT))
 
 from slack_stand_in import APP_ID, TEAM, StandIn, start  # noqa: E402
 
+from tools.machine import cpu_model  # noqa: E402
+
 BOT_TOKEN = "xoxb-bench-0000-standin"
 SIGNING_SECRET = "bench-signing-secret-0123456789ab"
 CHANNEL = "C0BENCH"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def percentile(values: list[float], p: float) -> float:
