@@ -127,7 +127,9 @@ def hot_partitions(
     per_minute = _replica_minutes(samples, key)
     elapsed_s = (F.unix_micros(F.max("last_ts")) - F.unix_micros(F.min("first_ts"))) / F.lit(1e6)
     # each replica's growth per minute, oldest first, for the chart (its replica is chosen below)
-    series = [F.sort_array(F.collect_list(F.struct("minute", "growth"))).alias("series")] if minutes else []
+    # (LogEndOffset only: collect_list skips the nulls the Size rows give, the chart never reads them)
+    leo_minute = F.when(F.col("metric") == F.lit(LEO), F.struct("minute", "growth"))
+    series = [F.sort_array(F.collect_list(leo_minute)).alias("series")] if minutes else []
     replicas = per_minute.groupBy(*key).agg(
         *series,
         F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"),

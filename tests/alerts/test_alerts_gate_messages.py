@@ -61,7 +61,7 @@ async def test_overlapping_settle_sweeps_edit_the_message_once(harness):
     from bot.slack_bot import settle_pending_messages
 
     await harness.start_bot()
-    message, buttons = await harness.preview("fake-bump orders")
+    message, _ = await harness.preview("fake-bump orders")
     async with harness.bot.settling:  # hold the bot's own settle sweep off until both are queued
         harness.clock.advance(15 * 60 + 1)
         await harness.bot.gate.expire_due()
