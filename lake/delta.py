@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 
 def _is_uri(path: str) -> bool:
@@ -78,6 +77,14 @@ def replace_partitions(df: DataFrame, path: str, partition_by: list[str]) -> Non
     )
 
 
+def replace_where(df: DataFrame, path: str, partition_by: list[str], condition: str) -> None:
+    """Replace the rows matching ``condition`` with ``df`` in one commit (Delta ``replaceWhere``,
+    which may name data columns): readers see the old rows or the new ones, never a mix.  Every
+    row of ``df`` must match ``condition``.  The condition is SQL text: callers build it from
+    values they computed and checked themselves (``lake.rollups``), never from input."""
+    (df.write.format("delta").mode("overwrite").option("replaceWhere", condition).partitionBy(*partition_by).save(path))
+
+
 def last_commit(spark, path: str) -> tuple[int, dict | None] | None:
     """(version, our userMetadata or None) of the table's newest commit; None without a table."""
     if not table_exists(spark, path):
@@ -127,24 +134,3 @@ def local_commits(path: str, kind: str = "ingest") -> list[dict]:
         except (OSError, ValueError):
             continue
     return out
-
-
-def hours_predicate(hours) -> Column:
-    """``(cluster, date, hour)`` triples -> a Column predicate (values as literals): one term per
-    cluster and day (``hour IN (...)``), so a batch spanning days stays a small expression."""
-    by_day: dict[tuple[str, str], set[int]] = {}
-    for cluster, date, hour in hours:
-        by_day.setdefault((cluster, date), set()).add(int(hour))
-    cond = F.lit(False)
-    for (cluster, date), hs in sorted(by_day.items()):
-        day = (F.col("cluster") == F.lit(cluster)) & (F.col("date") == F.lit(date))
-        cond = cond | (day if len(hs) == 24 else day & F.col("hour").isin(sorted(hs)))
-    return cond
-
-
-def days_predicate(days) -> Column:
-    """``(cluster, date)`` pairs -> a Column predicate (values as literals)."""
-    cond = F.lit(False)
-    for cluster, date in sorted(set(days)):
-        cond = cond | ((F.col("cluster") == F.lit(cluster)) & (F.col("date") == F.lit(date)))
-    return cond

@@ -34,7 +34,8 @@ One batch, step by step
 3. **commit**: Spark appends the good files' rows to the table, partitioned by
    cluster/date/hour, as one idempotent Delta write (``userMetadata`` names the batch, its
    files and rows: ``kbot lake status`` reads it).
-4. **roll up**: the hours the batch touched are recomputed in the 1-minute and 1-hour rollups.
+4. **roll up**: the minutes the batch touched are recomputed in the 1-minute rollup, and their
+   hours in the 1-hour rollup (``lake.rollups``).
 5. **finish**: move the batch's files to ``done/`` and remove its ``processing/`` directory.
 
 A crash anywhere leaves the files in ``landing/`` or ``processing/<id>/`` (never lost); the
@@ -50,8 +51,8 @@ lake).  :class:`ContinuousIngest` runs batches in a worker thread as soon as a l
 appears (the collector calls :meth:`ContinuousIngest.notify` after each round; the landing
 directory is also polled every second), so collection never waits for Spark and a sample
 waits for at most the batch in progress plus its own.  With ``rollup_every_s`` the rollups
-(step 4, most of a batch's time) run at most that often, for every hour touched since, in a
-thread of their own beside the commits: the touched hours are kept in
+(step 4) run at most that often, for every minute touched since, in a
+thread of their own beside the commits: the touched minutes are kept in
 ``<state dir>/rollups.pending`` before a batch finishes, so a crash cannot lose a pending
 recomputation.
 """
@@ -259,17 +260,14 @@ def check_row(obj) -> str | None:
     return None
 
 
-def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, str, int]]]:
-    """(rows, None, hours) for a good file, (0, reason, set()) for a malformed one.
+def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, int]]]:
+    """(rows, None, minutes) for a good file, (0, reason, set()) for a malformed one.
 
-    ``hours`` are the ``(cluster, date, hour)`` partitions the file's rows fall in (UTC): the
-    rollups of exactly those hours are recomputed after the batch.  Streams the file.
+    ``minutes`` are the ``(cluster, minute start in epoch seconds)`` the file's rows fall in:
+    the rollups of exactly those minutes are recomputed after the batch.  Streams the file.
     """
-    from lake.schema import partition_values
-
     rows = 0
-    hours: set[tuple[str, str, int]] = set()
-    seen_hours: set[tuple[str, int]] = set()
+    minutes: set[tuple[str, int]] = set()
     try:
         with open(path, "rb") as f:
             for n, raw in enumerate(f, 1):
@@ -283,14 +281,31 @@ def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, str, 
                 if why is not None:
                     return 0, f"line {n}: {why}", set()
                 rows += 1
-                key = (obj["cluster"], obj["ts"] // 3_600_000_000)
-                if key not in seen_hours:  # one datetime per hour and cluster, not per row
-                    seen_hours.add(key)
-                    date, hour = partition_values(_dt.datetime.fromtimestamp(key[1] * 3600, _dt.timezone.utc))
-                    hours.add((obj["cluster"], date, hour))
+                minutes.add((obj["cluster"], obj["ts"] // 60_000_000 * 60))
     except OSError as exc:
         return 0, f"cannot read: {exc}", set()
-    return rows, None, hours
+    return rows, None, minutes
+
+
+def _minute_key(epoch_s: int) -> str:
+    return _dt.datetime.fromtimestamp(int(epoch_s), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M")
+
+
+def _minute_epoch(key: str) -> int | None:
+    try:
+        t = _dt.datetime.strptime(key, "%Y-%m-%dT%H:%M").replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return None
+    return int(t.timestamp())
+
+
+def minute_hours(minutes) -> list[tuple[str, str, int]]:
+    """``(cluster, minute)`` pairs -> the sorted ``(cluster, date, hour)`` partitions they fall in."""
+    from lake.schema import partition_values
+
+    return sorted(
+        {(c, *partition_values(_dt.datetime.fromtimestamp(m // 3600 * 3600, _dt.timezone.utc))) for c, m in minutes}
+    )
 
 
 def validate_landing_file(path: Path) -> tuple[int, str | None]:
@@ -312,7 +327,8 @@ class BatchReport:
     duplicates: list[str] = field(default_factory=list)
     recovered: bool = False  # left in processing/ by an earlier run
     already_committed: bool = False  # Delta had this version already: the write was skipped
-    hours: list[tuple[str, str, int]] = field(default_factory=list)
+    hours: list[tuple[str, str, int]] = field(default_factory=list)  # (cluster, date, hour) partitions
+    minutes: list[int] = field(default_factory=list)  # minute starts (epoch s) whose rollups are due
     seconds: float = 0.0
     rollup_seconds: float = 0.0
 
@@ -410,7 +426,7 @@ class Ingestor:
         crash_hook: Callable[[str], None] | None = None,
     ):
         """``rollup_every_s``: 0 recomputes the rollups after every batch; more defers them
-        (touched hours kept in ``rollups.pending``) to at most once per that many seconds."""
+        (touched minutes kept in ``rollups.pending``) to at most once per that many seconds."""
         if max_files < 1:
             raise ValueError("max_files must be >= 1")
         if rollup_every_s < 0:
@@ -443,7 +459,7 @@ class Ingestor:
                 batch_dir = self._claim(files)
                 report.batches.append(self._process(batch_dir, app_id, recovered=False))
             if self.rollups and rollups:
-                # deferred hours when due; without deferral, any an earlier deferring run left
+                # deferred minutes when due; without deferral, any an earlier deferring run left
                 report.rollup_seconds = self._pending_rollups(force=self.rollup_every_s == 0)
             report.pruned = self._prune_done()
         report.seconds = time.monotonic() - t0
@@ -483,32 +499,33 @@ class Ingestor:
         rep = BatchReport(batch_id, version=version, recovered=recovered)
         files = sorted(p for p in batch_dir.iterdir() if p.is_file() and p.name.endswith(".jsonl"))
         good: list[Path] = []
-        hours: set[tuple[str, str, int]] = set()
+        minutes: set[tuple[str, int]] = set()
         for f in files:
             if (self.layout.done / f.name).exists():
                 rep.duplicates.append(f.name)
                 f.unlink()  # the copy in done/ stays the record of it
                 continue
-            rows, reason, file_hours = scan_landing_file(f)
+            rows, reason, file_minutes = scan_landing_file(f)
             if reason is not None:
                 self._quarantine(f, reason)
                 rep.quarantined.append((f.name, reason))
                 continue
             good.append(f)
             rep.rows += rows
-            hours |= file_hours
-        rep.hours = sorted(hours)
+            minutes |= file_minutes
+        rep.hours = minute_hours(minutes)
+        rep.minutes = sorted({m for _, m in minutes})
         self._hook("validated")
         if good and rep.rows:
             rep.already_committed = not self._commit(good, app_id, rep)
         self._hook("committed")
-        if self.rollups and rep.hours:
+        if self.rollups and rep.minutes:
             if self.rollup_every_s > 0:
-                self._add_pending_hours(rep.hours)  # before the files leave: a crash keeps them due
+                self._add_pending_minutes(rep.minutes)  # before the files leave: a crash keeps them due
             else:
                 from lake.rollups import update_rollups
 
-                rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.hours)["seconds"]
+                rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.minutes)["seconds"]
         self._hook("rolled_up")
         rep.files = len(good)
         self._finish(batch_dir, good)
@@ -569,9 +586,11 @@ class Ingestor:
             batch_dir.rmdir()
 
     # ---- deferred rollups
-    # rollups.pending maps "cluster|date|hour" to a counter bumped by every batch that touches the
-    # hour: a recomputation removes an hour only if no batch touched it while it ran (that batch's
-    # rows may be missing from the snapshot it read), so it can run beside the commits.
+    # rollups.pending maps a minute ("2024-05-01T10:07", UTC) to a counter bumped by every batch
+    # that touches it: a recomputation removes a minute only if no batch touched it while it ran
+    # (that batch's rows may be missing from the snapshot it read), so it can run beside the
+    # commits.  A file an older version wrote holds hours ("cluster|date|hour"): read as their
+    # 60 minutes.
     def _read_pending(self) -> dict[str, int]:
         try:
             data = json.loads(self.layout.rollups_pending_file.read_text(encoding="utf-8"))
@@ -582,25 +601,33 @@ class Ingestor:
             return {}
         if not isinstance(data, dict):
             return {}
-        return {str(k): int(v) for k, v in data.items() if isinstance(v, int) and str(k).count("|") == 2}
+        out: dict[str, int] = {}
+        for key, n in data.items():
+            if not isinstance(n, int):
+                continue
+            if str(key).count("|") == 2:  # an hour, from an older version
+                from lake.rollups import hour_minutes
+
+                c, d, h = str(key).split("|")
+                with contextlib.suppress(ValueError):
+                    for m in hour_minutes([(c, d, int(h))]):
+                        out[_minute_key(m)] = out.get(_minute_key(m), 0) + n
+            elif _minute_epoch(str(key)) is not None:
+                out[str(key)] = out.get(str(key), 0) + n
+        return out
 
     def _write_pending(self, pending: dict[str, int]) -> None:
         _write_atomic(self.layout.rollups_pending_file, json.dumps(pending, sort_keys=True) + "\n")
 
-    def pending_hours(self) -> list[tuple[str, str, int]]:
-        """Hours whose rollups are due (``rollup_every_s`` > 0), from ``rollups.pending``."""
-        out = []
-        for key in self._read_pending():
-            c, d, h = key.split("|")
-            with contextlib.suppress(ValueError):
-                out.append((c, d, int(h)))
-        return sorted(out)
+    def pending_minutes(self) -> list[str]:
+        """Minutes (``2024-05-01T10:07``, UTC) whose rollups are due (``rollup_every_s`` > 0)."""
+        return sorted(self._read_pending())
 
-    def _add_pending_hours(self, hours: list[tuple[str, str, int]]) -> None:
+    def _add_pending_minutes(self, minutes: list[int]) -> None:
         with self._pending_lock:
             pending = self._read_pending()
-            for c, d, h in hours:
-                key = f"{c}|{d}|{int(h)}"
+            for m in minutes:
+                key = _minute_key(m)
                 pending[key] = pending.get(key, 0) + 1
             self._write_pending(pending)
 
@@ -613,7 +640,7 @@ class Ingestor:
         )
 
     def _pending_rollups(self, force: bool) -> float:
-        """Recompute the pending hours' rollups when due (or ``force``); returns the seconds spent.
+        """Recompute the pending minutes' rollups when due (or ``force``); returns the seconds spent.
         Safe to call from another thread while batches commit (see ``_read_pending``)."""
         if not force and time.monotonic() - self._last_rollup < self.rollup_every_s:
             return 0.0
@@ -624,9 +651,9 @@ class Ingestor:
             return 0.0
         from lake.rollups import update_rollups
 
-        hours = [(c, d, int(h)) for c, d, h in (k.split("|") for k in taken)]
-        seconds = update_rollups(self.spark, self.layout.table, hours)["seconds"]
-        # only now, and only hours no batch touched meanwhile: a crash during the recomputation,
+        minutes = [m for m in map(_minute_epoch, taken) if m is not None]
+        seconds = update_rollups(self.spark, self.layout.table, minutes)["seconds"]
+        # only now, and only minutes no batch touched meanwhile: a crash during the recomputation,
         # or a batch committed during it, leaves the hour due
         with self._pending_lock:
             pending = self._read_pending()
@@ -680,7 +707,7 @@ class ContinuousIngest:
     once; the landing directory is also polled every ``poll_s``), the other recomputes the
     deferred rollups when due, so a rollup (most of a batch's time) never holds a commit back.
     A failed run (Spark down, a busy lock) is logged in one line and retried on the next wake:
-    the files stay in ``landing/`` or ``processing/``, the hours in ``rollups.pending``.
+    the files stay in ``landing/`` or ``processing/``, the minutes in ``rollups.pending``.
     """
 
     def __init__(
@@ -748,7 +775,7 @@ class ContinuousIngest:
             try:
                 self.ingestor.flush_rollups()
                 self.rollup_runs += 1
-            except Exception as exc:  # noqa: BLE001 - the hours stay pending; tried again when due
+            except Exception as exc:  # noqa: BLE001 - the minutes stay pending; tried again when due
                 log.warning("rollups failed (retried when due): %s", " ".join(str(exc).split())[:300])
 
     def stop(self, timeout: float | None = None) -> None:
@@ -761,7 +788,7 @@ class ContinuousIngest:
         self.run_once()
         try:
             self.ingestor.flush_rollups()
-        except Exception as exc:  # noqa: BLE001 - the hours stay in rollups.pending for the next run
+        except Exception as exc:  # noqa: BLE001 - the minutes stay in rollups.pending for the next run
             log.warning("rollups left pending: %s", " ".join(str(exc).split())[:300])
 
 

@@ -18,16 +18,19 @@ from spark_queries._common import bucket, labels_key
 _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
 
 
-def minute_rollup(raw: DataFrame, width_s: int = 60) -> DataFrame:
+def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = 300) -> DataFrame:
     """Per series and ``width_s`` bucket: min, max, sum, count, last, last_ts, inc, growth, resets.
 
-    ``raw`` should reach one sample back before the first bucket wanted (the previous hour):
-    a step belongs to the bucket of its later sample, so the first bucket's ``inc`` needs the
-    sample before it.  Callers then keep only the buckets they asked for.
+    A step belongs to the bucket of its later sample and counts only when the earlier sample is
+    at most ``stale_s`` older (Prometheus's lookback; after a longer gap the series starts
+    afresh).  So ``raw`` should reach ``stale_s`` back before the first bucket wanted, and
+    callers then keep only the buckets they asked for (``lake.rollups``).
     """
     key = [*_SERIES, "lk"]
     s = raw.select(*_SERIES, labels_key().alias("lk"), "ts", "value")
-    prev = F.lag("value").over(Window.partitionBy(*key).orderBy("ts"))
+    by_time = Window.partitionBy(*key).orderBy("ts")
+    fresh = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time)) <= F.lit(stale_s * 1_000_000)
+    prev = F.when(fresh, F.lag("value").over(by_time))
     step = F.col("value") - F.col("prev")
     reset = F.col("prev").isNotNull() & (F.col("value") < F.col("prev"))
     s = s.withColumn("prev", prev).select(

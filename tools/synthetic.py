@@ -807,11 +807,11 @@ def generate(
                 f"({rows / dt_h:,.0f} rows/s; total {total:,} in {time.monotonic() - t0:.0f}s)"
             )
         if written and rollups:
-            from lake.rollups import update_rollups
+            from lake.rollups import hour_minutes, update_rollups
 
             t1 = time.monotonic()
             for i in range(0, len(written), 24):
-                update_rollups(spark, out_path, written[i : i + 24])
+                update_rollups(spark, out_path, hour_minutes(written[i : i + 24]))
             say(f"rollups of {len(written)} hour(s) in {time.monotonic() - t1:.1f}s")
     finally:
         spark.conf.set(conf_key, old)
