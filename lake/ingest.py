@@ -29,7 +29,8 @@ One batch, step by step
 1. **claim**: create ``processing/<batch id>/``, write ``txn.json`` (the version: greater
    than every version this state dir handed out before), rename landing files into it.
 2. **check**: files already in ``done/`` are re-deliveries (skipped); every other file is
-   validated line by line (JSON object, field types, ranges); a bad one goes to
+   checked (each line a JSON object, field types, ranges: ``lake.landing_check``, pyarrow a
+   block at a time, the exact reason from a line-by-line check); a bad one goes to
    ``quarantine/`` with a reason file.
 3. **commit**: Spark appends the good files' rows to the table, partitioned by
    cluster/date/hour, as one idempotent Delta write (``userMetadata`` names the batch, its
@@ -65,7 +66,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING
 
 from lake.errors import LakeError
 from lake.landing import fsync_dir
+from lake.landing_check import scan_fast
 
 if TYPE_CHECKING:
     from kbot_settings import KbotSettings
@@ -87,12 +88,6 @@ TABLE_NAME = "samples"
 TXN_FILE = "txn.json"
 DEFAULT_MAX_FILES = 500
 DEFAULT_KEEP_DONE_S = 2 * 86_400
-
-_INT32 = 2**31 - 1
-# sample times must be plausible epoch microseconds (catches seconds/millis mix-ups)
-_TS_MIN = 946_684_800_000_000  # 2000-01-01
-_TS_MAX = 4_102_444_800_000_000  # 2100-01-01
-_FIELDS = ("ts", "cluster", "broker", "metric", "topic", "partition", "labels", "value")
 
 
 class IngestBusy(LakeError):
@@ -216,75 +211,14 @@ def _write_atomic(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def check_row(obj) -> str | None:
-    """Why a parsed landing line is not a lake row, or None when it is one."""
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    extra = set(obj) - set(_FIELDS)
-    if extra:
-        return f"unknown field(s) {sorted(extra)}"
-    ts = obj.get("ts")
-    if not _is_int(ts) or not _TS_MIN <= ts < _TS_MAX:
-        return f"ts must be epoch microseconds (2000..2100), got {ts!r}"
-    for key in ("cluster", "metric"):
-        v = obj.get(key)
-        if not isinstance(v, str) or not v:
-            return f"{key} must be a non-empty string, got {v!r}"
-    broker = obj.get("broker")
-    if not _is_int(broker) or not -1 <= broker <= _INT32:
-        return f"broker must be a node id (or -1), got {broker!r}"
-    topic = obj.get("topic")
-    if topic is not None and (not isinstance(topic, str) or not topic):
-        return f"topic must be a string or null, got {topic!r}"
-    part = obj.get("partition")
-    if part is not None and (not _is_int(part) or not 0 <= part <= _INT32):
-        return f"partition must be a non-negative int or null, got {part!r}"
-    labels = obj.get("labels")
-    if labels is not None and (
-        not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
-    ):
-        return "labels must be an object of strings or null"
-    value = obj.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"value must be a finite number, got {value!r}"
-    if abs(value) > 1.7e308:
-        return "value out of range"
-    return None
-
-
 def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, int]]]:
     """(rows, None, minutes) for a good file, (0, reason, set()) for a malformed one.
 
     ``minutes`` are the ``(cluster, minute start in epoch seconds)`` the file's rows fall in:
-    the rollups of exactly those minutes are recomputed after the batch.  Streams the file.
+    the rollups of exactly those minutes are recomputed after the batch.  Checked with pyarrow
+    a block at a time; any doubt goes to the line-by-line check (``lake.landing_check``).
     """
-    rows = 0
-    minutes: set[tuple[str, int]] = set()
-    try:
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-                except (UnicodeDecodeError, ValueError) as exc:
-                    return 0, f"line {n}: not valid JSON: {exc}", set()
-                why = check_row(obj)
-                if why is not None:
-                    return 0, f"line {n}: {why}", set()
-                rows += 1
-                minutes.add((obj["cluster"], obj["ts"] // 60_000_000 * 60))
-    except OSError as exc:
-        return 0, f"cannot read: {exc}", set()
-    return rows, None, minutes
+    return scan_fast(path)
 
 
 def _minute_key(epoch_s: int) -> str:

@@ -8,7 +8,8 @@ replays them as ``kbot run`` would, back to back: one batch per round, and the d
 of the minutes touched since every ``--rollup-every`` rounds (60 s of data, ``kbot run``'s
 ``rollup_every_s``).  Reported, each as rows/s:
 
-* validate: the ingest's check of a landing file (``scan_landing_file``), timed alone on the
+* validate: the ingest's check of a landing file (``scan_landing_file``: pyarrow, a block at a
+  time on up to 4 threads; pin the run to one core with ``taskset -c 0``), timed alone on the
   same files before the run;
 * commit: the batches (validation + the Delta append, one idempotent commit per round);
 * rollups: the rollup runs (the minutes touched, from their raw samples and the previous
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     per_round = a.brokers * max(1, a.series // 2) * 2
     out: dict = {
-        "machine": {"cores": os.cpu_count(), "cpu": cpu_model()},
+        "machine": {"cores": os.cpu_count(), "cores_usable": len(os.sched_getaffinity(0)), "cpu": cpu_model()},
         "scale": {"brokers": a.brokers, "series": a.series, "rounds": a.rounds, "rows_per_round": per_round},
         "rollup_every_rounds": a.rollup_every,
         "master": a.master,
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"ingest of {a.rounds} rounds x {per_round:,} rows ({a.brokers} brokers x {a.series:,} series, "
-        f"{out['landing_mb']} MB of landing files), Spark {a.master}, {os.cpu_count()} cores ({cpu_model()}), "
+        f"{out['landing_mb']} MB of landing files), Spark {a.master}, {len(os.sched_getaffinity(0))} of {os.cpu_count()} cores ({cpu_model()}), "
         f"load {out['load_before']} -> {out['load_after']}"
     )
     for phase in ("validate", "commit", "rollups"):
