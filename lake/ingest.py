@@ -225,6 +225,18 @@ def _minute_key(epoch_s: int) -> str:
     return _dt.datetime.fromtimestamp(int(epoch_s), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M")
 
 
+def _hour_key(date: str, hour: int) -> str:
+    return f"{date}T{int(hour):02d}"
+
+
+def _hour_of_key(key: str) -> tuple[str, int] | None:
+    try:
+        t = _dt.datetime.strptime(key, "%Y-%m-%dT%H")
+    except ValueError:
+        return None
+    return t.strftime("%Y-%m-%d"), t.hour
+
+
 def _minute_epoch(key: str) -> int | None:
     try:
         t = _dt.datetime.strptime(key, "%Y-%m-%dT%H:%M").replace(tzinfo=_dt.timezone.utc)
@@ -454,12 +466,9 @@ class Ingestor:
             rep.already_committed = not self._commit(good, app_id, rep)
         self._hook("committed")
         if self.rollups and rep.minutes:
-            if self.rollup_every_s > 0:
-                self._add_pending_minutes(rep.minutes)  # before the files leave: a crash keeps them due
-            else:
-                from lake.rollups import update_rollups
-
-                rep.rollup_seconds = update_rollups(self.spark, self.layout.table, rep.minutes)["seconds"]
+            self._add_pending_minutes(rep.minutes)  # before the files leave: a crash keeps them due
+            if self.rollup_every_s == 0:
+                rep.rollup_seconds = self._pending_rollups(force=True)
         self._hook("rolled_up")
         rep.files = len(good)
         self._finish(batch_dir, good)
@@ -520,11 +529,12 @@ class Ingestor:
             batch_dir.rmdir()
 
     # ---- deferred rollups
-    # rollups.pending maps a minute ("2024-05-01T10:07", UTC) to a counter bumped by every batch
-    # that touches it: a recomputation removes a minute only if no batch touched it while it ran
-    # (that batch's rows may be missing from the snapshot it read), so it can run beside the
-    # commits.  A file an older version wrote holds hours ("cluster|date|hour"): read as their
-    # 60 minutes.
+    # rollups.pending maps a minute ("2024-05-01T10:07", UTC) whose minute rollup is due, or an
+    # hour ("2024-05-01T10") whose hour row is due once the hour is closed, to a counter bumped
+    # by every batch that touches it: a recomputation removes a key only if no batch touched it
+    # while it ran (that batch's rows may be missing from the snapshot it read), so it can run
+    # beside the commits.  A file an older version wrote holds "cluster|date|hour" keys: read
+    # as those hours and their 60 minutes.
     def _read_pending(self) -> dict[str, int]:
         try:
             data = json.loads(self.layout.rollups_pending_file.read_text(encoding="utf-8"))
@@ -536,6 +546,10 @@ class Ingestor:
         if not isinstance(data, dict):
             return {}
         out: dict[str, int] = {}
+
+        def bump(key: str, n: int) -> None:
+            out[key] = out.get(key, 0) + n
+
         for key, n in data.items():
             if not isinstance(n, int):
                 continue
@@ -545,37 +559,54 @@ class Ingestor:
                 c, d, h = str(key).split("|")
                 with contextlib.suppress(ValueError):
                     for m in hour_minutes([(c, d, int(h))]):
-                        out[_minute_key(m)] = out.get(_minute_key(m), 0) + n
-            elif _minute_epoch(str(key)) is not None:
-                out[str(key)] = out.get(str(key), 0) + n
+                        bump(_minute_key(m), n)
+                    bump(_hour_key(d, int(h)), n)
+            elif _minute_epoch(str(key)) is not None or _hour_of_key(str(key)) is not None:
+                bump(str(key), n)
         return out
 
     def _write_pending(self, pending: dict[str, int]) -> None:
         _write_atomic(self.layout.rollups_pending_file, json.dumps(pending, sort_keys=True) + "\n")
 
     def pending_minutes(self) -> list[str]:
-        """Minutes (``2024-05-01T10:07``, UTC) whose rollups are due (``rollup_every_s`` > 0)."""
-        return sorted(self._read_pending())
+        """Minutes (``2024-05-01T10:07``, UTC) whose minute rollup is due."""
+        return sorted(k for k in self._read_pending() if _minute_epoch(k) is not None)
+
+    def pending_hours(self) -> list[str]:
+        """Hours (``2024-05-01T10``, UTC) whose hour row is due once they are closed."""
+        return sorted(k for k in self._read_pending() if _hour_of_key(k) is not None)
 
     def _add_pending_minutes(self, minutes: list[int]) -> None:
         with self._pending_lock:
             pending = self._read_pending()
             for m in minutes:
-                key = _minute_key(m)
-                pending[key] = pending.get(key, 0) + 1
+                for key in (_minute_key(m), _minute_key(m)[:13]):
+                    pending[key] = pending.get(key, 0) + 1
             self._write_pending(pending)
 
     def rollups_due(self) -> bool:
-        return (
-            self.rollups
-            and self.rollup_every_s > 0
-            and time.monotonic() - self._last_rollup >= self.rollup_every_s
-            and bool(self._read_pending())
-        )
+        """Deferred rollups are due: the interval has passed and a minute is pending, or an
+        hour that has closed since."""
+        if not (self.rollups and self.rollup_every_s > 0):
+            return False
+        if time.monotonic() - self._last_rollup < self.rollup_every_s:
+            return False
+        from lake.rollups import hour_closed
 
-    def _pending_rollups(self, force: bool) -> float:
-        """Recompute the pending minutes' rollups when due (or ``force``); returns the seconds spent.
-        Safe to call from another thread while batches commit (see ``_read_pending``)."""
+        now = time.time()
+        for key in self._read_pending():
+            if _minute_epoch(key) is not None:
+                return True
+            hour = _hour_of_key(key)
+            if hour is not None and hour_closed(*hour, now):
+                return True
+        return False
+
+    def _pending_rollups(self, force: bool, final: bool = False) -> float:
+        """Recompute the pending minutes' rollups and write the closed pending hours' rows when
+        due (or ``force``); ``final`` writes the open hours' rows too (nothing more will land
+        from here for now).  Returns the seconds spent.  Safe to call from another thread while
+        batches commit (see ``_read_pending``)."""
         if not force and time.monotonic() - self._last_rollup < self.rollup_every_s:
             return 0.0
         with self._pending_lock:
@@ -586,22 +617,27 @@ class Ingestor:
         from lake.rollups import update_rollups
 
         minutes = [m for m in map(_minute_epoch, taken) if m is not None]
-        seconds = update_rollups(self.spark, self.layout.table, minutes)["seconds"]
-        # only now, and only minutes no batch touched meanwhile: a crash during the recomputation,
-        # or a batch committed during it, leaves the hour due
+        hours = [h for h in map(_hour_of_key, taken) if h is not None]
+        done = update_rollups(self.spark, self.layout.table, minutes, hours=hours, now=None if final else time.time())
+        still_open = {_hour_key(d, h) for d, h in done["open"]}
+        # only now, and only keys no batch touched meanwhile: a crash during the recomputation,
+        # or a batch committed during it, leaves them due; an hour not closed yet stays due
         with self._pending_lock:
             pending = self._read_pending()
             for key, n in taken.items():
-                if pending.get(key) == n:
+                if pending.get(key) == n and key not in still_open:
                     del pending[key]
+            for key in still_open:  # e.g. the next hour, whose first minutes a late sample changed
+                pending.setdefault(key, 1)
             self._write_pending(pending)
-        return float(seconds)
+        return float(done["seconds"])
 
-    def flush_rollups(self) -> float:
-        """Recompute every pending hour's rollups now (at shutdown); returns the seconds spent."""
+    def flush_rollups(self, final: bool = True) -> float:
+        """Recompute every pending minute's rollup now, and (``final``, at shutdown) write the
+        hour rows of the hours not closed yet as well; returns the seconds spent."""
         if not self.rollups:
             return 0.0
-        return self._pending_rollups(force=True)
+        return self._pending_rollups(force=True, final=final)
 
     def _move(self, src: Path, dst: Path) -> None:
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -707,7 +743,7 @@ class ContinuousIngest:
             if not self.ingestor.rollups_due():
                 continue
             try:
-                self.ingestor.flush_rollups()
+                self.ingestor.flush_rollups(final=False)
                 self.rollup_runs += 1
             except Exception as exc:  # noqa: BLE001 - the minutes stay pending; tried again when due
                 log.warning("rollups failed (retried when due): %s", " ".join(str(exc).split())[:300])

@@ -14,8 +14,12 @@ minute rows a minute by evening).  Now a run costs the minutes it recomputes:
   is itself due is recomputed in the same run (the two ranges merge) or in a later one, whose
   stretch then covers this range again.  The result replaces exactly those minutes of
   ``<table>_1m`` (Delta ``replaceWhere`` on the partition and ``bucket``).
-* **1-hour rollup.**  Each hour those minutes fall in is recomputed from its own minute rows
-  and replaces that hour of ``<table>_1h``.
+* **1-hour rollup.**  An hour's row is written once the hour is closed (:func:`hour_closed`:
+  ended :data:`STALE_S` ago, so no new sample can still change its minutes), from its minute
+  rows, and again only if late samples change those minutes.  Recomputing the open hour from
+  its minutes on every run cost a run more as the hour filled (at the issue's scale, up to
+  60 M minute rows a minute); readers take the hours not closed yet from the minute rollup
+  instead (``lake.service.LakeView.rollup``: :data:`OPEN_HOURS`).
 
 A step counts only when the previous sample is at most :data:`STALE_S` older
 (``spark_queries.rollup.minute_rollup``), in a full rebuild too.  So an incremental run gives
@@ -41,6 +45,23 @@ from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
 #: lookback.  It bounds how far back (and forward) an incremental run has to read.
 STALE_S = 300
 _MINUTE = 60
+#: Readers take this many newest hours (by the wall clock) from the minute rollup: an hour is
+#: closed STALE_S after it ends and written at the next rollup run, well within the next hour.
+OPEN_HOURS = 2
+
+
+def hour_closed(date: str, hour: int, now: float) -> bool:
+    """Has the hour ended at least :data:`STALE_S` before ``now`` (epoch seconds)?"""
+    return _hour_start(date, hour) + 3600 + STALE_S <= now
+
+
+def open_hours_start(now: float) -> int:
+    """Epoch seconds of the first hour readers take from the minute rollup."""
+    return int(now) // 3600 * 3600 - (OPEN_HOURS - 1) * 3600
+
+
+def _hour_start(date: str, hour: int) -> int:
+    return int(_dt.datetime.fromisoformat(date).replace(hour=int(hour), tzinfo=_dt.timezone.utc).timestamp())
 
 
 def hour_minutes(hours: Iterable[tuple[str, str, int]]) -> set[int]:
@@ -97,16 +118,27 @@ def _range_sql(ranges: list[tuple[int, int]]) -> str:
     )
 
 
-def update_rollups(spark, table: str, minutes: Iterable[int]) -> dict:
-    """Recompute the rollups of the given minutes (epoch seconds, any second of the minute will
-    do) and of the samples a new sample there affects; returns ``{"minutes", "hours", "seconds"}``."""
+def update_rollups(
+    spark, table: str, minutes: Iterable[int], *, hours: Iterable[tuple[str, int]] = (), now: float | None = None
+) -> dict:
+    """Recompute the minute rollup of ``minutes`` (epoch seconds, any second of the minute will
+    do) and of the samples a new sample there affects; then write the hour rows of every closed
+    hour among ``hours`` (``(date, hour)``) and the hours those minutes fall in.  ``now`` (epoch
+    seconds) tells which hours are closed; None treats them all as closed (a rebuild).
+
+    Returns ``{"minutes", "hours" (written), "open" (the (date, hour)s left for a later run),
+    "seconds"}``.
+    """
     from pyspark.sql import functions as F
 
     from spark_queries.rollup import coarser_rollup, minute_rollup
 
     ranges = minute_ranges(minutes, stretch_s=STALE_S)
-    if not ranges or not delta.table_exists(spark, table):
-        return {"minutes": 0, "hours": 0, "seconds": 0.0}
+    candidates = {(d, int(h)) for d, h in hours} | set(_hours_of(ranges))
+    closed = sorted(h for h in candidates if now is None or hour_closed(*h, now))
+    result = {"minutes": 0, "hours": 0, "open": sorted(candidates - set(closed)), "seconds": 0.0}
+    if not candidates or not delta.table_exists(spark, table):
+        return result
     t0 = time.monotonic()
 
     def ts_between(col: str, a: int, b: int):
@@ -121,53 +153,52 @@ def update_rollups(spark, table: str, minutes: Iterable[int]) -> dict:
     def in_hours(hours: list[tuple[str, int]]):
         return any_of((F.col("date") == F.lit(d)) & (F.col("hour") == F.lit(h)) for d, h in hours)
 
-    # minutes: the raw samples of each range (the hour predicate prunes partitions, the ts one
-    # lets Delta skip other batches' files by their statistics), and before each range the
-    # newest sample of each of its minutes up to STALE_S back, from the minute rollup's `last`:
-    # the previous sample of every series' first step, at most one row per series and minute
-    # instead of every raw sample of those minutes
-    cols = ["cluster", "broker", "metric", "topic", "partition", "labels", "ts", "value"]
-    samples = (
-        spark.read.format("delta")
-        .load(table)
-        .filter(in_hours(_hours_of(ranges)))
-        .filter(any_of(ts_between("ts", a, b) for a, b in ranges))
-        .select(*cols)
-    )
     path_1m = table_path(table, "1m")
-    before = [(a - STALE_S, a) for a, _ in ranges]
-    if delta.table_exists(spark, path_1m):
-        previous = (
+    if ranges:
+        # minutes: the raw samples of each range (the hour predicate prunes partitions, the ts
+        # one lets Delta skip other batches' files by their statistics), and before each range
+        # the newest sample of each of its minutes up to STALE_S back, from the minute rollup's
+        # `last`: the previous sample of every series' first step, at most one row per series
+        # and minute instead of every raw sample of those minutes
+        cols = ["cluster", "broker", "metric", "topic", "partition", "labels", "ts", "value"]
+        samples = (
             spark.read.format("delta")
-            .load(path_1m)
-            .filter(in_hours(_hours_of(before)))
-            .filter(any_of(ts_between("bucket", a, b) for a, b in before))
-            .select(*cols[:6], F.col("last_ts").alias("ts"), F.col("last").alias("value"))
+            .load(table)
+            .filter(in_hours(_hours_of(ranges)))
+            .filter(any_of(ts_between("ts", a, b) for a, b in ranges))
+            .select(*cols)
         )
-        samples = samples.unionByName(previous)
-    rolled = minute_rollup(samples, stale_s=STALE_S).filter(any_of(ts_between("bucket", a, b) for a, b in ranges))
-    minute_hours = _hours_of(ranges)
-    delta.replace_where(
-        rolled.repartition(*ROLLUP_PARTITIONS["1m"]),
-        path_1m,
-        ROLLUP_PARTITIONS["1m"],
-        f"{_partition_sql(minute_hours, with_hour=True)} AND {_range_sql(ranges)}",
-    )
-    # hours: each touched hour from its own minute rows
-    hour_ranges = []
-    for date, hour in minute_hours:
-        start = int(_dt.datetime.fromisoformat(date).replace(hour=hour, tzinfo=_dt.timezone.utc).timestamp())
-        hour_ranges.append((start, start + 3600))
-    minute_rows = spark.read.format("delta").load(path_1m).filter(in_hours(minute_hours))
-    hourly = coarser_rollup(minute_rows, ROLLUPS["1h"])
-    delta.replace_where(
-        hourly.repartition(*ROLLUP_PARTITIONS["1h"]),
-        table_path(table, "1h"),
-        ROLLUP_PARTITIONS["1h"],
-        f"{_partition_sql(minute_hours, with_hour=False)} AND {_range_sql(hour_ranges)}",
-    )
-    n_minutes = sum((b - a) // _MINUTE for a, b in ranges)
-    return {"minutes": n_minutes, "hours": len(minute_hours), "seconds": time.monotonic() - t0}
+        before = [(a - STALE_S, a) for a, _ in ranges]
+        if delta.table_exists(spark, path_1m):
+            previous = (
+                spark.read.format("delta")
+                .load(path_1m)
+                .filter(in_hours(_hours_of(before)))
+                .filter(any_of(ts_between("bucket", a, b) for a, b in before))
+                .select(*cols[:6], F.col("last_ts").alias("ts"), F.col("last").alias("value"))
+            )
+            samples = samples.unionByName(previous)
+        rolled = minute_rollup(samples, stale_s=STALE_S).filter(any_of(ts_between("bucket", a, b) for a, b in ranges))
+        delta.replace_where(
+            rolled.repartition(*ROLLUP_PARTITIONS["1m"]),
+            path_1m,
+            ROLLUP_PARTITIONS["1m"],
+            f"{_partition_sql(_hours_of(ranges), with_hour=True)} AND {_range_sql(ranges)}",
+        )
+        result["minutes"] = sum((b - a) // _MINUTE for a, b in ranges)
+    if closed and delta.table_exists(spark, path_1m):
+        # hours: each closed hour from its own minute rows
+        hour_ranges = [(_hour_start(d, h), _hour_start(d, h) + 3600) for d, h in closed]
+        minute_rows = spark.read.format("delta").load(path_1m).filter(in_hours(closed))
+        delta.replace_where(
+            coarser_rollup(minute_rows, ROLLUPS["1h"]).repartition(*ROLLUP_PARTITIONS["1h"]),
+            table_path(table, "1h"),
+            ROLLUP_PARTITIONS["1h"],
+            f"{_partition_sql(closed, with_hour=False)} AND {_range_sql(hour_ranges)}",
+        )
+        result["hours"] = len(closed)
+    result["seconds"] = time.monotonic() - t0
+    return result
 
 
 def all_hours(spark, table: str) -> list[tuple[str, str, int]]:
@@ -183,5 +214,6 @@ def rebuild(spark, table: str, hours_per_step: int = 24) -> dict:
     hours = sorted({(d, h) for _, d, h in all_hours(spark, table)})
     t0 = time.monotonic()
     for i in range(0, len(hours), hours_per_step):
-        update_rollups(spark, table, hour_minutes(("", d, h) for d, h in hours[i : i + hours_per_step]))
+        step = hours[i : i + hours_per_step]
+        update_rollups(spark, table, hour_minutes(("", d, h) for d, h in step), hours=step)
     return {"hours": len(hours), "seconds": time.monotonic() - t0}

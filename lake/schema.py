@@ -74,7 +74,7 @@ The samples are a Delta Lake table at the lake's URI (``<table>``), Hive-style p
 above.  Two rollup tables sit next to it, maintained by the ingest (``lake.rollups``):
 
 ``<table>_1m``   one row per series and minute (partitioned cluster/date/hour)
-``<table>_1h``   one row per series and hour (partitioned cluster/date)
+``<table>_1h``   one row per series and closed hour (partitioned cluster/date)
 
 with :data:`ROLLUP_SCHEMA`: ``bucket`` (start of the minute/hour), the series columns, then
 ``min``, ``max``, ``sum``, ``count`` (of the samples in the bucket; mean = sum / count),

@@ -173,27 +173,53 @@ class LakeView:
             return self.empty()
         return incident_window(self._read(dirs), start, end, cluster=cluster, columns=COLUMNS)
 
-    def rollup(self, resolution: str, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
+    def rollup(
+        self,
+        resolution: str,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        cluster: str | None = None,
+        now: float | None = None,
+    ):
         """Rows of the ``1m`` or ``1h`` rollup whose bucket starts in [start, end); None without
-        that table.  ``start`` is taken down to the bucket it falls in."""
+        that table.  ``start`` is taken down to the bucket it falls in.
+
+        The hour rollup holds closed hours only (``lake.rollups``): the newest
+        ``lake.rollups.OPEN_HOURS`` hours (by ``now``, default the clock) come from the minute
+        rollup, re-aggregated into hour rows on the fly, so a trend still reaches the last
+        minute rolled up."""
         from pyspark.sql import functions as F
 
+        from lake.rollups import open_hours_start
         from lake.schema import ROLLUPS, table_path
         from lake.schema import to_utc as _utc
         from spark_queries._common import ts_lit
         from spark_queries.window import partition_predicate
 
-        if not self.is_delta(resolution):
+        # no hour table yet (no hour has closed): the minutes can still answer an hour read
+        if not self.is_delta(resolution) and not (resolution == "1h" and self.is_delta("1m")):
             return None
         width = ROLLUPS[resolution]
         s = _utc(start)
         s = _dt.datetime.fromtimestamp(int(s.timestamp()) // width * width, _dt.timezone.utc)
         e = _utc(end)
         cluster = cluster if cluster is not None else self.cluster
-        keep = partition_predicate(s, e) & (F.col("bucket") >= ts_lit(s)) & (F.col("bucket") < ts_lit(e))
-        if cluster is not None:
-            keep = (F.col("cluster") == F.lit(cluster)) & keep
-        return self.spark.read.format("delta").load(table_path(self.path, resolution)).filter(keep)
+
+        def rows_of(name: str, a: _dt.datetime, b: _dt.datetime):
+            keep = partition_predicate(a, b) & (F.col("bucket") >= ts_lit(a)) & (F.col("bucket") < ts_lit(b))
+            if cluster is not None:
+                keep = (F.col("cluster") == F.lit(cluster)) & keep
+            return self.spark.read.format("delta").load(table_path(self.path, name)).filter(keep)
+
+        cut = _dt.datetime.fromtimestamp(open_hours_start(time.time() if now is None else now), _dt.timezone.utc)
+        if resolution != "1h" or e <= cut or not self.is_delta("1m"):
+            return rows_of(resolution, s, e)
+        from spark_queries.rollup import coarser_rollup
+
+        recent = coarser_rollup(rows_of("1m", max(s, cut), e), width)
+        if s >= cut or not self.is_delta("1h"):
+            return recent
+        return rows_of(resolution, s, cut).unionByName(recent)
 
     def all(self, cluster: str | None = None):
         """The whole lake (of ``cluster`` when given): for history-wide scans."""

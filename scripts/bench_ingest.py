@@ -15,11 +15,14 @@ of the minutes touched since every ``--rollup-every`` rounds (60 s of data, ``kb
 * rollups: the rollup runs (the minutes touched, from their raw samples and the previous
   minutes' rollup rows; each touched hour from its minute rows), with each run's seconds
   (a run's cost should not grow as the lake fills);
-* sustained: rows over commit + rollups; a round arrives every 15 s, so the ingest keeps up
-  when one round takes less than that.
+* hour row: writing the hour rollup once the hour has closed (``flush_rollups(final=True)``),
+  timed on the minutes so far and scaled to a whole hour (60 minute rows per series), then
+  spread over the hour's 240 rounds;
+* sustained: rows over commit + rollups + the rounds' share of the hour row; a round arrives
+  every 15 s, so the ingest keeps up when one round takes less than that.
 
-A run's cost reaches its steady state after ``lake.rollups.STALE_S`` of data (20 rounds); the
-hour rollup then still grows with the hour's minutes (at most 60 rows per series).
+A rollup run reads the touched minutes' raw samples and, before them, up to
+``lake.rollups.STALE_S`` of minute rows (5 per series): its cost stops growing after 20 rounds.
 
 Usage::
 
@@ -128,9 +131,14 @@ def main(argv: list[str] | None = None) -> int:
             commit_s += time.perf_counter() - c0
             if (i + 1) % a.rollup_every == 0 or i == len(files) - 1:
                 r0 = time.perf_counter()
-                ingestor.flush_rollups()
+                ingestor.flush_rollups(final=False)  # as kbot run's rollup thread
                 rollup_runs.append(time.perf_counter() - r0)
         rollup_s = sum(rollup_runs)
+        # the hour row, written once an hour has closed: timed here on the minutes so far and
+        # scaled to a whole hour below
+        h0 = time.perf_counter()
+        ingestor.flush_rollups(final=True)
+        close_s = time.perf_counter() - h0
         out["load_after"] = load()
     finally:
         spark.stop()
@@ -149,8 +157,18 @@ def main(argv: list[str] | None = None) -> int:
         "runs": len(rollup_runs),
         "runs_s": [round(x, 2) for x in rollup_runs],
     }
-    sustained = rows / (commit_s + rollup_s)
-    out["sustained_rows_per_s"] = round(sustained)
+    minutes = -(-a.rounds * SCRAPE_S // 60)
+    minute_rows = per_round * minutes  # one row per series and minute
+    close_per_round = close_s * (60 / minutes) / (3600 / SCRAPE_S)  # a full hour's, spread over its rounds
+    out["hour_close"] = {
+        "seconds": round(close_s, 2),
+        "minute_rows": minute_rows,
+        "rows_per_s": round(minute_rows / close_s),
+        "full_hour_s": round(close_s * 60 / minutes, 1),
+        "per_round_s": round(close_per_round, 2),
+    }
+    sustained = rows / (commit_s + rollup_s + close_per_round * a.rounds)
+    out["sustained_rows_per_s"] = round(sustained)  # with each round's share of its hour's close
     out["ratio_to_needed"] = round(sustained / out["needed_rows_per_s"], 3)
     if not a.root:
         shutil.rmtree(root, ignore_errors=True)
@@ -165,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  batches   {min(out['batches'])}-{max(out['batches'])} s each (a round arrives every {SCRAPE_S} s); "
         f"rollup runs {out['rollups']['runs_s']} s"
+    )
+    print(
+        f"  hour row  {close_s:8.2f} s for {minutes} minute(s) of minute rows: a full hour's "
+        f"{out['hour_close']['full_hour_s']} s once an hour, {close_per_round:.2f} s a round"
     )
     print(
         f"  sustained {sustained:,.0f} rows/s against {out['needed_rows_per_s']:,} needed "

@@ -391,9 +391,50 @@ def test_incremental_rollups_equal_a_rebuild_with_late_and_stale_samples(spark, 
 
 def test_pending_hours_an_older_version_left_become_their_minutes(layout):
     """rollups.pending used to hold hours ("cluster|date|hour"); after an upgrade those are still
-    due, as their 60 minutes, and a count kept beside a minute of the new format adds up."""
+    due, as the hour and its 60 minutes, and a count kept beside a minute of the new format adds up."""
     layout.rollups_pending_file.write_text(json.dumps({"dev|2024-05-01|10": 2, "2024-05-01T10:07": 1, "junk": 3}))
     ingestor = Ingestor(None, layout, rollup_every_s=60)
     minutes = ingestor.pending_minutes()
     assert len(minutes) == 60 and minutes[0] == "2024-05-01T10:00" and minutes[-1] == "2024-05-01T10:59"
     assert ingestor._read_pending()["2024-05-01T10:07"] == 3
+    assert ingestor.pending_hours() == ["2024-05-01T10"]
+
+
+def test_an_open_hour_is_read_from_its_minutes_until_it_closes(spark, layout):
+    """The hour rollup is written once an hour has closed; until then a 1-hour read takes the
+    hour from the minute rollup, so a trend still reaches the newest minute."""
+    import time
+
+    from lake.service import LakeView
+
+    now = time.time()
+    land(
+        layout,
+        "a.jsonl",
+        [
+            row(int((now - 60) * 1e6), metric="IsrShrinksPerSec", value=1.0),
+            row(int((now - 30) * 1e6), metric="IsrShrinksPerSec", value=4.0),
+        ],
+    )
+    ingestor = Ingestor(spark, layout)  # rollups after every batch
+    ingestor.run()
+    hour_key = dt.datetime.fromtimestamp(now - 30, dt.timezone.utc).strftime("%Y-%m-%dT%H")
+    assert hour_key in ingestor.pending_hours()  # open: its row is not written yet
+    hour_rows = spark.read.format("delta").load(layout.rollup("1h")) if os.path.isdir(layout.rollup("1h")) else None
+    assert hour_rows is None or hour_rows.count() == 0
+
+    view = LakeView(spark, layout.table)
+    start = dt.datetime.fromtimestamp(now - 7 * 86400, dt.timezone.utc)
+    end = dt.datetime.fromtimestamp(now + 3600, dt.timezone.utc)
+
+    def summary(df):
+        r = df.filter("metric = 'IsrShrinksPerSec'").agg({"count": "sum", "inc": "sum", "max": "max"}).first()
+        return r["sum(count)"], r["sum(inc)"], r["max(max)"]
+
+    assert summary(view.rollup("1h", start, end)) == (2, 3.0, 4.0)
+    # at shutdown the hour is written; read an hour later (the hour table itself) it is the same
+    ingestor.flush_rollups()
+    assert ingestor.pending_hours() == []
+    assert summary(spark.read.format("delta").load(layout.rollup("1h"))) == (2, 3.0, 4.0)
+    later = LakeView(spark, layout.table).rollup("1h", start, end + dt.timedelta(hours=3), now=now + 3 * 3600)
+    assert summary(later) == (2, 3.0, 4.0)

@@ -58,11 +58,16 @@ def test_files_are_ingested_as_they_land_and_rollups_flushed_at_stop(spark, tmp_
         assert raw.count() == 6 and raw.filter("value = 2.0").count() == 3
         # rollups deferred: the two minutes are recorded, the 1-minute table not built yet
         assert ingestor.pending_minutes() == ["2024-05-01T10:00", "2024-05-01T10:01"]
-        assert json.loads(layout.rollups_pending_file.read_text()) == {"2024-05-01T10:00": 1, "2024-05-01T10:01": 1}
+        assert ingestor.pending_hours() == ["2024-05-01T10"]
+        assert json.loads(layout.rollups_pending_file.read_text()) == {
+            "2024-05-01T10": 2,  # 2 batches
+            "2024-05-01T10:00": 1,
+            "2024-05-01T10:01": 1,
+        }
         assert not Path(table_path(layout.table, "1m"), "_delta_log").exists()
     finally:
         follower.stop(timeout=240)
-    assert follower.last_error is None and ingestor.pending_minutes() == []
+    assert follower.last_error is None and ingestor.pending_minutes() == [] == ingestor.pending_hours()
     minutes = spark.read.format("delta").load(table_path(layout.table, "1m"))
     assert minutes.filter("metric = 'UnderReplicatedPartitions'").select("broker").distinct().count() == 3
     assert not list(layout.landing.glob("*.jsonl"))
