@@ -275,6 +275,7 @@ async def _collect(args) -> int:
             await asyncio.to_thread(follower.stop)  # ingests what is left, flushes the deferred rollups
         elif ingestor is not None:
             rep = await asyncio.to_thread(ingestor.run)
+            await asyncio.to_thread(ingestor.flush_rollups)  # the open hour's row too: nothing more lands
             _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
     return 0
 
@@ -285,7 +286,10 @@ def _ingest(args) -> int:
     layout = _layout(args)
     spark = _session(args.master)
     try:
-        report = Ingestor(spark, layout, max_files=args.max_files).run()
+        ingestor = Ingestor(spark, layout, max_files=args.max_files)
+        report = ingestor.run()
+        # a one-shot run: no process stays to write the open hour's row when it closes
+        ingestor.flush_rollups()
     finally:
         spark.stop()
     data = {

@@ -35,8 +35,8 @@ One batch, step by step
 3. **commit**: Spark appends the good files' rows to the table, partitioned by
    cluster/date/hour, as one idempotent Delta write (``userMetadata`` names the batch, its
    files and rows: ``kbot lake status`` reads it).
-4. **roll up**: the minutes the batch touched are recomputed in the 1-minute rollup, and their
-   hours in the 1-hour rollup (``lake.rollups``).
+4. **roll up**: the minutes the batch touched are recomputed in the 1-minute rollup; their
+   hours' rows in the 1-hour rollup are written once those hours have closed (``lake.rollups``).
 5. **finish**: move the batch's files to ``done/`` and remove its ``processing/`` directory.
 
 A crash anywhere leaves the files in ``landing/`` or ``processing/<id>/`` (never lost); the
@@ -580,7 +580,7 @@ class Ingestor:
         with self._pending_lock:
             pending = self._read_pending()
             for m in minutes:
-                for key in (_minute_key(m), _minute_key(m)[:13]):
+                for key in (_minute_key(m), _minute_key(m)[:13]):  # the minute and its hour
                     pending[key] = pending.get(key, 0) + 1
             self._write_pending(pending)
 
