@@ -2,7 +2,7 @@
 ROLLUP_SCHEMA), and reading a metric's history back from a rollup table.
 
 Pure DataFrame -> DataFrame.  ``lake.rollups`` runs them incrementally after each ingest batch,
-on the hours the batch touched.
+on the minutes the batch touched (and the hours once they have closed).
 """
 
 from __future__ import annotations
