@@ -89,6 +89,9 @@ def last_commit(spark, path: str) -> tuple[int, dict | None] | None:
     """(version, our userMetadata or None) of the table's newest commit; None without a table."""
     if not table_exists(spark, path):
         return None
+    local = _local_last_commit(path)
+    if local is not None:
+        return local
     if is_connect(spark):
         history = spark.sql(f"DESCRIBE HISTORY {table_ref(path)} LIMIT 1")
     else:
@@ -99,6 +102,28 @@ def last_commit(spark, path: str) -> tuple[int, dict | None] | None:
     if row is None:
         return None
     return int(row["version"]), _meta(row["userMetadata"])
+
+
+def _local_last_commit(path: str) -> tuple[int, dict | None] | None:
+    """:func:`last_commit` of a local table from its newest JSON commit file, without a Spark
+    job (the ingest asks twice per batch; a history query is a Spark job, 0.36 s on one core
+    timed alone); None when that cannot be read, and Delta is asked instead."""
+    log_dir = os.path.join(path, "_delta_log")
+    if _is_uri(path) or not os.path.isdir(log_dir):
+        return None
+    versions = [int(n[:-5]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:-5].isdigit()]
+    if not versions:
+        return None
+    version = max(versions)
+    try:
+        with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as f:
+            for line in f:
+                info = json.loads(line).get("commitInfo")
+                if info is not None:
+                    return version, _meta(info.get("userMetadata"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return version, None
 
 
 def _meta(text: str | None) -> dict | None:

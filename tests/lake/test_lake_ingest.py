@@ -438,3 +438,22 @@ def test_an_open_hour_is_read_from_its_minutes_until_it_closes(spark, layout):
     assert summary(spark.read.format("delta").load(layout.rollup("1h"))) == (2, 3.0, 4.0)
     later = LakeView(spark, layout.table).rollup("1h", start, end + dt.timedelta(hours=3), now=now + 3 * 3600)
     assert summary(later) == (2, 3.0, 4.0)
+
+
+def test_the_newest_commit_read_from_the_log_is_the_one_delta_reports(spark, layout):
+    """The ingest reads a local table's newest commit from its JSON log (no Spark job): the
+    same version and metadata as Delta's history, ours or not (another writer's has none)."""
+    from delta.tables import DeltaTable
+
+    from lake import delta
+
+    def from_history():
+        row = DeltaTable.forPath(spark, layout.table).history(1).select("version", "userMetadata").first()
+        return int(row["version"]), delta._meta(row["userMetadata"])
+
+    two_hours(layout)
+    report = Ingestor(spark, layout).run()
+    local = delta._local_last_commit(layout.table)
+    assert local == from_history() and local[1]["batch"] == report.batches[0].batch_id
+    spark.read.format("delta").load(layout.table).limit(1).write.format("delta").mode("append").save(layout.table)
+    assert delta._local_last_commit(layout.table) == from_history() == (local[0] + 1, None)
