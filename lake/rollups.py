@@ -69,8 +69,7 @@ def hour_minutes(hours: Iterable[tuple[str, str, int]]) -> set[int]:
     """The minutes (epoch seconds) of ``(cluster, date, hour)`` partitions."""
     out: set[int] = set()
     for _, date, hour in hours:
-        start = _dt.datetime.fromisoformat(date).replace(hour=int(hour), tzinfo=_dt.timezone.utc)
-        first = int(start.timestamp())
+        first = _hour_start(date, hour)
         out.update(range(first, first + 3600, _MINUTE))
     return out
 
