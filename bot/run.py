@@ -107,18 +107,37 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
     try:
         return _serve_or_console(args, env)
     finally:
+        if collector is not None:
+            stop_collection(collector)
         if connect is not None and connect.started:  # only the server this run started
             from lake.connect import stop_server
 
             stop_server(env=env)
         if stack is not None:
             stack.stop()
-        if collector is not None:
-            collector.terminate()
-            try:
-                collector.wait(15)
-            except subprocess.TimeoutExpired:
-                collector.kill()
+
+
+# How long the collector may take at exit to ingest its last files and write the pending
+# rollups (the open hour's row): one ingest and one rollup run, slower on a loaded machine.
+COLLECTOR_STOP_S = 120.0
+
+
+def stop_collection(collector: subprocess.Popen, wait_s: float = COLLECTOR_STOP_S) -> None:
+    """SIGTERM the collector and give it time to flush into the lake (lake.cli handles SIGTERM
+    like Ctrl-C). A second Ctrl-C, or running out of time, kills it: what it had not ingested stays
+    in landing and rollups.pending for the next run."""
+    if collector.poll() is not None:
+        return
+    collector.terminate()
+    try:
+        collector.wait(2)
+    except subprocess.TimeoutExpired:
+        _say(f"writing the last samples into the lake (up to {wait_s:.0f}s; Ctrl-C to skip, nothing is lost)")
+        try:
+            collector.wait(wait_s)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            collector.kill()
+            collector.wait()
 
 
 def start_connect_server(env: Mapping[str, str]):

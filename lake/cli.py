@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import time
 
@@ -191,6 +192,38 @@ def _print(obj, as_json: bool, text: str) -> None:
     print(json.dumps(obj, default=str) if as_json else text, flush=True)
 
 
+class _Stopping:
+    terminated = False  # SIGTERM arrived
+    flushing = False  # the last ingest and rollup flush has begun
+
+
+def _stop_on_sigterm() -> _Stopping:
+    """SIGTERM (how `kbot run` stops its collector, as do systemd and Kubernetes) ends collection
+    the way Ctrl-C does: the main task is cancelled, so the last landing files are ingested and
+    the pending rollups (the open hour's row too) are written before the process exits. Python's
+    default SIGTERM action would end the process at once and leave them for the next run. A second
+    SIGTERM during that flush is ignored; SIGKILL still ends it (the files and minutes stay
+    pending, nothing is lost)."""
+    state = _Stopping()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def on_sigterm() -> None:
+        if state.flushing or state.terminated or main is None:
+            return
+        state.terminated = True
+        print(
+            "SIGTERM: stopping; ingesting the last files and writing the pending rollups", file=sys.stderr, flush=True
+        )
+        main.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        pass
+    return state
+
+
 async def _collect(args) -> int:
     from .collector import Collector
     from .ingest import IngestBusy, Ingestor
@@ -266,9 +299,15 @@ async def _collect(args) -> int:
             rep = await asyncio.to_thread(maintain, ingestor.spark, layout.table, retention=retention)
             _print({"maintain": rep.summary()}, args.json, f"maintain: {rep.summary()}")
 
+    stopping = _stop_on_sigterm()
     try:
         await collector.run(rounds=args.rounds, duration_s=args.duration, on_round=on_round)
+    except asyncio.CancelledError:
+        if not stopping.terminated:
+            raise  # Ctrl-C: asyncio.run turns it back into KeyboardInterrupt
+        asyncio.current_task().uncancel()  # SIGTERM: handled here, the flush below runs normally
     finally:
+        stopping.flushing = True  # a SIGTERM from here on must not cut the flush short
         if pool is not None:
             await pool.close()
         if follower is not None:

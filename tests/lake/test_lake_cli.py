@@ -124,3 +124,68 @@ def test_ingest_via_cli(spark, tmp_path, monkeypatch, capsys):
     assert cli.run(args) == 0
     text = capsys.readouterr().out
     assert "ingested        1 batch(es), 1 rows" in text and "clusters: c1" in text
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spark, tmp_path, signame):
+    """`kbot run` stops its collector with SIGTERM, a terminal with Ctrl-C (SIGINT): the collector,
+    a separate process here as there, must ingest what is left and write the open hour's row
+    before it exits."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from pathlib import Path
+
+    from lake.schema import table_path
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = TEXT.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--lake-dir", str(tmp_path)]
+    cmd += ["--targets", f"7={url}", "--cluster", "c1", "--interval", "1", "--ingest-follow", "--json"]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # a cold JVM on a busy machine
+        while time.monotonic() < deadline:  # the first ingest report: the follower is running
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if '"ingest"' in line and " 0 rows" not in json.loads(line)["ingest"]:
+                break
+        else:
+            pytest.fail("no ingest report within 300 s")
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(getattr(signal, signame))
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.shutdown()
+    assert proc.returncode == 0, err[-2000:]
+    assert ("SIGTERM: stopping" in err) == (signame == "SIGTERM") and "Traceback" not in err
+    assert not list((tmp_path / "landing").glob("*.jsonl")), "landing files left un-ingested"
+    pending = json.loads((tmp_path / "rollups.pending").read_text() or "{}")
+    assert pending == {}, pending
+    raw = spark.read.format("delta").load(str(tmp_path / "samples")).where("broker = 7")
+    n = raw.count()
+    assert n >= 2
+    hours = spark.read.format("delta").load(table_path(str(tmp_path / "samples"), "1h")).where("broker = 7").collect()
+    # the open hour's row: written only by the flush at shutdown (an hour closes 5 min after it ends)
+    assert sum(r["count"] for r in hours) == n and all(r["max"] == 1.0 for r in hours)

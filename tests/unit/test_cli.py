@@ -136,3 +136,48 @@ def test_no_subcommand_prints_help_and_exits_2(kbot):
     r = kbot()
     assert r.returncode == 2
     assert "usage: kbot" in r.stdout
+
+
+def test_kbot_run_waits_for_its_collector_to_flush_after_sigterm(tmp_path):
+    """bot.run.stop_collection: a collector that takes a few seconds to write its last batch after
+    SIGTERM (as `lake collect` does) is waited for, not killed after a fixed grace period."""
+    from bot.run import stop_collection
+
+    done = tmp_path / "flushed"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, signal, sys, time\n"
+            "def term(*_):\n"
+            "    time.sleep(3)\n"  # the last ingest and rollup flush
+            f"    pathlib.Path({str(done)!r}).write_text('ok')\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "print('ready', flush=True)\n"
+            "while True:\n"
+            "    time.sleep(1)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline().strip() == "ready"
+    stop_collection(child, wait_s=120)
+    assert child.returncode == 0 and done.read_text() == "ok"
+
+
+def test_kbot_run_kills_a_collector_that_does_not_stop_in_time(tmp_path):
+    from bot.run import stop_collection
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline().strip() == "ready"
+    stop_collection(child, wait_s=1)
+    assert child.returncode == -9
