@@ -118,6 +118,13 @@ def _range_sql(ranges: list[tuple[int, int]]) -> str:
     )
 
 
+#: The order of the rows inside each rollup file: a series' rows lie together, so the Parquet
+#: reader's page statistics let a one-partition question (a 7-day trend of topic T partition P)
+#: read a few pages of each day instead of every row of it.  At 30,000 partitions x 7 days it
+#: took that trend through Spark Connect from 0.99 s to 0.33 s (scripts/bench_lake.py).
+SERIES_ORDER = ("metric", "topic", "partition", "broker", "bucket")
+
+
 def update_rollups(
     spark, table: str, minutes: Iterable[int], *, hours: Iterable[tuple[str, int]] = (), now: float | None = None
 ) -> dict:
@@ -180,7 +187,7 @@ def update_rollups(
             samples = samples.unionByName(previous)
         rolled = minute_rollup(samples, stale_s=STALE_S).filter(any_of(ts_between("bucket", a, b) for a, b in ranges))
         delta.replace_where(
-            rolled.repartition(*ROLLUP_PARTITIONS["1m"]),
+            rolled.repartition(*ROLLUP_PARTITIONS["1m"]).sortWithinPartitions(*SERIES_ORDER),
             path_1m,
             ROLLUP_PARTITIONS["1m"],
             f"{_partition_sql(_hours_of(ranges), with_hour=True)} AND {_range_sql(ranges)}",
@@ -191,7 +198,9 @@ def update_rollups(
         hour_ranges = [(_hour_start(d, h), _hour_start(d, h) + 3600) for d, h in closed]
         minute_rows = spark.read.format("delta").load(path_1m).filter(in_hours(closed))
         delta.replace_where(
-            coarser_rollup(minute_rows, ROLLUPS["1h"]).repartition(*ROLLUP_PARTITIONS["1h"]),
+            coarser_rollup(minute_rows, ROLLUPS["1h"])
+            .repartition(*ROLLUP_PARTITIONS["1h"])
+            .sortWithinPartitions(*SERIES_ORDER),
             table_path(table, "1h"),
             ROLLUP_PARTITIONS["1h"],
             f"{_partition_sql(closed, with_hour=False)} AND {_range_sql(hour_ranges)}",

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -387,6 +388,41 @@ def test_incremental_rollups_equal_a_rebuild_with_late_and_stale_samples(spark, 
     assert by_minute[("10:59", 101)] == 60.0 and by_minute[("10:57", 102)] is None
     stale = dt.datetime.fromtimestamp(t0 + 255 + STALE_S + 60, dt.timezone.utc).strftime("%H:%M")
     assert by_minute[(stale, 101)] is None
+
+
+def test_rollup_files_keep_each_series_rows_together(spark, layout):
+    """Inside every rollup file the rows are in series order (metric, topic, partition, broker,
+    bucket), whatever order the samples landed in: a one-partition trend then reads a few Parquet
+    pages of a day, not all of it (the speed is scripts/bench_lake.py's)."""
+    import random
+
+    import pyarrow.parquet as pq
+
+    from lake.rollups import SERIES_ORDER
+
+    t0 = int(dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.timezone.utc).timestamp())
+    rows = [
+        row((t0 + s) * 1_000_000, metric=m, broker=b, topic=t, partition=p, value=float(s))
+        for s in range(0, 600, 30)
+        for m in ("LogEndOffset", "Size")
+        for t in ("orders", "audit")
+        for p in range(3)
+        for b in (101, 102)
+    ]
+    random.Random(7).shuffle(rows)
+    land(layout, "a.jsonl", rows)
+    Ingestor(spark, layout).run()
+    Ingestor(spark, layout).flush_rollups()  # the open hour's row too
+    for res in ("1m", "1h"):
+        files = sorted(Path(layout.rollup(res)).rglob("*.parquet"))
+        assert files, res
+        seen = 0
+        for f in files:
+            table = pq.read_table(f, columns=list(SERIES_ORDER))
+            keys = list(zip(*(table.column(c).to_pylist() for c in SERIES_ORDER)))
+            assert keys == sorted(keys), f"{res} file {f.name} is not in series order"
+            seen += len(keys)
+        assert seen == 2 * 2 * 3 * 2 * (10 if res == "1m" else 1)
 
 
 def test_pending_hours_an_older_version_left_become_their_minutes(layout):
