@@ -130,14 +130,14 @@ def stop_collection(collector: subprocess.Popen, wait_s: float = COLLECTOR_STOP_
         return
     collector.terminate()
     try:
-        collector.wait(2)
-    except subprocess.TimeoutExpired:
-        _say(f"writing the last samples into the lake (up to {wait_s:.0f}s; Ctrl-C to skip, nothing is lost)")
         try:
+            collector.wait(2)
+        except subprocess.TimeoutExpired:
+            _say(f"writing the last samples into the lake (up to {wait_s:.0f}s; Ctrl-C to skip, nothing is lost)")
             collector.wait(wait_s)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            collector.kill()
-            collector.wait()
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):  # never let it stop the rest of the shutdown
+        collector.kill()
+        collector.wait()
 
 
 def start_connect_server(env: Mapping[str, str]):
