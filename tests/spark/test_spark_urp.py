@@ -55,12 +55,12 @@ def test_urp_duplicate_scrapes_collapse_to_max(lake_df):
     assertDataFrameEqual(out, [Row(1, 4, 2.0, 1.5, "flat")])
 
 
-
 def test_urp_modal_value_tie_goes_to_the_larger_value_and_last_is_the_newest(lake_df):
     # 2 and 3 are equally common; the newest sample is 1
     out = urp_trend(lake_df(series(1, [0, 2, 3, 2, 3, 1])))
     row = out.select("samples", "last", "distinct_values", "changes", "nonzero_samples", "modal_value", "modal_share")
     assertDataFrameEqual(row, [Row(6, 1.0, 4, 5, 5, 3.0, 0.4)])
+
 
 def test_urp_concentration(lake_df):
     rows = (
