@@ -108,22 +108,35 @@ def _local_last_commit(path: str) -> tuple[int, dict | None] | None:
     """:func:`last_commit` of a local table from its newest JSON commit file, without a Spark
     job (the ingest asks twice per batch; a history query is a Spark job, 0.36 s on one core
     timed alone); None when that cannot be read, and Delta is asked instead."""
-    log_dir = os.path.join(path, "_delta_log")
-    if _is_uri(path) or not os.path.isdir(log_dir):
+    log_dir = _local_log_dir(path)
+    if log_dir is None:
         return None
     versions = [int(n[:-5]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:-5].isdigit()]
     if not versions:
         return None
     version = max(versions)
     try:
-        with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as f:
-            for line in f:
-                info = json.loads(line).get("commitInfo")
-                if info is not None:
-                    return version, _meta(info.get("userMetadata"))
+        info = _commit_info(log_dir, f"{version:020d}.json")
     except (OSError, ValueError, AttributeError):
         return None
-    return version, None
+    return version, None if info is None else _meta(info.get("userMetadata"))
+
+
+def _local_log_dir(path: str) -> str | None:
+    """The ``_delta_log`` directory of a table on the local filesystem; None for a URI or no table."""
+    log_dir = os.path.join(path, "_delta_log")
+    return None if _is_uri(path) or not os.path.isdir(log_dir) else log_dir
+
+
+def _commit_info(log_dir: str, name: str) -> dict | None:
+    """The ``commitInfo`` action of one JSON commit file, None when it has none.  Raises OSError
+    for a file that cannot be read, ValueError for a line that is not JSON."""
+    with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+        for line in f:
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                return info
+    return None
 
 
 def _meta(text: str | None) -> dict | None:
@@ -139,23 +152,20 @@ def _meta(text: str | None) -> dict | None:
 def local_commits(path: str, kind: str = "ingest") -> list[dict]:
     """Our commit metadata (``{"kbot": kind, ...}``) from a local table's JSON commit files,
     without Spark (for ``kbot lake status``).  Commits older than Delta's log retention are gone."""
-    log_dir = os.path.join(path, "_delta_log")
-    out = []
-    if _is_uri(path) or not os.path.isdir(log_dir):
+    log_dir = _local_log_dir(path)
+    out: list[dict] = []
+    if log_dir is None:
         return out
     for name in sorted(os.listdir(log_dir)):
         if not name.endswith(".json"):
             continue
         try:
-            with open(os.path.join(log_dir, name), encoding="utf-8") as f:
-                for line in f:
-                    action = json.loads(line)
-                    info = action.get("commitInfo")
-                    if info:
-                        meta = _meta(info.get("userMetadata"))
-                        if meta and meta.get("kbot") == kind:
-                            meta["timestamp_ms"] = info.get("timestamp")
-                            out.append(meta)
+            info = _commit_info(log_dir, name)
         except (OSError, ValueError):
             continue
+        if info:
+            meta = _meta(info.get("userMetadata"))
+            if meta and meta.get("kbot") == kind:
+                meta["timestamp_ms"] = info.get("timestamp")
+                out.append(meta)
     return out
