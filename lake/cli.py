@@ -209,7 +209,7 @@ def _stop_on_sigterm() -> _Stopping:
     loop = asyncio.get_running_loop()
 
     def on_sigterm() -> None:
-        if state.flushing or state.terminated or main is None:
+        if state.flushing or state.terminated:
             return
         state.terminated = True
         print(

@@ -140,7 +140,9 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from pathlib import Path
 
-    from lake.schema import table_path
+    from lake.ingest import LakeLayout
+
+    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path))
 
     class Metrics(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -180,12 +182,12 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
         server.shutdown()
     assert proc.returncode == 0, err[-2000:]
     assert ("SIGTERM: stopping" in err) == (signame == "SIGTERM") and "Traceback" not in err
-    assert not list((tmp_path / "landing").glob("*.jsonl")), "landing files left un-ingested"
-    pending = json.loads((tmp_path / "rollups.pending").read_text() or "{}")
+    assert not list(layout.landing.glob("*.jsonl")), "landing files left un-ingested"
+    pending = json.loads(layout.rollups_pending_file.read_text() or "{}")
     assert pending == {}, pending
-    raw = spark.read.format("delta").load(str(tmp_path / "samples")).where("broker = 7")
+    raw = spark.read.format("delta").load(layout.table).where("broker = 7")
     n = raw.count()
     assert n >= 2
-    hours = spark.read.format("delta").load(table_path(str(tmp_path / "samples"), "1h")).where("broker = 7").collect()
+    hours = spark.read.format("delta").load(layout.rollup("1h")).where("broker = 7").collect()
     # the open hour's row: written only by the flush at shutdown (an hour closes 5 min after it ends)
     assert sum(r["count"] for r in hours) == n and all(r["max"] == 1.0 for r in hours)

@@ -411,8 +411,9 @@ def test_rollup_files_keep_each_series_rows_together(spark, layout):
     ]
     random.Random(7).shuffle(rows)
     land(layout, "a.jsonl", rows)
-    Ingestor(spark, layout).run()
-    Ingestor(spark, layout).flush_rollups()  # the open hour's row too
+    ingestor = Ingestor(spark, layout)
+    ingestor.run()
+    ingestor.flush_rollups()  # the open hour's row too
     for res in ("1m", "1h"):
         files = sorted(Path(layout.rollup(res)).rglob("*.parquet"))
         assert files, res
