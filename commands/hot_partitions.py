@@ -175,9 +175,15 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             f"{hottest['topic']}-{hottest['partition']}, writes {ranked or 0:,.1f} records/s ({measure})"
             + (f", {hottest['skew']:.1f}x its topic's median." if hottest["skew"] is not None else ".")
         )
+    raw_from = facts.get("raw_from")
+    source = (
+        f" (from the 1-minute rollups; raw samples from {raw_from:%H:%M} UTC on)"
+        if facts.get("resolution") == "1m" and raw_from is not None
+        else ""
+    )
     notes.insert(
         0,
-        f"Ranked on the {measure}"
+        f"Ranked on the {measure}{source}"
         + (
             "; `--rank mean` ranks on the window mean."
             if rank_by == "peak"

@@ -138,7 +138,7 @@ def update_rollups(
     """
     from pyspark.sql import functions as F
 
-    from spark_queries.rollup import coarser_rollup, minute_rollup
+    from spark_queries.rollup import coarser_rollup, minute_rollup, newest_samples
 
     ranges = minute_ranges(minutes, stretch_s=STALE_S)
     candidates = {(d, int(h)) for d, h in hours} | set(_hours_of(ranges))
@@ -177,13 +177,12 @@ def update_rollups(
         )
         before = [(a - STALE_S, a) for a, _ in ranges]
         if delta.table_exists(spark, path_1m):
-            previous = (
+            previous = newest_samples(
                 spark.read.format("delta")
                 .load(path_1m)
                 .filter(in_hours(_hours_of(before)))
                 .filter(any_of(ts_between("bucket", a, b) for a, b in before))
-                .select(*cols[:6], F.col("last_ts").alias("ts"), F.col("last").alias("value"))
-            )
+            ).select(*cols)
             samples = samples.unionByName(previous)
         rolled = minute_rollup(samples, stale_s=STALE_S).filter(any_of(ts_between("bucket", a, b) for a, b in ranges))
         delta.replace_where(

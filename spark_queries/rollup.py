@@ -59,6 +59,14 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = 300) -> Data
     return _finish(out)
 
 
+def newest_samples(rollup: DataFrame) -> DataFrame:
+    """Rollup rows -> raw-sample rows: each row's newest sample (``last`` at ``last_ts``).  Put
+    before the raw samples of the minutes that follow, they give :func:`minute_rollup` the
+    previous sample of every series' first step, one row per series and minute instead of every
+    raw sample of those minutes."""
+    return rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
+
+
 def coarser_rollup(rollup: DataFrame, width_s: int = 3600) -> DataFrame:
     """Re-aggregate a finer rollup into ``width_s`` buckets (minutes -> hours): every column
     of ROLLUP_SCHEMA composes (min of mins, sums of sums/counts/increments, the newest last)."""

@@ -216,6 +216,99 @@ async def test_hot_partitions_live_leaders_survive_a_deleted_topic(metadata_log_
     assert any(n.startswith("Not in the cluster's metadata now (deleted?): gone") for n in reply.notes)
 
 
+async def test_hot_partitions_after_a_broker_returns_does_not_call_its_catch_up_hot(ctx_at):
+    """Broker 2 is back at 10:50 and its replicas copy the 40 minutes they missed within two
+    minutes: a burst no client wrote.  The hot key ended at 10:35, so nothing is hot at 10:53
+    (ranked on the likely leaders' peaks, this once said topic-001-2 peaked at 5,256 rec/s)."""
+    reply = (await answer("hot-partitions", ctx_at(hhmm(10, 53)))).reply
+    assert reply.severity == "ok" and reply.verdict.startswith("No hot partition in the last 15 min"), reply.verdict
+    rows = reply.tables[0].records()
+    assert max(r["peak rec/s"] for r in rows) < 100  # the topics write up to ~70 records/s
+
+
+async def test_an_hour_of_hot_partitions_is_ranked_from_the_minute_rollup(ctx_at):
+    reply = (await answer("hot-partitions --since 1h", ctx_at(hhmm(10, 40)))).reply
+    assert reply.verdict.startswith("topic-001-2 is hot:"), reply.verdict
+    assert "from the 1-minute rollups; raw samples from 10:35 UTC on" in reply.notes[1]
+    short = (await answer("hot-partitions", ctx_at(hhmm(10, 40)))).reply
+    assert "rollups" not in short.notes[1]  # 15 minutes: raw samples are quicker (lake.queries)
+
+
+def test_the_minute_rollup_and_the_raw_samples_rank_an_hour_alike(spark, synthetic_lake, tmp_path):
+    """The same hour (broker 2 back at 10:50, the slow follower from 11:00) ranked from the
+    minute rollup and, through a path without the rollup tables beside it, from raw samples:
+    the same ranks, leaders, peaks and charts; the window means differ by the first minute's
+    steps at most (the rollup's rate starts at that minute's last sample)."""
+    import lake.queries as Q
+    from lake.service import LakeView
+
+    raw_only = tmp_path / "raw-only"
+    raw_only.symlink_to(synthetic_lake)  # the same Delta table; no raw-only_1m beside it
+    for start in (hhmm(10, 0), hhmm(11, 0)):
+        end = start + dt.timedelta(hours=1)
+        rolled = Q.q_hot(LakeView(spark, synthetic_lake, None), start, end, None, 20, "peak", 3)
+        raw = Q.q_hot(LakeView(spark, str(raw_only), None), start, end, None, 20, "peak", 3)
+        assert (rolled["resolution"], rolled["raw_from"], raw["resolution"]) == (
+            "1m",
+            end - dt.timedelta(minutes=5),
+            "raw",
+        )
+
+        def same(r):
+            return (
+                r["rank"],
+                r["topic"],
+                r["partition"],
+                r["leader_broker"],
+                round(r["peak_records_per_sec"], 9),
+                r["peak_at"],
+            )
+
+        assert [same(r) for r in rolled["rows"]] == [same(r) for r in raw["rows"]] and len(raw["rows"]) == 20
+        for a, b in zip(rolled["rows"], raw["rows"]):
+            assert a["records_per_sec"] == pytest.approx(b["records_per_sec"], rel=0.01)
+        assert rolled["series"] == raw["series"] and rolled["data_end"] == raw["data_end"]
+
+
+def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
+    """Rollups stopped at 10:30 (a collector that fell behind), and the hot key wrote at 10:40:
+    an hour's ranking from the rollup would miss it, so it comes from the raw samples; once the
+    rollups catch up, the rollup answers the same."""
+    import lake.queries as Q
+    from lake.rollups import update_rollups
+    from lake.service import LakeView
+    from tools import synthetic as S
+
+    path = str(tmp_path / "lake")
+    S.generate(
+        path,
+        cluster="behind",
+        start=hhmm(10, 0),
+        hours=1,
+        brokers=3,
+        topics=2,
+        partitions_per_topic=3,
+        resolution_s=30,
+        seed=11,
+        metrics=["LogEndOffset", "Size"],
+        incidents=[S.hot_key("topic-001", 1, hhmm(10, 40), "5m")],
+        spark=spark,
+        rollups=False,
+    )
+    minute = int(hhmm(10, 0).timestamp())
+    update_rollups(spark, path, range(minute, minute + 30 * 60, 60))
+
+    def top3():
+        out = Q.q_hot(LakeView(spark, path, None), hhmm(10, 5), hhmm(10, 58), None, 3, "peak", 0)
+        return out["resolution"], [(r["topic"], r["partition"], r["peak_records_per_sec"]) for r in out["rows"]]
+
+    resolution, behind = top3()
+    assert resolution == "raw" and behind[0][:2] == ("topic-001", 1)
+    update_rollups(spark, path, range(minute + 30 * 60, minute + 3600, 60))
+    resolution, caught_up = top3()
+    assert resolution == "1m" and caught_up == behind
+
+
 async def test_hot_partitions_empty_window(ctx_at):
     result = await answer("hot-partitions", ctx_at(hhmm(18, 0)))
     assert result.outcome == "answered"

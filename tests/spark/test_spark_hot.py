@@ -1,8 +1,11 @@
 import pytest
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from spark_queries.hot import hot_partitions
+from spark_queries._common import ts_lit
+from spark_queries.hot import hot_partitions, hot_partitions_from_rollup
+from spark_queries.rollup import minute_rollup, newest_samples
 from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
@@ -151,3 +154,63 @@ def test_kraft_metadata_log_is_ranked_only_when_asked_for(lake_df):
     frame = lake_df(rows)
     assert [r.topic for r in hot_partitions(frame).collect()] == ["orders"]
     assert [r.topic for r in hot_partitions(frame, topic="__cluster_metadata").collect()] == ["__cluster_metadata"]
+
+
+# --------------------------------------------------------------------------- from the minute rollup
+
+
+def from_rollup(frame, cut: int, table_until: int | None = None, **options):
+    """``hot_partitions_from_rollup`` fed as ``lake.queries`` feeds it, the window starting at
+    minute 0: the minute rollup of ``frame`` up to the minute ``cut`` inclusive (or only up to
+    ``table_until``: a table that is behind), and the raw samples from ``cut`` on with the
+    table's newest samples of the two minutes before."""
+    rolled = minute_rollup(frame)
+    last = cut if table_until is None else table_until
+    table = rolled.filter(F.col("bucket") <= ts_lit(at(last)))
+    seeds = newest_samples(table.filter((F.col("bucket") >= ts_lit(at(cut - 2))) & (F.col("bucket") < ts_lit(at(cut)))))
+    tail = frame.filter(F.col("ts") >= ts_lit(at(cut))).select(*seeds.columns).unionByName(seeds)
+    return hot_partitions_from_rollup(table, tail, at(0), at(cut), **options)
+
+
+@pytest.fixture(scope="module")
+def minutely(lake_df):
+    """A sample a minute at the minute's start: the raw ranking's first sample and the rollup's
+    baseline (the last sample of the window's first minute) are then the same sample, so both
+    rankings must agree to the last digit.  A burst, its follower a minute late, a steady
+    partition, an idle one with a Size series, and a topic named like SQL."""
+    leo = "LogEndOffset"
+    return lake_df(
+        series(leo, "orders", 1, 1, [0] * 10 + [42000] * 6)
+        + series(leo, "orders", 1, 2, [0] * 11 + [42000] * 5)
+        + series(leo, "orders", 0, 1, [i * 600 for i in range(16)])
+        + series(leo, "orders", 0, 2, [i * 590 for i in range(16)])
+        + series(leo, "orders", 2, 3, [7] * 16)
+        + series("Size", "orders", 0, 1, [i * 6e4 for i in range(16)])
+        + series(leo, EVIL, 0, 1, [i * 60 for i in range(16)])
+    )
+
+
+@pytest.mark.parametrize("rank_by", ["peak", "mean"])
+def test_the_minute_rollup_ranks_like_the_raw_samples(minutely, rank_by):
+    """Minutes 0-11 from the table, 12-15 from raw samples seeded with the table's newest
+    sample: the same ranks, rates, peaks, leaders, data end and charts as the raw ranking,
+    and every row says the table reached the cut."""
+    options = {"rank_by": rank_by, "minutes": True}
+    rolled = from_rollup(minutely, cut=12, **options)
+    assert {r["rollup_end"] for r in rolled.collect()} == {local(at(12))}
+    expected = hot_partitions(minutely, **options)
+    assertDataFrameEqual(rolled.drop("rollup_end"), expected, checkRowOrder=True)
+    # the burst's own minute is drawn at its rate, and the tail's first minute got its step in
+    chart = {(r["topic"], r["partition"]): r["minute_rates"] for r in rolled.collect()}
+    assert dict((p["minute"], p["records_per_sec"]) for p in chart[("orders", 1)])[local(at(10))] == 700.0
+    assert [p["records_per_sec"] for p in chart[("orders", 0)]] == [10.0] * 15
+    topic_only = from_rollup(minutely, cut=12, topic=EVIL, top=1).drop("rollup_end")
+    assertDataFrameEqual(topic_only, hot_partitions(minutely, topic=EVIL, top=1), checkRowOrder=True)
+
+
+def test_a_minute_table_behind_the_cut_says_so(minutely):
+    """The table holds minutes up to 9 only: 10 and 11 are in neither part, so the ranking would
+    miss the burst; every row says the table did not reach the cut, for the caller to ask the
+    raw samples instead."""
+    rows = from_rollup(minutely, cut=12, table_until=9).collect()
+    assert rows and {r["rollup_end"] for r in rows} == {None}
