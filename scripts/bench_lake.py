@@ -4,8 +4,8 @@ DuckDB on the same Parquet files, side by side in one run (medians; machine load
 
 Parts
 -----
-(a) 15-minute incident window (``urp_trend`` + ``hot_partitions(top=10)``, the questions the bot
-    asks during an incident) at ``--partitions`` partitions: Spark through the bot's own path on
+(a) 15-minute incident window (``urp_trend`` + ``lake.queries.q_hot`` top 10 on the window mean,
+    the questions the bot asks during an incident) at ``--partitions`` partitions: Spark through the bot's own path on
     the Delta table (LakeService.query -> LakeView.window: the snapshot pruned to the window's
     hours), Spark on the same files read the old way (bare Parquet, the window's hour
     directories listed), and DuckDB (``read_parquet`` of the same files, the same partition
@@ -25,7 +25,8 @@ Before any OPTIMIZE every file of the Delta table is live, so the old reader and
 exactly the rows the Delta snapshot holds.
 
 (e) with ``--connect``: (a) and (b) again, warm through a Spark Connect server (the way ``kbot
-    run`` serves every bot process), DuckDB side by side in the same child process.  Classic and
+    run`` serves every bot process), DuckDB side by side in the same child process; and an
+    hour's hot partitions, the window ``q_hot`` ranks from the minute rollup.  Classic and
     Connect sessions cannot share a process, so the parent stops its own Spark, starts the server
     (``lake.connect.start_server``) and runs the series in a child.
 
@@ -98,12 +99,20 @@ def machine_info() -> dict:
 
 
 def spark_window(view, start, end) -> dict:
-    from spark_queries.hot import hot_partitions
     from spark_queries.urp import urp_trend
 
     urp = urp_trend(view.window(start, end)).collect()
-    hot = hot_partitions(view.window(start, end), top=10).collect()
-    return {"urp": sorted((r.broker, r.shape) for r in urp), "top": (hot[0].topic, hot[0].partition) if hot else None}
+    return {"urp": sorted((r.broker, r.shape) for r in urp), **spark_hot(view, start, end)}
+
+
+def spark_hot(view, start, end) -> dict:
+    """The product's ranking (``lake.queries.q_hot``: raw samples for short windows, the minute
+    rollup for long ones), on the window mean as DuckDB's query ranks."""
+    from lake.queries import q_hot
+
+    out = q_hot(view, start, end, None, 10, "mean", 0)
+    hot = out["rows"]
+    return {"top": (hot[0]["topic"], hot[0]["partition"]) if hot else None, "resolution": out["resolution"]}
 
 
 def parquet_view(view):
@@ -174,9 +183,9 @@ def _glob(path: Path) -> str:
     return f"{path}/cluster=*/date=*/hour=*/*.parquet"
 
 
-def duck_window(con, path: Path, start: dt.datetime, end: dt.datetime) -> dict:
+def _window_params(path: Path, start: dt.datetime, end: dt.datetime) -> dict:
     last = end - dt.timedelta(microseconds=1)
-    params = {
+    return {
         "glob": _glob(path),
         "cluster": CLUSTER,
         "d0": start.strftime("%Y-%m-%d"),
@@ -186,9 +195,17 @@ def duck_window(con, path: Path, start: dt.datetime, end: dt.datetime) -> dict:
         "s": start.timestamp(),
         "e": end.timestamp(),
     }
+
+
+def duck_window(con, path: Path, start: dt.datetime, end: dt.datetime) -> dict:
+    params = _window_params(path, start, end)
     urp = con.execute(DUCK_URP, params).fetchall()
+    return {"urp": sorted((b, s) for b, s in urp), **duck_hot(con, params)}
+
+
+def duck_hot(con, params: dict) -> dict:
     hot = con.execute(DUCK_HOT, params).fetchall()
-    return {"urp": sorted((b, s) for b, s in urp), "top": (hot[0][0], hot[0][1]) if hot else None}
+    return {"top": (hot[0][0], hot[0][1]) if hot else None}
 
 
 def duck_trend(con, path: Path, start, end, topic, partition) -> dict:
@@ -321,13 +338,15 @@ def run_connect_series(a) -> dict:
     finally:
         connect.stop_server(lake_dir)
     out["server_start_s"] = started
-    w, t = out["window"], out["trend"]
+    w, t, h = out["window"], out["trend"], out["hour_hot"]
     print(
         f"(e) through Spark Connect ({info.url}, server started in {started:.0f}s): 15-minute window "
         f"{w['delta_connect']['median']:.3f}s vs DuckDB {w['duckdb']['median']:.3f}s "
         f"({w['delta_connect']['median'] / w['duckdb']['median']:.1f}x); {out['days']}-day trend from the "
         f"{out['resolution']} rollup {t['rollup_connect']['median']:.3f}s vs DuckDB on raw Parquet "
-        f"{t['duckdb_raw']['median']:.3f}s; results agree: {out['agree']}; load during the series "
+        f"{t['duckdb_raw']['median']:.3f}s; an hour's hot partitions from the {out['hour_hot_resolution']} "
+        f"table {h['hot_connect']['median']:.3f}s vs DuckDB {h['duckdb']['median']:.3f}s; "
+        f"results agree: {out['agree']}; load during the series "
         f"{out['load_avg'][0]:.1f}",
         flush=True,
     )
@@ -364,18 +383,31 @@ def connect_series(a) -> int:
             },
         )
         tres = trend.pop("results")
+        # an hour's hot partitions: the window the minute rollup answers (lake.queries.q_hot)
+        hs = we - dt.timedelta(hours=1)
+        hour = side_by_side(
+            a.runs,
+            {
+                "hot_connect": lambda: q(spark_hot, hs, we),
+                "duckdb": lambda: duck_hot(con, _window_params(path, hs, we)),
+            },
+        )
+        hres = hour.pop("results")
     finally:
         lake.stop()
         loop.close()
     agree = (
         wres["delta_connect"]["top"] == wres["duckdb"]["top"]
         and tres["rollup_connect"]["rows"] == tres["duckdb_raw"]["rows"]
+        and hres["hot_connect"]["top"] == hres["duckdb"]["top"]
     )
     print(
         json.dumps(
             {
                 "window": window,
                 "trend": trend,
+                "hour_hot": hour,
+                "hour_hot_resolution": hres["hot_connect"]["resolution"],
                 "resolution": tres["rollup_connect"]["resolution"],
                 "days": (te - ts).days,
                 "agree": agree,
