@@ -125,11 +125,12 @@ def q_controller(view, start, end) -> dict:
 
 
 #: Windows at least this long are ranked from the minute rollup (:func:`_hot_from_rollup`).
-#: Through Spark Connect at 30,000 partitions sampled every 30 s (scripts/bench_lake.py's lake;
-#: medians, 2 cores): 1 hour 6.0 s from raw samples, 1.7 s from the rollup; 30 minutes 2.5 s and
-#: 1.6 s; 15 minutes 1.5 s and 1.8 s: the rollup's tail and second table cost more than the 30
-#: raw samples per series they save.  (At the collector's default 10 s there are three times
-#: as many raw samples; that break-even was not measured.)
+#: Through Spark Connect at 30,000 partitions sampled every 30 s (scripts/bench_lake.py's lake,
+#: its newest hour rewritten as ``lake collect`` leaves it, a file per 30 s batch; medians on
+#: 2 cores), from raw samples and from the rollup: an hour about 6 s and 1.7 s, 30 minutes 2.5 s
+#: and 1.6 s, 15 minutes 1.5 s and 1.8 s.  At 15 minutes the tail and the second table cost more
+#: than the 30 raw samples per series they save.  (At the collector's default 10 s there are
+#: three times as many raw samples; that break-even was not measured.)
 HOT_ROLLUP_FROM_S = 1800
 #: The newest minutes of a hot-partitions window are ranked from raw samples: ``lake collect``
 #: rolls up at most once a minute, after the ingest batch that carried the samples, so the

@@ -40,11 +40,8 @@ import time
 from collections.abc import Iterable
 
 from lake import delta
-from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
+from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, STALE_S, partition_values, table_path
 
-#: A counter's step counts only from a sample at most this many seconds older: Prometheus's
-#: lookback.  It bounds how far back (and forward) an incremental run has to read.
-STALE_S = 300
 _MINUTE = 60
 #: Readers take this many newest hours (by the wall clock) from the minute rollup: an hour is
 #: closed STALE_S after it ends and written at the next rollup run, well within the next hour.

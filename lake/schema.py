@@ -246,6 +246,11 @@ def partition_path(root: str, cluster: str, date: str, hour: int) -> str:
     return f"{root.rstrip('/')}/cluster={escape_path_name(cluster)}/date={date}/hour={int(hour)}"
 
 
+#: A counter's step counts only from a sample at most this many seconds older: Prometheus's
+#: lookback.  Older, and the series starts afresh (a gap, not growth): in the minute rollup
+#: (``spark_queries.rollup.minute_rollup``), in the ranking of hot partitions, and in how far back
+#: and forward an incremental rollup run reads (``lake.rollups``).
+STALE_S = 300
 #: Rollup resolutions: name -> bucket width in seconds (coarsest last).
 ROLLUPS: dict[str, int] = {"1m": 60, "1h": 3600}
 RAW = "raw"

@@ -12,13 +12,13 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lake.schema import ROLLUP_COLUMNS, partition_columns
+from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
 from spark_queries._common import bucket, labels_key
 
 _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
 
 
-def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = 300) -> DataFrame:
+def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> DataFrame:
     """Per series and ``width_s`` bucket: min, max, sum, count, last, last_ts, inc, growth, resets.
 
     A step belongs to the bucket of its later sample and counts only when the earlier sample is
