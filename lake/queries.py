@@ -200,7 +200,9 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     cut = _floor_minute(to_utc(end)) - _dt.timedelta(seconds=HOT_RAW_TAIL_S)
     if cut - first < 2 * minute:  # the baseline minute and at least one more
         return None
-    table = view.rollup("1m", first, cut + minute)
+    # the table's rows from the tail's start on are read only to tell how far it reached: a lake
+    # whose data begins inside the tail has no row at the tail's first minute, and is complete
+    table = view.rollup("1m", first, end)
     seeds = newest_samples(view.rollup("1m", cut - _dt.timedelta(seconds=_HOT_SEED_S), cut).filter(hot_series(topic)))
     raw = only_metrics(view.window(cut, end), LEO, SIZE).filter(hot_series(topic))
     tail = raw.select(*seeds.columns).unionByName(seeds)

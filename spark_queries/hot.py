@@ -168,15 +168,16 @@ def hot_partitions_from_rollup(
     pays).
 
     ``table_1m``: the rollup table's rows from ``first`` (the window's first minute) to the
-    minute ``cut`` inclusive.  ``tail``: raw samples from ``cut`` to the window's end (the table
+    window's end.  ``tail``: raw samples from ``cut`` to the window's end (the table
     lags the raw samples by up to a rollup interval), with the newest sample of each series in
     the minutes just before ``cut`` (``spark_queries.rollup.newest_samples`` of the table's rows)
     for the step into the minute ``cut``.  The table's rows at or after ``cut`` are not counted
     (the tail has them); they only tell, in the last column ``rollup_end``, how far the table
     reached: once it holds a minute, every earlier one is complete (rollups run over the minutes
     each ingest batch touched, and a batch carries the brokers' samples up to its scrape).
-    ``rollup_end`` is null for a cluster whose table does not reach ``cut``: minutes before it
-    are missing, and the caller must rank from the raw samples instead (``lake.queries.q_hot``).
+    ``rollup_end`` is null for a cluster whose table holds no minute from ``cut`` on: minutes
+    before it may be missing, and the caller must rank from the raw samples instead
+    (``lake.queries.q_hot``).
 
     A rollup minute's growth includes the step into it from the sample before, so the window's
     first minute is the baseline: its growth is left out and its last sample starts the time the

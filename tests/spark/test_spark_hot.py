@@ -161,12 +161,11 @@ def test_kraft_metadata_log_is_ranked_only_when_asked_for(lake_df):
 
 def from_rollup(frame, cut: int, table_until: int | None = None, **options):
     """``hot_partitions_from_rollup`` fed as ``lake.queries`` feeds it, the window starting at
-    minute 0: the minute rollup of ``frame`` up to the minute ``cut`` inclusive (or only up to
-    ``table_until``: a table that is behind), and the raw samples from ``cut`` on with the
-    table's newest samples of the two minutes before."""
+    minute 0: the minute rollup of ``frame`` (only up to the minute ``table_until``: a table that
+    is behind), and the raw samples from ``cut`` on with the table's newest samples of the two
+    minutes before."""
     rolled = minute_rollup(frame)
-    last = cut if table_until is None else table_until
-    table = rolled.filter(F.col("bucket") <= ts_lit(at(last)))
+    table = rolled if table_until is None else rolled.filter(F.col("bucket") <= ts_lit(at(table_until)))
     seeds = newest_samples(table.filter((F.col("bucket") >= ts_lit(at(cut - 2))) & (F.col("bucket") < ts_lit(at(cut)))))
     tail = frame.filter(F.col("ts") >= ts_lit(at(cut))).select(*seeds.columns).unionByName(seeds)
     return hot_partitions_from_rollup(table, tail, at(0), at(cut), **options)
@@ -197,7 +196,7 @@ def test_the_minute_rollup_ranks_like_the_raw_samples(minutely, rank_by):
     and every row says the table reached the cut."""
     options = {"rank_by": rank_by, "minutes": True}
     rolled = from_rollup(minutely, cut=12, **options)
-    assert {r["rollup_end"] for r in rolled.collect()} == {local(at(12))}
+    assert {r["rollup_end"] for r in rolled.collect()} == {local(at(15))}  # the table's newest minute
     expected = hot_partitions(minutely, **options)
     assertDataFrameEqual(rolled.drop("rollup_end"), expected, checkRowOrder=True)
     # the burst's own minute is drawn at its rate, and the tail's first minute got its step in
@@ -211,6 +210,8 @@ def test_the_minute_rollup_ranks_like_the_raw_samples(minutely, rank_by):
 def test_a_minute_table_behind_the_cut_says_so(minutely):
     """The table holds minutes up to 9 only: 10 and 11 are in neither part, so the ranking would
     miss the burst; every row says the table did not reach the cut, for the caller to ask the
-    raw samples instead."""
+    raw samples instead.  Holding the cut's minute is enough."""
     rows = from_rollup(minutely, cut=12, table_until=9).collect()
     assert rows and {r["rollup_end"] for r in rows} == {None}
+    rows = from_rollup(minutely, cut=12, table_until=12).collect()
+    assert {r["rollup_end"] for r in rows} == {local(at(12))}
