@@ -218,8 +218,9 @@ async def test_hot_partitions_live_leaders_survive_a_deleted_topic(metadata_log_
 
 async def test_hot_partitions_after_a_broker_returns_does_not_call_its_catch_up_hot(ctx_at):
     """Broker 2 is back at 10:50 and its replicas copy the 40 minutes they missed within two
-    minutes: a burst no client wrote.  The hot key ended at 10:35, so nothing is hot at 10:53
-    (ranked on the likely leaders' peaks, this once said topic-001-2 peaked at 5,256 rec/s)."""
+    minutes: a burst no client wrote.  The hot key ended at 10:35, so nothing is hot at 10:53.
+    (With the peak taken over all replicas, the answer was "topic-001-2 is hot: peak 5,256
+    rec/s", its follower catching up.)"""
     reply = (await answer("hot-partitions", ctx_at(hhmm(10, 53)))).reply
     assert reply.severity == "ok" and reply.verdict.startswith("No hot partition in the last 15 min"), reply.verdict
     rows = reply.tables[0].records()
