@@ -190,7 +190,7 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     tail's start for a cluster ranked (its rollups are behind, or the lake's data ends earlier)."""
     from lake.schema import to_utc
     from spark_queries._common import only_metrics
-    from spark_queries.hot import LEO, SIZE, hot_partitions_from_rollup, hot_series
+    from spark_queries.hot import LEO, SIZE, hot_partitions_from_rollup
     from spark_queries.rollup import newest_samples
 
     if not (view.is_delta() and view.is_delta("1m")):
@@ -203,8 +203,9 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     # the table's rows from the tail's start on are read only to tell how far it reached: a lake
     # whose data begins inside the tail has no row at the tail's first minute, and is complete
     table = view.rollup("1m", first, end)
-    seeds = newest_samples(view.rollup("1m", cut - _dt.timedelta(seconds=_HOT_SEED_S), cut).filter(hot_series(topic)))
-    raw = only_metrics(view.window(cut, end), LEO, SIZE).filter(hot_series(topic))
+    # hot_partitions_from_rollup keeps the ranked series (hot_series) of the table and the tail
+    seeds = newest_samples(only_metrics(view.rollup("1m", cut - _dt.timedelta(seconds=_HOT_SEED_S), cut), LEO, SIZE))
+    raw = only_metrics(view.window(cut, end), LEO, SIZE)
     tail = raw.select(*seeds.columns).unionByName(seeds)
     ranked = rows(hot_partitions_from_rollup(table, tail, first, cut, topic, top, rank_by, minutes=chart > 0))
     reached = [r.pop("rollup_end") is not None for r in ranked]
