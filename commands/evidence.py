@@ -8,8 +8,9 @@ first read says they could change the answer, which keeps `why URP` fast on larg
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import overload
 
 from live.gateway import AdminGateway, NotAuthorized
@@ -20,6 +21,9 @@ from .context import Context
 from .errors import Unavailable
 from .partial import note_missing
 
+#: how long a cross-checked snapshot waits for the brokers' own views: a healthy broker answers a
+#: Metadata request in milliseconds, and a paused one must not hold the answer
+VIEWS_BUDGET_S = 1.0
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
 
 
@@ -54,6 +58,9 @@ class Snapshot:
     states: list[PartitionState]
     brokers: BrokerFacts
     floors_unread: bool = False  # the min ISR configs were refused: at/under-min-ISR counts are not known
+    # brokers whose own metadata disagreed with the majority of brokers (``reconcile``):
+    # {broker: [((topic, partition), its ISR, the majority's ISR)]}
+    stale_views: dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
@@ -66,6 +73,42 @@ class Snapshot:
                 if c in out:
                     out[c].append(p)
         return out
+
+
+View = tuple[int | None, tuple[int, ...]]  # a partition's (leader, sorted ISR) as one broker sees it
+
+
+def reconcile(
+    states: list[PartitionState], views: Mapping[int, Mapping[tuple[str, int], View]]
+) -> tuple[list[PartitionState], dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]]]:
+    """The partitions as most brokers see them, and the brokers that see them otherwise.
+
+    ``views`` are the brokers' own metadata (``AdminGateway.metadata_views``).  Where at least
+    two brokers answered for a partition, its leader and ISR become the view most of them share;
+    a tie goes to the view with the fewer in-sync replicas (the one that shows the problem).  A
+    broker whose view differs is listed with the partition, its ISR and the chosen one: a broker
+    that goes on serving old metadata is not applying the controller's updates."""
+    if len(views) < 2:
+        return states, {}
+    out: list[PartitionState] = []
+    stale: dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]] = {}
+    for p in states:
+        key = (p.topic, p.partition)
+        seen = {b: v[key] for b, v in views.items() if key in v}
+        if len(seen) < 2:
+            out.append(p)
+            continue
+        votes = Counter(seen.values())
+        leader, isr = max(
+            votes, key=lambda v: (votes[v], -len(v[1]), -1 if v[0] is None else v[0], tuple(-b for b in v[1]))
+        )
+        for b, view in sorted(seen.items()):
+            if view != (leader, isr):
+                stale.setdefault(b, []).append((key, view[1], isr))
+        if (p.leader, tuple(sorted(p.isr))) != (leader, isr):
+            p = replace(p, leader=leader, isr=isr)
+        out.append(p)
+    return out, stale
 
 
 def at_min_isr_by_design(parts: list[PartitionState]) -> list[PartitionState]:
@@ -83,21 +126,37 @@ def _expected(cluster: ClusterInfo, topics: list[TopicInfo]) -> frozenset[int]:
 
 
 async def snapshot(
-    gw: AdminGateway, *, topics: list[str] | None = None, min_isr: str = "unhealthy", include_internal: bool = True
+    gw: AdminGateway,
+    *,
+    topics: list[str] | None = None,
+    min_isr: str = "unhealthy",
+    include_internal: bool = True,
+    cross_check: bool = False,
 ) -> Snapshot:
     """Read the cluster once. ``min_isr``: "all" reads min.insync.replicas for every topic (status,
-    audit), "unhealthy" only for topics with a partition out of sync (why URP), "none" skips it."""
+    audit), "unhealthy" only for topics with a partition out of sync (why URP), "none" skips it.
+    ``cross_check``: also ask every broker for its own view and take the partitions as most
+    brokers see them (``reconcile``; ``stale_views`` names the brokers that disagree)."""
     import asyncio
 
-    cluster, described = await asyncio.gather(
-        gw.describe_cluster(), gw.describe_topics(topics, include_internal=include_internal)
+    views_read = gw.metadata_views(budget_s=VIEWS_BUDGET_S) if cross_check else asyncio.sleep(0, result={})
+    cluster, described, views = await asyncio.gather(
+        gw.describe_cluster(), gw.describe_topics(topics, include_internal=include_internal), views_read
+    )
+    states, stale = reconcile(
+        [
+            PartitionState(
+                topic=p.topic, partition=p.partition, leader=p.leader, replicas=tuple(p.replicas), isr=tuple(p.isr)
+            )
+            for t in described
+            for p in t.partitions
+        ],
+        views,
     )
     if min_isr == "all":
         wanted = [t.name for t in described]
     elif min_isr == "unhealthy":
-        wanted = [
-            t.name for t in described if any(len(p.isr) < len(p.replicas) or p.leader is None for p in t.partitions)
-        ]
+        wanted = list(dict.fromkeys(p.topic for p in states if len(p.isr) < len(p.replicas) or p.leader is None))
     else:
         wanted = []
     floors_unread = False
@@ -115,21 +174,16 @@ async def snapshot(
         value = cfg.get("min.insync.replicas")
         if value is not None and value.value is not None:
             floors[name] = int(value.value)
-    states = [
-        PartitionState(
-            topic=p.topic,
-            partition=p.partition,
-            leader=p.leader,
-            replicas=tuple(p.replicas),
-            isr=tuple(p.isr),
-            min_isr=floors.get(t.name, 1),
-        )
-        for t in described
-        for p in t.partitions
-    ]
+    states = [replace(p, min_isr=floors[p.topic]) if p.topic in floors else p for p in states]
     facts = BrokerFacts(registered=frozenset(cluster.broker_ids), expected=_expected(cluster, described))
     return Snapshot(
-        cluster=cluster, topics=described, configs=configs, states=states, brokers=facts, floors_unread=floors_unread
+        cluster=cluster,
+        topics=described,
+        configs=configs,
+        states=states,
+        brokers=facts,
+        floors_unread=floors_unread,
+        stale_views=stale,
     )
 
 

@@ -159,8 +159,29 @@ _CAUSE_TEXT = {
 }
 
 
+def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
+    """A line per broker whose own metadata disagreed with most brokers' (``reconcile``)."""
+    out = []
+    for broker, parts in sorted(snap.stale_views.items()):
+        (_, theirs, chosen) = parts[0]
+        out.append(
+            Evidence(
+                f"Broker {broker}'s metadata",
+                f"differs from most brokers' on {len(parts):,} partition(s) ({name_partitions([k for k, _, _ in parts], 4)}): "
+                f"ISR {broker_list(theirs)} there, {broker_list(chosen)} on the others, whose view is used here. A broker "
+                "that keeps an old view is not applying the controller's updates, often because a thread is stuck on "
+                "a stalled disk; if it still differs when you ask again, suspect that broker.",
+                "live: metadata from each broker",
+                "bad",
+            )
+        )
+    return out
+
+
 async def check_urp(gw: AdminGateway) -> LiveFindings:
-    snap = await snapshot(gw, min_isr="unhealthy")
+    # cross-checked: the one Metadata read can land on a broker serving an old view (a stalled
+    # disk's broker kept calling its dropped replicas in sync), and "no URP" would be wrong
+    snap = await snapshot(gw, min_isr="unhealthy", cross_check=True)
     notes: list[str] = []
     probes: list[Evidence] = []
     stalled: set[int] = set()
@@ -175,6 +196,7 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
             "live: metadata",
             "bad" if urp else "ok",
         ),
+        *stale_view_evidence(snap),
     ]
     if cats["UnderMinIsr"]:
         evidence.append(
@@ -321,7 +343,7 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
 
 
 async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
-    snap = await snapshot(gw, min_isr="all")
+    snap = await snapshot(gw, min_isr="all", cross_check=True)
     if snap.floors_unread:  # counting against an assumed floor of 1 would call this healthy
         return LiveFindings(
             "Whether any partition is under min ISR is unknown: the topics' min.insync.replicas could not be read.",
@@ -332,6 +354,7 @@ async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
     under = cats["UnderMinIsr"]
     evidence = [
         brokers_evidence(snap),
+        *stale_view_evidence(snap),
         Evidence(
             "Under min ISR",
             f"{len(under):,}" + (f": {name_partitions(under)}" if under else ""),

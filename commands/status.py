@@ -9,7 +9,7 @@ from live.probe import ProbeResult
 
 from .context import Context
 from .evidence import Snapshot, at_min_isr_by_design, gateway, name_partitions, snapshot
-from .live_checks import brokers_evidence, read_quorum
+from .live_checks import brokers_evidence, read_quorum, stale_view_evidence
 from .reply import Action, Cell, Evidence, Reply, Severity, Table
 from .spec import Command, CommandRequest, CommandSpec
 
@@ -23,9 +23,10 @@ SPEC = CommandSpec(
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("reading brokers, partitions and the controller quorum")
-    snap, quorum = await asyncio.gather(snapshot(gw, min_isr="all"), read_quorum(gw))
+    # cross-checked: "Healthy" must not rest on one broker's old view of the ISRs
+    snap, quorum = await asyncio.gather(snapshot(gw, min_isr="all", cross_check=True), read_quorum(gw))
     cats = snap.by_category()
-    evidence = [brokers_evidence(snap), *quorum.evidence]
+    evidence = [brokers_evidence(snap), *quorum.evidence, *stale_view_evidence(snap)]
     notes: list[str] = []
     for name, label in (
         ("UnderReplicated", "Under-replicated"),

@@ -73,6 +73,16 @@ class _RdkafkaLogger:
         rdlog.debug(msg)
 
 
+class _DebugOnly:
+    """librdkafka's log lines of a short-lived client, kept at DEBUG on ``live.rdkafka``."""
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        rdlog.debug(fmt % args if args else fmt)
+
+
+_QUIET = _DebugOnly()
+
+
 class _Poller:
     """Serves librdkafka's queued log/error callbacks every ~0.5 s on a
     daemon thread while the gateway is open (they pile up otherwise). Holds
@@ -121,6 +131,8 @@ class ConfluentTransport(GatewayCore):
             # producer-type handle in librdkafka, which defaults to true)
             "allow.auto.create.topics": False,
         }
+        # kept for the one-broker clients of metadata_from (the same credentials and timeouts)
+        self._conf = dict(conf)
         try:
             # The callbacks go as keyword arguments, which confluent-kafka merges into the
             # configuration: its stub types the conf dict as plain values only.
@@ -251,6 +263,18 @@ class ConfluentTransport(GatewayCore):
             stop.set()
         self._ok()
         return md
+
+    def metadata_from(self, address: str, topic: str | None, timeout_s: float) -> tuple[int | None, ClusterMetadata]:
+        """One Metadata request answered by the broker at ``address`` (blocking: run it in a
+        thread), and who answered: None for that broker, else the id of the broker librdkafka
+        sent it to.  A new client has only ``address`` to start from, and librdkafka reports an
+        answer through the bootstrap connection as broker -1; it may still have learnt the other
+        brokers first and asked one of them, which the id says."""
+        conf = {**self._conf, "bootstrap.servers": address, "socket.timeout.ms": max(100, int(timeout_s * 1000))}
+        client = AdminClient(conf, logger=_QUIET)
+        kwargs: dict[str, Any] = {} if topic is None else {"topic": topic}
+        md = client.list_topics(timeout=timeout_s, **kwargs)
+        return (None if md.orig_broker_id < 0 else md.orig_broker_id), md
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def close(self) -> None:

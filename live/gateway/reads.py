@@ -118,6 +118,63 @@ class ReadsMixin(KafkaPythonTransport):
         md = await self._metadata()
         return sorted(t for t in md.topics if include_internal or not t.startswith("__"))
 
+    async def metadata_views(
+        self, brokers: Iterable[model.Broker] | None = None, budget_s: float = 1.5, most: int = 7
+    ) -> dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]]:
+        """Each broker's own view of every partition: {broker id: {(topic, partition): (leader,
+        sorted ISR)}}, one Metadata request answered by each (``metadata_from``).
+
+        A broker answers Metadata from its own copy of the cluster metadata, and one that stops
+        applying updates (seen with a broker whose log dir stalled: the lab's slow-follower)
+        keeps answering with the old ISRs; the single read of :meth:`describe_topics` lands on
+        one broker chosen by librdkafka, so it can report "in sync" for a replica the others have
+        already dropped.  The views let a caller compare (``commands.evidence.reconcile``).
+        A broker that does not answer within ``budget_s`` (paused, unreachable) is left out: the
+        caller must not wait on it.  ``brokers``: the registered ones (describe_cluster) when None;
+        at most ``most`` of them are asked (the lowest ids): enough to outvote one broker's old
+        view, and a large cluster does not get a client per broker on every question."""
+        self._check_open()
+        if brokers is None:
+            brokers = (await self.describe_cluster()).brokers
+        brokers = sorted(brokers, key=lambda b: b.id)[: max(1, most)]
+
+        def address(b: model.Broker) -> str:
+            return f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}"
+
+        def views_via(b: model.Broker) -> dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]]:
+            got: dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]] = {}
+            deadline = time.monotonic() + budget_s
+            for _ in range(3):  # librdkafka may have asked another broker first: try again
+                left = deadline - time.monotonic()
+                if left < 0.05:
+                    break
+                try:
+                    who, md = self.metadata_from(address(b), None, left)
+                except Exception:  # noqa: BLE001 - a broker that cannot answer gives no view
+                    break
+                got[b.id if who is None else who] = {
+                    (name, p.id): (
+                        p.leader if p.leader is not None and p.leader >= 0 else None,
+                        tuple(sorted(p.isrs)),
+                    )
+                    for name, t in md.topics.items()
+                    if t.error is None
+                    for p in t.partitions.values()
+                }
+                if who is None or who == b.id:
+                    break
+            return got
+
+        tasks = [asyncio.ensure_future(asyncio.to_thread(views_via, b)) for b in brokers]
+        if not tasks:
+            return {}
+        done, _ = await asyncio.wait(tasks, timeout=budget_s + 0.5)
+        out: dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]] = {}
+        for task in done:
+            if task.exception() is None:
+                out.update(task.result())
+        return out
+
     async def describe_topics(
         self, names: Iterable[str] | None = None, include_internal: bool = False, elr: bool = False
     ) -> list[model.TopicInfo]:

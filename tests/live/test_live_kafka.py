@@ -144,6 +144,31 @@ async def test_describe_topics_rf3(live_cluster, live_config, unique):
             )
 
 
+async def test_each_broker_answers_metadata_with_its_own_view(live_cluster, live_config, unique):
+    """metadata_views: one view per broker, keyed by the broker that answered, each agreeing with
+    the gateway's own read on a healthy cluster; a paused broker is left out within the budget
+    instead of holding the answer."""
+    topic = f"live-views-{unique}"
+    live_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
+    async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
+        [info] = await gw.describe_topics([topic])
+        want = {(topic, p.partition): (p.leader, tuple(sorted(p.isr))) for p in info.partitions}
+        views = await gw.metadata_views()
+        assert sorted(views) == [101, 102, 103]
+        for broker, view in views.items():
+            assert {k: v for k, v in view.items() if k[0] == topic} == want, broker
+
+        live_cluster.faults.pause_broker(103)
+        try:
+            t0 = time.monotonic()
+            views = await gw.metadata_views(budget_s=1.0)
+            took = time.monotonic() - t0
+        finally:
+            live_cluster.faults.resume_broker(103)
+        assert 103 not in views and set(views) <= {101, 102} and views
+        assert took < 1.0 + 1.0  # the budget, and the half second asyncio.wait allows past it
+
+
 async def test_unknown_topic_group_and_transactional_id(live_cluster, live_config, unique):
     missing = f"no-such-topic-{unique}"
     async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:

@@ -145,3 +145,57 @@ def test_fencing_names_the_transactional_id_that_was_taken_over():
         "its current transaction began 5 s ago"
     )
     assert fencing_findings([fresh], NOW).severity == "ok"
+
+
+def _part(p: int, isr: tuple[int, ...], leader: int | None = 101) -> PartitionState:
+    return PartitionState("orders", p, leader, (101, 102, 103), isr)
+
+
+def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker():
+    from commands.evidence import reconcile
+
+    # the gateway's one read landed on 103, which still lists itself in sync on partition 1
+    states = [_part(0, (101, 102, 103)), _part(1, (101, 102, 103))]
+    dropped = (101, (101, 102))
+    views = {
+        101: {("orders", 0): (101, (101, 102, 103)), ("orders", 1): dropped},
+        102: {("orders", 0): (101, (101, 102, 103)), ("orders", 1): dropped},
+        103: {("orders", 0): (101, (101, 102, 103)), ("orders", 1): (101, (101, 102, 103))},
+    }
+    out, stale = reconcile(states, views)
+    assert [p.isr for p in out] == [(101, 102, 103), (101, 102)]
+    assert stale == {103: [(("orders", 1), (101, 102, 103), (101, 102))]}
+    # a tie (two brokers answered, one each way) goes to the view that shows the problem
+    out, stale = reconcile(states, {101: views[101], 103: views[103]})
+    assert out[1].isr == (101, 102) and list(stale) == [103]
+    # one view, or none, cannot outvote the read: nothing changes
+    assert reconcile(states, {103: views[103]}) == (states, {})
+    assert reconcile(states, {}) == (states, {})
+    # a partition only one broker answered for keeps the read's view
+    out, _ = reconcile([_part(2, (101,))], {101: {}, 102: {("orders", 2): (101, (101, 102, 103))}})
+    assert out[0].isr == (101,)
+
+
+def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
+    from commands.evidence import Snapshot, reconcile
+    from commands.live_checks import stale_view_evidence
+    from live.model import Broker, ClusterInfo
+
+    states, stale = reconcile(
+        [_part(1, (101, 102, 103))],
+        {
+            101: {("orders", 1): (101, (101, 102))},
+            102: {("orders", 1): (101, (101, 102))},
+            103: {("orders", 1): (101, (101, 102, 103))},
+        },
+    )
+    brokers = BrokerFacts(registered=frozenset({101, 102, 103}), expected=frozenset({101, 102, 103}))
+    cluster = ClusterInfo("c", 101, [Broker(b, "127.0.0.1", 9000 + b) for b in (101, 102, 103)])
+    snap = Snapshot(cluster, [], {}, states, brokers, stale_views=stale)
+    assert snap.by_category()["UnderReplicated"] == states
+    [line] = stale_view_evidence(snap)
+    assert line.label == "Broker 103's metadata" and line.status == "bad"
+    assert "orders-1" in line.value and "ISR 101, 102, 103 there, 101, 102 on the others" in line.value
+    # and the cause the diagnosis names is the broker that fell out, from the majority's view
+    [finding] = urp_findings(states, brokers)
+    assert finding.broker == 103 and finding.cause == "slow-follower"
