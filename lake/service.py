@@ -265,11 +265,12 @@ CONNECT_QUERY_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
 def _local_connect_url(env: Mapping[str, str]) -> str | None:
-    """The URL of this lake's running Connect server (``lake.connect``), None when none runs."""
+    """The URL of this lake's running Connect server (``lake.connect``): its shared query session
+    (``ServerInfo.query_url``), None when none runs."""
     try:
-        from lake.connect import running_url
+        from lake.connect import query_url
 
-        return running_url(env=env)
+        return query_url(env=env)
     except Exception:  # noqa: BLE001 - an unreadable state file means "no server", never a failure
         log.debug("no local Spark Connect server", exc_info=True)
         return None
@@ -715,5 +716,6 @@ def ensure_server(
     info = start_server(port, master, lake_dir=lake_dir, conf=conf, timeout=timeout, env=env)
     if warm:
         layout = LakeLayout.from_env(env, lake_dir=None if lake_dir is None else str(lake_dir), table=table)
-        info.warm_s = round(warm_up(info.url, layout.table, timeout), 2)
+        # in the session the bot's processes will query in: its generated code is what they reuse
+        info.warm_s = round(warm_up(info.query_url, layout.table, timeout), 2)
     return info

@@ -18,11 +18,14 @@ Defaults that matter for the lake:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Mapping
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
@@ -101,8 +104,20 @@ def build_session(
         # server is gone), then send them.
         session = SparkSession.builder.remote(master).create()
         fail_fast(session)
-        for key, value in settings.items():
-            session.conf.set(key, value)
+        shared = SESSION_PARAM in master
+        if shared:
+            # other processes query in this session (lake.connect.ServerInfo.query_url): stopping
+            # this client must close its channel only, not release the session on the server
+            session.release_session_on_close = False
+        try:
+            for key, value in settings.items():
+                session.conf.set(key, value)
+        except Exception as exc:
+            if not (shared and "SESSION_CLOSED" in str(exc)):
+                raise
+            # the shared session was released or expired: this process queries in one of its own
+            log.info("the shared Spark Connect session is closed; using a session of this process")
+            return build_session(master.split(SESSION_PARAM)[0].rstrip("/;"), app_name, conf)
         return session
     _leave_connect_mode()
     # Python workers must be this interpreter (the venv with pyspark's dependencies), not
@@ -121,6 +136,9 @@ def build_session(
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
+
+#: how a Connect URL names the server session to join (pyspark's ChannelBuilder parameter)
+SESSION_PARAM = ";session_id="
 
 #: Spark Connect's own retry policy waits at least 10 minutes for a server that does not answer,
 #: in every call - and once more at exit, where the client cleans its ML cache. A bot whose

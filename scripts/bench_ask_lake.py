@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         out["data"] = {"rows": rep.rows, "hours": args.hours, **lake_size(table)}
         t2 = time.monotonic()
-        out["warm_up_s"] = round(warm_up(info.url, table), 2)
+        out["warm_up_s"] = round(warm_up(info.query_url, table), 2)  # the session the asks will join
         out["warm_up_wall_s"] = round(time.monotonic() - t2, 2)
         print(
             f"lake: {rep.rows:,} rows, {out['data']['parquet_files']} files, {out['data']['bytes'] / 1e6:.1f} MB; "

@@ -62,10 +62,12 @@ def test_the_server_is_found_from_its_state_file_and_stops_cleanly(served):
 def test_lake_service_queries_through_connect(served):
     info, env, now = served
     svc = LakeService.from_env(env, query_timeout_s=240)
-    assert svc.master == info.url and svc.fallback_master == "local[*]"
+    # the server's shared query session (ServerInfo.query_url)
+    assert svc.master == info.query_url == f"{info.url}/;session_id={info.session_id}"
+    assert svc.fallback_master == "local[*]"
     try:
         assert svc.start().wait_ready_sync(240), svc.status()
-        assert svc.status()["master"] == info.url
+        assert svc.status()["master"] == info.query_url
         start, end = now - dt.timedelta(minutes=15), now
 
         async def ask():
@@ -120,6 +122,42 @@ def test_a_one_shot_kbot_ask_answers_from_the_lake_through_the_server(served, tm
     lake_rows = [e for e in answer["evidence"] if e.get("source", "").startswith("lake")]
     assert lake_rows, answer
     assert lake_rows[0]["label"] == f"{HOT_TOPIC}-{HOT_PARTITION}", (answer["verdict"], elapsed)
+
+
+def test_one_shot_asks_share_the_server_session_and_leave_it_open(served):
+    """Every bot process queries in the server's one session (its generated code is compiled and
+    JIT-warmed once, not per process); a process that exits must leave it open for the next, and
+    a session that was closed anyway must not cost the answer."""
+    from lake.spark import build_session
+
+    info, env, _ = served
+    assert connect.query_url(env=env) == info.query_url and len(info.session_id) == 36
+    probe = build_session(info.query_url)
+    probe.range(3).createOrReplaceTempView("kbot_shared_probe")  # visible to this session only
+    probe.stop()
+    proc = subprocess.run(
+        [KBOT, "ask", "--json", "hot-partitions"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert any(e.get("source", "").startswith("lake") for e in json.loads(proc.stdout)["evidence"])
+    # the ask's process and the probe's are gone: the session they shared is still open
+    again = build_session(info.query_url)
+    try:
+        assert again.table("kbot_shared_probe").count() == 3
+    finally:
+        again.stop()
+
+    # closed on the server (an outside client releasing it): the next process queries in a
+    # session of its own instead of failing
+    from pyspark.sql import SparkSession
+
+    SparkSession.builder.remote(info.query_url).create().stop()  # releases the session
+    proc = subprocess.run(
+        [KBOT, "ask", "--json", "hot-partitions"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = json.loads(proc.stdout)
+    assert any(e.get("source", "").startswith("lake") for e in answer["evidence"]), answer
 
 
 def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
