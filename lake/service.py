@@ -435,12 +435,16 @@ class LakeService:
             return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
 
     def _warm_up(self, spark) -> None:
-        """Run the code paths a first question takes: list and read a window, aggregate."""
+        """Run the code paths a first question takes: list and read a window, aggregate, and rank
+        hot partitions with their chart (`hot-partitions`, the command a one-shot `kbot ask` is
+        most often: through the Connect server's shared session it then finds that code compiled)."""
+        from lake.queries import q_hot
         from spark_queries.urp import urp_trend
 
         view = LakeView(spark, self.path, self.cluster)
         end = _dt.datetime.now(_dt.timezone.utc)
         urp_trend(view.window(end - _dt.timedelta(minutes=15), end)).collect()
+        q_hot(view, end - _dt.timedelta(minutes=15), end, None, 10, "peak", 1)
         from lake.schema import SAMPLE_SCHEMA
 
         row = (
