@@ -202,7 +202,7 @@ def test_ingest_compact_and_query_through_connect_on_a_standalone_cluster(cluste
         spark.stop()
 
     svc = LakeService.from_env(env, query_timeout_s=240)
-    assert svc.master == info.url
+    assert svc.master == info.query_url  # the server's shared query session
     try:
         assert svc.start().wait_ready_sync(240), svc.status()
         hot = asyncio.run(svc.query(Q.q_hot, T0, T0 + dt.timedelta(minutes=10), TOPIC, 3, "peak", 0))
