@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import overload
 
 from live.gateway import AdminGateway, NotAuthorized
-from live.model import ClusterInfo, ConfigValue, TopicInfo
+from live.model import BrokerViews, ClusterInfo, ConfigValue, TopicInfo
 from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
 
 from .context import Context
@@ -75,11 +75,8 @@ class Snapshot:
         return out
 
 
-View = tuple[int | None, tuple[int, ...]]  # a partition's (leader, sorted ISR) as one broker sees it
-
-
 def reconcile(
-    states: list[PartitionState], views: Mapping[int, Mapping[tuple[str, int], View]]
+    states: list[PartitionState], views: BrokerViews
 ) -> tuple[list[PartitionState], dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]]]:
     """The partitions as most brokers see them, and the brokers that see them otherwise.
 
@@ -139,9 +136,13 @@ async def snapshot(
     brokers see them (``reconcile``; ``stale_views`` names the brokers that disagree)."""
     import asyncio
 
-    views_read = gw.metadata_views(budget_s=VIEWS_BUDGET_S) if cross_check else asyncio.sleep(0, result={})
-    cluster, described, views = await asyncio.gather(
-        gw.describe_cluster(), gw.describe_topics(topics, include_internal=include_internal), views_read
+    async def cluster_and_views() -> tuple[ClusterInfo, BrokerViews]:
+        # the brokers to ask are the ones this read registers: one describe_cluster for both
+        cluster = await gw.describe_cluster()
+        return cluster, (await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S) if cross_check else {})
+
+    (cluster, views), described = await asyncio.gather(
+        cluster_and_views(), gw.describe_topics(topics, include_internal=include_internal)
     )
     states, stale = reconcile(
         [

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: a partition as one broker's metadata shows it: (leader or None, sorted ISR)
+PartitionView = tuple[int | None, tuple[int, ...]]
+#: each broker's own view of every partition: {broker id: {(topic, partition): PartitionView}}
+BrokerViews = dict[int, dict[tuple[str, int], PartitionView]]
+
 
 @dataclass(frozen=True)
 class Broker:

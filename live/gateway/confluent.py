@@ -264,16 +264,14 @@ class ConfluentTransport(GatewayCore):
         self._ok()
         return md
 
-    def metadata_from(self, address: str, topic: str | None, timeout_s: float) -> tuple[int | None, ClusterMetadata]:
-        """One Metadata request answered by the broker at ``address`` (blocking: run it in a
+    def metadata_from(self, address: str, timeout_s: float) -> tuple[int | None, ClusterMetadata]:
+        """One Metadata request (all topics) answered by the broker at ``address`` (blocking: run it in a
         thread), and who answered: None for that broker, else the id of the broker librdkafka
         sent it to.  A new client has only ``address`` to start from, and librdkafka reports an
         answer through the bootstrap connection as broker -1; it may still have learnt the other
         brokers first and asked one of them, which the id says."""
         conf = {**self._conf, "bootstrap.servers": address, "socket.timeout.ms": max(100, int(timeout_s * 1000))}
-        client = AdminClient(conf, logger=_QUIET)
-        kwargs: dict[str, Any] = {} if topic is None else {"topic": topic}
-        md = client.list_topics(timeout=timeout_s, **kwargs)
+        md = AdminClient(conf, logger=_QUIET).list_topics(timeout=timeout_s)
         return (None if md.orig_broker_id < 0 else md.orig_broker_id), md
 
     # ---- lifecycle ----------------------------------------------------------------------

@@ -120,7 +120,7 @@ class ReadsMixin(KafkaPythonTransport):
 
     async def metadata_views(
         self, brokers: Iterable[model.Broker] | None = None, budget_s: float = 1.5, most: int = 7
-    ) -> dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]]:
+    ) -> model.BrokerViews:
         """Each broker's own view of every partition: {broker id: {(topic, partition): (leader,
         sorted ISR)}}, one Metadata request answered by each (``metadata_from``).
 
@@ -141,15 +141,15 @@ class ReadsMixin(KafkaPythonTransport):
         def address(b: model.Broker) -> str:
             return f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}"
 
-        def views_via(b: model.Broker) -> dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]]:
-            got: dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]] = {}
+        def views_via(b: model.Broker) -> model.BrokerViews:
+            got: model.BrokerViews = {}
             deadline = time.monotonic() + budget_s
             for _ in range(3):  # librdkafka may have asked another broker first: try again
                 left = deadline - time.monotonic()
                 if left < 0.05:
                     break
                 try:
-                    who, md = self.metadata_from(address(b), None, left)
+                    who, md = self.metadata_from(address(b), left)
                 except Exception:  # noqa: BLE001 - a broker that cannot answer gives no view
                     break
                 got[b.id if who is None else who] = {
@@ -169,7 +169,7 @@ class ReadsMixin(KafkaPythonTransport):
         if not tasks:
             return {}
         done, _ = await asyncio.wait(tasks, timeout=budget_s + 0.5)
-        out: dict[int, dict[tuple[str, int], tuple[int | None, tuple[int, ...]]]] = {}
+        out: model.BrokerViews = {}
         for task in done:
             if task.exception() is None:
                 out.update(task.result())
