@@ -25,6 +25,25 @@ from .convert import config_source, tp_list
 from .errors import GatewayError, UnknownTopic
 from .kafkapython import KafkaPythonTransport
 
+# How long describe_cluster waits for librdkafka's DescribeCluster before it asks every broker
+# for Metadata beside it (see describe_cluster); a healthy cluster answers in milliseconds.
+DESCRIBE_STALL_S = 1.0
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _nodes_of(desc: Any) -> tuple[str | None, int | None, list[model.Broker]]:
+    """(cluster id, controller id, brokers) of a librdkafka DescribeClusterResult."""
+    brokers = [model.Broker(n.id, n.host, n.port, n.rack) for n in desc.nodes]
+    return desc.cluster_id, (desc.controller.id if desc.controller is not None else None), brokers
+
+
+def _discard_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
 
 class ReadsMixin(KafkaPythonTransport):
     """Cluster, topic, config and storage reads; see the module docstring."""
@@ -41,19 +60,79 @@ class ReadsMixin(KafkaPythonTransport):
 
     # ---- cluster & topics ----------------------------------------------------------------
     async def describe_cluster(self) -> model.ClusterInfo:
+        """The registered brokers and the "controller" they report (DescribeCluster).
+
+        librdkafka sends DescribeCluster to the broker its last Metadata answer named controller,
+        which in KRaft is a random live broker.  When that broker is hung but still registered
+        (a stop-the-world pause before its session times out; request threads stuck while its
+        heartbeats go on) the request waits the whole timeout for it.  So a request not answered
+        within ``DESCRIBE_STALL_S`` gets a second one beside it: a Metadata request to every
+        known broker address, each on a client of its own, and the first answer of the two is
+        used (it carries the same brokers and controller; no racks)."""
         self._check_open()
-        desc = await self._await(self._rdkafka().describe_cluster(request_timeout=self.timeout_s), "describe_cluster")
-        brokers = sorted((model.Broker(n.id, n.host, n.port, n.rack) for n in desc.nodes), key=lambda b: b.id)
+        started = time.monotonic()
+        asked = asyncio.ensure_future(
+            self._await(self._rdkafka().describe_cluster(request_timeout=self.timeout_s), "describe_cluster", started)
+        )
+        pending: set[asyncio.Future[Any]] = {asked}
+        try:
+            done, _ = await asyncio.wait(pending, timeout=DESCRIBE_STALL_S)
+            if not done:
+                pending.add(asyncio.ensure_future(self._cluster_from_any_broker(started + self.timeout_s)))
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if task.exception() is None:
+                            return self._cluster_info(_nodes_of(task.result()) if task is asked else task.result())
+            return self._cluster_info(_nodes_of(await asked))  # raises the gateway's error if none answered
+        finally:
+            for task in pending:  # the slower one, or both when the caller gave up
+                task.cancel()
+
+    def _cluster_info(self, found: tuple[str | None, int | None, list[model.Broker]]) -> model.ClusterInfo:
+        cluster_id, controller_id, brokers = found
+        brokers = sorted(brokers, key=lambda b: b.id)
         self._broker_addresses.update({b.id: (b.host, b.port) for b in brokers})
         expected = list(self.config.expected_brokers)
         present = {b.id for b in brokers}
         return model.ClusterInfo(
-            cluster_id=desc.cluster_id,
-            controller_id=desc.controller.id if desc.controller is not None else None,
+            cluster_id=cluster_id,
+            controller_id=controller_id,
             brokers=brokers,
             expected_brokers=expected,
             missing_brokers=[b for b in expected if b not in present],
         )
+
+    async def _cluster_from_any_broker(self, deadline: float) -> tuple[str | None, int | None, list[model.Broker]]:
+        """Cluster id, controller and brokers from the first of the known brokers (the ones last
+        registered, and the bootstrap addresses) to answer a Metadata request before
+        ``deadline``.  Raises GatewayError when none does."""
+        addresses = list(
+            dict.fromkeys(
+                [_address(host, port) for host, port in self._broker_addresses.values()]
+                + [a.strip() for a in self.config.bootstrap_list]
+            )
+        )
+
+        def ask(address: str) -> tuple[str | None, int | None, list[model.Broker]]:
+            _, md = self.metadata_from(address, max(0.1, deadline - time.monotonic()))
+            brokers = [model.Broker(b.id, str(b.host), b.port, None) for b in md.brokers.values() if b.host]
+            if not brokers:
+                raise GatewayError(f"{address} answered Metadata without brokers", self.config.name)
+            controller = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
+            return md.cluster_id, controller, brokers
+
+        pending = {asyncio.ensure_future(asyncio.to_thread(ask, a)) for a in addresses}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is None:
+                        return task.result()
+        finally:
+            for task in pending:  # their threads end by the deadline; nobody reads the outcome
+                task.add_done_callback(_discard_outcome)
+        raise GatewayError(f"no broker of cluster {self.config.name!r} answered Metadata", self.config.name)
 
     # ---- liveness of nodes the metadata no longer lists (live.probe) -----------------------
     def _unclaimed_bootstrap(self) -> list[tuple[str, int]]:
@@ -138,18 +217,19 @@ class ReadsMixin(KafkaPythonTransport):
             brokers = (await self.describe_cluster()).brokers
         brokers = sorted(brokers, key=lambda b: b.id)[: max(1, most)]
 
-        def address(b: model.Broker) -> str:
-            return f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}"
-
         def views_via(b: model.Broker) -> model.BrokerViews:
             got: model.BrokerViews = {}
             deadline = time.monotonic() + budget_s
-            for _ in range(3):  # librdkafka may have asked another broker first: try again
+            # A new client sends the request through its bootstrap connection to ``b`` or, about
+            # half the time (measured on 3 brokers), to a broker it connected to meanwhile: its
+            # answer is kept under that broker, and ``b`` is asked again while the budget lasts
+            # (each try ~0.1 s; three tries left ~1 call in 3 short of a broker).
+            while True:
                 left = deadline - time.monotonic()
                 if left < 0.05:
                     break
                 try:
-                    who, md = self.metadata_from(address(b), left)
+                    who, md = self.metadata_from(_address(b.host, b.port), left)
                 except Exception:  # noqa: BLE001 - a broker that cannot answer gives no view
                     break
                 got[b.id if who is None else who] = {

@@ -158,15 +158,50 @@ async def test_each_broker_answers_metadata_with_its_own_view(live_cluster, live
         for broker, view in views.items():
             assert {k: v for k, v in view.items() if k[0] == topic} == want, broker
 
+        brokers = (await gw.describe_cluster()).brokers  # the product's snapshot passes its own read
         live_cluster.faults.pause_broker(103)
         try:
             t0 = time.monotonic()
-            views = await gw.metadata_views(budget_s=1.0)
+            views = await gw.metadata_views(brokers, budget_s=1.0)
             took = time.monotonic() - t0
         finally:
             live_cluster.faults.resume_broker(103)
         assert 103 not in views and set(views) <= {101, 102} and views
         assert took < 1.0 + 1.0  # the budget, and the half second asyncio.wait allows past it
+
+
+async def test_describe_cluster_answers_when_the_broker_named_controller_is_paused(live_cluster, live_config):
+    """librdkafka sends DescribeCluster to the broker its last Metadata answer named "controller"
+    (a random live broker in KRaft). A paused broker stays registered until its session times
+    out (4 s here), and meanwhile a gateway whose metadata named it must still answer, from the
+    other brokers, instead of waiting out its whole timeout (seen in CI: a 10 s Timeout)."""
+    took, info = None, None
+    for _ in range(3):  # a round ends when the controller fences 103; then resume and pause again
+        live_cluster.faults.pause_broker(103)
+        try:
+            paused_at = time.monotonic()
+            while took is None and time.monotonic() - paused_at < 3.0:
+                async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
+                    # the precondition, through the client's own metadata cache (no public read
+                    # says which broker librdkafka will send DescribeCluster to)
+                    if (await gw._metadata()).controller_id != 103:
+                        continue
+                    t0 = time.monotonic()
+                    info = await gw.describe_cluster()
+                    took = time.monotonic() - t0
+        finally:
+            live_cluster.faults.resume_broker(103)
+        if took is not None:
+            break
+        live_cluster.faults.wait_for(lambda: _registered(live_cluster, 103), 60, "broker 103 to register again")
+    assert took is not None, "no fresh client's metadata named the paused broker 103 controller in 3 rounds"
+    assert {101, 102} <= set(info.broker_ids) and info.cluster_id
+    assert took < TIMEOUT / 2, f"describe_cluster waited {took:.1f}s for the paused broker"
+
+
+def _registered(cluster, broker_id: int) -> bool:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return broker_id in {n.id for n in admin.describe_cluster(request_timeout=5).result().nodes}
 
 
 async def test_unknown_topic_group_and_transactional_id(live_cluster, live_config, unique):
