@@ -7,6 +7,7 @@ from runbook_kb.schema import PartitionCategories
 from .context import Context
 from .diagnosis import diagnosis
 from .evidence import gateway, name_partitions, snapshot
+from .live_checks import stale_view_evidence
 from .reply import Cell, Evidence, Reply, Section, Severity, Table
 from .spec import Command, CommandRequest, CommandSpec, Param
 
@@ -38,6 +39,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         )
         for name in ("AtMinIsr", "UnderMinIsr", "UnderReplicated", "Offline")
     ]
+    evidence += stale_view_evidence(snap)
     rows: list[list[Cell]] = []
     found = sorted(cats["AtMinIsr"] + cats["UnderMinIsr"], key=lambda p: (p.topic, p.partition))
     for p in found[:MAX_ROWS]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import overload
 
 from live.gateway import AdminGateway, NotAuthorized
-from live.model import BrokerViews, ClusterInfo, ConfigValue, TopicInfo
+from live.model import BrokerViews, ClusterInfo, ConfigValue, PartitionView, TopicInfo
 from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
 
 from .context import Context
@@ -24,6 +24,8 @@ from .partial import note_missing
 #: how long a cross-checked snapshot waits for the brokers' own views: a healthy broker answers a
 #: Metadata request in milliseconds, and a paused one must not hold the answer
 VIEWS_BUDGET_S = 1.0
+#: {broker: [((topic, partition), its view, the view most brokers share)]} (``reconcile``)
+StaleViews = dict[int, list[tuple[tuple[str, int], PartitionView, PartitionView]]]
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
 
 
@@ -58,9 +60,8 @@ class Snapshot:
     states: list[PartitionState]
     brokers: BrokerFacts
     floors_unread: bool = False  # the min ISR configs were refused: at/under-min-ISR counts are not known
-    # brokers whose own metadata disagreed with the majority of brokers (``reconcile``):
-    # {broker: [((topic, partition), its ISR, the majority's ISR)]}
-    stale_views: dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]] = field(default_factory=dict)
+    # brokers whose own metadata disagreed with the majority of brokers (``reconcile``)
+    stale_views: StaleViews = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
@@ -75,20 +76,18 @@ class Snapshot:
         return out
 
 
-def reconcile(
-    states: list[PartitionState], views: BrokerViews
-) -> tuple[list[PartitionState], dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]]]:
+def reconcile(states: list[PartitionState], views: BrokerViews) -> tuple[list[PartitionState], StaleViews]:
     """The partitions as most brokers see them, and the brokers that see them otherwise.
 
     ``views`` are the brokers' own metadata (``AdminGateway.metadata_views``).  Where at least
     two brokers answered for a partition, its leader and ISR become the view most of them share;
-    a tie goes to the view with the fewer in-sync replicas (the one that shows the problem).  A
-    broker whose view differs is listed with the partition, its ISR and the chosen one: a broker
-    that goes on serving old metadata is not applying the controller's updates."""
+    a tie goes to the view that shows the problem: the fewer in-sync replicas, then no leader.
+    A broker whose view differs is listed with the partition, its view and the chosen one: a
+    broker that goes on serving old metadata is not applying the controller's updates."""
     if len(views) < 2:
         return states, {}
     out: list[PartitionState] = []
-    stale: dict[int, list[tuple[tuple[str, int], tuple[int, ...], tuple[int, ...]]]] = {}
+    stale: StaleViews = {}
     for p in states:
         key = (p.topic, p.partition)
         seen = {b: v[key] for b, v in views.items() if key in v}
@@ -97,11 +96,12 @@ def reconcile(
             continue
         votes = Counter(seen.values())
         leader, isr = max(
-            votes, key=lambda v: (votes[v], -len(v[1]), -1 if v[0] is None else v[0], tuple(-b for b in v[1]))
+            votes,
+            key=lambda v: (votes[v], -len(v[1]), v[0] is None, -1 if v[0] is None else v[0], tuple(-b for b in v[1])),
         )
         for b, view in sorted(seen.items()):
             if view != (leader, isr):
-                stale.setdefault(b, []).append((key, view[1], isr))
+                stale.setdefault(b, []).append((key, view, (leader, isr)))
         if (p.leader, tuple(sorted(p.isr))) != (leader, isr):
             p = replace(p, leader=leader, isr=isr)
         out.append(p)
@@ -128,18 +128,21 @@ async def snapshot(
     topics: list[str] | None = None,
     min_isr: str = "unhealthy",
     include_internal: bool = True,
-    cross_check: bool = False,
 ) -> Snapshot:
     """Read the cluster once. ``min_isr``: "all" reads min.insync.replicas for every topic (status,
     audit), "unhealthy" only for topics with a partition out of sync (why URP), "none" skips it.
-    ``cross_check``: also ask every broker for its own view and take the partitions as most
-    brokers see them (``reconcile``; ``stale_views`` names the brokers that disagree)."""
+
+    Cross-checked: every broker is also asked for its own view, and the partitions are taken as
+    most brokers see them (``reconcile``; ``stale_views`` names the brokers that disagree).  The
+    one Metadata read of ``describe_topics`` lands on a broker librdkafka picks, and a broker
+    that stopped applying the controller's updates (a stalled disk) answers with old leaders and
+    ISRs: "in sync", "has a leader" or "no URP" that are no longer true."""
     import asyncio
 
     async def cluster_and_views() -> tuple[ClusterInfo, BrokerViews]:
         # the brokers to ask are the ones this read registers: one describe_cluster for both
         cluster = await gw.describe_cluster()
-        return cluster, (await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S) if cross_check else {})
+        return cluster, await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S)
 
     (cluster, views), described = await asyncio.gather(
         cluster_and_views(), gw.describe_topics(topics, include_internal=include_internal)

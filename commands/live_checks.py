@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
-from live.model import LogDir, QuorumInfo, Reassignment, TransactionDescription
+from live.model import LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
 from live.probe import ProbeResult
 from runbook_kb.diagnose import BrokerFacts, urp_findings
 
@@ -168,9 +168,9 @@ def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
             Evidence(
                 f"Broker {broker}'s metadata",
                 f"differs from most brokers' on {len(parts):,} partition(s) ({name_partitions([k for k, _, _ in parts], 4)}): "
-                f"ISR {broker_list(theirs)} there, {broker_list(chosen)} on the others, whose view is used here. A broker "
-                "that keeps an old view is not applying the controller's updates, often because a thread is stuck on "
-                "a stalled disk; if it still differs when you ask again, suspect that broker.",
+                f"{_view_difference(theirs, chosen)}, whose view is used here. A broker that keeps an old view is "
+                "not applying the controller's updates, often because a thread is stuck on a stalled disk; if it "
+                "still differs when you ask again, suspect that broker.",
                 "live: metadata from each broker",
                 "bad",
             )
@@ -178,10 +178,21 @@ def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
     return out
 
 
+def _view_difference(theirs: PartitionView, chosen: PartitionView) -> str:
+    """'ISR 101, 102, 103 there, 101, 102 on the others', with the leaders when they differ."""
+    if theirs[0] == chosen[0]:
+        return f"ISR {broker_list(theirs[1])} there, {broker_list(chosen[1])} on the others"
+
+    def view(v: PartitionView) -> str:
+        return f"{'no leader' if v[0] is None else f'leader {v[0]}'}, ISR {broker_list(v[1])}"
+
+    return f"{view(theirs)} there; {view(chosen)} on the others"
+
+
 async def check_urp(gw: AdminGateway) -> LiveFindings:
-    # cross-checked: the one Metadata read can land on a broker serving an old view (a stalled
-    # disk's broker kept calling its dropped replicas in sync), and "no URP" would be wrong
-    snap = await snapshot(gw, min_isr="unhealthy", cross_check=True)
+    # (cross-checked, as every snapshot: a stalled disk's broker kept calling its dropped
+    # replicas in sync, and "no URP" from its view would be wrong)
+    snap = await snapshot(gw, min_isr="unhealthy")
     notes: list[str] = []
     probes: list[Evidence] = []
     stalled: set[int] = set()
@@ -305,7 +316,7 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
 async def check_offline(gw: AdminGateway) -> LiveFindings:
     snap = await snapshot(gw, min_isr="none")
     offline = [p for p in snap.states if not p.has_leader]
-    evidence = [brokers_evidence(snap)]
+    evidence = [brokers_evidence(snap), *stale_view_evidence(snap)]
     if not offline:
         evidence.append(Evidence("Offline partitions", "0", "live: metadata", "ok"))
         return LiveFindings("No offline partitions right now.", "ok", evidence)
@@ -343,7 +354,7 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
 
 
 async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
-    snap = await snapshot(gw, min_isr="all", cross_check=True)
+    snap = await snapshot(gw, min_isr="all")
     if snap.floors_unread:  # counting against an assumed floor of 1 would call this healthy
         return LiveFindings(
             "Whether any partition is under min ISR is unknown: the topics' min.insync.replicas could not be read.",

@@ -164,7 +164,7 @@ def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker(
     }
     out, stale = reconcile(states, views)
     assert [p.isr for p in out] == [(101, 102, 103), (101, 102)]
-    assert stale == {103: [(("orders", 1), (101, 102, 103), (101, 102))]}
+    assert stale == {103: [(("orders", 1), (101, (101, 102, 103)), dropped)]}
     # a tie (two brokers answered, one each way) goes to the view that shows the problem
     out, stale = reconcile(states, {101: views[101], 103: views[103]})
     assert out[1].isr == (101, 102) and list(stale) == [103]
@@ -174,6 +174,34 @@ def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker(
     # a partition only one broker answered for keeps the read's view
     out, _ = reconcile([_part(2, (101,))], {101: {}, 102: {("orders", 2): (101, (101, 102, 103))}})
     assert out[0].isr == (101,)
+    # a tie between "no leader" and a leader, same ISR, goes to "no leader" (the problem)
+    out, _ = reconcile(
+        [_part(3, (103,), leader=103)], {101: {("orders", 3): (None, (103,))}, 103: {("orders", 3): (103, (103,))}}
+    )
+    assert out[0].leader is None and not out[0].has_leader
+
+
+def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
+    """The read landed on a broker that still names a leader the others no longer have."""
+    from commands.evidence import Snapshot, reconcile
+    from commands.live_checks import stale_view_evidence
+    from live.model import Broker, ClusterInfo
+
+    states, stale = reconcile(
+        [_part(0, (103,), leader=103)],
+        {
+            101: {("orders", 0): (None, (103,))},
+            102: {("orders", 0): (None, (103,))},
+            103: {("orders", 0): (103, (103,))},
+        },
+    )
+    assert [p.has_leader for p in states] == [False]
+    brokers = BrokerFacts(registered=frozenset({101, 102, 103}), expected=frozenset({101, 102, 103}))
+    cluster = ClusterInfo("c", 101, [Broker(b, "127.0.0.1", 9000 + b) for b in (101, 102, 103)])
+    snap = Snapshot(cluster, [], {}, states, brokers, stale_views=stale)
+    assert snap.by_category()["Offline"] == states
+    [line] = stale_view_evidence(snap)
+    assert "orders-0" in line.value and "leader 103, ISR 103 there; no leader, ISR 103 on the others" in line.value
 
 
 def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
