@@ -142,7 +142,8 @@ async def snapshot(
     async def cluster_and_views() -> tuple[ClusterInfo, BrokerViews]:
         # the brokers to ask are the ones this read registers: one describe_cluster for both
         cluster = await gw.describe_cluster()
-        return cluster, await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S)
+        one = topics[0] if topics is not None and len(topics) == 1 else None
+        return cluster, await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S, topic=one)
 
     (cluster, views), described = await asyncio.gather(
         cluster_and_views(), gw.describe_topics(topics, include_internal=include_internal)

@@ -264,14 +264,18 @@ class ConfluentTransport(GatewayCore):
         self._ok()
         return md
 
-    def metadata_from(self, address: str, timeout_s: float) -> tuple[int | None, ClusterMetadata]:
-        """One Metadata request (all topics) answered by the broker at ``address`` (blocking: run it in a
-        thread), and who answered: None for that broker, else the id of the broker librdkafka
-        sent it to.  A new client has only ``address`` to start from, and librdkafka reports an
-        answer through the bootstrap connection as broker -1; it may still have learnt the other
-        brokers first and asked one of them, which the id says."""
+    def metadata_from(
+        self, address: str, timeout_s: float, topic: str | None = None
+    ) -> tuple[int | None, ClusterMetadata]:
+        """One Metadata request (all topics, or ``topic``: the client never creates it) answered by
+        the broker at ``address`` (blocking: run it in a thread), and who answered: None for that
+        broker, else the id of the broker librdkafka sent it to.  A new client has only
+        ``address`` to start from, and librdkafka reports an answer through the bootstrap
+        connection as broker -1; it may still have learnt the other brokers first and asked one
+        of them, which the id says."""
         conf = {**self._conf, "bootstrap.servers": address, "socket.timeout.ms": max(100, int(timeout_s * 1000))}
-        md = AdminClient(conf, logger=_QUIET).list_topics(timeout=timeout_s)
+        client = AdminClient(conf, logger=_QUIET)
+        md = client.list_topics(timeout=timeout_s) if topic is None else client.list_topics(topic, timeout=timeout_s)
         return (None if md.orig_broker_id < 0 else md.orig_broker_id), md
 
     # ---- lifecycle ----------------------------------------------------------------------

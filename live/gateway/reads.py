@@ -198,7 +198,11 @@ class ReadsMixin(KafkaPythonTransport):
         return sorted(t for t in md.topics if include_internal or not t.startswith("__"))
 
     async def metadata_views(
-        self, brokers: Iterable[model.Broker] | None = None, budget_s: float = 1.5, most: int = 7
+        self,
+        brokers: Iterable[model.Broker] | None = None,
+        budget_s: float = 1.5,
+        most: int = 7,
+        topic: str | None = None,
     ) -> model.BrokerViews:
         """Each broker's own view of every partition: {broker id: {(topic, partition): (leader,
         sorted ISR)}}, one Metadata request answered by each (``metadata_from``).
@@ -211,7 +215,9 @@ class ReadsMixin(KafkaPythonTransport):
         A broker that does not answer within ``budget_s`` (paused, unreachable) is left out: the
         caller must not wait on it.  ``brokers``: the registered ones (describe_cluster) when None;
         at most ``most`` of them are asked (the lowest ids): enough to outvote one broker's old
-        view, and a large cluster does not get a client per broker on every question."""
+        view, and a large cluster does not get a client per broker on every question.  ``topic``:
+        only that topic's partitions (a question about one topic does not read every broker's
+        whole metadata)."""
         self._check_open()
         if brokers is None:
             brokers = (await self.describe_cluster()).brokers
@@ -229,7 +235,7 @@ class ReadsMixin(KafkaPythonTransport):
                 if left < 0.05:
                     break
                 try:
-                    who, md = self.metadata_from(_address(b.host, b.port), left)
+                    who, md = self.metadata_from(_address(b.host, b.port), left, topic)
                 except Exception:  # noqa: BLE001 - a broker that cannot answer gives no view
                     break
                 got[b.id if who is None else who] = {

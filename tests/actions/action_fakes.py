@@ -79,12 +79,13 @@ class FakeGateway:
             for n in wanted
         ]
 
-    async def metadata_views(self, brokers=None, budget_s=1.5):
+    async def metadata_views(self, brokers=None, budget_s=1.5, topic=None):
         """Every broker sees the same layout (a real cluster's disagreement is in tests/lab)."""
         self._check("metadata_views")
         view = {
             (t, i): (leader, tuple(sorted(isr)))
             for t, parts in self.layout.items()
+            if topic is None or t == topic
             for i, (leader, _, isr) in enumerate(parts)
         }
         return {b: dict(view) for b in self.brokers}

@@ -157,6 +157,13 @@ async def test_each_broker_answers_metadata_with_its_own_view(live_cluster, live
         assert sorted(views) == [101, 102, 103]
         for broker, view in views.items():
             assert {k: v for k, v in view.items() if k[0] == topic} == want, broker
+        # one topic's question reads only that topic, and never creates a topic it names
+        only = await gw.metadata_views(topic=topic)
+        assert sorted(only) == [101, 102, 103] and all(view == want for view in only.values())
+        missing = f"live-views-missing-{unique}"
+        none = await gw.metadata_views(topic=missing)
+        assert sorted(none) == [101, 102, 103] and all(view == {} for view in none.values())
+        assert missing not in await gw.topics()
 
         brokers = (await gw.describe_cluster()).brokers  # the product's snapshot passes its own read
         live_cluster.faults.pause_broker(103)
