@@ -83,6 +83,7 @@ class ReadsMixin(KafkaPythonTransport):
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
                         if task.exception() is None:
+                            self._ok()  # (the cluster answered, through whichever request)
                             return self._cluster_info(_nodes_of(task.result()) if task is asked else task.result())
             return self._cluster_info(_nodes_of(await asked))  # raises the gateway's error if none answered
         finally:
