@@ -48,6 +48,8 @@ import compileall, tomllib
 # the packages pyproject.toml installs ("bot*": bot and its subpackages)
 with open("pyproject.toml", "rb") as f:
     include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
-ok = all([compileall.compile_dir(p.rstrip("*"), quiet=1, workers=0) for p in include])
+# one process: a pool per package cost 0.19 s on every setup with nothing to compile, against 0.01 s,
+# and the same 0.45 s for a fresh tree; the list (not a generator) compiles every package
+ok = all([compileall.compile_dir(p.rstrip("*"), quiet=1) for p in include])
 raise SystemExit(0 if ok else 1)
 PY
