@@ -51,16 +51,20 @@ _KEY = [*_PART, "metric", "broker"]
 
 def _replica_minutes(samples: DataFrame, key: list[str]) -> DataFrame:
     """Per replica series and minute: growth = the sum of the positive steps (see the module
-    docstring); a step belongs to the minute of its later sample."""
+    docstring); a step belongs to the minute of its later sample.  ``covered_s``: the seconds
+    those steps span, what the minute's rate is taken over (``_minute_rate``)."""
     by_time = Window.partitionBy(*key).orderBy("ts")
-    fresh = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time)) <= F.lit(STALE_S * 1_000_000)
+    gap_us = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time))
+    fresh = gap_us <= F.lit(STALE_S * 1_000_000)
     step = F.greatest(F.when(fresh, F.col("value") - F.lag("value").over(by_time)), F.lit(0.0))
+    covered = F.when(fresh, gap_us / F.lit(1e6))
     minute = bucket("ts", PEAK_BUCKET_S)
     return (
-        samples.select(*key, "ts", "value", step.alias("step"), minute.alias("minute"))
+        samples.select(*key, "ts", "value", step.alias("step"), covered.alias("covered"), minute.alias("minute"))
         .groupBy(*key, "minute")
         .agg(
             F.sum("step").alias("growth"),
+            F.sum("covered").alias("covered_s"),
             F.min("ts").alias("first_ts"),
             F.max("ts").alias("last_ts"),
             F.max_by("value", "ts").alias("last_value"),
@@ -70,29 +74,41 @@ def _replica_minutes(samples: DataFrame, key: list[str]) -> DataFrame:
     )
 
 
-#: _peak_order packs (growth, earlier minute) into one long: 2**24 minutes from this epoch
+#: _peak_order packs (rate, earlier minute) into one long: 2**24 minutes from this epoch
 #: (until 2051) below, whole records (or bytes, up to 2**39 a minute) above.
 _PEAK_EPOCH_S = 1_577_836_800  # 2020-01-01T00:00:00Z
 _PEAK_MINUTE_BITS = 24
 
 
-def _peak_order() -> Column:
-    """The order ``peak_at`` picks a replica's minute by: the most growth, then the earliest
+def _minute_rate(growth: Column, covered_s: Column) -> Column:
+    """A minute's records/s: its growth over the seconds its steps span, not over 60 s.  Divided by
+    a whole minute, the minute a series began in (first seen 12 s into it), the minute still in
+    progress and a minute behind a missed scrape all read low: a partition written at a steady
+    89/s showed "peak 71.6 rec/s, mean 88.9 rec/s".  A minute seen for under half its length
+    counts as half a minute: a rate from one 10 s step would be noise, and the peak is a
+    1-minute figure."""
+    seen = F.greatest(F.coalesce(covered_s, F.lit(0.0)), F.lit(PEAK_BUCKET_S / 2))
+    return growth / seen
+
+
+def _peak_order(rate: Column) -> Column:
+    """The order ``peak_at`` picks a replica's minute by: the highest rate, then the earliest
     minute.  One long instead of a (growth, -minute) struct: a struct in an aggregate's buffer
     made Spark sort every replica-minute row for it (a sort aggregate); side by side at 30,000
-    partitions the ranking took 1.97 s instead of 2.35 s.  Growth counts records (or bytes), so
-    whole numbers order it."""
+    partitions the ranking took 1.97 s instead of 2.35 s.  The rate is ordered as records (or
+    bytes) a minute, whole numbers."""
     span = 1 << _PEAK_MINUTE_BITS
     minute_no = F.least(
         F.greatest((F.unix_seconds("minute") - F.lit(_PEAK_EPOCH_S)) / F.lit(60), F.lit(0)), F.lit(span - 1)
     ).cast("long")
-    whole = F.least(F.floor(F.coalesce("growth", F.lit(0.0))), F.lit((1 << (63 - _PEAK_MINUTE_BITS)) - 1))
+    per_minute = F.coalesce(rate, F.lit(0.0)) * F.lit(float(PEAK_BUCKET_S))
+    whole = F.least(F.floor(per_minute), F.lit((1 << (63 - _PEAK_MINUTE_BITS)) - 1))
     return whole.cast("long") * F.lit(span) + (F.lit(span - 1) - minute_no)
 
 
 def _chart(series: Column) -> Column:
-    """A replica's (minute, growth) array, oldest first -> (minute, records_per_sec), the growth
-    in the minute over 60 s.  The first minute is left out: from raw samples the step from the
+    """A replica's (minute, rate) array, oldest first (``_minute_rate``) -> (minute,
+    records_per_sec).  The first minute is left out: from raw samples the step from the
     sample before the window is not in it, so it would show a fraction of the real rate; from
     the rollup it is the baseline (``hot_partitions_from_rollup``)."""
     rest = F.slice(series, 2, F.greatest(F.size(series) - F.lit(1), F.lit(0)))
@@ -100,7 +116,7 @@ def _chart(series: Column) -> Column:
         rest,
         lambda m: F.struct(
             m["minute"].alias("minute"),
-            (F.coalesce(m["growth"], F.lit(0.0)) / F.lit(float(PEAK_BUCKET_S))).alias("records_per_sec"),
+            F.coalesce(m["rate"], F.lit(0.0)).alias("records_per_sec"),
         ),
     )
 
@@ -118,8 +134,9 @@ def hot_partitions(
     Columns: cluster, topic, partition, leader_broker, replicas (brokers that
     reported LEO), records_per_sec (the window mean), bytes_per_sec (Size growth; null without
     Size samples), topic_median_rate, skew, rank, then peak_records_per_sec (the highest
-    per-minute rate in the window: a 70 s burst shows at its own rate, not averaged over 15
-    minutes; the likely leader's), peak_at (the start of that minute), peak_skew (the peak over
+    per-minute rate in the window, over the seconds each minute was seen (``_minute_rate``):
+    a 70 s burst shows at its own rate, not averaged over 15 minutes; the likely leader's),
+    peak_at (the start of that minute), peak_skew (the peak over
     the topic's median peak) and data_end (the cluster's newest sample among the partitions ranked: a caller tells
     a quiet window from a lake that stopped without a second query).
 
@@ -194,6 +211,9 @@ def hot_partitions_from_rollup(
         *_KEY,
         F.when(counted, F.col("bucket")).alias("minute"),
         F.when(counted & ~base, F.col("growth")).alias("growth"),
+        # a rollup minute is taken as seen whole: the table keeps no first sample per minute, so
+        # the minute a series began in reads low from it (the raw tail measures its minutes)
+        F.when(counted & ~base, F.lit(float(PEAK_BUCKET_S))).alias("covered_s"),
         F.when(counted, F.when(base, F.col("last_ts")).otherwise(F.col("bucket"))).alias("first_ts"),
         F.when(counted, F.col("last_ts")).alias("last_ts"),
         F.when(counted, F.col("last")).alias("last_value"),
@@ -229,10 +249,11 @@ def _rank(per_minute: DataFrame, top: int | None, rank_by: str, minutes: bool, r
         raise ValueError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
     part, key = _PART, _KEY
     elapsed_s = (F.unix_micros(F.max("last_ts")) - F.unix_micros(F.min("first_ts"))) / F.lit(1e6)
-    # each replica's growth per minute, oldest first, for the chart (its replica is chosen below)
+    # each replica's rate per minute, oldest first, for the chart (its replica is chosen below)
     # (LogEndOffset only: collect_list skips the nulls the Size rows give, the chart never reads them)
     counted = F.col("minute").isNotNull()
-    leo_minute = F.when((F.col("metric") == F.lit(LEO)) & counted, F.struct("minute", "growth"))
+    rate = _minute_rate(F.col("growth"), F.col("covered_s"))
+    leo_minute = F.when((F.col("metric") == F.lit(LEO)) & counted, F.struct("minute", rate.alias("rate")))
     series = [F.sort_array(F.collect_list(leo_minute)).alias("series")] if minutes else []
     rolled_to = [F.max("rolled_to").alias("rolled_to")] if rolled else []
     replicas = per_minute.groupBy(*key).agg(
@@ -240,8 +261,8 @@ def _rank(per_minute: DataFrame, top: int | None, rank_by: str, minutes: bool, r
         *rolled_to,
         F.coalesce(F.sum("growth"), F.lit(0.0)).alias("total"),
         F.when(elapsed_s > 0, F.coalesce(F.sum("growth"), F.lit(0.0)) / elapsed_s).alias("per_sec"),
-        (F.max("growth") / F.lit(float(PEAK_BUCKET_S))).alias("peak_per_sec"),
-        F.max_by("minute", F.when(counted, _peak_order())).alias("peak_at"),
+        F.max(rate).alias("peak_per_sec"),
+        F.max_by("minute", F.when(counted, _peak_order(rate))).alias("peak_at"),
         F.max_by("last_value", "last_ts").alias("last_value"),
         (F.sum("value_sum") / F.sum("n")).alias("mean_value"),
         F.max("last_ts").alias("last_ts"),

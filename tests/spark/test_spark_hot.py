@@ -121,6 +121,25 @@ def test_the_ranking_carries_each_partitions_minute_by_minute_chart(lake_df):
     assert "minute_rates" not in hot_partitions(lake_df(rows)).columns  # only when asked for
 
 
+def test_a_minute_seen_in_part_is_rated_over_the_time_seen(lake_df):
+    """Seen live: "peak 71.6 rec/s at 15:19 (1-min), mean 88.9 rec/s" for a partition written at
+    a steady 89/s - its series began 12 s into 15:19, and that minute's growth was divided by a
+    whole minute.  A steady rate reads the same as peak, mean and every chart point, whether the
+    minute is the series' first, the one still in progress, or one with a missed scrape in it; a
+    minute seen for under half its length counts as half a minute (one 10 s step is noise)."""
+    leo = "LogEndOffset"
+    seconds = [20, 30, 40, 50, 60, 70, 80, 90, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200]  # 100 s: no scrape
+    steady = [sample(leo, 90 * (s - 20), at(0, s), topic="orders", partition=0) for s in seconds]
+    # a series seen for one 10 s step only, at 90/s: over half a minute that is 30/s
+    short = [sample(leo, 900 * i, at(3, 10 * i), topic="orders", partition=1) for i in (0, 1)]
+    out = {r["partition"]: r for r in hot_partitions(lake_df(steady + short), minutes=True).collect()}
+    assert out[0]["records_per_sec"] == pytest.approx(90.0)
+    assert out[0]["peak_records_per_sec"] == pytest.approx(90.0)
+    assert [p["records_per_sec"] for p in out[0]["minute_rates"]] == pytest.approx([90.0, 90.0, 90.0])
+    assert out[1]["records_per_sec"] == pytest.approx(90.0)
+    assert out[1]["peak_records_per_sec"] == pytest.approx(30.0)
+
+
 def test_hot_partitions_topic_filter_and_top(frame):
     out = hot_partitions(frame, topic="orders", top=2).select("partition", "rank")
     assertDataFrameEqual(out, [Row(3, 1), Row(2, 2)], checkRowOrder=True)
