@@ -5,7 +5,9 @@ peak of their per-minute rates within the window (a 70 s burst shows at its own 
 being averaged over 15 minutes); `--rank mean` ranks on the mean over the window. Both figures
 are shown, and the answer says which one it ranked on. Skew is the ranked rate divided by the
 median of its topic's partitions, so a hot key shows as one partition far above its siblings. The leader is taken from the cluster's metadata when a cluster is configured,
-else inferred from the lake (the replica that was ahead).
+else inferred from the lake (the replica that was ahead). When the lake cannot answer (none
+configured, Spark down, a query past its timeout), the partitions are ranked on the cluster's end
+offsets read a second apart, and the answer says those are not the window's rates.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ SPEC = CommandSpec(
     ),
     examples=("hot-partitions", "hot-partitions orders --since 30m", "hot-partitions --rank mean"),
     details="From LogEndOffset growth in the metric lake; the answer names the window it looked at and "
-    "whether it ranked on the per-minute peak or the window mean.",
+    "whether it ranked on the per-minute peak or the window mean. When the lake cannot answer, it ranks "
+    "on the cluster's end offsets read a second apart instead, and says so.",
 )
 
 
@@ -65,6 +68,49 @@ async def _live_leaders(
     return {(p.topic, p.partition): p.leader for t in described for p in t.partitions}
 
 
+async def _live_instead(
+    ctx: Context, request: CommandRequest, topic: str | None, window: lake.Window, lake_error: Unavailable
+) -> Reply:
+    """The lake cannot answer (none configured, Spark down, a query past its timeout - seen on the
+    first ask after `kbot run` started): rank on the cluster's end offsets now instead, and say
+    plainly that these rates are the last second's, not the window's.  Without a cluster, or when
+    it fails too, the lake's own error stands (with the cluster's)."""
+    if ctx.live is None:
+        raise lake_error
+    from live.gateway import GatewayError, UnknownTopic
+
+    from .evidence import gateway
+    from .metric_checks import check_hot_partition
+
+    try:
+        found = await check_hot_partition(await gateway(ctx, request.cluster), topic)
+    except UnknownTopic:
+        raise
+    except GatewayError as exc:
+        raise Unavailable(f"{lake_error} The live end offsets failed too: {exc}") from exc
+    scope = f"topic {topic}" if topic else "all topics"
+    since = lake.describe_since(window.since)
+    diagnoses = [
+        diagnosis(ctx.kb, ctx.kb.failure_modes[entry_id], reason=reason)
+        for entry_id, reason in found.lead
+        if entry_id in ctx.kb.failure_modes
+    ]
+    return Reply(
+        title=f"Hot partitions ({scope}), live",
+        severity=found.severity,
+        verdict=found.verdict,
+        evidence=[*found.evidence, Evidence("Metric lake", str(lake_error), "lake", "neutral")],
+        diagnoses=diagnoses,
+        actions=found.actions,
+        notes=[
+            f"From the cluster's end offsets read a second apart, not from the lake's last {since}: "
+            "a burst that has already ended does not show. Ask again for the lake's ranking.",
+            *found.notes,
+        ],
+        followups=["/kafka hot-partitions" + (f" {topic}" if topic else "")],
+    )
+
+
 def _rates(r: lake.Row, rank_by: str) -> str:
     """Both rates, the ranked one first: 'peak 714.0 rec/s at 22:41 (1-min), mean 96.2 rec/s'."""
     peak, mean = r.get("peak_records_per_sec"), r.get("records_per_sec")
@@ -90,7 +136,10 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if rank_by not in ("peak", "mean"):
         raise BadInput(f"--rank takes peak or mean, not '{rank_by[:20]}'.")
     window = lake.window_for(request, ctx)
-    facts = await lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)
+    try:
+        facts = await lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)
+    except Unavailable as exc:
+        return await _live_instead(ctx, request, topic, window, exc)
     rows = facts["rows"]
     measure = "peak 1-minute rate" if rank_by == "peak" else f"mean over the {lake.describe_since(window.since)}"
     scope = f"topic {topic}" if topic else "all topics"

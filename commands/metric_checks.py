@@ -231,10 +231,11 @@ def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str,
     return sorted(out, key=lambda x: -x[1])
 
 
-async def check_hot_partition(gw: AdminGateway) -> LiveFindings:
+async def check_hot_partition(gw: AdminGateway, topic: str | None = None) -> LiveFindings:
     """Per-partition write rates from two ListOffsets reads a moment apart: the admin API answers
-    in milliseconds where the exporters take a second to render, and needs no metrics endpoint."""
-    topics = await gw.describe_topics()
+    in milliseconds where the exporters take a second to render, and needs no metrics endpoint.
+    ``topic``: that topic's partitions only (UnknownTopic when the cluster has no such topic)."""
+    topics = await gw.describe_topics(None if topic is None else [topic])
     leaders = {
         (p.topic, p.partition): p.leader for t in topics if not t.internal for p in t.partitions if p.leader is not None
     }

@@ -340,7 +340,7 @@ async def test_hot_partitions_empty_window(ctx_at):
     assert result.reply.verdict.startswith("No data for this window")
 
 
-async def test_hot_partitions_without_a_lake_is_unavailable():
+async def test_hot_partitions_without_a_lake_or_a_cluster_is_unavailable():
     result = await answer("hot-partitions", Context())
     assert result.outcome == "unavailable"
     assert "No metric lake is configured" in result.reply.verdict
