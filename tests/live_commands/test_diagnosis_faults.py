@@ -205,6 +205,10 @@ async def test_probe_tells_refused_from_silent_from_answering(kafka_cluster):
 
 
 async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster):
+    """`why hot partition` names the hot key's partition from live end offsets.  So does
+    `hot-partitions` when the lake is unavailable (here: none configured) - seen: the first ask
+    after `kbot run` started ran past the lake's 30 s timeout and answered nothing but that - and
+    it says these are not the window's rates."""
     topic = _name("hot")
     producer = kafka_cluster.faults.hot_key_producer(topic, "hot-key", None, 300, 0.9, 6)
     try:
@@ -215,40 +219,24 @@ async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster)
         )
         hot = producer.stats()["hot_partition"]
         reply = (await answer("why hot partition", ctx)).reply
+        ranked = await answer(f"hot-partitions {topic}", ctx)
+        unknown = await answer("hot-partitions no-such-topic-here", ctx)
     finally:
         producer.stop()
     assert reply.diagnoses[0].entry_id == "hot-partition", reply.verdict
     assert reply.verdict.startswith(f"{topic}-{hot} is hot:"), reply.verdict
     assert any(e.label == f"{topic}-{hot}" and e.source.startswith("live: end offsets") for e in reply.evidence)
 
-
-async def test_hot_partitions_without_a_lake_ranks_on_live_end_offsets(ctx, kafka_cluster):
-    """Seen: the first `kbot ask hot-partitions` after `kbot run` started ran past the lake's 30 s
-    timeout and answered nothing but that.  With the lake unavailable (here: none configured), the
-    command ranks on the cluster's end offsets instead and says they are not the window's."""
-    topic = _name("hotlive")
-    producer = kafka_cluster.faults.hot_key_producer(topic, "hot-key", None, 300, 0.9, 6)
-    try:
-        _wait(
-            lambda: producer.stats()["hot_partition"] is not None and producer.stats()["sent"] > 300,
-            60,
-            "the hot key's partition to be known",
-        )
-        hot = producer.stats()["hot_partition"]
-        result = await answer(f"hot-partitions {topic}", ctx)
-        unknown = await answer("hot-partitions no-such-topic-here", ctx)
-    finally:
-        producer.stop()
-    reply = result.reply
-    assert result.outcome == "answered", reply.verdict
-    assert reply.title == f"Hot partitions (topic {topic}), live"
-    assert reply.verdict.startswith(f"{topic}-{hot} is hot:"), reply.verdict
-    assert reply.diagnoses[0].entry_id == "hot-partition"
-    rated = [e for e in reply.evidence if e.source.startswith("live: end offsets")]
+    live = ranked.reply
+    assert ranked.outcome == "answered", live.verdict
+    assert live.title == f"Hot partitions (topic {topic}), live"
+    assert live.verdict.startswith(f"{topic}-{hot} is hot:"), live.verdict
+    assert live.diagnoses[0].entry_id == "hot-partition"
+    rated = [e for e in live.evidence if e.source.startswith("live: end offsets")]
     assert rated and {e.label.rsplit("-", 1)[0] for e in rated} == {topic}  # that topic only
-    lake_row = next(e for e in reply.evidence if e.label == "Metric lake")
+    lake_row = next(e for e in live.evidence if e.label == "Metric lake")
     assert lake_row.value.startswith("No metric lake is configured")
-    assert "not from the lake's last 15 min" in reply.notes[0]
+    assert "not from the lake's last 15 min" in live.notes[0]
     assert unknown.outcome == "bad_input" and "no-such-topic-here" in unknown.reply.verdict
 
 
