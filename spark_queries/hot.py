@@ -108,9 +108,10 @@ def _peak_order(rate: Column) -> Column:
 
 def _chart(series: Column) -> Column:
     """A replica's (minute, rate) array, oldest first (``_minute_rate``) -> (minute,
-    records_per_sec).  The first minute is left out: from raw samples the step from the
-    sample before the window is not in it, so it would show a fraction of the real rate; from
-    the rollup it is the baseline (``hot_partitions_from_rollup``)."""
+    records_per_sec).  The first minute is left out: from the rollup it is the baseline, which
+    has no growth counted (``hot_partitions_from_rollup``), and both paths draw the same
+    minutes.  (From raw samples it lacks the step from the sample before the window, but its
+    rate is taken over the seconds it saw.)"""
     rest = F.slice(series, 2, F.greatest(F.size(series) - F.lit(1), F.lit(0)))
     return F.transform(
         rest,
