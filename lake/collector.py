@@ -67,7 +67,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lake.landing import LANDING_SUFFIX, fsync_dir, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
+from lake.landing import LANDING_SUFFIX, fsync_dir, land, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
 from lake.mapping import Mapper, group_rows
 from lake.prometheus_source import PrometheusSource, PromRound
 
@@ -335,7 +335,7 @@ class Collector:
             report.group_rows = len(g_rows)
             rows += g_rows
         if rows:
-            report.file = await asyncio.to_thread(write_landing_file, self.landing_dir, rows, landing_name(ts_us))
+            report.file = await land(self.landing_dir, rows, landing_name(ts_us))
         report.seconds = time.monotonic() - t0
         self.rounds += 1
         return report

@@ -6,6 +6,7 @@ collectors and the ingest share, so neither imports the other."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import json
 import os
@@ -69,3 +70,18 @@ def remove_stale_tmp(landing_dir: str | os.PathLike) -> int:
             p.unlink(missing_ok=True)
             n += 1
     return n
+
+
+async def land(landing_dir: str | os.PathLike, rows: Iterable[dict], name: str) -> Path:
+    """``write_landing_file`` from a worker thread, for the collectors' event loops.
+
+    A cancel (Ctrl-C, or the SIGTERM `kbot run` stops its collector with) that arrives mid-write
+    waits for the write to end before it goes on: the thread cannot be stopped, so the file lands
+    anyway, and if it landed after the stopping collector's last ingest it would sit un-ingested
+    until the next start."""
+    write = asyncio.ensure_future(asyncio.to_thread(write_landing_file, landing_dir, rows, name))
+    try:
+        return await asyncio.shield(write)
+    except asyncio.CancelledError:
+        await asyncio.wait([write])
+        raise

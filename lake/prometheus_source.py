@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lake.landing import fsync_dir, write_landing_file
+from lake.landing import fsync_dir, land
 from lake.mapping import Mapper
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ class PrometheusSource:
                 break
             if rows:
                 name = window_file_name(first, last, self.step_s)
-                out.files.append(await asyncio.to_thread(write_landing_file, landing_dir, rows, name))
+                out.files.append(await land(landing_dir, rows, name))
             out.rows += len(rows)
             out.windows.append((first, last))
             state = {"last": last}

@@ -182,7 +182,7 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
         server.shutdown()
     assert proc.returncode == 0, err[-2000:]
     assert ("SIGTERM: stopping" in err) == (signame == "SIGTERM") and "Traceback" not in err
-    assert not list(layout.landing.glob("*.jsonl")), "landing files left un-ingested"
+    assert not list(layout.landing.glob("*.jsonl")), f"landing files left un-ingested; stderr: {err[-1500:]}"
     pending = json.loads(layout.rollups_pending_file.read_text() or "{}")
     assert pending == {}, pending
     raw = spark.read.format("delta").load(layout.table).where("broker = 7")

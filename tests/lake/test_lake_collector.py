@@ -110,6 +110,27 @@ def test_nan_cannot_reach_a_landing_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+async def test_a_cancel_mid_write_waits_for_the_file_to_land(tmp_path):
+    """Ctrl-C or SIGTERM can cancel a round while its worker thread writes the landing file. The
+    thread cannot be stopped; if the cancel went on without it, the file could land after the
+    stopping collector's last ingest and sit un-ingested. The cancel must wait for it."""
+    import threading
+
+    release = threading.Event()
+
+    def rows():  # consumed in the writer thread: the write blocks until released
+        release.wait(30)
+        yield {"x": 1}
+
+    task = asyncio.ensure_future(C.land(tmp_path, rows(), "slow.jsonl"))
+    await asyncio.sleep(0)  # the writer thread has the rows
+    task.cancel()
+    asyncio.get_running_loop().call_later(0.2, release.set)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (tmp_path / "slow.jsonl").read_text() == '{"x":1}\n'
+
+
 async def test_round_scrapes_all_targets_into_one_file(tmp_path, exporters):
     base, dead = exporters
     targets = [
