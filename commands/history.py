@@ -1,10 +1,12 @@
 """history <metric> [--since 1h] [--topic T] [--broker N] [--partition P]: one metric over time, per broker, from the metric lake.
 
 One line per minute (wider buckets for long windows), one value per broker. Gauges show the
-largest sample in the bucket; cumulative meters (names ending in PerSec) show the events counted
-in the bucket (counter restarts handled). The answer is read from the coarsest table that has
-the bucket width (1-hour rollups for days, 1-minute rollups for hours, raw samples below a
-minute) and says which it used.
+largest sample in the bucket; cumulative meters (names ending in PerSec) show the events per
+bucket (counter restarts handled), at the rate measured over the part of the bucket the lake saw:
+the bucket still filling, the one the window's start cuts and the one after a collector outage
+read at their real rate instead of a false drop or spike. The answer is read from the coarsest
+table that has the bucket width (1-hour rollups for days, 1-minute rollups for hours, raw samples
+below a minute) and says which it used.
 Runbook words work as names too: `history URP` is UnderReplicatedPartitions.
 """
 
@@ -82,7 +84,7 @@ def _clip(text: str, n: int = 60) -> str:
 def _fmt(value: float | None, counter: bool, bucket_s: int = 60) -> str:
     if value is None:
         return "-"
-    if counter:  # a meter's rate, shown as the events counted in the bucket
+    if counter:  # a meter's rate, shown as the events per bucket at that rate
         return f"+{value * bucket_s:,.0f}"
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.3g}"
 

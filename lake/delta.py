@@ -81,8 +81,17 @@ def replace_where(df: DataFrame, path: str, partition_by: list[str], condition: 
     """Replace the rows matching ``condition`` with ``df`` in one commit (Delta ``replaceWhere``,
     which may name data columns): readers see the old rows or the new ones, never a mix.  Every
     row of ``df`` must match ``condition``.  The condition is SQL text: callers build it from
-    values they computed and checked themselves (``lake.rollups``), never from input."""
-    (df.write.format("delta").mode("overwrite").option("replaceWhere", condition).partitionBy(*partition_by).save(path))
+    values they computed and checked themselves (``lake.rollups``), never from input.  New columns
+    of ``df`` are added to the table (``mergeSchema``): a rollup table written by an older version
+    gains them on its next write, its older rows hold null there."""
+    (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", condition)
+        .option("mergeSchema", "true")
+        .partitionBy(*partition_by)
+        .save(path)
+    )
 
 
 def last_commit(spark, path: str) -> tuple[int, dict | None] | None:

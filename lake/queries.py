@@ -278,7 +278,7 @@ def q_history(
     if resolution == RAW:
         h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
     else:
-        h = rollup_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
+        h = rollup_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max", width_s=ROLLUPS[resolution])
     out = rows(
         h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples").orderBy(
             "bucket", "broker"

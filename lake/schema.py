@@ -81,8 +81,12 @@ with :data:`ROLLUP_SCHEMA`: ``bucket`` (start of the minute/hour), the series co
 ``last`` and ``last_ts`` (the bucket's newest sample), ``inc`` (the counter increase over the
 bucket, reset-aware as above: the step from the previous sample, even one in the previous
 bucket, belongs to the bucket of the later sample), ``growth`` (the sum of the positive steps:
-LogEndOffset/Size growth, where a drop is a truncation or deleted segments, not a restart) and
-``resets``.  A rate over a bucket is ``inc / width``.
+LogEndOffset/Size growth, where a drop is a truncation or deleted segments, not a restart),
+``resets`` and ``seconds`` (how long those steps span: the time the bucket was seen).  A rate
+over a bucket is ``inc / seconds``: a bucket seen in part (the one still filling, a series'
+first, one after a gap of more than ``STALE_S``) is not diluted over its whole width.  Tables
+written before ``seconds`` existed gain it on their next rollup write (Delta ``mergeSchema``);
+their older rows hold null there, and readers take such a row as seen for its whole width.
 
 Reading
 -------
@@ -273,6 +277,7 @@ ROLLUP_SCHEMA = StructType(
         StructField("inc", DoubleType(), True),
         StructField("growth", DoubleType(), True),
         StructField("resets", LongType(), True),
+        StructField("seconds", DoubleType(), True),
         StructField("cluster", StringType(), False),
         StructField("date", StringType(), False),
         StructField("hour", IntegerType(), False),

@@ -214,12 +214,12 @@ class LakeView:
         cut = _dt.datetime.fromtimestamp(open_hours_start(time.time() if now is None else now), _dt.timezone.utc)
         if resolution != "1h" or e <= cut or not self.is_delta("1m"):
             return rows_of(resolution, s, e)
-        from spark_queries.rollup import coarser_rollup
+        from spark_queries.rollup import coarser_rollup, with_seconds
 
         recent = coarser_rollup(rows_of("1m", max(s, cut), e), width)
         if s >= cut or not self.is_delta("1h"):
             return recent
-        return rows_of(resolution, s, cut).unionByName(recent)
+        return with_seconds(rows_of(resolution, s, cut)).unionByName(recent)
 
     def all(self, cluster: str | None = None):
         """The whole lake (of ``cluster`` when given): for history-wide scans."""

@@ -2,9 +2,13 @@
 
 Gauges are aggregated per bucket with ``agg`` (max by default: for counts like
 URP the worst moment in the bucket is what matters).  Cumulative counters
-(``*PerSec`` meters, see ``lake.schema``) are turned into a per-second rate:
-the sum of the per-step increments that fell in the bucket (reset-aware),
-divided by the bucket width.
+(``*PerSec`` meters, see ``lake.schema``) are turned into a per-second rate the
+way the rollups do it (``spark_queries.rollup``): per series, the increments of
+the steps that fell in the bucket (reset-aware; a step over a gap longer than
+``STALE_S`` is no step) over the seconds those steps span, summed over the
+series.  A bucket seen in part - the one still filling, the one the window's
+start cuts, the one after a collector outage - reads at the rate seen in it,
+not diluted over its whole width, and a gap's growth is not put in one bucket.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_queries._common import bucket, label, labels_key, only_metrics, with_increments
+from spark_queries._common import bucket, label, only_metrics
+from spark_queries.rollup import minute_rollup, rollup_history
 
 _AGGS = {
     "max": F.max,
@@ -61,19 +66,17 @@ def metric_history(
     dims = [_dimension(b) for b in by]
     if counter is None:
         counter = metric.endswith("PerSec")
+    if int(bucket_s) <= 0:
+        raise ValueError("bucket width must be a positive number of seconds")
     s = only_metrics(df, metric)
-    if counter:
-        s = s.withColumn("lk", labels_key())
-        s = with_increments(s, ["cluster", "broker", "topic", "partition", "lk"])
+    if counter:  # per series and bucket: the increase and the seconds seen, then the rates
+        per_bucket = minute_rollup(s, width_s=int(bucket_s))
+        return rollup_history(
+            per_bucket, metric, by, bucket_s=int(bucket_s), counter=True, width_s=int(bucket_s), has_seconds=True
+        )
     s = s.withColumn("bucket", bucket("ts", bucket_s))
-    s = s.select(
-        "cluster", "bucket", "ts", "value", *(["inc"] if counter else []), *[col.alias(name) for name, col in dims]
-    )
+    s = s.select("cluster", "bucket", "ts", "value", *[col.alias(name) for name, col in dims])
     names = [name for name, _ in dims]
-    if counter:
-        value = F.coalesce(F.sum("inc"), F.lit(0.0)) / F.lit(float(bucket_s))
-    else:
-        value = _AGGS[agg]("value")
     return s.groupBy("cluster", "bucket", *names).agg(
-        value.cast("double").alias("value"), F.count("*").alias("samples")
+        _AGGS[agg]("value").cast("double").alias("value"), F.count("*").alias("samples")
     )

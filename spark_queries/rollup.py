@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
@@ -19,7 +19,8 @@ _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
 
 
 def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> DataFrame:
-    """Per series and ``width_s`` bucket: min, max, sum, count, last, last_ts, inc, growth, resets.
+    """Per series and ``width_s`` bucket: min, max, sum, count, last, last_ts, inc, growth, resets
+    and seconds (how long the bucket's counted steps span).
 
     A step belongs to the bucket of its later sample and counts only when the earlier sample is
     at most ``stale_s`` older (Prometheus's lookback; after a longer gap the series starts
@@ -29,21 +30,27 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
     key = [*_SERIES, "lk"]
     s = raw.select(*_SERIES, labels_key().alias("lk"), "ts", "value")
     by_time = Window.partitionBy(*key).orderBy("ts")
-    fresh = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time)) <= F.lit(stale_s * 1_000_000)
+    gap_us = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time))
+    fresh = gap_us <= F.lit(stale_s * 1_000_000)
     prev = F.when(fresh, F.lag("value").over(by_time))
     step = F.col("value") - F.col("prev")
     reset = F.col("prev").isNotNull() & (F.col("value") < F.col("prev"))
-    s = s.withColumn("prev", prev).select(
-        *key,
-        "ts",
-        "value",
-        bucket("ts", width_s).alias("bucket"),
-        F.when(F.col("prev").isNull(), F.lit(None).cast("double"))
-        .when(reset, F.col("value"))
-        .otherwise(step)
-        .alias("inc"),
-        F.when(F.col("prev").isNotNull(), F.greatest(step, F.lit(0.0))).alias("growth"),
-        reset.cast("long").alias("reset"),
+    s = (
+        s.withColumn("prev", prev)
+        .withColumn("gap_s", F.when(fresh, gap_us / F.lit(1e6)))
+        .select(
+            *key,
+            "ts",
+            "value",
+            bucket("ts", width_s).alias("bucket"),
+            F.when(F.col("prev").isNull(), F.lit(None).cast("double"))
+            .when(reset, F.col("value"))
+            .otherwise(step)
+            .alias("inc"),
+            F.when(F.col("prev").isNotNull(), F.greatest(step, F.lit(0.0))).alias("growth"),
+            reset.cast("long").alias("reset"),
+            F.when(F.col("prev").isNotNull(), F.col("gap_s")).alias("step_s"),
+        )
     )
     out = s.groupBy(*key, "bucket").agg(
         F.min("value").alias("min"),
@@ -55,6 +62,7 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
         F.sum("inc").alias("inc"),
         F.sum("growth").alias("growth"),
         F.sum("reset").alias("resets"),
+        F.sum("step_s").alias("seconds"),
     )
     return _finish(out)
 
@@ -67,11 +75,20 @@ def newest_samples(rollup: DataFrame) -> DataFrame:
     return rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
 
 
-def coarser_rollup(rollup: DataFrame, width_s: int = 3600) -> DataFrame:
-    """Re-aggregate a finer rollup into ``width_s`` buckets (minutes -> hours): every column
-    of ROLLUP_SCHEMA composes (min of mins, sums of sums/counts/increments, the newest last)."""
+def with_seconds(rollup: DataFrame) -> DataFrame:
+    """Rollup rows as read from a table, with ``seconds`` null where the table was written before
+    that column existed (a look at its columns: one round trip through Spark Connect)."""
+    return rollup if "seconds" in rollup.columns else rollup.withColumn("seconds", F.lit(None).cast("double"))
+
+
+def coarser_rollup(rollup: DataFrame, width_s: int = 3600, from_width_s: int = 60) -> DataFrame:
+    """Re-aggregate a finer rollup of ``from_width_s`` rows into ``width_s`` buckets (minutes ->
+    hours): every column of ROLLUP_SCHEMA composes (min of mins, sums of sums/counts/increments
+    and seconds, the newest last).  A finer row without ``seconds`` (an older table) that has
+    an increase counts as seen for its whole width, so the hour's rate stays inc / seconds."""
     key = [*_SERIES, "lk"]
-    s = rollup.select(
+    seen = F.coalesce(F.col("seconds"), F.when(F.col("inc").isNotNull(), F.lit(float(from_width_s))))
+    s = with_seconds(rollup).select(
         *_SERIES,
         labels_key().alias("lk"),
         bucket("bucket", width_s).alias("bucket"),
@@ -84,6 +101,7 @@ def coarser_rollup(rollup: DataFrame, width_s: int = 3600) -> DataFrame:
         "inc",
         "growth",
         "resets",
+        seen.alias("seconds"),
     )
     out = s.groupBy(*key, "bucket").agg(
         F.min("min").alias("min"),
@@ -95,6 +113,7 @@ def coarser_rollup(rollup: DataFrame, width_s: int = 3600) -> DataFrame:
         F.sum("inc").alias("inc"),
         F.sum("growth").alias("growth"),
         F.sum("resets").alias("resets"),
+        F.sum("seconds").alias("seconds"),
     )
     return _finish(out)
 
@@ -118,6 +137,7 @@ def _finish(out: DataFrame) -> DataFrame:
         "inc",
         "growth",
         F.col("resets").cast("long").alias("resets"),
+        F.col("seconds").cast("double").alias("seconds"),
         "cluster",
         date.alias("date"),
         hour.alias("hour"),
@@ -141,38 +161,57 @@ def rollup_history(
     bucket_s: int = 3600,
     agg: str = "max",
     counter: bool | None = None,
+    width_s: int = 60,
+    has_seconds: bool | None = None,
 ) -> DataFrame:
-    """``spark_queries.history.metric_history`` answered from a rollup table.
+    """``spark_queries.history.metric_history`` answered from a rollup table of ``width_s`` rows.
 
     Same output (cluster, bucket, ``by`` columns, value, samples).  ``bucket_s`` must be a
-    multiple of the rollup's width (callers pick the table, ``lake.queries``): a bucket is then
-    a union of whole rollup buckets and max/min/mean/last/counter rates come out exact.
+    multiple of ``width_s`` (callers pick the table, ``lake.queries``): a bucket is then a union
+    of whole rollup buckets and max/min/mean/last come out exact.  A counter's value is, per
+    series, its increase over the seconds its steps span in the bucket, summed over the series:
+    a bucket seen in part (still filling, cut by the window's start, after a gap) reads at the
+    rate it was seen at, not diluted over its whole width.  Rows without ``seconds`` (written
+    before the column existed) count as seen for their whole width; ``has_seconds`` None looks
+    at the table's columns to know (one more round trip through Spark Connect).
     """
     from spark_queries.history import _dimension
 
     if agg not in _AGGS:
         raise ValueError(f"agg must be one of {sorted(_AGGS)}, got {agg!r}")
+    if bucket_s <= 0 or width_s <= 0 or bucket_s % width_s:
+        raise ValueError(f"bucket width {bucket_s}s is not a multiple of the rollup's {width_s}s")
     dims = [_dimension(b) for b in by]
+    names = [name for name, _ in dims]
     if counter is None:
         counter = metric.endswith("PerSec")
-    s = rollup.filter(F.col("metric") == F.lit(metric))
-    s = s.select(
+    s = rollup.filter(F.col("metric") == F.lit(metric)).withColumn("bucket", bucket("bucket", bucket_s))
+    if not counter:
+        s = s.select(
+            "cluster", "bucket", "min", "max", "sum", "count", "last", "last_ts", *[c.alias(n) for n, c in dims]
+        )
+        return s.groupBy("cluster", "bucket", *names).agg(
+            _AGGS[agg]().cast("double").alias("value"), F.sum("count").cast("long").alias("samples")
+        )
+    whole = F.when(F.col("inc").isNotNull(), F.lit(float(width_s)))
+    if has_seconds is None:
+        has_seconds = "seconds" in rollup.columns
+    seen = F.coalesce(F.col("seconds"), whole) if has_seconds else whole
+    keep = [f"_by{i}" for i in range(len(dims))]  # the dimensions, apart from the series columns
+    per_series = s.groupBy(
         "cluster",
-        bucket("bucket", bucket_s).alias("bucket"),
-        "min",
-        "max",
-        "sum",
-        "count",
-        "last",
-        "last_ts",
-        "inc",
-        *[col.alias(name) for name, col in dims],
+        "bucket",
+        "broker",
+        "topic",
+        "partition",
+        labels_key().alias("lk"),
+        *[c.alias(k) for (_, c), k in zip(dims, keep)],
+    ).agg(F.sum("inc").alias("inc"), F.sum(seen).alias("seen"), F.sum("count").alias("samples"))
+    rate = F.when(F.col("seen") > 0, F.col("inc") / F.col("seen"))
+    out = per_series.groupBy("cluster", "bucket", *[F.col(k).alias(n) for k, n in zip(keep, names)]).agg(
+        F.sum(rate).cast("double").alias("value"), F.sum("samples").cast("long").alias("samples")
     )
-    names = [name for name, _ in dims]
-    value: Column = (F.coalesce(F.sum("inc"), F.lit(0.0)) / F.lit(float(bucket_s))) if counter else _AGGS[agg]()
-    return s.groupBy("cluster", "bucket", *names).agg(
-        value.cast("double").alias("value"), F.sum("count").cast("long").alias("samples")
-    )
+    return out.filter(F.col("value").isNotNull())  # no step seen in the bucket: no rate to show
 
 
 def minute_rates(rollup_1m: DataFrame, metric: str = "LogEndOffset") -> DataFrame:

@@ -477,6 +477,53 @@ def test_an_open_hour_is_read_from_its_minutes_until_it_closes(spark, layout):
     assert summary(later) == (2, 3.0, 4.0)
 
 
+def test_a_rollup_table_from_before_the_seconds_column_gains_it_and_still_answers(spark, layout):
+    """A lake whose rollup tables an older version wrote has no `seconds` column. It must still
+    answer a counter's history (its rows count as seen for their whole width), and the next
+    rollup write adds the column: older rows hold null, new rows the seconds their steps span."""
+    from lake.queries import q_history
+    from lake.schema import ROLLUP_PARTITIONS
+    from lake.service import LakeView
+
+    t0 = int(dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.timezone.utc).timestamp())
+
+    def counter(offset_s):  # 10 events/s, sampled every 15 s
+        return row((t0 + offset_s) * 1_000_000, metric="BytesInPerSec", value=10.0 * offset_s)
+
+    land(layout, "a.jsonl", [counter(s) for s in range(0, 180, 15)])  # 10:00-10:02
+    Ingestor(spark, layout).run()
+    path = layout.rollup("1m")
+    older = spark.read.format("delta").load(path).drop("seconds").localCheckpoint()
+    older.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy(
+        *ROLLUP_PARTITIONS["1m"]
+    ).save(path)
+    assert "seconds" not in spark.read.format("delta").load(path).columns
+
+    start = dt.datetime.fromtimestamp(t0, dt.timezone.utc)
+    end = start + dt.timedelta(minutes=10)
+
+    def per_minute():
+        out = q_history(LakeView(spark, layout.table), start, end, "BytesInPerSec", None, None, None, 60)
+        assert out["resolution"] == "1m"
+        return {r["bucket"] - t0: r["value"] for r in out["rows"]}
+
+    # the first minute has three 15 s steps: taken as a whole minute it reads 450 / 60
+    assert per_minute() == {0: 7.5, 60: 10.0, 120: 10.0}
+
+    land(layout, "b.jsonl", [counter(s) for s in range(180, 300, 15)])  # 10:03-10:04
+    Ingestor(spark, layout).run()
+    minutes = spark.read.format("delta").load(path)
+    assert "seconds" in minutes.columns
+    seconds = {int(r["bucket"].timestamp()) - t0: r["seconds"] for r in minutes.collect()}
+    assert seconds == {0: None, 60: None, 120: None, 180: 60.0, 240: 60.0}
+    assert per_minute() == {0: 7.5, 60: 10.0, 120: 10.0, 180: 10.0, 240: 10.0}
+    # rebuilt by this version, the first minute reads at the rate its 45 s were seen at
+    from lake.rollups import rebuild
+
+    rebuild(spark, layout.table)
+    assert per_minute() == {0: 10.0, 60: 10.0, 120: 10.0, 180: 10.0, 240: 10.0}
+
+
 def test_the_newest_commit_read_from_the_log_is_the_one_delta_reports(spark, layout):
     """The ingest reads a local table's newest commit from its JSON log (no Spark job): the
     same version and metadata as Delta's history, ours or not (another writer's has none)."""

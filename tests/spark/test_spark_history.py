@@ -44,10 +44,24 @@ def test_gauge_avg_whole_cluster(frame):
 
 def test_counter_becomes_rate(frame):
     expected = [
-        Row("c1", local(at(0)), 1, 6 / 60, 2),
+        # the first minute was seen for one 30 s step (the window holds no earlier sample)
+        Row("c1", local(at(0)), 1, 6 / 30, 2),
         Row("c1", local(at(1)), 1, 10 / 60, 2),
     ]
     assertDataFrameEqual(metric_history(frame, "IsrShrinksPerSec"), expected)
+
+
+def test_a_counter_reads_its_rate_in_buckets_seen_in_part_and_after_a_gap(lake_df):
+    """10 events/s throughout, as seen by a collector that started at 00:30 into an hour bucket,
+    was down from 01:00 to 01:40 and is still running at 02:20. Dividing each bucket's increase
+    by its width read the first hour at half the rate, the last at a third, and put the outage's
+    24,000 events into one minute."""
+    seen = [*range(30, 61), *range(100, 141)]  # minutes: 00:30-01:00, 01:40-02:20
+    frame = lake_df([sample("BytesInPerSec", 600.0 * m, at(m), broker=1) for m in seen])
+    hours = metric_history(frame, "BytesInPerSec", bucket_s=3600).orderBy("bucket").collect()
+    assert [r["value"] for r in hours] == pytest.approx([10.0, 10.0, 10.0])
+    minutes = metric_history(frame, "BytesInPerSec", bucket_s=60).collect()
+    assert max(r["value"] for r in minutes) == pytest.approx(10.0)
 
 
 def test_group_by_label(frame):

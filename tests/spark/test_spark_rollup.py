@@ -100,6 +100,25 @@ def test_history_from_a_rollup_equals_history_from_raw(raw):
         assertDataFrameEqual(from_rollup, from_raw)
     two_min = rollup_history(minutes, "UnderReplicatedPartitions", bucket_s=120, agg="avg").select("value", "samples")
     assertDataFrameEqual(two_min, [Row(7.0 / 4, 4)])
+    # a counter over two minutes: 15 in the first 30 s seen, then 9 in the next 60 s (restart)
+    from_raw = metric_history(raw, "IsrShrinksPerSec", bucket_s=120).select("value", "samples")
+    from_minutes = rollup_history(minutes, "IsrShrinksPerSec", bucket_s=120).select("value", "samples")
+    assertDataFrameEqual(from_raw, [Row(24.0 / 90, 4)])
+    assertDataFrameEqual(from_minutes, from_raw)
+    # rows of a table written before `seconds` existed count as whole minutes
+    older = rollup_history(minutes.drop("seconds"), "IsrShrinksPerSec", bucket_s=120).select("value")
+    assertDataFrameEqual(older, [Row(24.0 / 120)])
+
+
+def test_a_bucket_keeps_the_seconds_its_steps_span(raw):
+    """The counter's first minute was seen for one 30 s step, its second for two; the hour adds
+    them up, so its rate is the increase over the 90 s seen."""
+    minutes = minute_rollup(raw).filter("metric = 'IsrShrinksPerSec'").select("bucket", "seconds")
+    assertDataFrameEqual(minutes, [Row(local(at(0)), 30.0), Row(local(at(1)), 60.0)])
+    hour = coarser_rollup(minute_rollup(raw), 3600).filter("metric = 'IsrShrinksPerSec'").select("seconds")
+    assertDataFrameEqual(hour, [Row(90.0)])
+    older = coarser_rollup(minute_rollup(raw).drop("seconds"), 3600).filter("metric = 'IsrShrinksPerSec'")
+    assertDataFrameEqual(older.select("seconds"), [Row(120.0)])
 
 
 def test_minute_rates_take_the_growth_of_the_fastest_replica(raw):
