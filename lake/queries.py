@@ -191,7 +191,7 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     from lake.schema import to_utc
     from spark_queries._common import only_metrics
     from spark_queries.hot import LEO, SIZE, hot_partitions_from_rollup
-    from spark_queries.rollup import newest_samples
+    from spark_queries.rollup import NEWEST_SAMPLE_COLUMNS, newest_samples
 
     if not (view.is_delta() and view.is_delta("1m")):
         return None
@@ -206,8 +206,15 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     # hot_partitions_from_rollup keeps the ranked series (hot_series) of the table and the tail
     seeds = newest_samples(only_metrics(view.rollup("1m", cut - _dt.timedelta(seconds=_HOT_SEED_S), cut), LEO, SIZE))
     raw = only_metrics(view.window(cut, end), LEO, SIZE)
-    tail = raw.select(*seeds.columns).unionByName(seeds)
-    ranked = rows(hot_partitions_from_rollup(table, tail, first, cut, topic, top, rank_by, minutes=chart > 0))
+    tail = raw.select(*NEWEST_SAMPLE_COLUMNS).unionByName(seeds)
+    # one look at the table's columns (a round trip through Connect): a table written before the
+    # rollups kept `seconds` takes its minutes as seen whole
+    has_seconds = "seconds" in table.columns
+    ranked = rows(
+        hot_partitions_from_rollup(
+            table, tail, first, cut, topic, top, rank_by, minutes=chart > 0, has_seconds=has_seconds
+        )
+    )
     reached = [r.pop("rollup_end") is not None for r in ranked]
     if not ranked or not all(reached):
         return None

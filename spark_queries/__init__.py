@@ -19,5 +19,5 @@ Modules, one per theme:
                    controller_anomalies
 * ``lag``          partition_lag_status, group_lag_status (Burrow rules)
 * ``history``      metric_history
-* ``rollup``       minute_rollup, coarser_rollup (the rollup tables), rollup_history, minute_rates
+* ``rollup``       minute_rollup, coarser_rollup (the rollup tables), rollup_history, with_seconds, newest_samples
 """

@@ -179,6 +179,7 @@ def hot_partitions_from_rollup(
     top: int | None = None,
     rank_by: str = "mean",
     minutes: bool = False,
+    has_seconds: bool = True,
 ) -> DataFrame:
     """:func:`hot_partitions` from 1-minute rollup rows (``lake.schema.ROLLUP_SCHEMA``) instead
     of raw samples: a row per replica and minute instead of one per sample, and no per-series
@@ -201,20 +202,22 @@ def hot_partitions_from_rollup(
     first minute is the baseline: its growth is left out and its last sample starts the time the
     mean is taken over.  (The raw ranking starts at the window's first sample instead; the two
     differ by at most that first minute.)  A series that starts later in the window is timed from
-    the start of its first minute.
+    the start of its first minute.  A minute's rate is its growth over the seconds the rollup
+    row says its steps span (``seconds``), as the raw path takes it; ``has_seconds`` False (a
+    table written before that column) takes every minute as seen whole.
     """
     from spark_queries._common import ts_lit
 
     base = F.col("bucket") == ts_lit(first)
     late = F.col("bucket") >= ts_lit(cut)
+    whole = F.lit(float(PEAK_BUCKET_S))
+    seen = F.coalesce(F.col("seconds"), whole) if has_seconds else whole
     counted = ~late
     table = table_1m.filter(hot_series(topic)).select(
         *_KEY,
         F.when(counted, F.col("bucket")).alias("minute"),
         F.when(counted & ~base, F.col("growth")).alias("growth"),
-        # a rollup minute is taken as seen whole: the table keeps no first sample per minute, so
-        # the minute a series began in reads low from it (the raw tail measures its minutes)
-        F.when(counted & ~base, F.lit(float(PEAK_BUCKET_S))).alias("covered_s"),
+        F.when(counted & ~base, seen).alias("covered_s"),
         F.when(counted, F.when(base, F.col("last_ts")).otherwise(F.col("bucket"))).alias("first_ts"),
         F.when(counted, F.col("last_ts")).alias("last_ts"),
         F.when(counted, F.col("last")).alias("last_value"),

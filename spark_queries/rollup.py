@@ -67,12 +67,17 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
     return _finish(out)
 
 
+#: The columns of :func:`newest_samples`, for the raw samples put beside them.
+NEWEST_SAMPLE_COLUMNS = [*_SERIES, "labels", "ts", "value"]
+
+
 def newest_samples(rollup: DataFrame) -> DataFrame:
     """Rollup rows -> raw-sample rows: each row's newest sample (``last`` at ``last_ts``).  Put
     before the raw samples of the minutes that follow, they give :func:`minute_rollup` the
     previous sample of every series' first step, one row per series and minute instead of every
     raw sample of those minutes."""
-    return rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
+    out = rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
+    return out.select(*NEWEST_SAMPLE_COLUMNS)
 
 
 def with_seconds(rollup: DataFrame) -> DataFrame:
@@ -212,15 +217,3 @@ def rollup_history(
         F.sum(rate).cast("double").alias("value"), F.sum("samples").cast("long").alias("samples")
     )
     return out.filter(F.col("value").isNotNull())  # no step seen in the bucket: no rate to show
-
-
-def minute_rates(rollup_1m: DataFrame, metric: str = "LogEndOffset") -> DataFrame:
-    """Per partition and minute: records/s of its fastest replica (``growth / 60``).
-
-    From the 1-minute rollup of ``metric``; the peak of these over a window is what
-    ``hot_partitions`` ranks a burst by.
-    """
-    per_replica = rollup_1m.filter((F.col("metric") == F.lit(metric)) & F.col("topic").isNotNull()).select(
-        "cluster", "topic", "partition", "bucket", (F.col("growth") / F.lit(60.0)).alias("rate")
-    )
-    return per_replica.groupBy("cluster", "topic", "partition", "bucket").agg(F.max("rate").alias("rate"))

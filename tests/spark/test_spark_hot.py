@@ -226,6 +226,28 @@ def test_the_minute_rollup_ranks_like_the_raw_samples(minutely, rank_by):
     assertDataFrameEqual(topic_only, hot_partitions(minutely, topic=EVIL, top=1), checkRowOrder=True)
 
 
+def test_a_minute_back_after_an_outage_reads_alike_from_the_rollup(lake_df):
+    """A partition written at 90/s whose replica went unseen for over STALE_S and came back 12 s
+    into minute 8: that minute was seen for 38 s. The rollup row keeps those seconds, so it is
+    rated 90/s as the raw samples rate it; a table written before the rollups kept them takes it
+    as a whole minute (57/s)."""
+    leo = "LogEndOffset"
+    seen = [*range(0, 110, 10), *range(492, 500, 8), *range(500, 720, 10)]
+    frame = lake_df([sample(leo, 90 * s, at(0, s), topic="orders", partition=0) for s in seen])
+
+    def minute_8(df):
+        [row] = df.collect()
+        return {p["minute"]: p["records_per_sec"] for p in row["minute_rates"]}[local(at(8))]
+
+    assert minute_8(hot_partitions(frame, minutes=True)) == pytest.approx(90.0)
+    assert minute_8(from_rollup(frame, cut=10, minutes=True)) == pytest.approx(90.0)
+    rolled = minute_rollup(frame).drop("seconds")
+    seeds = newest_samples(rolled.filter((F.col("bucket") >= ts_lit(at(8))) & (F.col("bucket") < ts_lit(at(10)))))
+    tail = frame.filter(F.col("ts") >= ts_lit(at(10))).select(*seeds.columns).unionByName(seeds)
+    older = hot_partitions_from_rollup(rolled, tail, at(0), at(10), minutes=True, has_seconds=False)
+    assert minute_8(older) == pytest.approx(90.0 * 38 / 60)
+
+
 def test_a_minute_table_behind_the_cut_says_so(minutely):
     """The table holds minutes up to 9 only: 10 and 11 are in neither part, so the ranking would
     miss the burst; every row says the table did not reach the cut, for the caller to ask the

@@ -6,7 +6,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from lake.schema import ROLLUP_COLUMNS
 from spark_queries.history import metric_history
-from spark_queries.rollup import coarser_rollup, minute_rates, minute_rollup, rollup_history
+from spark_queries.rollup import coarser_rollup, minute_rollup, rollup_history
 from tests.spark.conftest import at, local, sample
 
 pytestmark = pytest.mark.spark
@@ -119,8 +119,3 @@ def test_a_bucket_keeps_the_seconds_its_steps_span(raw):
     assertDataFrameEqual(hour, [Row(90.0)])
     older = coarser_rollup(minute_rollup(raw).drop("seconds"), 3600).filter("metric = 'IsrShrinksPerSec'")
     assertDataFrameEqual(older.select("seconds"), [Row(120.0)])
-
-
-def test_minute_rates_take_the_growth_of_the_fastest_replica(raw):
-    rates = minute_rates(minute_rollup(raw)).select("bucket", "rate")
-    assertDataFrameEqual(rates, [Row(local(at(0)), 10.0), Row(local(at(1)), 30.0)])
