@@ -207,18 +207,31 @@ def _hot_from_rollup(view, start, end, topic, top, rank_by, chart) -> tuple[list
     seeds = newest_samples(only_metrics(view.rollup("1m", cut - _dt.timedelta(seconds=_HOT_SEED_S), cut), LEO, SIZE))
     raw = only_metrics(view.window(cut, end), LEO, SIZE)
     tail = raw.select(*NEWEST_SAMPLE_COLUMNS).unionByName(seeds)
-    # one look at the table's columns (a round trip through Connect): a table written before the
-    # rollups kept `seconds` takes its minutes as seen whole
-    has_seconds = "seconds" in table.columns
-    ranked = rows(
-        hot_partitions_from_rollup(
-            table, tail, first, cut, topic, top, rank_by, minutes=chart > 0, has_seconds=has_seconds
-        )
-    )
+
+    def rank(has_seconds: bool) -> list[dict]:
+        options = {"minutes": chart > 0, "has_seconds": has_seconds}
+        return rows(hot_partitions_from_rollup(table, tail, first, cut, topic, top, rank_by, **options))
+
+    try:
+        ranked = rank(True)
+    except Exception as exc:
+        if not _without_seconds(exc):
+            raise
+        ranked = rank(False)
     reached = [r.pop("rollup_end") is not None for r in ranked]
     if not ranked or not all(reached):
         return None
     return ranked, cut
+
+
+def _without_seconds(exc: Exception) -> bool:
+    """The query named the rollup rows' ``seconds`` and a table was written before that column
+    existed (``lake.schema``).  The readers assume it, because looking at a table's columns is a
+    round trip through Spark Connect on every question; asked again, they look, and take such
+    a table's rows as seen for their whole width."""
+    from pyspark.errors import AnalysisException
+
+    return isinstance(exc, AnalysisException) and "`seconds`" in str(exc)
 
 
 def _floor_minute(t: _dt.datetime) -> _dt.datetime:
@@ -272,25 +285,43 @@ def q_history(
     from spark_queries.rollup import rollup_history
 
     resolution = view.resolution_for(bucket_s)
-    if resolution == RAW:
-        df = view.window(start, end)
-    else:
-        df = view.rollup(resolution, start, end)
-    if topic is not None:
-        df = df.filter(F.col("topic") == F.lit(topic))
-    if broker is not None:
-        df = df.filter(F.col("broker") == F.lit(int(broker)))
-    if partition is not None:
-        df = df.filter(F.col("partition") == F.lit(int(partition)))
-    if resolution == RAW:
-        h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
-    else:
-        h = rollup_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max", width_s=ROLLUPS[resolution])
-    out = rows(
-        h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples").orderBy(
-            "bucket", "broker"
+
+    def ask(assume_seconds: bool) -> list[dict]:
+        if resolution == RAW:
+            df = view.window(start, end)
+        else:
+            df = view.rollup(resolution, start, end, assume_seconds=assume_seconds)
+        if topic is not None:
+            df = df.filter(F.col("topic") == F.lit(topic))
+        if broker is not None:
+            df = df.filter(F.col("broker") == F.lit(int(broker)))
+        if partition is not None:
+            df = df.filter(F.col("partition") == F.lit(int(partition)))
+        if resolution == RAW:
+            h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
+        else:
+            has_seconds = True if assume_seconds else None  # None: look at the table's columns
+            h = rollup_history(
+                df,
+                metric,
+                by=("broker",),
+                bucket_s=bucket_s,
+                agg="max",
+                width_s=ROLLUPS[resolution],
+                has_seconds=has_seconds,
+            )
+        return rows(
+            h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples").orderBy(
+                "bucket", "broker"
+            )
         )
-    )
+
+    try:
+        out = ask(assume_seconds=True)
+    except Exception as exc:
+        if resolution == RAW or not _without_seconds(exc):
+            raise
+        out = ask(assume_seconds=False)
     present: list[str] = []
     if not out:  # say what the window does hold, to suggest a name
         src = view.window(start, end) if resolution == RAW else view.rollup(resolution, start, end)

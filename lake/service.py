@@ -180,9 +180,12 @@ class LakeView:
         end: _dt.datetime,
         cluster: str | None = None,
         now: float | None = None,
+        assume_seconds: bool = False,
     ):
         """Rows of the ``1m`` or ``1h`` rollup whose bucket starts in [start, end); None without
-        that table.  ``start`` is taken down to the bucket it falls in.
+        that table.  ``start`` is taken down to the bucket it falls in.  An hour read gives the
+        rows a ``seconds`` column (null) where the table was written before it existed, unless
+        ``assume_seconds`` (no look at the tables' columns: a round trip each through Connect).
 
         The hour rollup holds closed hours only (``lake.rollups``): the newest
         ``lake.rollups.OPEN_HOURS`` hours (by ``now``, default the clock) come from the minute
@@ -216,10 +219,11 @@ class LakeView:
             return rows_of(resolution, s, e)
         from spark_queries.rollup import coarser_rollup, with_seconds
 
-        recent = coarser_rollup(rows_of("1m", max(s, cut), e), width)
+        recent = coarser_rollup(rows_of("1m", max(s, cut), e), width, assume_seconds=assume_seconds)
         if s >= cut or not self.is_delta("1h"):
             return recent
-        return with_seconds(rows_of(resolution, s, cut)).unionByName(recent)
+        hours = rows_of(resolution, s, cut)
+        return (hours if assume_seconds else with_seconds(hours)).unionByName(recent)
 
     def all(self, cluster: str | None = None):
         """The whole lake (of ``cluster`` when given): for history-wide scans."""

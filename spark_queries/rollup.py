@@ -86,14 +86,17 @@ def with_seconds(rollup: DataFrame) -> DataFrame:
     return rollup if "seconds" in rollup.columns else rollup.withColumn("seconds", F.lit(None).cast("double"))
 
 
-def coarser_rollup(rollup: DataFrame, width_s: int = 3600, from_width_s: int = 60) -> DataFrame:
+def coarser_rollup(
+    rollup: DataFrame, width_s: int = 3600, from_width_s: int = 60, assume_seconds: bool = False
+) -> DataFrame:
     """Re-aggregate a finer rollup of ``from_width_s`` rows into ``width_s`` buckets (minutes ->
     hours): every column of ROLLUP_SCHEMA composes (min of mins, sums of sums/counts/increments
     and seconds, the newest last).  A finer row without ``seconds`` (an older table) that has
-    an increase counts as seen for its whole width, so the hour's rate stays inc / seconds."""
+    an increase counts as seen for its whole width, so the hour's rate stays inc / seconds.
+    ``assume_seconds``: the table has the column, do not ask (see ``lake.queries``)."""
     key = [*_SERIES, "lk"]
     seen = F.coalesce(F.col("seconds"), F.when(F.col("inc").isNotNull(), F.lit(float(from_width_s))))
-    s = with_seconds(rollup).select(
+    s = (rollup if assume_seconds else with_seconds(rollup)).select(
         *_SERIES,
         labels_key().alias("lk"),
         bucket("bucket", width_s).alias("bucket"),

@@ -316,6 +316,17 @@ def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
     update_rollups(spark, path, range(minute + 30 * 60, minute + 3600, 60))
     resolution, caught_up = top3()
     assert resolution == "1m" and caught_up == behind
+    # the same minutes as a version before `seconds` wrote them: still ranked from the rollup
+    # (asked again, taking each minute as a whole one; these are all whole minutes)
+    from lake.schema import ROLLUP_PARTITIONS, table_path
+
+    path_1m = table_path(path, "1m")
+    older = spark.read.format("delta").load(path_1m).drop("seconds").localCheckpoint()
+    older.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy(
+        *ROLLUP_PARTITIONS["1m"]
+    ).save(path_1m)
+    resolution, from_older = top3()
+    assert resolution == "1m" and from_older == caught_up
     # a lake whose data begins inside the tail (a collector started 2 minutes ago) has no minute
     # at the tail's start, and nothing before it to miss: the rollup answers, as the raw samples do
     raw_only = tmp_path / "raw-only"

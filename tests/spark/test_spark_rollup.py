@@ -119,3 +119,9 @@ def test_a_bucket_keeps_the_seconds_its_steps_span(raw):
     assertDataFrameEqual(hour, [Row(90.0)])
     older = coarser_rollup(minute_rollup(raw).drop("seconds"), 3600).filter("metric = 'IsrShrinksPerSec'")
     assertDataFrameEqual(older.select("seconds"), [Row(120.0)])
+    # the readers assume the column and ask again when a table lacks it (lake.queries)
+    from lake.queries import _without_seconds
+
+    with pytest.raises(Exception) as failed:
+        coarser_rollup(minute_rollup(raw).drop("seconds"), 3600, assume_seconds=True).collect()
+    assert _without_seconds(failed.value)
