@@ -189,7 +189,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         sections=[Section(f"Per {width} (UTC)", lines)],
         notes=notes,
         window=window.label,
-        series=_series(metric, scope, unit, by_bucket, brokers),
+        # a meter's chart in the unit it is labelled with: events per bucket, as the lines show
+        series=_series(metric, scope, unit, by_bucket, brokers, scale=bucket_s if counter else 1),
     )
 
 
@@ -214,8 +215,10 @@ def _series(
     by_bucket: dict[int, dict[int, float]],
     brokers: list[int],
     mark: tuple[str, str] | None = None,
+    scale: float = 1,
 ) -> list[Series]:
-    """One line per broker (the busiest few when there are many), for the chart."""
+    """One line per broker (the busiest few when there are many), for the chart; values times
+    ``scale`` (a meter's per-second rate as events per bucket)."""
     totals = {b: sum(v.get(b, 0.0) for v in by_bucket.values()) for b in brokers}
     shown = sorted(brokers, key=lambda b: -totals[b])[:MAX_CHART_LINES]
 
@@ -226,7 +229,7 @@ def _series(
         Series(
             f"{metric}{scope}",
             unit,
-            [(iso(t), float(by_bucket[t][b])) for t in sorted(by_bucket) if b in by_bucket[t]],
+            [(iso(t), float(by_bucket[t][b]) * scale) for t in sorted(by_bucket) if b in by_bucket[t]],
             window=mark,
             label="cluster" if b == -1 else f"broker {b}",
         )

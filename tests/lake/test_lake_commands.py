@@ -370,6 +370,11 @@ async def test_history_of_a_counter_counts_events(ctx_at):
     lines = reply.sections[0].lines
     assert lines[10] == "10:10  b1 +5" and lines[11] == "10:11  b1 +0"
     assert "(broker 1)" in reply.title
+    # the chart in the unit it is labelled with, the numbers the lines show
+    [line] = reply.series
+    assert line.unit == "events per minute"
+    points = dict(line.points)
+    assert points[hhmm(10, 10).isoformat()] == pytest.approx(5) and points[hhmm(10, 11).isoformat()] == 0
 
 
 async def test_history_of_one_partition(ctx_at):
