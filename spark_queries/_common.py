@@ -8,6 +8,7 @@ literals (``F.lit`` / ``isin`` / Column comparisons), never as SQL text.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, Window
@@ -75,3 +76,20 @@ def with_increments(df: DataFrame, key: Sequence[str | Column]) -> DataFrame:
             .otherwise(F.col("value") - F.col("prev_value")),
         )
     )
+
+
+#: What a history can be grouped by besides ``label:<key>`` (spark_queries.history, .rollup).
+HISTORY_COLUMNS = {"broker", "topic", "partition"}
+LABEL_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def dimension(name: str) -> tuple[str, Column]:
+    """``broker``/``topic``/``partition`` or ``label:<key>`` -> (output name, Column)."""
+    if name in HISTORY_COLUMNS:
+        return name, F.col(name)
+    if name.startswith("label:"):
+        key = name[len("label:") :]
+        if not LABEL_KEY.match(key):
+            raise ValueError(f"label key must be an identifier, got {key!r}")
+        return f"label_{key}", label(key)
+    raise ValueError(f"cannot group by {name!r}: use one of {sorted(HISTORY_COLUMNS)} or 'label:<key>'")

@@ -13,13 +13,12 @@ not diluted over its whole width, and a gap's growth is not put in one bucket.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_queries._common import bucket, label, only_metrics
+from spark_queries._common import bucket, dimension, only_metrics
 from spark_queries.rollup import minute_rollup, rollup_history
 
 _AGGS = {
@@ -30,20 +29,6 @@ _AGGS = {
     "count": F.count,
     "last": lambda c: F.max_by(c, "ts"),
 }
-_COLUMNS = {"broker", "topic", "partition"}
-_LABEL_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-def _dimension(name: str) -> tuple[str, Column]:
-    """``broker``/``topic``/``partition`` or ``label:<key>`` -> (output name, Column)."""
-    if name in _COLUMNS:
-        return name, F.col(name)
-    if name.startswith("label:"):
-        key = name[len("label:") :]
-        if not _LABEL_KEY.match(key):
-            raise ValueError(f"label key must be an identifier, got {key!r}")
-        return f"label_{key}", label(key)
-    raise ValueError(f"cannot group by {name!r}: use one of {sorted(_COLUMNS)} or 'label:<key>'")
 
 
 def metric_history(
@@ -63,7 +48,7 @@ def metric_history(
     """
     if agg not in _AGGS:
         raise ValueError(f"agg must be one of {sorted(_AGGS)}, got {agg!r}")
-    dims = [_dimension(b) for b in by]
+    dims = [dimension(b) for b in by]
     if counter is None:
         counter = metric.endswith("PerSec")
     if int(bucket_s) <= 0:

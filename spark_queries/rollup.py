@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
-from spark_queries._common import bucket, labels_key
+from spark_queries._common import bucket, dimension, labels_key
 
 _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
 
@@ -183,13 +183,11 @@ def rollup_history(
     before the column existed) count as seen for their whole width; ``has_seconds`` None looks
     at the table's columns to know (one more round trip through Spark Connect).
     """
-    from spark_queries.history import _dimension
-
     if agg not in _AGGS:
         raise ValueError(f"agg must be one of {sorted(_AGGS)}, got {agg!r}")
     if bucket_s <= 0 or width_s <= 0 or bucket_s % width_s:
         raise ValueError(f"bucket width {bucket_s}s is not a multiple of the rollup's {width_s}s")
-    dims = [_dimension(b) for b in by]
+    dims = [dimension(b) for b in by]
     names = [name for name, _ in dims]
     if counter is None:
         counter = metric.endswith("PerSec")
