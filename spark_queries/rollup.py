@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
@@ -35,22 +35,18 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
     prev = F.when(fresh, F.lag("value").over(by_time))
     step = F.col("value") - F.col("prev")
     reset = F.col("prev").isNotNull() & (F.col("value") < F.col("prev"))
-    s = (
-        s.withColumn("prev", prev)
-        .withColumn("gap_s", F.when(fresh, gap_us / F.lit(1e6)))
-        .select(
-            *key,
-            "ts",
-            "value",
-            bucket("ts", width_s).alias("bucket"),
-            F.when(F.col("prev").isNull(), F.lit(None).cast("double"))
-            .when(reset, F.col("value"))
-            .otherwise(step)
-            .alias("inc"),
-            F.when(F.col("prev").isNotNull(), F.greatest(step, F.lit(0.0))).alias("growth"),
-            reset.cast("long").alias("reset"),
-            F.when(F.col("prev").isNotNull(), F.col("gap_s")).alias("step_s"),
-        )
+    s = s.withColumn("prev", prev).select(
+        *key,
+        "ts",
+        "value",
+        bucket("ts", width_s).alias("bucket"),
+        F.when(F.col("prev").isNull(), F.lit(None).cast("double"))
+        .when(reset, F.col("value"))
+        .otherwise(step)
+        .alias("inc"),
+        F.when(F.col("prev").isNotNull(), F.greatest(step, F.lit(0.0))).alias("growth"),
+        reset.cast("long").alias("reset"),
+        F.when(fresh, gap_us / F.lit(1e6)).alias("step_s"),
     )
     out = s.groupBy(*key, "bucket").agg(
         F.min("value").alias("min"),
@@ -76,14 +72,19 @@ def newest_samples(rollup: DataFrame) -> DataFrame:
     before the raw samples of the minutes that follow, they give :func:`minute_rollup` the
     previous sample of every series' first step, one row per series and minute instead of every
     raw sample of those minutes."""
-    out = rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
-    return out.select(*NEWEST_SAMPLE_COLUMNS)
+    return rollup.select(*_SERIES, "labels", F.col("last_ts").alias("ts"), F.col("last").alias("value"))
 
 
 def with_seconds(rollup: DataFrame) -> DataFrame:
     """Rollup rows as read from a table, with ``seconds`` null where the table was written before
     that column existed (a look at its columns: one round trip through Spark Connect)."""
     return rollup if "seconds" in rollup.columns else rollup.withColumn("seconds", F.lit(None).cast("double"))
+
+
+def seen_seconds(width_s: int) -> Column:
+    """A rollup row's ``seconds``, or for a row of a table written before that column existed,
+    its whole ``width_s`` when it has an increase (null when it has none: no step, no time)."""
+    return F.coalesce(F.col("seconds"), F.when(F.col("inc").isNotNull(), F.lit(float(width_s))))
 
 
 def coarser_rollup(
@@ -95,7 +96,6 @@ def coarser_rollup(
     an increase counts as seen for its whole width, so the hour's rate stays inc / seconds.
     ``assume_seconds``: the table has the column, do not ask (see ``lake.queries``)."""
     key = [*_SERIES, "lk"]
-    seen = F.coalesce(F.col("seconds"), F.when(F.col("inc").isNotNull(), F.lit(float(from_width_s))))
     s = (rollup if assume_seconds else with_seconds(rollup)).select(
         *_SERIES,
         labels_key().alias("lk"),
@@ -109,7 +109,7 @@ def coarser_rollup(
         "inc",
         "growth",
         "resets",
-        seen.alias("seconds"),
+        seen_seconds(from_width_s).alias("seconds"),
     )
     out = s.groupBy(*key, "bucket").agg(
         F.min("min").alias("min"),
@@ -199,10 +199,9 @@ def rollup_history(
         return s.groupBy("cluster", "bucket", *names).agg(
             _AGGS[agg]().cast("double").alias("value"), F.sum("count").cast("long").alias("samples")
         )
-    whole = F.when(F.col("inc").isNotNull(), F.lit(float(width_s)))
     if has_seconds is None:
         has_seconds = "seconds" in rollup.columns
-    seen = F.coalesce(F.col("seconds"), whole) if has_seconds else whole
+    seen = seen_seconds(width_s) if has_seconds else F.when(F.col("inc").isNotNull(), F.lit(float(width_s)))
     keep = [f"_by{i}" for i in range(len(dims))]  # the dimensions, apart from the series columns
     per_series = s.groupBy(
         "cluster",
