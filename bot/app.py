@@ -75,7 +75,11 @@ def make_context(
         kb=default_kb(),
         live=pool if pool.configured() else None,
         gate=default_gate(Settings.from_env(env)),
-        lake=lake_from_env(env) if want_lake else None,
+        # a one-shot ask does not warm an in-process Spark up first (the lake's query paths run
+        # once before READY): its own question is the first query, and the warm-up cost it
+        # half of a cold answer (KBOT_LAKE=1 without the Connect server: 37 s, ran past the
+        # 30 s lake timeout on a busy 2-core machine)
+        lake=lake_from_env(env, warm=None if lake else False) if want_lake else None,
     )
     if progress is not None:
         ctx.progress = progress

@@ -332,6 +332,8 @@ class LakeService:
         # warming from a Connect client would cost a one-shot question a few queries and gain
         # nothing: the server's JVM is what warms up, and `kbot lake serve` warms it once
         self.warm = (not master.startswith("sc://")) if warm is None else warm
+        # what the caller chose, for the in-process fallback (None: warm it, as any in-process one)
+        self._warm_choice = warm
         self._spark = spark
         self._owns_session = spark is None
         self._state = NEW
@@ -435,7 +437,7 @@ class LakeService:
                 self.fallback_master,
             )
             self.master, self.fallback_master = self.fallback_master, None
-            self.warm = True
+            self.warm = True if self._warm_choice is None else self._warm_choice
             return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
 
     def _warm_up(self, spark) -> None:
@@ -497,8 +499,14 @@ class LakeService:
         if self._state == READY:
             return self._spark
         if self._state == STARTING:
+            serve = (
+                ""
+                if self.master.startswith("sc://")
+                else " `kbot lake serve` keeps one Spark warm for every process, so that a one-shot"
+                " `kbot ask` does not start its own."
+            )
             raise LakeUnavailable(
-                "The metric lake is still starting (Spark warms up at boot); ask again in a few seconds."
+                f"The metric lake is still starting (Spark warms up at boot); ask again in a few seconds.{serve}"
             )
         if self._state == STOPPED:
             raise LakeUnavailable("The metric lake is stopped.")
@@ -664,11 +672,15 @@ def _describe_start_error(exc: BaseException, master: str) -> str:
     return text if len(text) < 500 else text[:500] + "..."
 
 
-def lake_from_env(env: Mapping[str, str] | None = None, *, start: bool = True) -> LakeService | None:
+def lake_from_env(
+    env: Mapping[str, str] | None = None, *, start: bool = True, warm: bool | None = None
+) -> LakeService | None:
     """The bot's lake when one is configured, started (warming up in the background); else None.
 
     Configured means: KBOT_LAKE_URI or KBOT_LAKE_DIR is set, KBOT_LAKE=1, or the default
-    table (~/.kbot/lake/samples) exists.  KBOT_LAKE=0 turns it off.
+    table (~/.kbot/lake/samples) exists.  KBOT_LAKE=0 turns it off.  ``warm`` (see
+    :class:`LakeService`): False for a process that asks one question, whose own query is the
+    first one anyway.
     """
     from kbot_settings import load
     from lake.ingest import LakeLayout
@@ -679,7 +691,7 @@ def lake_from_env(env: Mapping[str, str] | None = None, *, start: bool = True) -
     configured = bool(settings.kbot_lake_uri or settings.kbot_lake_dir or settings.kbot_lake)
     if not configured and not os.path.isdir(LakeLayout.from_settings(settings).table):
         return None
-    lake = LakeService.from_env(env)
+    lake = LakeService.from_env(env) if warm is None else LakeService.from_env(env, warm=warm)
     return lake.start() if start else lake
 
 

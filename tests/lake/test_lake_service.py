@@ -111,10 +111,48 @@ async def test_still_starting_after_the_budget(monkeypatch, spark, tmp_path):
 
     monkeypatch.setattr("lake.spark.build_session", slow_start)
     lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
-    with pytest.raises(Unavailable, match="still starting"):
+    with pytest.raises(Unavailable, match="still starting.*`kbot lake serve` keeps one Spark warm"):
         await lake.query(lambda view: 1, timeout=0.2)
     assert await lake.wait_ready(10)
     lake._owns_session = False
+
+
+async def test_a_one_shot_ask_does_not_warm_an_in_process_spark_up(monkeypatch, spark, tmp_path):
+    """A long-running bot warms its in-process Spark up at boot (the lake's query paths run once
+    before it is ready); a one-shot `kbot ask` (``make_context(lake=False)`` with KBOT_LAKE=1 and
+    no Connect server) does not: its own question is the first query, and waiting for the
+    warm-up first cost it a quarter of a cold answer."""
+    from bot.app import close_context, make_context
+
+    monkeypatch.setattr("lake.spark.build_session", lambda *a, **k: spark)
+    env = {"HOME": str(tmp_path), "KBOT_HOME": str(tmp_path / "home"), "KBOT_LAKE_DIR": str(tmp_path / "lake")}
+    for one_shot in (True, False):
+        ctx = make_context(lake=not one_shot, env={**env, "KBOT_LAKE": "1"})
+        try:
+            assert ctx.lake is not None and ctx.lake.master == "local[*]"
+            assert await ctx.lake.wait_ready(120)
+            warmed = ctx.lake.status()["warmup_seconds"] is not None
+            assert warmed is not one_shot, one_shot
+        finally:
+            ctx.lake._owns_session = False  # the shared test session stays up
+            await close_context(ctx)
+
+
+async def test_an_in_process_fallback_keeps_the_callers_warm_up_choice(monkeypatch, spark, tmp_path):
+    """A Connect server named in server.json that does not answer: the service starts an
+    in-process Spark instead, warmed up unless its caller said not to."""
+
+    def build(master, **kwargs):
+        if master.startswith("sc://"):
+            raise ConnectionRefusedError("connection refused")
+        return spark
+
+    monkeypatch.setattr("lake.spark.build_session", build)
+    for warm, warmed in ((None, True), (False, False)):
+        lake = LakeService(str(tmp_path), master="sc://127.0.0.1:1", fallback_master="local[*]", warm=warm).start()
+        assert await lake.wait_ready(120)
+        lake._owns_session = False
+        assert lake.master == "local[*]" and (lake.status()["warmup_seconds"] is not None) is warmed, warm
 
 
 def test_spark_gone_is_recognised():
