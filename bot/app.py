@@ -76,9 +76,9 @@ def make_context(
         live=pool if pool.configured() else None,
         gate=default_gate(Settings.from_env(env)),
         # a one-shot ask does not warm an in-process Spark up first (the lake's query paths run
-        # once before READY): its own question is the first query, and the warm-up cost it
-        # half of a cold answer (KBOT_LAKE=1 without the Connect server: 37 s, ran past the
-        # 30 s lake timeout on a busy 2-core machine)
+        # once before READY): its own question is the first query.  KBOT_LAKE=1 without the
+        # Connect server, alternated on 2 cores: 31.6-33.8 s with the warm-up, past the 30 s
+        # lake timeout; 24.8-27.2 s without
         lake=lake_from_env(env, warm=None if lake else False) if want_lake else None,
     )
     if progress is not None:
