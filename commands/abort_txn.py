@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict
 
-from live.gateway import AdminGateway, GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import ProducerState, TopicInfo
 
 from .actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled, operator_gateway
@@ -241,6 +241,8 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         await (await operator_gateway(ctx, plan.cluster)).abort_transaction(
             a["topic"], a["partition"], a["producer_id"], a["producer_epoch"], a["coordinator_epoch"]
         )
+    except Timeout:
+        raise  # sent but not answered: the gate reads the cluster back (reconcile)
     except GatewayError as exc:
         return ActionResult(False, f"The abort failed: {exc}", before, {})
     producers = await gw.describe_producers(a["topic"], a["partition"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from live.gateway import AdminGateway, GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import TopicInfo
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
@@ -183,6 +183,8 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
         results = await (await operator_gateway(ctx, plan.cluster)).elect_preferred_leaders(
             [(topic, n) for n in numbers]
         )
+    except Timeout:
+        raise  # sent but not answered: the gate reads the cluster back (reconcile)
     except GatewayError as exc:
         return ActionResult(False, f"The election failed: {exc}", {"leaders": before}, {})
     want = {str(n): pref for n, pref in pairs}

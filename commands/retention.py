@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from live.gateway import AdminGateway, GatewayError, UnknownTopic
+from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import ConfigValue
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
@@ -180,6 +180,8 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     _, before = await _current(gw, a["topic"])
     try:
         await (await operator_gateway(ctx, plan.cluster)).alter_topic_config(a["topic"], KEY, str(a["target"]))
+    except Timeout:
+        raise  # sent but not answered: the gate reads the cluster back (reconcile)
     except GatewayError as exc:
         return ActionResult(False, f"The change failed: {exc}", {KEY: before}, {})
     _, after = await _current(gw, a["topic"])

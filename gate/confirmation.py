@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 from commands.actions import ActionPlan, ActionResult, ActionSpec, Gate, JsonObject, Pending, Reconciled
 from commands.reply import Evidence, Reply, Section, error_reply
 from commands.spec import CommandRequest
+from live.gateway import Timeout as GatewayTimeout
 
 from .audit import AuditLog, token_id
 from .rbac import Verdict
@@ -545,7 +546,9 @@ class ConfirmationGate(Gate):
             result = await spec.execute(rec.plan, ctx)
         except Exception as exc:
             # We do not know whether the change landed: ask the cluster instead of guessing.
-            log.exception("execute of %s raised", rec.command)
+            unanswered = isinstance(exc, GatewayTimeout)
+            if not unanswered:
+                log.exception("execute of %s raised", rec.command)
             outcome = await self._reconcile_one(spec, rec, ctx)
             await close(
                 outcome,
@@ -553,6 +556,8 @@ class ConfirmationGate(Gate):
                 ok=False,
                 detail=f"execute raised {type(exc).__name__}: {exc}; reconciled: {outcome}",
             )
+            if unanswered:
+                return _unconfirmed_reply(rec, exc, outcome)
             return error_reply(
                 f"The action raised an error ({type(exc).__name__}: {exc}). Checked the cluster afterwards: {outcome}.",
                 title=f"Execution error: {rec.plan.kind}",
@@ -659,6 +664,39 @@ def outcome_note(rec: Record) -> str:
     if rec.state in _RECONCILED:
         return f"Reconciled ({rec.state}) at {when}: {_RECONCILED[rec.state]}."
     return f"State: {rec.state}."
+
+
+#: what the cluster showed after a change it did not confirm in time (``_unconfirmed_reply``)
+_UNCONFIRMED = {
+    "done": "but read back afterwards, the change is in place.",
+    "not_done": (
+        "Read back afterwards, it is not in place yet. The request may still be carried out: a "
+        "paused or overloaded broker acts on what it has received once it runs again."
+    ),
+    "unknown": "Reading the cluster back afterwards could not tell whether it is in place.",
+}
+
+
+def _unconfirmed_reply(rec: Record, exc: Exception, outcome: Reconciled) -> Reply:
+    """A change the brokers did not answer in time (the gateway's Timeout): sent, perhaps carried
+    out, perhaps still waiting in a paused broker's socket.  Not "failed": the reconcile's read
+    says what is in place now, and the user re-checks before running it again."""
+    done = outcome == "done"
+    now = _UNCONFIRMED.get(outcome, _UNCONFIRMED["unknown"])
+    return Reply(
+        title=f"{'Done' if done else 'Not confirmed'}: {rec.plan.kind}",
+        severity="warning" if done else "error",
+        outcome="answered" if done else "failed",
+        verdict=f"{rec.plan.summary}: the cluster did not confirm it in time{', ' if done else '. '}{now}",
+        evidence=[Evidence("cluster", str(exc), "live: the request", "bad")],
+        followups=[]
+        if done
+        else [
+            f"Before you retry, run '{rec.command}' again: its preview reads the cluster afresh and "
+            "shows whether the change landed meanwhile."
+        ],
+        notes=[f"Requested by {rec.requester}; cluster {rec.plan.cluster}. Recorded in the audit log."],
+    )
 
 
 def _result_reply(rec: Record, user: str, result: ActionResult) -> Reply:

@@ -180,6 +180,34 @@ async def test_execute_error_is_reconciled_not_guessed(slack):
     assert (await slack.bot.gate.status(buttons["Confirm"]["value"].split()[1])).state == "not_done"
 
 
+async def test_a_change_the_cluster_did_not_answer_in_time_is_not_called_failed(slack):
+    """The gateway's Timeout on a write (a paused broker holding the request): the change may still
+    be carried out when that broker runs again, so the answer says what the read-back found and
+    that the request may still land, and asks for a fresh preview before a retry."""
+    from live.gateway import Timeout
+
+    slow = Timeout(
+        "IncrementalAlterConfigs on Kafka cluster 'test-cluster' (127.0.0.1:9092) did not complete within 10s; "
+        "the brokers accept connections but did not answer in time (overloaded, paused or ...)"
+    )
+    for found, state in (("not_done", "not_done"), ("done", "done")):
+        message, buttons = await slack.preview("fake-bump orders")
+        slack.bump.execute_error, slack.bump.reconcile_answer = slow, found
+        n = len(slack.stand.called("chat.update"))
+        await slack.click(buttons["Confirm"], message)
+        await _after_click(slack, n)
+        answer = _answers_since(slack, n)
+        assert "did not confirm it in time" in answer and "did not complete within 10s" in answer, answer
+        assert "Failed" not in answer and "Execution error" not in answer, answer
+        if found == "not_done":
+            assert "Not confirmed: fake-bump" in answer and "may still be carried out" in answer, answer
+            assert "Before you retry" in answer and "preview reads the cluster afresh" in answer, answer
+        else:
+            assert "Done: fake-bump" in answer and "the change is in place" in answer, answer
+        assert (await slack.bot.gate.status(buttons["Confirm"]["value"].split()[1])).state == state
+    slack.bump.execute_error = None
+
+
 async def test_crash_while_executing_is_reconciled_on_restart_never_rerun(slack):
     message, buttons = await slack.preview("fake-bump orders")
     token = buttons["Confirm"]["value"].split()[1]
