@@ -547,7 +547,9 @@ class ConfirmationGate(Gate):
         except Exception as exc:
             # We do not know whether the change landed: ask the cluster instead of guessing.
             unanswered = isinstance(exc, GatewayTimeout)
-            if not unanswered:
+            if unanswered:  # the brokers' silence, not a bug: no traceback in the log
+                log.warning("execute of %s was not answered in time: %s", rec.command, exc)
+            else:
                 log.exception("execute of %s raised", rec.command)
             outcome = await self._reconcile_one(spec, rec, ctx)
             await close(
