@@ -329,11 +329,7 @@ class LakeService:
         self.conf = dict(conf or {})
         self.query_timeout_s = float(query_timeout_s)
         self.app_name = app_name
-        # warming from a Connect client would cost a one-shot question a few queries and gain
-        # nothing: the server's JVM is what warms up, and `kbot lake serve` warms it once
-        self.warm = (not master.startswith("sc://")) if warm is None else warm
-        # what the caller chose, for the in-process fallback (None: warm it, as any in-process one)
-        self._warm_choice = warm
+        self._warm_choice = warm  # see the ``warm`` property
         self._spark = spark
         self._owns_session = spark is None
         self._state = NEW
@@ -376,6 +372,17 @@ class LakeService:
         return cls(**kwargs)
 
     # ---- lifecycle
+    @property
+    def warm(self) -> bool:
+        """Whether the start runs the lake's query paths once before the service is ready: the
+        caller's choice, else yes for an in-process Spark (also the fallback from a Connect
+        server that did not answer).  Warming from a Connect client would cost a one-shot
+        question a few queries and gain nothing: the server's JVM is what warms up, and
+        `kbot lake serve` warms it once."""
+        if self._warm_choice is not None:
+            return self._warm_choice
+        return not self.master.startswith("sc://")
+
     @property
     def state(self) -> str:
         return self._state
@@ -437,7 +444,6 @@ class LakeService:
                 self.fallback_master,
             )
             self.master, self.fallback_master = self.fallback_master, None
-            self.warm = True if self._warm_choice is None else self._warm_choice
             return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
 
     def _warm_up(self, spark) -> None:
@@ -691,7 +697,7 @@ def lake_from_env(
     configured = bool(settings.kbot_lake_uri or settings.kbot_lake_dir or settings.kbot_lake)
     if not configured and not os.path.isdir(LakeLayout.from_settings(settings).table):
         return None
-    lake = LakeService.from_env(env) if warm is None else LakeService.from_env(env, warm=warm)
+    lake = LakeService.from_env(env, warm=warm)
     return lake.start() if start else lake
 
 

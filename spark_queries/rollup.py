@@ -81,10 +81,12 @@ def with_seconds(rollup: DataFrame) -> DataFrame:
     return rollup if "seconds" in rollup.columns else rollup.withColumn("seconds", F.lit(None).cast("double"))
 
 
-def seen_seconds(width_s: int) -> Column:
-    """A rollup row's ``seconds``, or for a row of a table written before that column existed,
-    its whole ``width_s`` when it has an increase (null when it has none: no step, no time)."""
-    return F.coalesce(F.col("seconds"), F.when(F.col("inc").isNotNull(), F.lit(float(width_s))))
+def seen_seconds(width_s: int, has_seconds: bool = True) -> Column:
+    """A rollup row's ``seconds``, or for a row of a table written before that column existed
+    (every row, without ``has_seconds``), its whole ``width_s`` when it has an increase (null when
+    it has none: no step, no time)."""
+    whole = F.when(F.col("inc").isNotNull(), F.lit(float(width_s)))
+    return F.coalesce(F.col("seconds"), whole) if has_seconds else whole
 
 
 def coarser_rollup(
@@ -201,7 +203,7 @@ def rollup_history(
         )
     if has_seconds is None:
         has_seconds = "seconds" in rollup.columns
-    seen = seen_seconds(width_s) if has_seconds else F.when(F.col("inc").isNotNull(), F.lit(float(width_s)))
+    seen = seen_seconds(width_s, has_seconds)
     keep = [f"_by{i}" for i in range(len(dims))]  # the dimensions, apart from the series columns
     per_series = s.groupBy(
         "cluster",
