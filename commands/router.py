@@ -1,8 +1,18 @@
 """Turn `/kafka ...` text into a CommandRequest, or a BadInput that says what to type instead.
 
-Text is parsed like a shell line (shlex), after undoing what Slack does to typed text: smart
-quotes, `--` turned into an em dash, and HTML-escaped `& < >`. Subcommand words match
-case-insensitively; arguments keep their case because Kafka topic names are case-sensitive.
+First what Slack does to typed text is undone: smart quotes, `--` turned into an em dash, and
+HTML-escaped `& < >`. Subcommand words match case-insensitively; arguments keep their case because
+Kafka topic names are case-sensitive. What follows the subcommand is read one of two ways:
+
+- A command whose last parameter is free text (`why`, `runbook`, `triage`, `help`) takes the
+  user's words as written, apostrophes, dashes and pasted terminal lines included
+  (`why the broker's disk is full`, `why kafka-topics --describe shows Leader: none`). Options are
+  read only where they cannot be part of the words: the command's own options and the global flags
+  (`--json`, `--full`, `--help`/`-h`, `--cluster NAME`) as the last words, or right after the
+  subcommand, where options have always gone (there a word that looks like an unknown option is
+  refused, as for every command).
+- Every other command is read like a shell line (shlex); unbalanced quotes fall back to splitting
+  on spaces, so an apostrophe never stops the parse (the argument checks then say what is wrong).
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import shlex
 
 from rapidfuzz import fuzz, process
 
-from .spec import ArgValue, Command, CommandRequest, Param
+from .spec import ArgValue, Command, CommandRequest, CommandSpec, Param
 
 MAX_INPUT_CHARS = 4000
 MAX_NAME_CHARS = 249  # Kafka's limit for topic names (Topic.MAX_NAME_LENGTH)
@@ -54,10 +64,11 @@ def normalize(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
+    """Shell-like words; with unbalanced quotes (an apostrophe: "broker's") the words between spaces."""
     try:
         return shlex.split(text)
-    except ValueError as exc:  # unbalanced quotes
-        raise BadInput(f"Could not read the command: {exc}. Check the quotes.") from None
+    except ValueError:  # an apostrophe or a stray quote is part of what was typed, not an error
+        return text.split()
 
 
 def check_topic(name: str) -> str:
@@ -113,52 +124,86 @@ class Router:
         return [name for name, _score, _i in found]
 
     def parse(self, text: str) -> CommandRequest:
-        tokens = tokenize(normalize(text))
-        if not tokens:
+        line = normalize(text)
+        # The subcommand is found among the words between spaces: quoting never matters for it, and
+        # the rest of the line is read according to the command it names.
+        words = list(_WORD.finditer(line))
+        if not words:
             raise BadInput("Empty command.", ["help"])
-        lowered = [t.lower() for t in tokens]
+        lowered = [w.group().lower() for w in words]
         command = next((c for c in self._by_words if tuple(lowered[: len(c.spec.words)]) == c.spec.words), None)
         if command is None:
             guess = " ".join(lowered[:2])
-            raise BadInput(f"Unknown command '{_clip(tokens[0])}'.", self.closest(guess) or ["help"])
+            raise BadInput(f"Unknown command '{_clip(words[0].group())}'.", self.closest(guess) or ["help"])
         request = CommandRequest(command=command, raw=text, router=self)
-        self._bind(request, tokens[len(command.spec.words) :])
+        rest = line[words[len(command.spec.words) - 1].end() :]
+        if _takes_free_text(command.spec):
+            self._bind_free_text(request, rest)
+        else:
+            self._bind(request, tokenize(rest))
         return request
+
+    # ---- options ----------------------------------------------------------------------------
+
+    def _known(self, spec: CommandSpec, word: str) -> tuple[str, bool] | None:
+        """(option name, takes a value) when ``word`` is one of the command's options or a global
+        flag (``--name`` or ``--name=value``), else None."""
+        if word in ("-h", "--help"):
+            return "help", False
+        if not word.startswith("--"):
+            return None
+        name = word[2:].partition("=")[0].lower()
+        if name in ("json", "full", "help"):
+            return name, False
+        if name == "cluster":
+            return name, True
+        option = next((o for o in spec.options if o.name == name), None)
+        return None if option is None else (name, option.takes_value)
+
+    def _set(self, request: CommandRequest, name: str, value: str | None) -> None:
+        """Record option ``name`` (its value when it takes one) on the request."""
+        if name == "help":
+            request.options["help"] = True
+        elif name == "json":
+            request.json = True
+        elif name == "full":
+            request.full = True
+        elif name == "cluster":
+            request.cluster = value
+        else:
+            option = next(o for o in request.spec.options if o.name == name)
+            request.options[name] = _convert(option.kind, name, value) if value is not None else True
+
+    def _unknown_option(self, spec: CommandSpec, word: str) -> BadInput:
+        name = word[2:].partition("=")[0].lower()
+        # `runbook URP --since 30m`: say which commands take it instead of only refusing.
+        others = [c.spec.usage() for c in self._by_words if any(o.name == name for o in c.spec.options)]
+        hint = f" It belongs to {', '.join(c.split()[0] for c in others[:3])}." if others else ""
+        return BadInput(f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.{hint}", [spec.usage(), *others[:2]])
+
+    # ---- shell-like commands ----------------------------------------------------------------
 
     def _bind(self, request: CommandRequest, tokens: list[str]) -> None:
         spec = request.spec
-        options = {o.name: o for o in spec.options}
         positional: list[str] = []
         i = 0
         while i < len(tokens):
             tok = tokens[i]
-            if tok in ("-h", "--help"):
-                request.options["help"] = True
-            elif tok == "--json":
-                request.json = True
-            elif tok == "--full":
-                request.full = True
-            elif tok.startswith("--"):
-                name, eq, inline = tok[2:].partition("=")
-                name = name.lower()
-                if name == "cluster" or name in options:
-                    takes = name == "cluster" or options[name].takes_value
-                    if takes and not eq:
+            known = self._known(spec, tok)
+            if known is not None:
+                name, takes = known
+                _, eq, inline = tok.partition("=")
+                value: str | None = None
+                if takes:
+                    if not eq:
                         if i + 1 >= len(tokens):
                             raise BadInput(f"--{name} needs a value.", [spec.usage()])
                         i += 1
                         inline = tokens[i]
-                    if name == "cluster":
-                        request.cluster = inline
-                    else:
-                        request.options[name] = _convert(options[name].kind, name, inline) if takes else True
-                else:
-                    # `runbook URP --since 30m`: say which commands take it instead of only refusing.
-                    others = [c.spec.usage() for c in self._by_words if any(o.name == name for o in c.spec.options)]
-                    hint = f" It belongs to {', '.join(c.split()[0] for c in others[:3])}." if others else ""
-                    raise BadInput(
-                        f"Unknown option '--{_clip(name, 40)}' for '{spec.name}'.{hint}", [spec.usage(), *others[:2]]
-                    )
+                    value = inline
+                self._set(request, name, value)
+            elif tok.startswith("--"):
+                raise self._unknown_option(spec, tok)
             elif tok.startswith("-") and not _is_number(tok):
                 raise BadInput(f"Arguments may not start with '-': '{_clip(tok)}'.", [spec.usage()])
             else:
@@ -167,6 +212,71 @@ class Router:
         if request.options.get("help"):
             return
         self._bind_positional(request, spec.params, positional)
+
+    # ---- free-text commands -----------------------------------------------------------------
+
+    def _bind_free_text(self, request: CommandRequest, rest: str) -> None:
+        """The words after the subcommand as written; options only before them or as the last words."""
+        spec = request.spec
+        words = list(_WORD.finditer(rest))
+        i, j = 0, len(words)
+        # Right after the subcommand: where options have always gone (`runbook --json hanging`).
+        while i < j:
+            word = words[i].group()
+            known = self._known(spec, word)
+            if known is None:
+                if word == "--" or not word.startswith("-") or _is_number(word):
+                    break
+                if word.startswith("--"):
+                    raise self._unknown_option(spec, word)
+                raise BadInput(f"Arguments may not start with '-': '{_clip(word)}'.", [spec.usage()])
+            name, takes = known
+            _, eq, inline = word.partition("=")
+            value: str | None = None
+            if takes and not eq:
+                if i + 1 >= j:
+                    raise BadInput(f"--{name} needs a value.", [spec.usage()])
+                i += 1
+                inline = words[i].group()
+            if takes:
+                value = _unquote(inline)
+            self._set(request, name, value)
+            i += 1
+        # The last words: `why URP --since 1h --cluster prod`, `why the broker's disk is full --json`.
+        while j > i:
+            word = words[j - 1].group()
+            known = self._known(spec, word)
+            if known is not None:
+                name, takes = known
+                _, eq, inline = word.partition("=")
+                if takes and not eq:
+                    raise BadInput(f"--{name} needs a value.", [spec.usage()])
+                self._set(request, name, _unquote(inline) if takes else None)
+                j -= 1
+                continue
+            before = self._known(spec, words[j - 2].group()) if j - 2 >= i else None
+            if before is not None and before[1] and "=" not in words[j - 2].group() and not word.startswith("--"):
+                self._set(request, before[0], _unquote(word))
+                j -= 2
+                continue
+            break
+        if request.options.get("help"):
+            return
+        text = " ".join(rest[words[i].start() : words[j - 1].end()].split()) if i < j else ""
+        params = spec.params
+        values: list[str] = []
+        # Parameters before the free text (none today) take its first words.
+        for _p in params[:-1]:
+            head, _, text = text.partition(" ")
+            if head:
+                values.append(_unquote(head))
+        self._bind_positional(request, params[:-1], values)
+        text = _unquote(text)
+        free = params[-1]
+        if text:
+            request.args[free.name] = text
+        elif free.required:
+            raise BadInput(f"'{spec.name}' needs {free.name}: {free.help}", [spec.usage()])
 
     def _bind_positional(self, request: CommandRequest, params: tuple[Param, ...], values: list[str]) -> None:
         spec = request.spec
@@ -185,6 +295,21 @@ class Router:
             request.args[p.name] = _convert(p.kind, p.name, values.pop(0))
         if values:
             raise BadInput(f"Unexpected argument '{_clip(values[0])}' for '{spec.name}'.", [spec.usage()])
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _takes_free_text(spec: CommandSpec) -> bool:
+    """A command whose last parameter takes the rest of the line as text (why, runbook, triage, help)."""
+    return bool(spec.params) and spec.params[-1].rest and spec.params[-1].kind == "text"
+
+
+def _unquote(text: str) -> str:
+    """Text without one pair of quotes around all of it ('"under min isr"'); quotes inside stay."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1].strip()
+    return text
 
 
 def _is_number(tok: str) -> bool:

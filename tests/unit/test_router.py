@@ -49,10 +49,17 @@ REFUSALS = [
     ("frobnicate now", "Unknown command 'frobnicate'"),
     ("why", "needs symptom"),
     ("runbook", "needs query"),
-    ("why 'unbalanced", "Check the quotes"),
     ("why -rf URP", "may not start with '-'"),
     ("why --frob URP", "Unknown option '--frob'"),
     ("why URP --cluster", "--cluster needs a value"),
+    ("why URP --since", "--since needs a value"),
+    ("why --since", "--since needs a value"),
+    ("why --json", "needs symptom"),
+    ("runbook --since 1h URP", "It belongs to why"),
+    ("describe -rf", "may not start with '-'"),
+    ("describe orders --frob", "Unknown option '--frob'"),
+    ('describe "orders', "not a valid topic name"),
+    ("describe orders's", "not a valid topic name"),
 ]
 
 
@@ -74,3 +81,144 @@ def test_unknown_command_suggests_the_closest():
 
 def test_normalize_keeps_argument_case():
     assert normalize("/kafka why UnderReplicatedPartitions") == "why UnderReplicatedPartitions"
+
+
+# ---- free text (issue 27): the words after why / runbook / triage are taken as written ----------
+
+FREE_TEXT = [
+    # text, command, args, options, json, full, cluster
+    ("why the broker's disk is full", "why", {"symptom": "the broker's disk is full"}, {}, False, False, None),
+    (
+        "why kafka-topics --describe shows Leader: none",
+        "why",
+        {"symptom": "kafka-topics --describe shows Leader: none"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    (
+        "runbook should I raise replica.lag.time.max.ms to stop URP alerts?",
+        "runbook",
+        {"query": "should I raise replica.lag.time.max.ms to stop URP alerts?"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    # the same, as Slack sends them: typographic apostrophe, em dash for a typed "--"
+    (
+        "/kafka why the broker\u2019s disk is full",
+        "why",
+        {"symptom": "the broker's disk is full"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    (
+        "why kafka-topics \u2014describe shows Leader: none",
+        "why",
+        {"symptom": "kafka-topics --describe shows Leader: none"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    (
+        "triage the leader's gone on orders-3",
+        "triage",
+        {"symptom": "the leader's gone on orders-3"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    ("triage --json", "triage", {}, {}, True, False, None),
+    # pasted terminal output and broker log lines
+    (
+        "why kafka-consumer-groups --describe --group billing shows LAG 40000 on partition 3",
+        "why",
+        {"symptom": "kafka-consumer-groups --describe --group billing shows LAG 40000 on partition 3"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    (
+        "why [Partition orders-0 broker=101] Shrinking ISR from 101,102,103 to 101",
+        "why",
+        {"symptom": "[Partition orders-0 broker=101] Shrinking ISR from 101,102,103 to 101"},
+        {},
+        False,
+        False,
+        None,
+    ),
+    ("why -1 leaders after the restart", "why", {"symptom": "-1 leaders after the restart"}, {}, False, False, None),
+    ("why URP'; DROP TABLE x; --", "why", {"symptom": "URP'; DROP TABLE x; --"}, {}, False, False, None),
+    # known options as the last words, in any order, with = or a separate value
+    (
+        "why the broker's disk is full --since 1h --json",
+        "why",
+        {"symptom": "the broker's disk is full"},
+        {"since": "1h"},
+        True,
+        False,
+        None,
+    ),
+    ("why URP --since=2h --cluster prod-eu --full", "why", {"symptom": "URP"}, {"since": "2h"}, False, True, "prod-eu"),
+    (
+        "runbook don't restart the broker? --full",
+        "runbook",
+        {"query": "don't restart the broker?"},
+        {},
+        False,
+        True,
+        None,
+    ),
+    # what cluster routing appends for a mapped channel
+    ("why consumer's lag --cluster 'prod'", "why", {"symptom": "consumer's lag"}, {}, False, False, "prod"),
+    # an option another command has is words here, not an option of this one
+    ("runbook URP --since 30m", "runbook", {"query": "URP --since 30m"}, {}, False, False, None),
+    # options right after the subcommand, where they always went
+    ("why --since 1h URP flat", "why", {"symptom": "URP flat"}, {"since": "1h"}, False, False, None),
+    ("why 'under min isr' --json", "why", {"symptom": "under min isr"}, {}, True, False, None),
+    ("why   spaces   and\ttabs  ", "why", {"symptom": "spaces and tabs"}, {}, False, False, None),
+]
+
+
+@pytest.mark.parametrize("text,name,args,options,as_json,full,cluster", FREE_TEXT)
+def test_free_text_is_taken_as_written(text, name, args, options, as_json, full, cluster):
+    req = ROUTER.parse(text)
+    assert req.spec.name == name
+    assert req.args == args
+    assert req.options == options
+    assert (req.json, req.full, req.cluster) == (as_json, full, cluster)
+
+
+def test_help_as_the_last_word_of_free_text():
+    assert ROUTER.parse("why the broker's disk is full --help").options["help"] is True
+    assert ROUTER.parse("runbook hanging -h").options["help"] is True
+
+
+@pytest.mark.parametrize(
+    "text,first",
+    [
+        ("why the broker's disk is full", "full-disk"),
+        ("why kafka-topics --describe shows Leader: none", "offline-partitions"),
+        ("runbook should I raise replica.lag.time.max.ms to stop URP alerts?", "isr-membership"),
+    ],
+)
+async def test_the_issue_27_inputs_are_answered_end_to_end(text, first):
+    """Parsed by the real router and answered by the real command, from the runbook (no cluster)."""
+    from commands.context import Context
+    from commands.dispatch import answer
+    from runbook_kb import default_kb
+
+    done = await answer(text, Context(live=None), user="U0ALICE")
+    assert done.outcome == "answered", done.reply.verdict
+    kb = default_kb()
+    if first in kb.topics:
+        assert done.reply.title == f"Reference: {kb.topics[first].title}"
+    else:
+        assert done.reply.diagnoses[0].entry_id == first, [d.entry_id for d in done.reply.diagnoses]
