@@ -206,6 +206,9 @@ def test_help_as_the_last_word_of_free_text():
     [
         ("why the broker's disk is full", "full-disk"),
         ("why kafka-topics --describe shows Leader: none", "offline-partitions"),
+        ("why Broker 4 keeps getting fenced and unfenced", "metadata-lag"),
+        ("why broker 4 keeps getting fenced", "metadata-lag"),
+        ("runbook ProducerFencedException after a deploy", "producer-fencing"),
         ("runbook should I raise replica.lag.time.max.ms to stop URP alerts?", "isr-membership"),
     ],
 )
