@@ -14,7 +14,7 @@ from .spec import Command, CommandRequest, CommandSpec
 
 SPEC = CommandSpec(
     words=("audit",),
-    summary="Audit every topic's durability settings (min ISR vs RF, RF < 3, unclean election) and the brokers' transaction cap.",
+    summary="Audit every topic's durability settings (min ISR at or above RF, RF < 3, unclean election) and the brokers' transaction cap.",
     examples=("audit",),
 )
 
@@ -28,15 +28,34 @@ class Finding:
 
 
 def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding]:
-    """Pure rules from the runbook's durability table; RF is the topic's largest replica set."""
+    """Pure rules from the runbook's durability table; RF is the topic's largest replica set and
+    ``min_isr`` the topic's effective min.insync.replicas (its own, else the brokers' default)."""
     out: list[Finding] = []
     if min_isr > rf:
+        # The broker enforces min(min.insync.replicas, replicas) without a warning (under-min-isr's
+        # clamp), so the floor written down is not the one enforced; past RF 1 it also leaves the
+        # enforced floor at RF, with the same single-loss stop as min ISR = RF below.
+        stop = (
+            "" if rf == 1 else "; that floor is every replica, so one replica out of the ISR stops every acks=all write"
+        )
         out.append(
             Finding(
                 "critical",
                 name,
                 f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
-                f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}",
+                f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}{stop}. "
+                f"Change: {_min_isr_fix(rf, min_isr)}",
+                "under-min-isr",
+            )
+        )
+    elif min_isr == rf and rf > 1:
+        out.append(
+            Finding(
+                "critical",
+                name,
+                f"min.insync.replicas={min_isr} = RF={rf}: acks=all needs every replica in sync, so one broker "
+                f"down, restarting or lagging stops every acks=all write (NOT_ENOUGH_REPLICAS). "
+                f"Change: {_min_isr_fix(rf, min_isr)}",
                 "under-min-isr",
             )
         )
@@ -49,25 +68,15 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 "offline-partitions",
             )
         )
-    elif rf == 2:
-        if min_isr >= 2:
-            out.append(
-                Finding(
-                    "warning",
-                    name,
-                    "RF=2 with min.insync.replicas=2: any single broker loss stops acks=all writes",
-                    "under-min-isr",
-                )
+    elif rf == 2 and min_isr < 2:
+        out.append(
+            Finding(
+                "warning",
+                name,
+                "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data",
+                "under-min-isr",
             )
-        else:
-            out.append(
-                Finding(
-                    "warning",
-                    name,
-                    "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data",
-                    "under-min-isr",
-                )
-            )
+        )
     if rf >= 3 and min_isr == 1:
         out.append(
             Finding(
@@ -87,6 +96,20 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
             )
         )
     return out
+
+
+def _min_isr_fix(rf: int, min_isr: int) -> str:
+    """What to change for a min ISR at or above RF: a floor that leaves a replica to spare."""
+    if rf >= 3:
+        return (
+            f"set min.insync.replicas to {rf - 1} (RF - 1), or raise the replication factor to {min_isr + 1} "
+            "with a reassignment."
+        )
+    # RF 1 or 2: a floor of RF - 1 would be a single copy; more replicas are the fix.
+    return (
+        "raise the replication factor to 3 with a reassignment and set min.insync.replicas to 2; "
+        "lowering min.insync.replicas instead lets acks=all succeed on a single copy."
+    )
 
 
 def audit_topics(topics: list[TopicInfo], configs: dict[str, dict[str, ConfigValue]]) -> list[Finding]:
@@ -143,7 +166,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     verdict = (
         f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)."
         if findings
-        else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR 2..RF, unclean election off)."
+        else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR from 2 to RF - 1, unclean election off)."
     )
     return Reply(
         title="Durability audit",

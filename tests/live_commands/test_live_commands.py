@@ -91,9 +91,10 @@ async def test_at_min_isr_and_clamp(ctx, kafka_cluster):
 
 
 async def test_audit_flags_clamp_rf1_and_unclean(ctx, kafka_cluster):
-    clamped, unclean = _name("clamped"), _name("unclean")
+    clamped, unclean, no_spare = _name("clamped"), _name("unclean"), _name("nospare")
     kafka_cluster.faults.create_clamped_topic(clamped)
     kafka_cluster.faults.create_unclean_topic(unclean)
+    kafka_cluster.faults.create_topic(no_spare, partitions=1, replication_factor=3, config={"min.insync.replicas": "3"})
     # The metadata answer comes from whichever broker the client picks; one
     # that has not applied the new topics yet leaves them out. Ask again for
     # a few seconds, as an operator would, before judging the findings.
@@ -101,13 +102,14 @@ async def test_audit_flags_clamp_rf1_and_unclean(ctx, kafka_cluster):
     while True:
         reply = (await answer("audit", ctx)).reply
         findings = next((s.lines for s in reply.sections if s.heading == "Findings"), [])
-        seen = {t for t in (clamped, unclean) if any(t in f for f in findings)}
-        if len(seen) == 2 or time.monotonic() > deadline:
+        seen = {t for t in (clamped, unclean, no_spare) if any(t in f for f in findings)}
+        if len(seen) == 3 or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.5)
     assert any(clamped in f and "min.insync.replicas=2 > RF=1" in f for f in findings)
     assert any(clamped in f and "RF=1" in f for f in findings)
     assert any(unclean in f and "unclean.leader.election.enable=true" in f for f in findings)
+    assert any(no_spare in f and "[critical]" in f and "min.insync.replicas=3 = RF=3" in f for f in findings)
     caps = next(e for e in reply.evidence if e.label == "transaction.max.timeout.ms per broker")
     assert "101:" in caps.value
     assert reply.severity == "critical"
