@@ -11,18 +11,22 @@ import asyncio
 from dataclasses import asdict
 
 from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
-from live.model import ProducerState, TopicInfo
+from live.model import ConfigValue, ProducerState, TopicInfo
+from runbook_kb import KnowledgeBase
+from runbook_kb.schema import Configs
 
 from .actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled, operator_gateway
 from .context import Context
-from .evidence import gateway
+from .errors import Unavailable
+from .evidence import config_value, gateway
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
-# Same default as kafka-transactions.sh find-hanging: a transaction older than the brokers'
-# transaction.max.timeout.ms (15 min by default) + 5 min should already have been aborted by its
-# coordinator, so one still open is hanging rather than slow.
-DEFAULT_MIN_AGE_MS = 900_000 + 5 * 60_000
+# The default --min-age-ms is the brokers' transaction.max.timeout.ms: no producer may ask for a
+# longer transaction timeout, so a transaction idle that long is one its coordinator should already
+# have aborted (it checks every few seconds); one still open is hanging rather than slow. When the
+# brokers' value cannot be read, Kafka's own default for it (the runbook's config table) stands in.
+MAX_TIMEOUT_KEY = "transaction.max.timeout.ms"
 AFTER_WAIT_S = 5.0  # the marker is appended before the call returns; allow metadata to settle
 
 SPEC = CommandSpec(
@@ -33,7 +37,8 @@ SPEC = CommandSpec(
         Option("producer-id", "the producer whose transaction to abort (needed when several are open)", kind="int"),
         Option(
             "min-age-ms",
-            f"only abort a transaction idle at least this long (default {DEFAULT_MIN_AGE_MS:,} ms)",
+            "only abort a transaction idle at least this long (default: the brokers' transaction.max.timeout.ms, "
+            "Kafka's default 900,000 ms when it cannot be read)",
             kind="int",
         ),
     ),
@@ -115,11 +120,13 @@ def preconditions(
     old = idle_ms is not None and idle_ms >= args["min_age_ms"]
     listed = flagged is not None and args["producer_id"] in flagged
     idle = f"last write {idle_ms / 1000:,.0f} s ago" if idle_ms is not None else "last write time unknown"
+    why = args.get("min_age_why")
     out.append(
         Precondition(
             "old enough to be hanging",
             old or listed,
             f"{idle}; threshold {args['min_age_ms'] / 1000:,.0f} s"
+            + (f" ({why})" if why else "")
             + (
                 "; listed as hanging by its coordinator"
                 if listed
@@ -130,6 +137,50 @@ def preconditions(
         )
     )
     return out
+
+
+def kafka_default_max_timeout_ms(kb: KnowledgeBase) -> int:
+    """Kafka's own default of transaction.max.timeout.ms, from the runbook's config table."""
+    configs = kb.reference.get("configs")
+    row = next((c for c in configs.configs if c.key == MAX_TIMEOUT_KEY), None) if isinstance(configs, Configs) else None
+    if row is None or not row.default.isdigit():
+        raise Unavailable(f"The runbook's config table has no default for {MAX_TIMEOUT_KEY}; pass --min-age-ms.")
+    return int(row.default)
+
+
+def default_min_age(
+    broker_cfgs: dict[int, dict[str, ConfigValue]] | None, kafka_default_ms: int, unread: str = ""
+) -> tuple[int, str]:
+    """Pure: the default --min-age-ms and why, from the brokers' describe_configs results (None when
+    they could not be read; ``unread`` says why). Brokers that disagree: the largest value, since a
+    coordinator on that broker accepts transactions that long."""
+    values: dict[int, int] = {}
+    for broker, cfg in (broker_cfgs or {}).items():
+        raw = config_value(cfg, MAX_TIMEOUT_KEY)
+        if raw is not None and raw.strip().isdigit():
+            values[broker] = int(raw.strip())
+    if not values:
+        reason = f"could not be read: {unread}" if unread else "was not reported"
+        return kafka_default_ms, (
+            f"Kafka's default {MAX_TIMEOUT_KEY}, {kafka_default_ms:,} ms: the brokers' value {reason}"
+        )
+    cap = max(values.values())
+    if len(set(values.values())) > 1:
+        spread = ", ".join(f"{b}: {v:,}" for b, v in sorted(values.items()))
+        source = f"the largest of the brokers' {MAX_TIMEOUT_KEY} ({spread} ms)"
+    else:
+        source = f"the brokers' {MAX_TIMEOUT_KEY}, {cap:,} ms"
+    return cap, f"{source}: no transaction may run longer, so its coordinator should have aborted one idle that long"
+
+
+async def _default_min_age(gw: AdminGateway, kb: KnowledgeBase) -> tuple[int, str]:
+    """The default --min-age-ms read from the cluster (DescribeConfigs on every broker)."""
+    fallback = kafka_default_max_timeout_ms(kb)
+    try:
+        cfgs = await gw.broker_configs()
+    except GatewayError as exc:  # not allowed, timed out, a broker down: Kafka's default stands in
+        return default_min_age(None, fallback, " ".join(str(exc).split())[:160])
+    return default_min_age(cfgs, fallback)
 
 
 async def _flagged(gw: AdminGateway, min_age_ms: int) -> set[int] | None:
@@ -150,9 +201,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     gw = await gateway(ctx, request.cluster)
     topic, partition = str(request.args["topic"]), int(request.args["partition"])
     where = f"{topic}-{partition}"
-    min_age = request.options.get("min-age-ms")
-    min_age = DEFAULT_MIN_AGE_MS if min_age is None else int(min_age)
-    if min_age < 0:
+    asked = request.option_int("min-age-ms")
+    if asked is not None and asked < 0:
         raise BadInput("--min-age-ms cannot be negative.")
     info = await _topic(gw, topic)
     if info is None or all(p.partition != partition for p in info.partitions):
@@ -164,6 +214,11 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     producers = await gw.describe_producers(topic, partition)
     open_txns = [p for p in producers if p.has_open_transaction]
     chosen = pick_producer(open_txns, request.option_int("producer-id"), topic, partition)
+    if asked is None:
+        await ctx.progress(f"reading the brokers' {MAX_TIMEOUT_KEY}")
+        min_age, min_age_why = await _default_min_age(gw, ctx.kb)
+    else:
+        min_age, min_age_why = asked, "--min-age-ms as given"
     args = {
         "topic": topic,
         "partition": partition,
@@ -172,6 +227,7 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
         "coordinator_epoch": chosen.coordinator_epoch,
         "start_offset": chosen.current_txn_start_offset,
         "min_age_ms": min_age,
+        "min_age_why": min_age_why,
     }
     flagged = await _flagged(gw, min_age)
     before, after = lso_move(open_txns, chosen.producer_id)

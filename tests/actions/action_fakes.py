@@ -102,6 +102,7 @@ class FakeGateway:
         return {n: dict(self.topic_cfg[n]) for n in names}
 
     async def broker_configs(self, ids=None):
+        self._check("broker_configs")
         return {b: dict(self.broker_cfg[b]) for b in (ids or self.brokers)}
 
     async def alter_topic_config(self, topic, key, value, validate_only=False):

@@ -11,6 +11,7 @@ from commands.context import Context
 from commands.registry import ROUTER
 from commands.router import BadInput
 from live.model import PartitionInfo, Reassignment, TopicInfo
+from runbook_kb import default_kb
 
 NOW_S = 10_000.0
 
@@ -104,6 +105,76 @@ async def test_abort_plan_with_several_open_transactions_asks_which():
     assert "producer 8 (epoch 0) on t-0; LSO stays at 10" in plan.changes[0]
     with pytest.raises(BadInput, match="t-5 does not exist"):
         await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 5"), ctx_for(gw))
+
+
+def test_default_min_age_is_the_brokers_transaction_max_timeout():
+    assert abort_txn.kafka_default_max_timeout_ms(default_kb()) == 900_000  # from the runbook's config table
+    same = {b: {"transaction.max.timeout.ms": cv("600000", "STATIC_BROKER_CONFIG")} for b in (101, 102)}
+    ms, why = abort_txn.default_min_age(same, 900_000)
+    assert ms == 600_000 and "the brokers' transaction.max.timeout.ms, 600,000 ms" in why
+    assert "should have aborted" in why
+    # brokers that disagree: the largest cap, since a coordinator there accepts transactions that long
+    split = {101: {"transaction.max.timeout.ms": cv("600000")}, 102: {"transaction.max.timeout.ms": cv("1200000")}}
+    ms, why = abort_txn.default_min_age(split, 900_000)
+    assert ms == 1_200_000 and "largest" in why and "101: 600,000" in why
+    # not readable, or not reported: Kafka's default, saying so
+    ms, why = abort_txn.default_min_age(None, 900_000, "not authorized")
+    assert ms == 900_000 and "Kafka's default transaction.max.timeout.ms, 900,000 ms" in why and "not authorized" in why
+    ms, why = abort_txn.default_min_age({101: {}}, 900_000)
+    assert ms == 900_000 and "was not reported" in why
+
+
+def _hanging_gw(idle_ms: int, **kw) -> FakeGateway:
+    """One open transaction on t-0 whose producer last wrote ``idle_ms`` before NOW_S."""
+    last = int(NOW_S * 1000) - idle_ms
+    return FakeGateway(
+        topics={"t": [(101, [101, 102], [101, 102])]},
+        producers={("t", 0): [producer(7, 10, last_ts=last)]},
+        **kw,
+    )
+
+
+async def test_abort_plan_defaults_min_age_to_the_brokers_cap_and_says_why():
+    # idle 1,000 s: past the default 900 s cap, short of the old fixed default (1,200 s)
+    gw = _hanging_gw(1_000_000)
+    plan = roundtrip(await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw)))
+    assert plan.args["min_age_ms"] == 900_000 and plan.ready
+    detail = {p.name: p.detail for p in plan.preconditions}["old enough to be hanging"]
+    assert "threshold 900 s (Kafka's default transaction.max.timeout.ms, 900,000 ms" in detail
+    # the brokers' own value, read with DescribeConfigs, wins over Kafka's default
+    gw = _hanging_gw(400_000)
+    for b in gw.brokers:
+        gw.broker_cfg[b]["transaction.max.timeout.ms"] = cv("300000", "STATIC_BROKER_CONFIG")
+    plan = roundtrip(await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw)))
+    assert plan.args["min_age_ms"] == 300_000 and plan.ready
+    detail = {p.name: p.detail for p in plan.preconditions}["old enough to be hanging"]
+    assert "threshold 300 s (the brokers' transaction.max.timeout.ms, 300,000 ms" in detail
+    # the re-check before the abort uses the same threshold and still says why
+    recheck = {p.name: p for p in await abort_txn.ACTION.recheck(plan, ctx_for(gw))}
+    assert recheck["old enough to be hanging"].ok and "300,000 ms" in recheck["old enough to be hanging"].detail
+    # younger than the cap: refused, with the threshold named
+    gw = _hanging_gw(200_000)
+    for b in gw.brokers:
+        gw.broker_cfg[b]["transaction.max.timeout.ms"] = cv("300000", "STATIC_BROKER_CONFIG")
+    plan = await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw))
+    assert not plan.ready
+
+
+async def test_abort_plan_falls_back_to_kafkas_default_when_broker_configs_fail():
+    gw = _hanging_gw(1_000_000, fail={"broker_configs"})
+    plan = await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0"), ctx_for(gw))
+    assert plan.args["min_age_ms"] == 900_000 and plan.ready
+    detail = {p.name: p.detail for p in plan.preconditions}["old enough to be hanging"]
+    assert "the brokers' value could not be read: broker_configs failed on purpose" in detail
+
+
+async def test_abort_plan_min_age_given_is_used_as_given():
+    gw = _hanging_gw(1_000_000, fail={"broker_configs"})  # not even read
+    plan = await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0 --min-age-ms 5000"), ctx_for(gw))
+    assert plan.args["min_age_ms"] == 5_000
+    assert "(--min-age-ms as given)" in {p.name: p.detail for p in plan.preconditions}["old enough to be hanging"]
+    with pytest.raises(BadInput, match="cannot be negative"):
+        await abort_txn.ACTION.plan(ROUTER.parse("abort-txn t 0 --min-age-ms -1"), ctx_for(gw))
 
 
 # ---- elect-leaders ---------------------------------------------------------------------------
