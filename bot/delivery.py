@@ -10,7 +10,8 @@ queue, not race: every chat.postMessage / chat.update for a channel goes through
   * paces chat.postMessage itself (a token bucket: ``burst`` at once, then one per ``pace_s``), so
     a storm rarely meets a 429 at all;
   * on a 429 waits the Retry-After Slack gave (the whole channel waits: the limit is per channel)
-    and sends the same message again; a dropped connection is retried with backoff;
+    and sends the same message again; a dropped connection or a 5xx (whatever its body: Slack's
+    JSON, a proxy's plain text or HTML page) is retried with backoff;
   * never drops a message silently: when the retries are spent the caller gets ``DeliveryFailed``,
     which it reports (audit log and the bot's log, with the request id).
 
@@ -40,7 +41,8 @@ PACED_METHODS = frozenset({"chat_postMessage", "files_upload_v2", "files_complet
 PACE_S = 1.0  # Slack: "1 message per second per channel", with short bursts allowed
 BURST = 3
 MAX_RATE_LIMITED = 20  # 429s one message may meet before we call it failed (each waited out)
-MAX_TRANSPORT_RETRIES = 3  # dropped connections / timeouts, with 1, 2, 4 s backoff
+MAX_TRANSPORT_RETRIES = 3  # dropped connections / timeouts / 5xx, with 1, 2, 4 s backoff
+MAX_SERVER_RETRY_AFTER_S = 30.0  # a 5xx's own Retry-After is honoured up to this
 DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a usable Retry-After header
 COALESCE_WINDOW_S = 30.0
 
@@ -55,23 +57,62 @@ class DeliveryFailed(Exception):
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SlackApiError) and exc.response is not None:
-        return f"Slack answered {exc.response.status_code} {exc.response.get('error')}"
+        error = slack_error(exc)
+        return f"Slack answered {error}" if error.startswith("HTTP ") else f"Slack answered {_status(exc)} {error}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _status(exc: SlackApiError) -> int | None:
+    # a SlackResponse has status_code; slack_sdk raises with aiohttp's response (status) when a
+    # JSON body does not parse
+    resp = exc.response
+    status = getattr(resp, "status_code", None) or getattr(resp, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def slack_error(exc: BaseException) -> str:
+    """Slack's error code ("not_in_channel"), or the HTTP status and the start of a body that is not
+    Slack's JSON (a proxy's "upstream connect error", an HTML page): one short line, never raises."""
+    if not isinstance(exc, SlackApiError) or exc.response is None:
+        return str(exc)
+    data = getattr(exc.response, "data", None)
+    if isinstance(data, dict) and data.get("error"):
+        return str(data["error"])
+    status = _status(exc)
+    body = " ".join(data.split())[:80] if isinstance(data, str) and data.strip() else ""
+    return f"HTTP {status}" + (f" ({body})" if body else "")
+
+
+def server_error(exc: BaseException) -> bool:
+    """A 5xx: Slack or a proxy in front of it failed, whatever the body says; worth another try."""
+    status = _status(exc) if isinstance(exc, SlackApiError) else None
+    return status is not None and status >= 500
+
+
+def _header(exc: SlackApiError, name: str):
+    headers = {k.lower(): v for k, v in (getattr(exc.response, "headers", None) or {}).items()}
+    value = headers.get(name)
+    if isinstance(value, list):  # slack_sdk keeps some headers as lists
+        value = value[0] if value else None
+    return value
 
 
 def retry_after(exc: SlackApiError) -> float | None:
     """Seconds to wait when Slack rate-limited this call, None when it is not a 429."""
-    resp = exc.response
-    if resp is None or resp.status_code != 429:
+    if _status(exc) != 429:
         return None
-    headers = {k.lower(): v for k, v in (resp.headers or {}).items()}
-    value = headers.get("retry-after")
-    if isinstance(value, list):  # slack_sdk keeps some headers as lists
-        value = value[0] if value else None
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(_header(exc, "retry-after")))
     except (TypeError, ValueError):
         return DEFAULT_RETRY_AFTER_S
+
+
+def _server_wait(exc: SlackApiError, backoff_s: float) -> float:
+    """A 5xx's own Retry-After (RFC 9110: when the service expects to be back), capped; else the backoff."""
+    try:
+        return min(max(0.0, float(_header(exc, "retry-after"))), MAX_SERVER_RETRY_AFTER_S)
+    except (TypeError, ValueError):
+        return backoff_s
 
 
 @dataclass
@@ -132,6 +173,13 @@ class ChannelQueue:
             try:
                 return await getattr(self.client, job.method)(channel=self.channel, **job.kwargs)
             except SlackApiError as exc:
+                if server_error(exc):  # like a dropped connection: the message may never have reached Slack
+                    transport += 1
+                    if transport > MAX_TRANSPORT_RETRIES:
+                        raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
+                    log.info("%s in %s: Slack answered %s; retrying", job.method, self.channel, slack_error(exc))
+                    await self.sleep(_server_wait(exc, 2.0 ** (transport - 1)))
+                    continue
                 wait = retry_after(exc)
                 if wait is None:
                     raise  # Slack's answer, not a hiccup: the caller decides

@@ -14,9 +14,10 @@ Slack retries a request it thinks we missed (X-Slack-Retry-Num); a retry of one 
 is acked again and not run again (``Deliveries``). A signed request whose body is not a Slack
 payload gets 400 and one log line; request bodies and response URLs never reach the logs.
 Every Web API call goes through one AsyncWebClient with retry handlers, so a 429 is retried after
-its Retry-After and a dropped connection is retried, for our calls and Bolt's alike. Posts and edits
-in a channel also go through that channel's delivery queue (bot/delivery.py): paced at Slack's
-per-channel rate, in order, retried until delivered or reported (audit + log, with the request id).
+its Retry-After and a dropped connection or a 5xx (any body) is retried, for our calls and Bolt's
+alike. Posts and edits in a channel also go through that channel's delivery queue (bot/delivery.py):
+paced at Slack's per-channel rate, in order, retried until delivered or reported (audit + log, with
+the request id); a working message Slack will not take is answered privately instead.
 The same read-only question asked again in a channel while it is answered (or up to 30 s after) is
 pointed to the first asker's thread instead of being built again (``Coalescer``).
 
@@ -41,6 +42,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -58,7 +60,7 @@ from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
 
 from .cluster_routing import route
-from .delivery import Coalescer, Delivery, DeliveryFailed
+from .delivery import Coalescer, Delivery, DeliveryFailed, server_error, slack_error
 from .gate import default_gate
 from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
@@ -143,6 +145,16 @@ def _redact(logger: logging.Logger, secrets: list[str]) -> None:
     logger.addFilter(RedactingFilter(secrets))
 
 
+class AsyncServerErrorRetryHandler(AsyncRetryHandler):
+    """A 5xx, whatever its body (Slack's JSON, a proxy's plain text or HTML page), is retried like a
+    dropped connection; slack_sdk's own server-error handler knows 500 and 503 only."""
+
+    async def _can_retry_async(self, *, state, request, response=None, error=None) -> bool:
+        if response is not None:
+            return response.status_code >= 500
+        return error is not None and server_error(error)  # a 5xx whose JSON did not parse
+
+
 def make_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
     return AsyncWebClient(
         token=settings.bot_token,
@@ -151,22 +163,27 @@ def make_client(settings: Settings, session: aiohttp.ClientSession | None = None
         # One shared session keeps connections to Slack alive; without it slack_sdk opens (and
         # TLS-handshakes) a new connection for every call, which dominates a burst's CPU time.
         session=session,
-        # Not the server-error handler: retrying a chat.postMessage that got a 500 can post twice.
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
             AsyncRateLimitErrorRetryHandler(max_retry_count=3),
         ],
     )
 
 
 def _queue_client(client: AsyncWebClient) -> AsyncWebClient:
-    """The same client (token, URL, session), minus the rate-limit retry handler."""
+    """The same client (token, URL, session), minus the rate-limit and 5xx retry handlers: the
+    delivery queue retries those itself, paced and reported per channel."""
     return AsyncWebClient(
         token=client.token,
         base_url=client.base_url,
         timeout=client.timeout,
         session=client.session,
-        retry_handlers=[h for h in client.retry_handlers if not isinstance(h, AsyncRateLimitErrorRetryHandler)],
+        retry_handlers=[
+            h
+            for h in client.retry_handlers
+            if not isinstance(h, (AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler))
+        ],
     )
 
 
@@ -326,6 +343,29 @@ class KafkaBot:
             request_id=rid,
         )
         where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, respond=respond)
+        try:
+            await self._handle_request(text, where, rid=rid, started=started, message=message)
+        except Exception as exc:
+            # Nothing below expected it (a bug, or a Slack failure no step handles): the request still
+            # ends in the audit, so nobody reads it as unanswered-but-pending.
+            log.error("request %s failed: %s", rid, exc, exc_info=True)
+            await self.audit.write(
+                "answer",
+                transport="slack",
+                user=user,
+                team=team,
+                channel=channel,
+                command=None,
+                outcome="failed",
+                latency_ms=round((time.monotonic() - started) * 1000, 1),
+                delivered="failed",
+                step="request",
+                error=f"{type(exc).__name__}: {exc}"[:AUDIT_TEXT_CHARS],
+                request_id=rid,
+            )
+
+    async def _handle_request(self, text: str, where: dict, *, rid: str, started: float, message: dict | None) -> None:
+        user, channel, thread_ts = where["user"], where["channel"], where["thread_ts"]
         request = await self._admit(text, where)
         if request is None:
             return
@@ -353,8 +393,7 @@ class KafkaBot:
         except SlackApiError as exc:
             identity = Verdict.no(
                 "identity: Slack error",
-                "Could not check your account with Slack "
-                f"({exc.response.get('error') if exc.response else exc}); try again.",
+                f"Could not check your account with Slack ({slack_error(exc)}); try again.",
             )
         if not identity.allowed:
             await self.refuse(identity, "identity", **where)
@@ -389,22 +428,22 @@ class KafkaBot:
         try:
             await thread.start(f":hourglass_flowing_sand: Working on {label}…")
             await remember_working_message(self, request, thread)
-        except SlackApiError as exc:
-            # Slack's answer, not a rate limit (the delivery queue waits those out): not in the
-            # channel, or a DM we cannot post to. Answer privately where Slack lets us.
-            log.warning(
-                "cannot post in %s (%s); answering privately",
-                channel,
-                exc.response.get("error") if exc.response else exc,
-            )
+        except (SlackApiError, DeliveryFailed) as exc:
+            # Slack's answer (not in the channel, a DM we cannot post to), or Slack still failing
+            # after the queue's retries: answer privately where Slack lets us.
+            log.warning("request %s: cannot post in %s (%s); answering privately", rid, channel, slack_error(exc))
             result = await run_request(request, self.ctx)
-            await self._tell_privately(result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
-            await self._audit_answer(
-                request, result.outcome, started, user, channel, team, delivered="private", request_id=rid
+            told = await self._tell_privately(
+                result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond
             )
-            return False
-        except DeliveryFailed as exc:
-            await self._delivery_failed(exc, request, rid, started, user, channel, team, step="working message")
+            if told:
+                await self._audit_answer(
+                    request, result.outcome, started, user, channel, team, delivered="private", request_id=rid
+                )
+            else:
+                await self._delivery_failed(
+                    exc, request, rid, started, user, channel, team, step="working message and private answer"
+                )
             return False
         if entry is not None:
             self.coalescer.started(entry, (thread.channel, thread.ts))
@@ -531,7 +570,7 @@ class KafkaBot:
         try:
             await self.delivery.update(channel, ts=message["ts"], text=message.get("text") or name, blocks=blocks)
         except (SlackApiError, DeliveryFailed) as exc:
-            log.warning("could not update the answered message: %s", exc.response.get("error") if exc.response else exc)
+            log.warning("could not update the answered message: %s", slack_error(exc))
 
     async def refuse(
         self,
@@ -569,28 +608,38 @@ class KafkaBot:
         )
 
     async def _tell_privately(
-        self, reply: Reply, *, user, channel, thread_ts=None, respond: AsyncRespond | None = None
-    ) -> None:
+        self,
+        reply: Reply | list[dict],
+        *,
+        user,
+        channel,
+        thread_ts=None,
+        respond: AsyncRespond | None = None,
+    ) -> bool:
         """Ephemeral, page by page; through Bolt's respond() (the request's response_url) when the bot
-        cannot post in the channel: that works even where the bot is not a member."""
-        pages = render_blocks(reply)
+        cannot post in the channel: that works even where the bot is not a member. ``reply``: a Reply,
+        or pages already rendered. True when Slack took it."""
+        pages = render_blocks(reply) if isinstance(reply, Reply) else reply
         try:
             for page in pages:
                 await self.client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, **page)
-            return
-        except SlackApiError as exc:
+            return True
+        except (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
             if respond is None or respond.response_url is None:  # events carry no response_url
-                log.warning(
-                    "could not answer %s privately: %s", user, exc.response.get("error") if exc.response else exc
-                )
-                return
+                log.warning("could not answer %s privately: %s", user, slack_error(exc))
+                return False
         try:
             for page in pages[:MAX_RESPONSE_URL_POSTS]:
-                await respond(
+                sent = await respond(
                     text=page["text"], blocks=page["blocks"], response_type="ephemeral", replace_original=False
                 )
+                if sent.status_code != 200:  # the webhook client answers a 5xx, it does not raise it
+                    log.warning("could not answer %s through the response_url: HTTP %s", user, sent.status_code)
+                    return False
+            return True
         except Exception as exc:
             log.warning("could not answer %s through the response_url: %s", user, exc)
+            return False
 
     # ---- scheduled digests ----------------------------------------------------------------------------
     async def post_scheduled(self, schedule: Schedule, due) -> None:
@@ -841,11 +890,7 @@ async def _settle(bot: KafkaBot) -> int:
             log.warning("could not edit the message of action %s: %s", rec.plan.kind, exc)
             continue
         except SlackApiError as exc:  # Slack's answer (message deleted, channel archived): retrying cannot help
-            log.warning(
-                "could not edit the message of action %s: %s",
-                rec.plan.kind,
-                exc.response.get("error") if exc.response else exc,
-            )
+            log.warning("could not edit the message of action %s: %s", rec.plan.kind, slack_error(exc))
         await bot.gate.mark_settled(rec.token, msg["channel"], msg["ts"], rec.state)
         edited += 1
     return edited

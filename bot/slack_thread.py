@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError
 from commands.reply import Reply
 from gate.audit import scrub
 
-from .delivery import Delivery
+from .delivery import Delivery, slack_error
 from .layout import for_transport
 from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
 
@@ -153,14 +153,10 @@ class SlackThread:
             resp = await self.delivery.post(self.channel, thread_ts=thread_ts, **page)
         except SlackApiError as exc:
             # Blocks Slack refuses (a limit we missed) must not swallow the answer: fall back to text.
-            if exc.response is None or exc.response.get("error") not in (
-                "invalid_blocks",
-                "msg_too_long",
-                "msg_blocks_too_long",
-                "invalid_blocks_format",
-            ):
+            error = slack_error(exc)  # any body: a proxy's plain text has no error code
+            if error not in ("invalid_blocks", "msg_too_long", "msg_blocks_too_long", "invalid_blocks_format"):
                 raise
-            log.error("Slack refused the rendered blocks (%s); posting the answer as text", exc.response.get("error"))
+            log.error("Slack refused the rendered blocks (%s); posting the answer as text", error)
             resp = await self.delivery.post(
                 self.channel, thread_ts=thread_ts, text=_clip(scrub(render_text(reply)), 39000)
             )
@@ -184,7 +180,4 @@ def _progress_sent(done) -> None:
     """Progress is a courtesy; the answer still comes. A failed edit is one log line, never a traceback."""
     if not done.cancelled() and done.exception() is not None:
         exc = done.exception()
-        log.warning(
-            "progress update failed: %s",
-            exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response else exc,
-        )
+        log.warning("progress update failed: %s", slack_error(exc))

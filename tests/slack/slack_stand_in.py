@@ -17,6 +17,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
@@ -36,13 +37,23 @@ class Call:
     result: dict = field(default_factory=dict)  # what the stand-in answered
 
 
+class Fault(NamedTuple):
+    """One answer given instead of the normal one: 429 (``value`` is the Retry-After), 200 with a
+    Slack error (``value`` is the error), or a 5xx whose raw ``value`` body a proxy or Slack sent."""
+
+    status: int
+    value: str
+    content_type: str = "application/json"
+    retry_after: str | None = None
+
+
 @dataclass
 class StandIn:
     users: dict[str, dict] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
-    # method -> [(status, retry_after or error), ...] answered before the normal answer
-    faults: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    # method -> faults answered, in order, before the normal answer
+    faults: dict[str, list[Fault]] = field(default_factory=dict)
     url: str = ""
     pace: tuple[int, float] | None = None  # (burst, messages per second) per channel, when switched on
     _buckets: dict = field(default_factory=dict)  # channel -> (tokens, stamp)
@@ -74,7 +85,7 @@ class StandIn:
             self.users[user_id]["enterprise_user"] = {"id": user_id, "enterprise_id": enterprise, "teams": [team]}
 
     def rate_limit(self, method: str, retry_after: int = 1, times: int = 1) -> None:
-        self.faults.setdefault(method, []).extend([(429, str(retry_after))] * times)
+        self.faults.setdefault(method, []).extend([Fault(429, str(retry_after))] * times)
 
     def pace_channels(self, burst: int = 3, per_s: float = 1.0) -> None:
         """Rate-limit chat.postMessage per channel as Slack does: ``burst`` at once, then ``per_s``."""
@@ -93,7 +104,21 @@ class StandIn:
         return None
 
     def fail(self, method: str, error: str, times: int = 1) -> None:
-        self.faults.setdefault(method, []).extend([(200, error)] * times)
+        self.faults.setdefault(method, []).extend([Fault(200, error)] * times)
+
+    def server_error(
+        self,
+        method: str,
+        body: str,
+        *,
+        status: int = 503,
+        content_type: str = "text/plain",
+        retry_after: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """Answer ``method`` with a 5xx and this raw body: a proxy in front of Slack (Envoy's plain
+        text, a load balancer's HTML page) or Slack's own JSON."""
+        self.faults.setdefault(method, []).extend([Fault(status, body, content_type, retry_after)] * times)
 
     def called(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method and c.status == 200 and c.result.get("ok", True)]
@@ -143,11 +168,19 @@ class StandIn:
             args["_token_kind"] = request.headers["Authorization"][7:11]  # "xoxb" / "xapp": never the token itself
         faults = self.faults.get(method)
         if faults:
-            status, value = faults.pop(0)
-            body = {"ok": False, "error": "ratelimited" if status == 429 else value}
-            self.calls.append(Call(method, args, time.monotonic(), status, body))
-            if status == 429:
-                return web.json_response(body, status=429, headers={"Retry-After": value})
+            fault = faults.pop(0)
+            if fault.status >= 500:
+                self.calls.append(
+                    Call(method, args, time.monotonic(), fault.status, {"ok": False, "body": fault.value})
+                )
+                headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
+                return web.Response(
+                    status=fault.status, text=fault.value, content_type=fault.content_type, headers=headers
+                )
+            body = {"ok": False, "error": "ratelimited" if fault.status == 429 else fault.value}
+            self.calls.append(Call(method, args, time.monotonic(), fault.status, body))
+            if fault.status == 429:
+                return web.json_response(body, status=429, headers={"Retry-After": fault.value})
             return web.json_response(body)
         if method == "chat.postMessage" and self.pace is not None:
             wait = self._paced_out(args.get("channel", ""))

@@ -1,0 +1,104 @@
+"""Issue 28's holes, each through the real Bolt app over signed HTTP against the Slack stand-in, the
+fault injected from outside (the stand-in's answers, raw HTTP requests): a 5xx from Slack or a proxy
+in front of it, a mention whose first delivery was lost, malformed requests, and the smaller ones
+(pointer mentions, confirm tokens in the working message, where /healthz and /metrics answer)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from slack_harness import OPS
+
+from bot.delivery import MAX_TRANSPORT_RETRIES
+
+RETRY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+ENVOY = "upstream connect error or disconnect/reset before headers"  # what Envoy answers for a dead upstream
+HTML = "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+SLACK_JSON = json.dumps({"ok": False, "error": "internal_error"})
+
+
+def _working(stand) -> list:
+    return [c for c in stand.called("chat.postMessage") if "Working on" in (c.args.get("text") or "")]
+
+
+def _tracebacks(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def _mention(ts: str) -> dict:
+    return {"type": "app_mention", "user": "U0ALICE", "channel": OPS, "ts": ts, "text": "<@U0BOT> why URP"}
+
+
+# ---- 1. a 5xx from Slack, or from a proxy in front of it -------------------------------------------------
+
+
+async def test_a_plain_text_503_on_the_working_message_is_retried_and_answered(slack, caplog):
+    slack.stand.server_error("chat.postMessage", ENVOY)  # once, no Retry-After: the dropped-connection backoff
+    status, _, _ = await slack.slash("why URP")
+    assert status == 200
+    await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=5)
+    await slack.bot.drain(5)
+    posts = [c for c in slack.stand.calls if c.method == "chat.postMessage"]
+    assert posts[0].status == 503 and "Working on" in posts[0].args["text"]
+    assert len(_working(slack.stand)) == 1 and slack.stand.thread_replies()
+    assert [r["delivered"] for r in slack.audit("answer")] == ["thread"]
+    assert not _tracebacks(caplog)
+
+
+@pytest.mark.parametrize(
+    "body,content_type",
+    [(ENVOY, "text/plain"), (HTML, "text/html"), (SLACK_JSON, "application/json")],
+    ids=["plain", "html", "json"],
+)
+async def test_a_5xx_that_outlasts_the_retries_is_answered_privately(slack, caplog, body, content_type):
+    attempts = MAX_TRANSPORT_RETRIES + 1
+    # Retry-After 0: the service's own "back now" (RFC 9110), so the retries need not wait
+    slack.stand.server_error(
+        "chat.postMessage", body, status=502, content_type=content_type, retry_after="0", times=attempts
+    )
+    status, _, _ = await slack.slash("why URP")
+    assert status == 200
+    await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=5)
+    await slack.bot.drain(5)
+    posts = [c for c in slack.stand.calls if c.method == "chat.postMessage"]
+    assert [c.status for c in posts] == [502] * attempts  # each one retried, none posted
+    private = slack.stand.called("chat.postEphemeral")
+    assert private and private[0].args["user"] == "U0ALICE" and "URP" in json.dumps(private[0].args)
+    answer = slack.audit("answer")
+    assert len(answer) == 1 and answer[0]["delivered"] == "private" and answer[0]["request_id"]
+    assert answer[0]["request_id"] == slack.audit("request")[0]["request_id"]
+    assert not _tracebacks(caplog)
+
+
+async def test_when_the_private_answer_fails_too_the_audit_says_failed(slack, caplog):
+    slack.stand.server_error("chat.postMessage", ENVOY, retry_after="0", times=MAX_TRANSPORT_RETRIES + 1)
+    slack.stand.fail("chat.postEphemeral", "channel_not_found")
+    status, _, _ = await slack.event(_mention("1700000028.000001"))  # a mention has no response_url to fall back to
+    assert status == 200
+    await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=5)
+    await slack.bot.drain(5)
+    answer = slack.audit("answer")
+    assert len(answer) == 1 and answer[0]["delivered"] == "failed" and answer[0]["outcome"] == "failed"
+    assert answer[0]["step"] == "working message and private answer" and "HTTP 503 (upstream" in answer[0]["error"]
+    assert not _tracebacks(caplog)
+
+
+async def test_a_plain_text_503_on_a_user_lookup_is_retried(slack):
+    slack.stand.server_error("users.info", ENVOY)  # not a post: the Web API client retries it itself
+    await slack.slash("why URP")
+    await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=5)
+    await slack.bot.drain(5)
+    lookups = [c.status for c in slack.stand.calls if c.method == "users.info"]
+    assert lookups == [503, 200] and slack.audit("refusal") == []
+    assert [r["delivered"] for r in slack.audit("answer")] == ["thread"]
+
+
+async def test_a_plain_text_5xx_on_an_edit_is_retried(slack):
+    slack.stand.server_error("chat.update", ENVOY, retry_after="0")  # the working message becoming the summary
+    await slack.slash("why URP")
+    await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=5)
+    await slack.bot.drain(5)
+    updates = [c for c in slack.stand.calls if c.method == "chat.update"]
+    assert updates[0].status == 503 and updates[1].status == 200 and updates[1].args == updates[0].args
+    assert [r["delivered"] for r in slack.audit("answer")] == ["thread"]
