@@ -78,9 +78,11 @@ RETRY_MEMORY_MAX = 50_000  # bounded: a flood of distinct requests cannot grow m
 
 
 class Deliveries:
-    """Requests acked recently, by a digest of their signed body. Slack resends the same body when it
-    retries (X-Slack-Retry-Num: 1..3), so a retry whose body we already acked is a duplicate; a
-    retry of a request that never reached us is the first delivery and runs.
+    """Requests received recently: an event by its event_id, anything else by a digest of its signed
+    body. Slack resends the same body when it retries (X-Slack-Retry-Num: 1..3), so a retry whose
+    body we already acked is a duplicate; an event is one event_id however often it comes (a retry,
+    or a duplicate delivery without the header). A retry of a request that never reached us (sent
+    while we restarted) is the first delivery and runs.
 
     In memory: a retry reaching a freshly restarted process runs once more; the gate's single-use
     transition still keeps a confirm from executing twice."""
@@ -96,15 +98,20 @@ class Deliveries:
         self.duplicates = 0
 
     def first(self, request) -> bool:
-        """Record this delivery; False when it is a retry of one already acked."""
+        """Record this delivery; False when it repeats one already received."""
         now = self.clock()
         while self._seen and (
             len(self._seen) >= self.max_entries or now - next(iter(self._seen.values())) > self.ttl_s
         ):
             self._seen.popitem(last=False)
-        key = hashlib.sha256((request.raw_body or "").encode()).hexdigest()
-        retry = request.headers.get("x-slack-retry-num")
-        if retry and key in self._seen:
+        body = request.body if isinstance(request.body, dict) else {}
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if isinstance(event_id, str) and event_id:
+            key, repeat = "event:" + event_id, True
+        else:
+            key = "body:" + hashlib.sha256((request.raw_body or "").encode()).hexdigest()
+            repeat = bool(request.headers.get("x-slack-retry-num"))
+        if repeat and key in self._seen:
             self.duplicates += 1
             return False
         self._seen[key] = now

@@ -8,8 +8,9 @@
 
 Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this order):
 
-    drop_retries    Slack retries a request it thinks we missed; a retry of one we already acked
-                    is acked again and not run again (``Deliveries`` in bot/slack_bot.py)
+    drop_retries    Slack retries a request it thinks we missed; a repeat of one we already
+                    received (an event: the same event_id) is acked again and not run again, a
+                    retry whose first delivery never reached us runs (``Deliveries`` in bot/slack_bot.py)
     check_origin    a workspace, Enterprise Grid org or app outside the allow-lists is refused:
                     acked, answered privately where Slack lets us, audited; its listener never runs
 
@@ -123,14 +124,10 @@ class Listeners:
         app.event("message")(self.ignore)  # other channel chatter: acked, not answered
 
     # ---- middleware -----------------------------------------------------------------------------
-    async def drop_retries(self, body: dict, request, ack, next_) -> BoltResponse | None:
-        if body.get("type") == "event_callback":
-            # An event is retried until acked, and we ack every event we receive: a retry means
-            # the first delivery is being answered.
-            repeat = bool(request.headers.get("x-slack-retry-num") or body.get("retry_attempt"))
-        else:  # by the signed body: a retry of a request that never reached us is its first delivery
-            repeat = not self.bot.deliveries.first(request)
-        if repeat:
+    async def drop_retries(self, request, ack, next_) -> BoltResponse | None:
+        # Not the retry header alone: a mention sent while we restarted comes back as a retry whose
+        # first delivery never reached us, and must run.
+        if not self.bot.deliveries.first(request):
             return await ack()
         await next_()
         return None

@@ -181,14 +181,15 @@ class Harness:
             urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded", headers=headers
         )
 
-    async def event(self, event: dict, *, team: str = TEAM, headers: dict | None = None):
+    async def event(self, event: dict, *, team: str = TEAM, event_id: str | None = None, headers: dict | None = None):
+        """An Events API delivery; a redelivery of the same event (Slack's retries) has its event_id."""
         body = json.dumps(
             {
                 "token": "legacy-verification",
                 "team_id": team,
                 "api_app_id": APP_ID,
                 "type": "event_callback",
-                "event_id": "Ev" + str(time.monotonic_ns()),
+                "event_id": event_id or "Ev" + str(time.monotonic_ns()),
                 "event_time": int(time.time()),
                 "event": event,
             }

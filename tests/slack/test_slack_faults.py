@@ -102,3 +102,34 @@ async def test_a_plain_text_5xx_on_an_edit_is_retried(slack):
     updates = [c for c in slack.stand.calls if c.method == "chat.update"]
     assert updates[0].status == 503 and updates[1].status == 200 and updates[1].args == updates[0].args
     assert [r["delivered"] for r in slack.audit("answer")] == ["thread"]
+
+
+# ---- 2. a mention whose first delivery never reached us -----------------------------------------------
+
+
+async def test_a_retried_mention_whose_first_delivery_was_lost_is_answered_once(slack):
+    event = _mention("1700000028.000002")
+    status, body, _ = await slack.event(event, event_id="Ev0LOST", headers=RETRY)
+    assert status == 200 and body == ""
+    await slack.stand.wait_for(lambda: slack.audit("answer"))
+    await slack.bot.drain(5)
+    for n in ("2", "3"):  # Slack's later retries of the same event
+        status, _, _ = await slack.event(event, event_id="Ev0LOST", headers={**RETRY, "X-Slack-Retry-Num": n})
+        assert status == 200
+    await slack.bot.drain(5)
+    assert [(r["source"], r["user"]) for r in slack.audit("request")] == [("mention", "U0ALICE")]
+    assert [r["delivered"] for r in slack.audit("answer")] == ["thread"]
+    assert len(_working(slack.stand)) == 1 and slack.stand.thread_replies("1700000028.000002")
+
+
+async def test_a_redelivered_mention_is_acked_and_not_run_twice(slack):
+    event = _mention("1700000028.000003")
+    await slack.event(event, event_id="Ev0ONCE")
+    await slack.event(event, event_id="Ev0ONCE", headers=RETRY)  # our ack was late
+    await slack.event(event, event_id="Ev0ONCE")  # Slack may deliver an event twice without a retry header
+    await slack.stand.wait_for(lambda: slack.audit("answer"))
+    await slack.bot.drain(5)
+    assert len(slack.audit("request")) == 1 and len(_working(slack.stand)) == 1
+    # another event in the same thread is another question
+    await slack.event(_mention("1700000028.000003"), event_id="Ev0OTHER")
+    await slack.stand.wait_for(lambda: len(slack.audit("request")) == 2)

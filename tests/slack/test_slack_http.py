@@ -140,8 +140,10 @@ async def test_mention_redelivery_is_not_answered_twice(slack):
         "ts": "1700000002.000001",
         "text": "<@U0BOT> help",
     }
-    await slack.event(event)
-    await slack.event(event, headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
+    await slack.event(event, event_id="Ev0REDELIVERED")
+    await slack.event(
+        event, event_id="Ev0REDELIVERED", headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    )
     await slack.stand.wait_for(lambda: slack.stand.thread_replies("1700000002.000001"))
     await slack.bot.drain(10)
     assert len([c for c in slack.stand.called("chat.postMessage") if "Working on" in c.args.get("text", "")]) == 1
