@@ -10,9 +10,10 @@
 
 Refusals (bad input, RBAC, guests, other workspaces, orgs or apps) are answered privately and audited;
 where the bot cannot post, privately through Bolt's ``respond`` (the request's response_url).
-Slack retries a request it thinks we missed (X-Slack-Retry-Num); a retry of one we already acked
-is acked again and not run again (``Deliveries``). A signed request whose body is not a Slack
-payload gets 400 and one log line; request bodies and response URLs never reach the logs.
+Slack retries a request it thinks we missed (X-Slack-Retry-Num); a repeat of one we already received
+(an event: the same event_id) is acked again and not run again (``Deliveries``). A request that is
+not a Slack payload gets 401 unsigned, 400 signed, and one short log line, never a traceback;
+request bodies and response URLs never reach the logs.
 Every Web API call goes through one AsyncWebClient with retry handlers, so a 429 is retried after
 its Retry-After and a dropped connection or a 5xx (any body) is retried, for our calls and Bolt's
 alike. Posts and edits in a channel also go through that channel's delivery queue (bot/delivery.py):
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import hmac
 import logging
 import re
 import time
@@ -47,7 +49,6 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
 )
-from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from commands.context import Context
@@ -75,6 +76,8 @@ EXPIRY_SWEEP_S = 60.0
 MAX_RESPONSE_URL_POSTS = 5  # Slack's limit per response_url (within 30 minutes)
 RETRY_MEMORY_S = 30 * 60.0  # Slack retries within minutes; remember acked requests well past that
 RETRY_MEMORY_MAX = 50_000  # bounded: a flood of distinct requests cannot grow memory without end
+SIGNATURE_MAX_AGE_S = 5 * 60  # Slack's rule: an older timestamp is a replay
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")  # ASCII digits only: int() would also take "١٧٠٠" or " 17"
 
 
 class Deliveries:
@@ -119,13 +122,54 @@ class Deliveries:
         return True
 
 
+# Fields the bot or Bolt reads, which Slack always sends as strings (object: its fields): anything
+# else there is not Slack's payload, and would fail deep in a listener instead of earning a 400.
+_STRING_FIELDS: dict[str, tuple[str, ...]] = {
+    "": (
+        "type",
+        "command",
+        "text",
+        "user_id",
+        "channel_id",
+        "team_id",
+        "enterprise_id",
+        "api_app_id",
+        "response_url",
+        "event_id",
+    ),
+    "user": ("id", "team_id"),
+    "team": ("id", "enterprise_id"),
+    "channel": ("id",),
+    "container": ("channel_id", "message_ts", "thread_ts"),
+    "message": ("ts", "thread_ts", "text"),
+    "enterprise": ("id",),
+    "event": ("type",),
+}
+_MENTION_FIELDS = ("user", "channel", "text", "ts", "thread_ts")  # what a mention's listener reads
+
+
+def _not_strings(obj: dict, keys, where: str = "") -> str:
+    for key in keys:
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            return f"'{where}{key}' is not a string"
+    return ""
+
+
 def malformed(body) -> str:
     """Why a (signed) body is not a Slack payload we can act on, or "" when it is."""
     if not isinstance(body, dict):
         return f"the payload is a JSON {type(body).__name__}, not an object"
-    for key in ("user", "team", "channel", "container", "message", "enterprise", "event"):
-        if body.get(key) is not None and not isinstance(body[key], dict):
+    for key in _STRING_FIELDS:
+        if key and body.get(key) is not None and not isinstance(body[key], dict):
             return f"'{key}' is not an object"
+    for key, fields in _STRING_FIELDS.items():
+        part = body.get(key) if key else body
+        problem = _not_strings(part, fields, f"{key}." if key else "") if isinstance(part, dict) else ""
+        if problem:
+            return problem
+    auths = body.get("authorizations")
+    if auths is not None and not (isinstance(auths, list) and all(isinstance(a, dict) for a in auths)):
+        return "'authorizations' is not a list of objects"
     kind = body.get("type")
     if kind == "block_actions":
         actions = body.get("actions")
@@ -133,13 +177,14 @@ def malformed(body) -> str:
             return "block_actions without a list of actions"
         if not isinstance(body.get("user"), dict):
             return "block_actions without a user"
-        if not all(isinstance(a.get("action_id", ""), str) and isinstance(a.get("value", ""), str) for a in actions):
+        if not all(isinstance(a.get("action_id"), str) and isinstance(a.get("value", ""), str) for a in actions):
             return "an action's action_id or value is not a string"
-    if kind == "event_callback" and not isinstance(body.get("event"), dict):
-        return "event_callback without an event"
-    for key in ("command", "text", "user_id", "channel_id", "team_id", "response_url"):
-        if key in body and not isinstance(body[key], str):
-            return f"'{key}' is not a string"
+    if kind == "event_callback":
+        event = body.get("event")
+        if not isinstance(event, dict):
+            return "event_callback without an event"
+        if event.get("type") == "app_mention":
+            return _not_strings(event, _MENTION_FIELDS, "event.")
     return ""
 
 
@@ -238,7 +283,6 @@ class KafkaBot:
         # the next post would meet the same limit.
         self.delivery = Delivery(_queue_client(self.client))
         self.coalescer = Coalescer()
-        self._verifier = SignatureVerifier(settings.signing_secret or "")
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         _ = self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
         self.routing = _routing(settings.env or None)
@@ -722,28 +766,36 @@ class KafkaBot:
 
     # ---- HTTP ---------------------------------------------------------------------------------------
     async def handle_http(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        ts = request.headers.get("X-Slack-Request-Timestamp")
+        if ts is not None and not _TIMESTAMP.fullmatch(ts):
+            # Bolt would fail on it (a 500 and a traceback) before checking the signature; a missing
+            # one stays Bolt's to answer (401, or 200 to Slack's SSL check).
+            log.info("rejected a Slack request (%d bytes): its timestamp is missing or not a number", len(raw))
+            return web.json_response({"error": "invalid request"}, status=401)
         try:
             bolt_request = await to_bolt_request(request)
             problem = malformed(bolt_request.body)
-        except Exception as exc:  # Bolt parses while building the request: "payload=not json"
+        except Exception as exc:  # Bolt parses while building the request: "payload=not json", not UTF-8
             bolt_request, problem = None, f"unparseable {request.content_type} body ({type(exc).__name__})"
         if problem:
             # Unsigned garbage stays a 401, as Bolt answers it; only Slack-signed garbage earns a 400.
-            if not self._signed(await request.text(), request.headers):
+            if not self._signed(raw, request.headers):
+                log.info("rejected an unsigned malformed Slack request (%d bytes)", len(raw))
                 return web.json_response({"error": "invalid request"}, status=401)
-            log.warning(
-                "rejected a signed but malformed Slack request (%d bytes): %s", request.content_length or 0, problem
-            )
+            log.warning("rejected a signed but malformed Slack request (%d bytes): %s", len(raw), problem)
             return web.json_response({"error": "malformed request"}, status=400)
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
 
-    def _signed(self, body: str, headers) -> bool:
-        try:
-            return self._verifier.is_valid(
-                body, headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature")
-            )
-        except ValueError:  # a timestamp that is not a number
+    def _signed(self, raw: bytes, headers) -> bool:
+        """Slack's signature (v0=HMAC-SHA256 of "v0:<timestamp>:<body>") over the raw bytes, which
+        need not be UTF-8 here; slack_sdk's verifier decodes the body first and would raise."""
+        ts, signature = headers.get("X-Slack-Request-Timestamp", ""), headers.get("X-Slack-Signature", "")
+        if not _TIMESTAMP.fullmatch(ts) or abs(time.time() - int(ts)) > SIGNATURE_MAX_AGE_S:
             return False
+        secret = (self.settings.signing_secret or "").encode()
+        expected = "v0=" + hmac.new(secret, b"v0:" + ts.encode() + b":" + raw, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected.encode(), signature.encode("utf-8", "surrogateescape"))
 
     def web_app(self, *, with_slack: bool | None = None) -> web.Application:
         """/slack/events (HTTP mode only: Socket Mode skips signature checks, so it must not listen) and /healthz."""

@@ -5,10 +5,16 @@ in front of it, a mention whose first delivery was lost, malformed requests, and
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
+import time
+from urllib.parse import urlencode
 
 import pytest
-from slack_harness import OPS
+from slack_harness import OPS, SIGNING_SECRET, sign
+from slack_stand_in import TEAM
 
 from bot.delivery import MAX_TRANSPORT_RETRIES
 
@@ -133,3 +139,125 @@ async def test_a_redelivered_mention_is_acked_and_not_run_twice(slack):
     # another event in the same thread is another question
     await slack.event(_mention("1700000028.000003"), event_id="Ev0OTHER")
     await slack.stand.wait_for(lambda: len(slack.audit("request")) == 2)
+
+
+# ---- 3. malformed requests: 4xx, one short log line, no traceback ----------------------------------------
+
+
+def _rejections(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "rejected" in r.getMessage()]
+
+
+async def _post_raw(slack, body: bytes, headers: dict) -> tuple[int, str]:
+    async with slack.session.post(slack.url, data=body, headers=headers) as resp:
+        return resp.status, await resp.text()
+
+
+async def test_a_non_utf8_body_is_401_unsigned_and_400_signed(slack, caplog):
+    caplog.set_level(logging.INFO)
+    body = "text=why URP caf\u00e9&user_id=U0ALICE".encode("latin-1")  # é as one latin-1 byte: not UTF-8
+    ts = str(int(time.time()))
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": ts}
+    status, _ = await _post_raw(slack, body, {**headers, "X-Slack-Signature": "v0=" + "0" * 64})
+    assert status == 401
+    signature = "v0=" + hmac.new(SIGNING_SECRET.encode(), f"v0:{ts}:".encode() + body, hashlib.sha256).hexdigest()
+    status, text = await _post_raw(slack, body, {**headers, "X-Slack-Signature": signature})
+    assert status == 400 and "malformed" in text
+    assert len(_rejections(caplog)) == 2 and not _tracebacks(caplog)
+    assert all(len(r.getMessage()) < 200 for r in _rejections(caplog))
+
+
+@pytest.mark.parametrize("ts", ["soon", "", "1e9", "١٧٠٠٠٠٠٠٠٠"], ids=["word", "empty", "float", "arabic-digits"])
+async def test_a_timestamp_that_is_not_a_number_is_401_without_a_traceback(slack, caplog, ts):
+    caplog.set_level(logging.INFO)
+    body = urlencode({"team_id": TEAM, "user_id": "U0ALICE", "command": "/kafka", "text": "why URP"})
+    headers = {"X-Slack-Request-Timestamp": ts}  # as sent: the harness would fill an empty one in
+    status, _, _ = await slack.post(
+        body, "application/x-www-form-urlencoded", signature=sign(body, ts), headers=headers
+    )
+    assert status == 401
+    assert len(_rejections(caplog)) == 1 and not _tracebacks(caplog)
+    assert slack.audit("request") == []
+
+
+def _block_actions(**over) -> dict:
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM},
+        "user": {"id": "U0ALICE", "team_id": TEAM},
+        "api_app_id": "A0KBOT",
+        "channel": {"id": OPS},
+        "container": {"type": "message", "message_ts": "1700000028.000009", "channel_id": OPS},
+        "message": {"ts": "1700000028.000009", "type": "message"},
+        "actions": [{"action_id": "kbot_action_0", "value": "help", "block_id": "b"}],
+    }
+    return {**payload, **over}
+
+
+def _event(**over) -> dict:
+    return {
+        "type": "event_callback",
+        "team_id": TEAM,
+        "api_app_id": "A0KBOT",
+        "event_id": "Ev0MALFORMED",
+        "event": {**_mention("1700000028.000010"), **over},
+    }
+
+
+def _form(payload: dict) -> tuple[str, str]:
+    return urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize(
+    "body,content_type",
+    [
+        _form(_block_actions(actions=[{}])),
+        _form(_block_actions(actions=[{"action_id": "kbot_action_0", "value": 7}])),
+        _form(_block_actions(user={"id": {"nested": 1}})),
+        _form(_block_actions(channel={"id": ["C0"]})),
+        _form(_block_actions(message={"ts": 1.5})),
+        _form(_block_actions(api_app_id={"id": "A0KBOT"})),
+        _form(_block_actions(authorizations=5)),
+        (json.dumps(_event(text=42)), "application/json"),
+        (json.dumps(_event(user={"id": "U0ALICE"})), "application/json"),
+        (json.dumps(_event(channel=None, ts=["1"])), "application/json"),
+        (json.dumps(_event(thread_ts={})), "application/json"),
+        (json.dumps({**_event(), "team_id": 5}), "application/json"),
+        (json.dumps({**_event(), "event_id": {"x": 1}}), "application/json"),
+    ],
+    ids=[
+        "empty-action",
+        "numeric-value",
+        "object-user-id",
+        "list-channel-id",
+        "numeric-message-ts",
+        "object-app-id",
+        "numeric-authorizations",
+        "numeric-event-text",
+        "object-event-user",
+        "list-event-ts",
+        "object-thread-ts",
+        "numeric-team-id",
+        "object-event-id",
+    ],
+)
+async def test_a_signed_malformed_payload_is_400_and_never_runs(slack, caplog, body, content_type):
+    caplog.set_level(logging.INFO)
+    status, text, _ = await slack.post(body, content_type)
+    assert status == 400 and "malformed" in text
+    await slack.bot.drain(5)
+    assert slack.audit("request") == [] and slack.audit("refusal") == []
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "malformed" in lines[0].getMessage() and not _tracebacks(caplog)
+    status, _, _ = await slack.post(body, content_type, secret="not-the-signing-secret")
+    assert status == 401
+
+
+async def test_the_well_formed_twins_of_those_payloads_are_answered(slack):
+    # the payloads above minus their fault: so a 400 there is the fault's, not the harness's
+    status, _, _ = await slack.post(*_form(_block_actions()))
+    assert status == 200
+    status, _, _ = await slack.post(json.dumps(_event()), "application/json")
+    assert status == 200
+    await slack.stand.wait_for(lambda: len(slack.audit("answer")) == 2)
+    assert sorted(r["source"] for r in slack.audit("request")) == ["button", "mention"]
