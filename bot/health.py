@@ -10,6 +10,10 @@ result for a few seconds so a load balancer may call it as often as it likes:
 200 with one JSON object per component when every configured one works, 503 when one is down. A
 component that is not configured says so and does not count.
 
+Neither has auth, so both answer on KBOT_HEALTH_HOST only (default 127.0.0.1): they share KBOT_PORT
+with the Slack endpoint, which listens on every address, and a request that came in on another
+address gets 403, as if they were bound to that address alone. 0.0.0.0 exposes them.
+
 /metrics is the Prometheus text format (prometheus_client, one registry per bot so several bots in
 one process, as in the tests, do not collide): requests and answer latency by command and outcome,
 the delivery queues' depth, posts retried after a 429 and posts that failed, gate decisions, alert
@@ -23,12 +27,15 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kbot_settings import load
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +233,36 @@ def tap_audit(audit, metrics: Metrics) -> None:
     audit.write = tapped
 
 
+def _local_address(request: web.Request) -> IPv4Address | IPv6Address | None:
+    """The address of ours the request came in on (not the peer's)."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    try:
+        local = ip_address(sockname[0].split("%")[0]) if isinstance(sockname, tuple) else None
+    except ValueError:
+        return None
+    if isinstance(local, IPv6Address) and local.ipv4_mapped is not None:  # a dual-stack socket
+        return local.ipv4_mapped
+    return local
+
+
+def answering_on(host: IPv4Address | IPv6Address, handler):
+    """``handler`` as if it listened on ``host`` alone (every address when it is 0.0.0.0 or ::)."""
+    if host.is_unspecified:
+        return handler
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        if _local_address(request) != host:
+            return web.Response(status=403, text=f"{request.path} answers on {host} only (KBOT_HEALTH_HOST)\n")
+        return await handler(request)
+
+    return guarded
+
+
 def install(bot, app: web.Application) -> None:
-    """GET /healthz and GET /metrics on the bot's web app."""
+    """GET /healthz and GET /metrics on the bot's web app, answering on KBOT_HEALTH_HOST only."""
     bot.health = Health(bot)
     bot.metrics = Metrics(bot)
     tap_audit(bot.audit, bot.metrics)
-    app.router.add_get("/healthz", bot.health.handle)
-    app.router.add_get("/metrics", bot.metrics.handle)
+    host = load(bot.settings.env).kbot_health_host
+    app.router.add_get("/healthz", answering_on(host, bot.health.handle))
+    app.router.add_get("/metrics", answering_on(host, bot.metrics.handle))

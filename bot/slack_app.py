@@ -4,7 +4,8 @@
                   commands, interactivity and events; every request's signature and timestamp are
                   verified by Bolt, a bad one gets 401), GET /healthz (200, or 503 when Kafka, the lake or
                   Slack is down: bot/health.py), GET /metrics (Prometheus) and, with KBOT_ALERT_TOKEN set,
-                  POST /alerts/alertmanager (bot/alerts.py), on KBOT_PORT (default 3000)
+                  POST /alerts/alertmanager (bot/alerts.py), on KBOT_PORT (default 3000); /healthz and
+                  /metrics answer on KBOT_HEALTH_HOST only (default 127.0.0.1: they have no auth)
     Socket Mode   SLACK_BOT_TOKEN + SLACK_APP_TOKEN: no public endpoint; /healthz still listens so a
                   platform's `web:` process sees its port bound
     neither       says what is missing and exits 3, so a wrapper can fall back to `kbot console`
@@ -179,7 +180,11 @@ async def serve(
 
         socket_handler = AsyncSocketModeHandler(bot.app, settings.app_token)
         await socket_handler.connect_async()
-    log.info("kbot serving Slack in %s mode; health on http://%s:%d/healthz", settings.mode, host, port)
+    from kbot_settings import load
+
+    health = load(settings.env).kbot_health_host
+    shown = f"[{health}]" if health.version == 6 else str(health)
+    log.info("kbot serving Slack in %s mode; health on http://%s:%d/healthz", settings.mode, shown, port)
     try:
         await stop.wait()
     finally:

@@ -473,8 +473,11 @@ class KafkaBot:
         """Working message, the command, the answer in its thread; True when the answer was delivered.
         A delivery that fails after its retries is reported (audit + log, with the request id), and
         the working message is marked, so no hourglass is left behind."""
-        # Slash command text is private until we echo it: never echo a token someone pasted.
-        label = f"`/kafka {slack_escape(_clip(scrub(text), 200))}` for <@{user}>"
+        # Slash command text is private until we echo it: never echo a token someone pasted, nor the
+        # gate's or a triage thread's token (confirm <token>), a capability for whoever reads the channel.
+        token = request.args.get("token")
+        shown = text.replace(token, "…") if isinstance(token, str) and token else text
+        label = f"`/kafka {slack_escape(_clip(scrub(shown), 200))}` for <@{user}>"
         thread = SlackThread(self.delivery, channel, thread_ts=thread_ts, label=label)
         try:
             await thread.start(f":hourglass_flowing_sand: Working on {label}…")
@@ -544,19 +547,28 @@ class KafkaBot:
         try:
             link = (await self.client.chat_getPermalink(channel=thread_channel, message_ts=ts)).get("permalink")
         except SlackApiError as exc:
-            log.info(
-                "no permalink for %s/%s: %s", thread_channel, ts, exc.response.get("error") if exc.response else exc
-            )
-        asked = f"<@{entry.leader}> asked" if entry.leader and entry.leader != user else "You asked"
-        place = f"<{link}|this thread>" if link else "the thread of that question in this channel"
-        pointer = Reply(
-            title="Already answered in a thread",
-            severity="info",
-            verdict=f"{asked} the same question here moments ago; the answer is in {place}.",
-        )
-        await self._tell_privately(pointer, user=user, channel=channel, respond=respond)
+            log.info("no permalink for %s/%s: %s", thread_channel, ts, slack_error(exc))
+        # Our own mrkdwn, so not a Reply (its verdict is escaped, which would show "&lt;@U…&gt;"): the
+        # mention and the link are built from a checked user id and Slack's permalink.
+        if not entry.leader or entry.leader == user:
+            asked = "You asked"
+        else:
+            asked = f"<@{entry.leader}> asked" if _SLACK_USER.match(entry.leader) else "Someone asked"
+        place = f"<{slack_escape(link)}|this thread>" if link else "the thread of that question in this channel"
+        line = f":information_source: {asked} the same question here moments ago; the answer is in {place}."
+        pointer = [{"text": line, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]}]
+        told = await self._tell_privately(pointer, user=user, channel=channel, respond=respond)
         await self._audit_answer(
-            request, "coalesced", started, user, channel, team, delivered="pointer", thread_ts=ts, request_id=rid
+            request,
+            "coalesced",
+            started,
+            user,
+            channel,
+            team,
+            delivered="pointer" if told else "failed",
+            thread_ts=ts,
+            request_id=rid,
+            **({} if told else {"step": "pointer"}),
         )
         return True
 

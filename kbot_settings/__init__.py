@@ -25,10 +25,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, IPvAnyAddress, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = ["KbotSettings", "SettingsError", "SettingView", "describe", "load", "markdown_table", "ENV_NAMES"]
@@ -150,6 +151,12 @@ class KbotSettings(BaseSettings):
         also=("PORT",),
         ge=1,
         le=65535,
+    )
+    kbot_health_host: IPvAnyAddress = _f(
+        IPv4Address("127.0.0.1"),
+        "KBOT_HEALTH_HOST",
+        "the address GET /healthz and /metrics answer on (KBOT_PORT, no auth): 127.0.0.1 loopback only; 0.0.0.0 all",
+        "Slack",
     )
     kbot_max_in_flight: int = _f(
         16, "KBOT_MAX_IN_FLIGHT", "requests worked on at once (more wait, already acked)", "Slack", ge=1, le=1000

@@ -62,6 +62,7 @@ class Harness:
         self.clock = FakeClock()
         self.bot: KafkaBot | None = None
         self.url = ""
+        self.port = 0
         self._runner: web.AppRunner | None = None
         self.session = aiohttp.ClientSession()
 
@@ -77,8 +78,11 @@ class Harness:
         )
         return Settings(**{**base, **overrides})
 
-    async def start_bot(self, policy: dict | None = POLICY, *, audit=None, **overrides) -> KafkaBot:
-        """Start (or restart, as after a crash) the real app on a random port."""
+    async def start_bot(
+        self, policy: dict | None = POLICY, *, audit=None, host: str = "127.0.0.1", **overrides
+    ) -> KafkaBot:
+        """Start (or restart, as after a crash) the real app on a random port of ``host``
+        ("0.0.0.0": every address, as `kbot serve` listens); ``url`` reaches it over 127.0.0.1."""
         if self._runner is not None:
             await self._runner.cleanup()
         self.bot = KafkaBot(
@@ -91,9 +95,10 @@ class Harness:
         )
         self._runner = web.AppRunner(self.bot.web_app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, host, 0)
         await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/slack/events"
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/slack/events"
         return self.bot
 
     async def post(

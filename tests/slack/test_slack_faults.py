@@ -9,9 +9,11 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 import time
 from urllib.parse import urlencode
 
+import aiohttp
 import pytest
 from slack_harness import OPS, SIGNING_SECRET, sign
 from slack_stand_in import TEAM
@@ -261,3 +263,69 @@ async def test_the_well_formed_twins_of_those_payloads_are_answered(slack):
     assert status == 200
     await slack.stand.wait_for(lambda: len(slack.audit("answer")) == 2)
     assert sorted(r["source"] for r in slack.audit("request")) == ["button", "mention"]
+
+
+# ---- 4. the smaller ones ---------------------------------------------------------------------------
+
+
+async def test_a_pointer_to_the_first_askers_thread_mentions_them_and_links_it(slack):
+    await slack.slash("why URP", user="U0ALICE")
+    await slack.stand.wait_for(lambda: slack.audit("answer"))
+    await slack.bot.drain(5)
+    await slack.slash("why URP", user="U0BOB")  # the same question, moments later: pointed to Alice's thread
+    pointer = (await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral")))[0]
+    await slack.bot.drain(5)
+    assert pointer.args["user"] == "U0BOB"
+    shown = json.dumps(pointer.args)
+    assert "<@U0ALICE> asked" in shown and "&lt;@" not in shown
+    thread_ts = slack.audit("answer")[0]["thread_ts"]
+    assert f"<https://standin.slack.com/archives/{OPS}/p{thread_ts.replace('.', '')}|this thread>" in shown
+    assert [r["delivered"] for r in slack.audit("answer")] == ["thread", "pointer"]
+
+
+async def test_the_working_message_never_shows_a_confirm_token(slack):
+    message, buttons = await slack.preview("fake-bump orders")
+    token = buttons["Confirm"]["value"].split()[1]
+    await slack.slash(f"confirm {token}")
+    await slack.stand.wait_for(lambda: slack.audit("execution"))
+    await slack.bot.drain(5)
+    # the working message, and its edits into the one-line summary
+    labelled = [
+        c.args["text"]
+        for c in slack.stand.calls
+        if c.method in ("chat.postMessage", "chat.update") and "/kafka confirm" in (c.args.get("text") or "")
+    ]
+    assert len(labelled) >= 2 and all("`/kafka confirm …` for <@U0ALICE>" in t for t in labelled)
+    assert not [t for t in labelled if token in t]
+    assert slack.bump.count("execute") == 1  # the token itself still worked
+
+
+def _second_loopback() -> str | None:
+    """127.0.0.2: this host, but not the 127.0.0.1 the health endpoints answer on (Linux routes all
+    of 127/8 to the loopback device); None where it does not reach this host."""
+    try:
+        socket.create_connection(("127.0.0.2", 9), timeout=0.2).close()
+    except ConnectionRefusedError:
+        pass  # it reached this host, where nothing listens on port 9
+    except OSError:
+        return None
+    return "127.0.0.2"
+
+
+@pytest.mark.parametrize("env,exposed", [({}, False), ({"KBOT_HEALTH_HOST": "0.0.0.0"}, True)])
+async def test_health_and_metrics_answer_on_loopback_only_unless_exposed(slack, env, exposed):
+    other = _second_loopback()
+    if other is None:
+        pytest.skip("no second loopback address to connect to")
+    await slack.start_bot(host="0.0.0.0", env=env)  # every address, as `kbot serve` listens by default
+    async with aiohttp.ClientSession() as http:
+        for path in ("/healthz", "/metrics"):
+            async with http.get(f"http://127.0.0.1:{slack.port}{path}") as r:
+                assert r.status == 200, path
+            async with http.get(f"http://{other}:{slack.port}{path}") as r:
+                assert r.status == (200 if exposed else 403), path
+                if not exposed:
+                    assert "KBOT_HEALTH_HOST" in await r.text()
+        # the Slack endpoint still listens on every address (here: 401, unsigned)
+        async with http.post(f"http://{other}:{slack.port}/slack/events", data=b"x") as r:
+            assert r.status == 401
