@@ -1,5 +1,5 @@
-"""Runs last in tests/kafka (file order): down() must leave no process behind,
-then the session cluster is brought back for any later test folder."""
+"""down() must leave no process behind; the test then brings the session cluster back up, so it
+may run at any point of the session."""
 
 import time
 
