@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/check.sh
-exec .venv/bin/python -m pytest -n "${KBOT_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -n "${KBOT_TEST_WORKERS:-2}" "$@"

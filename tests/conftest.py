@@ -2,8 +2,10 @@
 each test that used it, removed at the end), one local SparkSession per run, for every folder
 of tests that needs them, and an environment that means the same on every machine."""
 
+import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,24 +42,25 @@ def hermetic_environment(tmp_path_factory):
         yield
 
 
-# ---- running on two workers (scripts/test.sh: pytest-xdist, --dist loadgroup) -------------------------
+# ---- running on two workers (scripts/test.sh: pytest-xdist) --------------------------------------------
 # A worker is a process with its own session fixtures, so each test that shares a real resource
 # (fixed ports, a cluster folder, an in-process Spark) must run on the worker that holds it: every
-# module is put in the group of the heaviest resource any of its tests uses, and a group never
-# leaves its worker. Groups are handed out in the order below (--no-loadscope-reorder), longest
-# first, so the lab's waits on the broker's own clocks overlap the shared cluster's tests instead
-# of following them; modules with no shared resource fill in on whichever worker is free.
+# module is put in the group of the heaviest resource any of its tests uses, and a group is one unit
+# of work that never leaves its worker. Groups are handed out in GROUP_ORDER, longest first, so the
+# lab's waits on the brokers' own clocks overlap the shared cluster's tests instead of following
+# them; modules with no shared resource fill in on whichever worker is free.
 MODULE_GROUPS = {  # modules that start clusters or processes of their own, not through a fixture
     "lab/test_lab_standard.py": "lab-standard",  # own cluster on KBOT_LAB_PORT_BASE
     "lab/test_lab_quorum.py": "lab-quorum",  # own cluster on KBOT_LAB_QUORUM_PORT_BASE
     "test_lake_connect_process.py": "spark-connect",  # its own pytest process with Connect servers
 }
 FIXTURE_GROUPS = (  # (fixture in a test's closure, group), heaviest first
-    ("secure_kafka_cluster", "secure"),  # two clusters of tests/secure, package scope
+    ("secure_kafka_cluster", "secure"),  # the two clusters of tests/secure, package scope
     ("kafka_cluster", "kafka"),  # the shared test cluster (its tests may use Spark too)
     ("spark", "spark"),  # the in-process SparkSession
 )
 GROUP_ORDER = ("lab-standard", "kafka", "spark", "spark-connect", "secure", "lab-quorum")
+GROUPS_FILE = "kbot_test_groups_file"  # workerinput key: where the workers write {test id: group}
 
 
 def resource_group(item: pytest.Item) -> str | None:
@@ -69,23 +72,58 @@ def resource_group(item: pytest.Item) -> str | None:
     return next((group for fixture, group in FIXTURE_GROUPS if fixture in names), None)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
-def pytest_collection_modifyitems(config, items):
-    needs: dict[Path, set[str]] = {}
+def module_groups(items: list[pytest.Item]) -> dict[Path, str | None]:
+    needs: dict[Path, set[str | None]] = {}
     for item in items:
         needs.setdefault(item.path, set()).add(resource_group(item))
     precedence = (*MODULE_GROUPS.values(), *(group for _fixture, group in FIXTURE_GROUPS))
-    module_group = {path: next((g for g in precedence if g in groups), None) for path, groups in needs.items()}
-    for item in items:
-        if module_group[item.path] is not None:
-            item.add_marker(pytest.mark.xdist_group(module_group[item.path]))
-    if config.getvalue("dist") == "loadgroup":
+    return {path: next((g for g in precedence if g in groups), None) for path, groups in needs.items()}
 
-        def rank(item: pytest.Item) -> int:
-            group = module_group[item.path]
-            return GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
 
-        items[:] = sorted(items, key=rank)  # stable: modules keep their own order inside a group
+def pytest_collection_modifyitems(config, items):
+    workerinput = getattr(config, "workerinput", None)  # set in an xdist worker only
+    if not workerinput or GROUPS_FILE not in workerinput:
+        return
+    group_of = module_groups(items)
+
+    def rank(item: pytest.Item) -> int:
+        group = group_of[item.path]
+        return GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
+
+    items[:] = sorted(items, key=rank)  # stable: modules keep their own order inside a group
+    # The controller schedules by test id and never collects: it reads the groups from this file.
+    target = Path(workerinput[GROUPS_FILE])
+    mine = target.with_name(f"{target.name}.{workerinput['workerid']}")
+    mine.write_text(json.dumps({item.nodeid: group_of[item.path] for item in items if group_of[item.path]}))
+    os.replace(mine, target)  # every worker writes the same map: the last rename wins whole
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: tell each worker where to write the groups."""
+    config = node.config
+    if not hasattr(config, "kbot_groups_file"):
+        config.kbot_groups_file = Path(tempfile.mkdtemp(prefix="kbot-test-groups-")) / "groups.json"
+    node.workerinput[GROUPS_FILE] = str(config.kbot_groups_file)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist controller, whatever --dist says (spreading a group's tests would start its cluster twice
+    on the same ports): one unit of work per resource group, in collection order (GROUP_ORDER)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # by count of tests would put the long lab module last
+
+    class ResourceGroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once: every worker has collected before scheduling starts
+                self.groups = json.loads(config.kbot_groups_file.read_text())
+            return self.groups.get(nodeid, nodeid)
+
+    return ResourceGroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

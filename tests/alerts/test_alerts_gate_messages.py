@@ -36,7 +36,7 @@ async def _settle_rounds(harness, rounds: int = 3) -> None:
 
     for _ in range(rounds):
         await settle_pending_messages(harness.bot)
-    await harness.bot.drain(10)
+    await harness.bot.drain(60)
 
 
 def _text(call) -> str:
@@ -68,7 +68,7 @@ async def test_overlapping_settle_sweeps_edit_the_message_once(harness):
         sweeps = [asyncio.ensure_future(settle_pending_messages(harness.bot)) for _ in range(2)]
         await asyncio.sleep(0)
     await asyncio.gather(*sweeps)
-    await harness.bot.drain(10)
+    await harness.bot.drain(60)
     assert len(_edits_of(harness.stand, message["ts"])) == 1
 
 

@@ -132,6 +132,7 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
     """`kbot run` stops its collector with SIGTERM, a terminal with Ctrl-C (SIGINT): the collector,
     a separate process here as there, must ingest what is left and write the open hour's row
     before it exits."""
+    import queue
     import signal
     import subprocess
     import sys
@@ -164,18 +165,27 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
     cmd += ["--targets", f"7={url}", "--cluster", "c1", "--interval", "1", "--ingest-follow", "--json"]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 300  # a cold JVM on a busy machine
-        while time.monotonic() < deadline:  # the first ingest report: the follower is running
-            line = proc.stdout.readline()
-            if not line:
-                break
+        # The first ingest report with rows: the follower's Spark is up. A cold JVM on a machine at
+        # load 15-25 takes minutes; a reader thread keeps the deadline even while no line comes.
+        lines: queue.Queue[str] = queue.Queue()
+        errors: list[str] = []
+        threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, "")], daemon=True).start()
+        stderr_reader = threading.Thread(target=lambda: errors.extend(iter(proc.stderr.readline, "")), daemon=True)
+        stderr_reader.start()
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                state = "running" if proc.poll() is None else f"exited {proc.returncode}"
+                pytest.fail(f"no ingest report within 600 s (collector {state}): {''.join(errors)[-1500:]}")
             if '"ingest"' in line and " 0 rows" not in json.loads(line)["ingest"]:
                 break
-        else:
-            pytest.fail("no ingest report within 300 s")
-        assert proc.poll() is None, proc.stderr.read()
+        assert proc.poll() is None, "".join(errors)[-2000:]
         proc.send_signal(getattr(signal, signame))
-        out, err = proc.communicate(timeout=300)
+        proc.wait(timeout=600)
+        stderr_reader.join(30)  # the pipe's last lines, after the exit closed it
+        err = "".join(errors)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -136,7 +136,8 @@ async def test_lag_of_a_group_that_fell_behind(ctx, kafka_cluster):
     topic, group = _name("lagging"), _name("grp")
     lagging = kafka_cluster.faults.lagging_consumer_group(group, topic)
     try:
-        time.sleep(3)  # the background producer keeps writing; the group stays behind
+        # the background producer keeps writing past the group's commit: seen from outside the bot
+        await asyncio.to_thread(_wait, lambda: sum(lagging.lag().values()) > 0, 60, "the group to fall behind")
         reply = (await answer(f"lag {group}", ctx)).reply
     finally:
         lagging.stop()

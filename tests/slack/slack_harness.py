@@ -231,7 +231,7 @@ class Harness:
         status, _, _ = await self.slash(text, user=user)
         assert status == 200
         await self.stand.wait_for(lambda: len(self.previews()) > before)
-        await self.bot.drain(10)
+        await self.bot.drain(60)
         return self.previews()[-1]
 
     def audit(self, event: str | None = None) -> list[dict]:
@@ -240,7 +240,7 @@ class Harness:
 
     async def close(self) -> None:
         if self.bot is not None:
-            await self.bot.drain(10)
+            await self.bot.drain(60)
         if self._runner is not None:
             await self._runner.cleanup()
         await self.session.close()

@@ -161,7 +161,7 @@ async def test_digest_schedule_posts_to_the_channel_through_the_app(slack):
 async def test_digest_on_demand_through_the_router(slack):
     await slack.slash("digest")
     replies = await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Kafka daily digest" in json.dumps(replies[0].args["blocks"])
 
 

@@ -18,7 +18,7 @@ def _texts(calls) -> str:
 async def _after_click(slack, n_before: int, min_new: int = 1):
     """Wait until the click's answer (a reply in the preview's thread) arrived, then for the request to finish."""
     await slack.stand.wait_for(lambda: len(slack.stand.called("chat.update")) >= n_before + min_new)
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
 
 
 def _answers_since(slack, n_updates: int) -> str:
@@ -101,7 +101,7 @@ async def test_double_click_and_redelivery_execute_exactly_once(slack):
     results = await asyncio.gather(*(slack.click(buttons["Confirm"], message) for _ in range(3)))
     assert all(status == 200 for status, _, _ in results)
     await slack.stand.wait_for(lambda: len(slack.audit("execution")) + len(slack.audit("refusal")) >= 3)
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("execute") == 1
     assert len(slack.audit("execution")) == 1
     assert {r["code"] for r in slack.audit("refusal")} == {"used"}
@@ -129,7 +129,7 @@ async def test_a_guest_clicking_confirm_is_refused_before_the_gate(slack):
     message, buttons = await slack.preview("fake-bump orders")
     await slack.click(buttons["Confirm"], message, user="U0GUEST")
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Guest" in _texts(eph) and slack.bump.count("execute") == 0
 
 
@@ -137,7 +137,7 @@ async def test_a_click_from_another_workspace_is_refused(slack):
     message, buttons = await slack.preview("fake-bump orders")
     await slack.click(buttons["Confirm"], message, team="T0OTHER")
     await slack.stand.wait_for(lambda: slack.audit("refusal"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.audit("refusal")[0]["rule"] == "KBOT_ALLOWED_TEAM_IDS" and slack.bump.count("execute") == 0
 
 
@@ -236,7 +236,7 @@ async def test_typed_confirm_works_like_the_button(slack):
     _, buttons = await slack.preview("fake-bump orders")
     await slack.slash(buttons["Confirm"]["value"])
     await slack.stand.wait_for(lambda: slack.audit("execution"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("execute") == 1
     assert "Done: fake-bump" in _texts(slack.stand.thread_replies())
 
@@ -244,7 +244,7 @@ async def test_typed_confirm_works_like_the_button(slack):
 async def test_read_only_follow_up_buttons_run_as_the_clicker(slack):
     await slack.slash("why URP")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     message = {"ts": "1700000000.000009", "thread_ts": "1700000000.000001", "type": "message", "blocks": []}
     button = {
         "type": "button",

@@ -55,7 +55,7 @@ async def test_at_name_channel_mapping_and_the_question(stand, tmp_path, monkeyp
         await h.slash("@alpha status", channel=OPS)
         await h.slash("status", channel=INCIDENTS)
         await stand.wait_for(lambda: len(stand.thread_replies()) >= 2)
-        await bot.drain(10)
+        await bot.drain(60)
         answers = {c.args["channel"]: json.dumps(c.args.get("blocks")) for c in stand.thread_replies()}
         assert "Kafka cluster 'alpha'" in answers[OPS] and "refuses connections" in answers[OPS]
         assert "Kafka cluster 'beta'" in answers[INCIDENTS]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -24,7 +23,7 @@ def _blocks_text(calls) -> str:
 async def test_stale_timestamp_is_401(slack):
     status, _, _ = await slack.slash("help", ts=str(int(time.time()) - 10 * 60))
     assert status == 401
-    await asyncio.sleep(0.1)
+    await slack.bot.drain(60)  # anything the request started has finished (nothing should have)
     assert slack.stand.called("chat.postMessage") == [] and slack.audit("request") == []
 
 
@@ -33,7 +32,7 @@ async def test_bad_signature_is_401(slack):
     assert status == 401
     status, _, _ = await slack.slash("help", signature="v0=" + "0" * 64)
     assert status == 401
-    await asyncio.sleep(0.1)
+    await slack.bot.drain(60)  # anything the request started has finished (nothing should have)
     assert slack.stand.called("chat.postMessage") == []
 
 
@@ -56,7 +55,7 @@ async def test_help_acks_fast_and_answers_in_a_thread(slack):
     assert status == 200 and body == ""  # an empty ack: nothing shows until the working message
     assert elapsed < 3.0
     replies = await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     working = slack.stand.called("chat.postMessage")[0]
     assert working.args["channel"] == OPS and "thread_ts" not in working.args or working.args.get("thread_ts") is None
     assert "Working on" in working.args["text"]
@@ -71,7 +70,7 @@ async def test_help_acks_fast_and_answers_in_a_thread(slack):
 async def test_why_urp_answer_has_cause_source_line_and_mitigation(slack):
     await slack.slash("why URP")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     replies = slack.stand.thread_replies()
     text = _blocks_text(replies)
     assert "Partition.scala:232" in text
@@ -84,20 +83,20 @@ async def test_why_urp_answer_has_cause_source_line_and_mitigation(slack):
     before = len(replies)
     await slack.click(buttons["Show full runbook"], message)
     await slack.stand.wait_for(lambda: len(slack.stand.thread_replies()) > before)
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     full = _blocks_text(slack.stand.thread_replies()[before:])
     assert "*Mitigation:*" in full and "*First steps:*" in full
 
 
 async def test_ack_is_under_300ms_once_warm(slack):
     await slack.slash("help")  # the first request pays Bolt's auth.test
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     timings = []
     for _ in range(5):
         status, _, elapsed = await slack.slash("help")
         assert status == 200
         timings.append(elapsed)
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     # The target is 300 ms; the median is held to it, the worst to 1 s so a busy shared CI host
     # does not make this flaky (Slack's own limit is 3 s).
     assert sorted(timings)[2] < 0.3 and max(timings) < 1.0, timings
@@ -126,7 +125,7 @@ async def test_mention_answers_in_a_thread(slack):
     )
     assert status == 200
     working = (await slack.stand.wait_for(lambda: slack.stand.thread_replies("1700000001.000001")))[0]
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     # Inside a thread the working reply itself becomes the answer's first page.
     update = [c for c in slack.stand.called("chat.update") if c.args["ts"] == working.result["ts"]][-1]
     assert "/kafka why" in _blocks_text([update])
@@ -145,7 +144,7 @@ async def test_mention_redelivery_is_not_answered_twice(slack):
         event, event_id="Ev0REDELIVERED", headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
     )
     await slack.stand.wait_for(lambda: slack.stand.thread_replies("1700000002.000001"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert len([c for c in slack.stand.called("chat.postMessage") if "Working on" in c.args.get("text", "")]) == 1
 
 
@@ -153,7 +152,7 @@ async def test_secrets_never_reach_the_logs(slack, caplog):
     caplog.set_level(logging.DEBUG)  # slack_sdk and Bolt log requests and bodies at DEBUG
     await slack.slash("why URP")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Sending a request" in caplog.text  # the debug logs were on
     assert BOT_TOKEN not in caplog.text and SIGNING_SECRET not in caplog.text
 
@@ -163,7 +162,7 @@ async def test_a_pasted_token_is_masked_in_the_audit_the_echo_and_the_logs(slack
     caplog.set_level(logging.DEBUG)
     await slack.slash(f"why URP xoxb-9999-8888-someoneelsestoken {BOT_TOKEN}")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert BOT_TOKEN not in caplog.text and "someoneelsestoken" not in caplog.text
     audit = slack.bot.audit.path.read_text()
     assert BOT_TOKEN not in audit and "someoneelsestoken" not in audit and "***" in audit
@@ -176,7 +175,7 @@ async def test_a_pasted_token_is_masked_in_the_audit_the_echo_and_the_logs(slack
 async def test_not_in_channel_answers_privately(slack):
     await slack.slash("help", channel="C0NOTIN")
     await slack.stand.wait_for(lambda: slack.stand.called("response_url"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Kafka incident bot" in slack.stand.called("response_url")[0].args.get("text", "")
 
 
@@ -199,7 +198,7 @@ async def test_bad_input_is_refused_privately_and_audited(slack, text, needle):
     status, _, elapsed = await slack.slash(text)
     assert status == 200 and elapsed < 3
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert needle in json.dumps(eph[0].args)
     assert eph[0].args["user"] == "U0ALICE"
     assert slack.stand.called("chat.postMessage") == []  # nothing in the channel
@@ -218,7 +217,7 @@ async def test_bad_input_is_refused_privately_and_audited(slack, text, needle):
 async def test_unknown_users_and_guests_are_refused(slack, user, rule, needle):
     await slack.slash("why URP", user=user)
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert needle in json.dumps(eph[0].args)
     assert slack.stand.called("chat.postMessage") == []
     assert slack.audit("refusal")[0]["rule"] == rule
@@ -230,7 +229,7 @@ async def test_unknown_users_and_guests_are_refused(slack, user, rule, needle):
 async def test_other_workspaces_and_apps_are_refused_in_the_ack(slack, kw, rule):
     status, body, _ = await slack.slash("why URP", **kw)
     assert status == 200 and "does not serve" in body or "not accepted" in body
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.stand.called("chat.postMessage") == [] and slack.stand.called("users.info") == []
     refusal = slack.audit("refusal")[0]
     assert refusal["rule"] == rule and refusal["step"] == "origin"
@@ -240,14 +239,14 @@ async def test_channel_outside_the_policy_is_refused(slack):
     await slack.slash("help", channel=RANDOM)
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
     assert "does not take commands in this channel" in json.dumps(eph[0].args)
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.audit("refusal")[0]["rule"] == "channels"
 
 
 async def test_mutating_command_without_a_grant_is_refused_with_the_rule(slack):
     await slack.slash("fake-bump orders", user="U0CAROL", channel=INCIDENTS)
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "changes the cluster" in json.dumps(eph[0].args)
     assert slack.bump.count("plan") == 0  # refused before any planning
     refusal = slack.audit("refusal")[0]
@@ -257,7 +256,7 @@ async def test_mutating_command_without_a_grant_is_refused_with_the_rule(slack):
 async def test_deny_rule_wins_and_is_named(slack):
     await slack.slash("help", user="U0MALLORY")
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "deny[no-mallory]" in json.dumps(eph[0].args)
 
 
@@ -271,7 +270,7 @@ async def test_every_request_is_audited(slack):
     await slack.slash("help")
     await slack.slash("frobnicate")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies() and slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     requests = slack.audit("request")
     assert {r["text"] for r in requests} == {"help", "frobnicate"}
     assert all(r["team"] == TEAM and r["channel"] == OPS for r in requests)
@@ -295,7 +294,7 @@ async def test_the_real_mutating_commands_are_denied_unless_granted(stand, tmp_p
     try:
         await h.slash(text)
         eph = await stand.wait_for(lambda: stand.called("chat.postEphemeral"))
-        await h.bot.drain(10)
+        await h.bot.drain(60)
         assert f"'{command}' changes the cluster" in json.dumps(eph[0].args)
         assert stand.called("chat.postMessage") == []
         assert h.audit("refusal")[0]["command"] == command
@@ -307,7 +306,7 @@ async def test_an_unreadable_user_group_fails_closed(slack):
     slack.stand.fail("usergroups.users.list", "missing_scope", times=5)
     await slack.slash("help", user="U0MALLORY")
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Could not read user group membership" in json.dumps(eph[0].args)
     assert slack.audit("refusal")[0]["rule"] == "groups: Slack error"
 
@@ -315,7 +314,7 @@ async def test_an_unreadable_user_group_fails_closed(slack):
 async def test_progress_updates_the_working_message_throttled(slack):
     await slack.slash("slowcheck")
     await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     working = slack.stand.called("chat.postMessage")[0].result["ts"]
     edits = [c.args["text"] for c in slack.stand.called("chat.update") if c.args["ts"] == working]
     # The first progress line shows at once; the next two come within a second and are dropped

@@ -56,7 +56,7 @@ async def test_a_mention_from_another_workspace_is_acked_audited_and_not_answere
     )
     assert status == 200  # acked: otherwise Slack retries it
     await slack.stand.wait_for(lambda: slack.audit("refusal"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     refusal = slack.audit("refusal")[0]
     assert refusal["step"] == "origin" and refusal["rule"] == "KBOT_ALLOWED_TEAM_IDS" and refusal["team"] == "T0OTHER"
     assert slack.audit("request") == []  # its listener never ran
@@ -72,7 +72,7 @@ async def test_a_retried_click_from_another_workspace_is_refused_once(slack):
         )
         assert status == 200 and body == ""
     await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert len(slack.audit("refusal")) == 1 and len(slack.stand.called("chat.postEphemeral")) == 1
     assert slack.bump.count("execute") == 0
 
@@ -81,7 +81,7 @@ async def test_a_refused_click_where_the_bot_cannot_post_is_answered_through_the
     message, buttons = await slack.preview("fake-bump orders")
     await slack.click(buttons["Confirm"], message, team="T0OTHER", channel="C0NOTIN")
     hook = await slack.stand.wait_for(lambda: slack.stand.called("response_url"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "does not serve" in _texts(hook) or "not accepted" in _texts(hook)
     assert hook[0].args["response_type"] == "ephemeral" and hook[0].args["replace_original"] is False
     assert slack.audit("refusal")[0]["step"] == "origin" and slack.bump.count("execute") == 0
@@ -91,7 +91,7 @@ async def test_a_private_answer_through_the_response_url_stops_at_slacks_limit(b
     status, _, _ = await big.slash("bigreport", channel="C0NOTIN")  # the bot is not a member there
     assert status == 200
     await big.stand.wait_for(lambda: big.audit("answer"))
-    await big.bot.drain(10)
+    await big.bot.drain(60)
     hook = big.stand.called("response_url")
     assert len(hook) == SLACK_RESPONSE_URL_LIMIT
     assert all(c.args["response_type"] == "ephemeral" for c in hook)

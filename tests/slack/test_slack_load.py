@@ -147,7 +147,7 @@ async def test_an_answer_slack_refuses_is_reported_and_leaves_no_hourglass(slack
         status, _, _ = await slack.slash("help")
         assert status == 200
         await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=30)
-        await slack.bot.drain(10)
+        await slack.bot.drain(60)
     answer = slack.audit("answer")[0]
     assert (
         answer["outcome"] == "failed" and answer["delivered"] == "failed" and "cant_update_message" in answer["error"]

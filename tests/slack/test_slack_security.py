@@ -35,7 +35,7 @@ async def test_a_retried_slash_command_runs_once(slack):
     for n in (1, 2, 3):  # Slack's three retries resend the same signed body
         status, body, _ = await slack.slash("fake-bump orders", headers=_retry(n))
         assert status == 200 and body == ""
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("plan") == 1
     assert len(slack.audit("request")) == 1 and len(slack.audit("preview")) == 1
     assert len([c for c in slack.stand.called("chat.postMessage") if "Working on" in c.args.get("text", "")]) == 1
@@ -49,14 +49,14 @@ async def test_a_retry_of_a_request_that_never_arrived_runs_once(slack):
     await slack.stand.wait_for(lambda: slack.previews())
     status, _, _ = await slack.slash("fake-bump payments", headers=_retry(2))
     assert status == 200
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("plan") == 1 and len(slack.audit("request")) == 1
 
 
 async def test_the_same_text_asked_again_without_a_retry_header_runs_again(slack):
     for _ in range(2):  # two people (or one, twice) asking the same thing are two requests
         await slack.slash("fake-bump orders")
-        await slack.bot.drain(10)
+        await slack.bot.drain(60)
     await slack.stand.wait_for(lambda: len(slack.previews()) == 2)
     assert slack.bump.count("plan") == 2
 
@@ -70,7 +70,7 @@ async def test_a_retried_button_click_runs_once(slack):
         status, _, _ = await slack.click(buttons["Confirm"], message, action_ts=action_ts, headers=_retry(n))
         assert status == 200
     await slack.stand.wait_for(lambda: slack.audit("execution"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("execute") == 1
     clicks = [r for r in slack.audit("request") if r.get("source") == "button"]
     assert len(clicks) == 1
@@ -111,7 +111,7 @@ async def test_confirm_tokens_are_hashed_in_the_audit_log_and_its_kafka_mirror(s
     token2 = buttons2["Cancel"]["value"].split()[1]
     await slack.slash(f"cancel {token2}")  # typed
     await slack.stand.wait_for(lambda: slack.audit("cancel"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     local = slack.bot.audit.path.read_text()
     mirrored = b"\n".join(producer.values).decode()
     for where in (local, mirrored):
@@ -141,7 +141,7 @@ async def test_state_files_are_private_even_when_an_older_version_left_them_open
         for folder in (state, fresh):
             await slack.start_bot(state_dir=folder)
             await slack.preview("fake-bump orders")
-            await slack.bot.drain(10)
+            await slack.bot.drain(60)
             assert _mode(folder) == 0o700, folder
             files = [p for p in folder.iterdir() if p.name.startswith(("pending.sqlite3", "audit.jsonl"))]
             # (-wal / -shm exist only while a connection is open; sqlite gives them the database's mode)
@@ -202,7 +202,7 @@ def _posted_mrkdwn(slack) -> list[str]:
 async def test_user_text_is_escaped_wherever_it_is_echoed(slack, text, markup, where):
     await slack.slash(text)
     await slack.stand.wait_for(lambda: slack.stand.thread_replies() or slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     posted = _posted_mrkdwn(slack)
     assert posted, "nothing was posted"
     leaked = [t for t in posted if markup in t]
@@ -214,7 +214,7 @@ async def test_user_text_is_escaped_wherever_it_is_echoed(slack, text, markup, w
 async def test_fallback_text_of_every_answer_page_is_escaped(slack):
     await slack.slash("why <!here> URP")
     replies = await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     fallback = replies[0].args["text"]
     assert "<!here>" not in fallback and "&lt;!here&gt;" in fallback
 
@@ -247,7 +247,7 @@ async def test_enterprise_allow_list_refuses_other_orgs_and_non_grid_requests(sl
     assert status == 200 and "Enterprise Grid org E0EVIL" in body
     status, body, _ = await slack.slash("why URP")  # no enterprise at all
     assert status == 200 and "does not serve Enterprise Grid org" in body
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.stand.called("chat.postMessage") == [] and slack.stand.called("users.info") == []
     assert [r["rule"] for r in slack.audit("refusal")] == ["KBOT_ALLOWED_ENTERPRISE_IDS"] * 2
     await slack.slash("why URP", enterprise="E0GOOD")
@@ -259,7 +259,7 @@ async def test_a_click_from_another_enterprise_is_refused(slack):
     await slack.start_bot(allowed_enterprise_ids=frozenset({"E0GOOD"}))
     await slack.click(buttons["Confirm"], message, enterprise="E0EVIL")
     await slack.stand.wait_for(lambda: slack.audit("refusal"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert slack.bump.count("execute") == 0 and slack.audit("refusal")[0]["rule"] == "KBOT_ALLOWED_ENTERPRISE_IDS"
 
 
@@ -269,7 +269,7 @@ async def test_a_user_of_another_org_is_refused_even_from_an_allowed_org(slack):
     await slack.start_bot(allowed_enterprise_ids=frozenset({"E0GOOD"}))
     await slack.slash("why URP", user="W0VISITOR", enterprise="E0GOOD")
     eph = await slack.stand.wait_for(lambda: slack.stand.called("chat.postEphemeral"))
-    await slack.bot.drain(10)
+    await slack.bot.drain(60)
     assert "Enterprise Grid org E0EVIL" in json.dumps(eph[0].args)
     assert slack.audit("refusal")[0]["rule"] == "KBOT_ALLOWED_ENTERPRISE_IDS"
 

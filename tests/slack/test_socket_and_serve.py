@@ -44,7 +44,7 @@ async def test_socket_mode_acks_and_answers_in_a_thread(slack):
         acked_at, _ = await slack.stand.wait_for(lambda: slack.stand.socket_ack(envelope))
         assert acked_at - sent < 3.0
         replies = await slack.stand.wait_for(lambda: slack.stand.thread_replies())
-        await bot.drain(10)
+        await bot.drain(60)
         assert "Kafka incident bot" in json.dumps(replies[0].args["blocks"])
         assert slack.stand.called("apps.connections.open")[0].args["_token_kind"] == "xapp"
     finally:
