@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from live.model import ConfigValue, TopicInfo
 
 from .context import Context
-from .diagnosis import diagnosis
 from .evidence import config_value, gateway, snapshot
 from .reply import Evidence, Reply, Section, Severity
 from .spec import Command, CommandRequest, CommandSpec
@@ -148,7 +147,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         ),
         Evidence(
             "transaction.max.timeout.ms per broker",
-            ", ".join(f"{b}: {v}" for b, v in sorted(caps.items())) or "unknown",
+            ", ".join(f"{b}: {v if v is not None else 'unknown'}" for b, v in sorted(caps.items())) or "unknown",
             "live: broker configs",
             "neutral" if len(cap_values) <= 1 else "bad",
         ),
@@ -163,21 +162,23 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     severity: Severity = (
         "critical" if any(f.severity == "critical" for f in findings) else "warning" if findings else "ok"
     )
+    every = f"All {len(topics):,} topics meet" if len(topics) != 1 else "The 1 topic meets"
     verdict = (
         f"{len(findings):,} finding(s) across {len({f.topic for f in findings}):,} topic(s)."
         if findings
-        else f"All {len(topics):,} topics meet the runbook's durability rules (RF >= 3, min ISR from 2 to RF - 1, unclean election off)."
+        else f"{every} the runbook's durability rules (RF >= 3, min ISR from 2 to RF - 1, unclean election off)."
     )
     return Reply(
         title="Durability audit",
         severity=severity,
         verdict=verdict,
         evidence=evidence,
-        diagnoses=[
-            diagnosis(ctx.kb, ctx.kb.failure_modes[e], reason="audit finding", first_steps=1) for e in entries[:3]
-        ],
+        # The findings are settings to change, not an incident: the runbook entries they point at are
+        # follow-ups, not diagnoses (a diagnosis would head the answer with that entry's "Do now"
+        # mitigation - "bring back the down broker" - on a cluster where nothing is down).
         sections=[Section("Findings", lines)] if lines else [],
         notes=notes,
+        followups=[f"/kafka runbook {e}" for e in entries],
     )
 
 
