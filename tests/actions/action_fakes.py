@@ -12,6 +12,9 @@ from live.model import (
     ClusterInfo,
     ConfigValue,
     GroupLag,
+    GroupMember,
+    GroupRead,
+    LogDir,
     PartitionInfo,
     PartitionLag,
     PartitionOffsets,
@@ -49,6 +52,7 @@ class FakeGateway:
         }
         self.broker_cfg: dict[int, dict[str, ConfigValue]] = {b: {} for b in self.brokers}
         self.hanging = []  # live.model.HangingTransaction
+        self.dirs: list[LogDir] = []  # what log_dirs answers: no log directory unless a test gives some
         self.fail = set(fail)  # method names that raise
         self.calls: list[tuple] = []
         # When the fake's transactions began: fixed at creation, so a reader whose clock runs after
@@ -192,7 +196,21 @@ class FakeGateway:
 
     async def log_dirs(self, broker_ids=None):
         self._check("log_dirs")
-        return []
+        return [d for d in self.dirs if broker_ids is None or d.broker in broker_ids]
+
+
+class GroupReadingGateway(FakeGateway):
+    """A FakeGateway that also has the real gateway's consumer_group_read (one group's lag and its
+    members in one read), so `lag <group>` sees members as it does on a cluster. Each read is
+    stamped by ``read_clock`` instead of the wall clock, so "5 reads over 2.0 s" never varies."""
+
+    def __init__(self, *args, read_clock, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read_clock = read_clock
+
+    async def consumer_group_read(self, group, read_committed=False):
+        lag = await self.consumer_group_lag(group, read_committed)
+        return GroupRead(lag, [GroupMember("m1", "c", "/h")], "consumer", "range", self.read_clock())
 
 
 class FakePool:
