@@ -17,7 +17,7 @@ from runbook_kb.schema import Configs
 
 from .actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled, operator_gateway
 from .context import Context
-from .errors import Unavailable
+from .errors import NothingToDo, Unavailable
 from .evidence import config_value, gateway
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
@@ -59,7 +59,7 @@ def pick_producer(open_txns: list[ProducerState], wanted: int | None, topic: str
         held = ", ".join(str(p.producer_id) for p in open_txns) or "none"
         raise BadInput(f"Producer {wanted} holds no open transaction on {where} (open: {held}).", ["hanging-txns"])
     if not open_txns:
-        raise BadInput(f"No transaction is open on {where}: nothing to abort.", ["hanging-txns"])
+        raise NothingToDo(f"No transaction is open on {where}: nothing to abort.")
     if len(open_txns) > 1:
         listing = "; ".join(
             f"producer {p.producer_id} (epoch {p.producer_epoch}) from offset {p.current_txn_start_offset:,}"

@@ -22,7 +22,7 @@ from live.gateway import (
 from . import partial
 from .actions import ActionSpec, preview_reply
 from .context import Context
-from .errors import Unavailable
+from .errors import NothingToDo, Unavailable
 from .help import command_help
 from .registry import ROUTER
 from .reply import Outcome as ReplyOutcome
@@ -139,7 +139,10 @@ async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) ->
     """A mutating command only ever previews here; the gate executes after confirmation."""
     if ctx.gate is None:
         raise Unavailable("Actions that change the cluster need the confirmation gate, which is not set up here.")
-    plan = await action.plan(request, ctx)
+    try:
+        plan = await action.plan(request, ctx)
+    except NothingToDo as exc:
+        return Reply(title=f"Nothing to do: {request.spec.name}", severity="ok", verdict=str(exc))
     pending = await ctx.gate.propose(plan, request)
     return preview_reply(pending)
 

@@ -15,6 +15,7 @@ from live.model import TopicInfo
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
+from .errors import NothingToDo
 from .evidence import gateway
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
@@ -113,6 +114,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     if info is None:
         raise BadInput(f"Topic {topic} does not exist.", ["status"])
     eligible, skipped, already = election_plan(info, registered, wanted)
+    if not eligible and not skipped:
+        raise NothingToDo(f"Every selected partition of {topic} is already led by its preferred replica.")
     changes = [f"{topic}-{n}: leader {_leader_text(cur)} -> {pref} (preferred)" for n, pref, cur in eligible]
     changes += [f"{topic}-{n}: skipped, {why}" for n, why in skipped]
     if already and wanted is not None:

@@ -22,6 +22,7 @@ from live.model import ConfigValue, Reassignment
 
 from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
 from .context import Context
+from .errors import NothingToDo
 from .evidence import gateway
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
@@ -222,6 +223,10 @@ async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
     target_t = {t: {k: None for k, v in kv.items() if v is not None} for t, kv in before_t.items()}
     target_b = {b: kv for b, kv in target_b.items() if kv}
     target_t = {t: kv for t, kv in target_t.items() if kv}
+    if not target_b and not target_t:
+        raise NothingToDo(
+            f"No replication throttle is set on any of the {len(brokers)} broker(s) or on any topic: nothing to clear."
+        )
     errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, target_t)
     return _make_plan(
         CLEAR_SPEC.name,

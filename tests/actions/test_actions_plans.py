@@ -1,15 +1,21 @@
 """Plans and preconditions of the mutating commands, on an in-memory gateway (no Kafka)."""
 
+import dataclasses
 import json
 
 import pytest
 from action_fakes import FakeGateway, FakePool, cv, producer
 
+from bot.render import render_text
 from commands import abort_txn, elect_leaders, retention, throttle
 from commands.actions import ActionPlan
 from commands.context import Context
+from commands.dispatch import answer
+from commands.errors import NothingToDo
 from commands.registry import ROUTER
 from commands.router import BadInput
+from gate.audit import AuditLog
+from gate.confirmation import ConfirmationGate, PendingStore
 from live.model import PartitionInfo, Reassignment, TopicInfo
 from runbook_kb import default_kb
 
@@ -35,7 +41,7 @@ def test_pick_producer_rules():
     with pytest.raises(BadInput, match="2 transactions are open on t-0: producer 1 .* producer 2") as err:
         abort_txn.pick_producer([a, b], None, "t", 0)
     assert err.value.suggestions[0] == "abort-txn t 0 --producer-id 1"
-    with pytest.raises(BadInput, match="No transaction is open"):
+    with pytest.raises(NothingToDo, match="No transaction is open"):
         abort_txn.pick_producer([], None, "t", 0)
     with pytest.raises(BadInput, match="Producer 9 holds no open transaction"):
         abort_txn.pick_producer([a], 9, "t", 0)
@@ -215,12 +221,34 @@ async def test_elect_plan_and_recheck():
     assert not check.ok and "not in the ISR" in check.detail
 
 
-async def test_elect_plan_with_nothing_to_do_is_not_ready():
+async def test_elect_with_every_leader_preferred_is_nothing_to_do():
     gw = FakeGateway(topics={"o": [(101, [101, 102], [101, 102])]})
-    plan = await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders o"), ctx_for(gw))
-    assert not plan.ready and "already led by its preferred replica" in plan.preconditions[0].detail
+    with pytest.raises(NothingToDo, match="already led by its preferred replica"):
+        await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders o"), ctx_for(gw))
     with pytest.raises(BadInput, match="does not exist"):
         await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders nope"), ctx_for(gw))
+
+
+async def test_elect_with_no_preferred_replica_in_isr_is_a_failed_precondition():
+    gw = FakeGateway(topics={"o": [(102, [101, 102], [102])]})
+    plan = await elect_leaders.ACTION.plan(ROUTER.parse("elect-leaders o"), ctx_for(gw))
+    assert not plan.ready and "o-0" in plan.preconditions[0].detail
+
+
+@pytest.mark.parametrize(
+    "text,gw,needle",
+    [
+        ("elect-leaders o", FakeGateway(topics={"o": [(101, [101, 102], [101, 102])]}), "already led by its preferred"),
+        ("throttle clear", FakeGateway(topics={"o": [(101, [101, 102], [101, 102])]}), "nothing to clear"),
+    ],
+)
+async def test_a_change_already_in_place_is_an_ok_answer_with_nothing_to_confirm(tmp_path, text, gw, needle):
+    """Not an [ERROR] preview with a Cancel button: the cluster is already as asked."""
+    gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"))
+    result = await answer(text, dataclasses.replace(ctx_for(gw), gate=gate), user="U0ALICE")
+    assert result.outcome == "answered" and result.reply.severity == "ok", result.reply.verdict
+    assert needle in result.reply.verdict and not result.reply.actions
+    assert "Token" not in render_text(result.reply)
 
 
 # ---- throttle ----------------------------------------------------------------------------------
@@ -261,8 +289,8 @@ async def test_throttle_set_dry_runs_then_executes_and_reconciles():
     assert clear.ready and len(clear.changes) == 6  # 2 keys x 2 brokers + 2 topic keys
     assert (await throttle.CLEAR_ACTION.execute(clear, ctx)).ok
     assert await throttle.CLEAR_ACTION.reconcile(clear, ctx) == "done"
-    nothing = await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx)
-    assert not nothing.ready
+    with pytest.raises(NothingToDo, match="nothing to clear"):  # cleared: a second clear has nothing to do
+        await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx)
 
 
 async def test_throttle_refused_by_dry_run_is_not_ready():
