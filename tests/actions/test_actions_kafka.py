@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 
 import pytest
+from waiting import wait_until
 
 from commands import abort_txn, elect_leaders, retention, throttle, triage
 from commands.actions import ActionPlan
 from commands.dispatch import answer as dispatch
+from commands.errors import NothingToDo
 from commands.registry import ROUTER
 from localkafka.testing import produce_one, read_committed
 
@@ -27,19 +28,6 @@ def _name(prefix: str) -> str:
 def stored(plan: ActionPlan) -> ActionPlan:
     """What the gate does between preview and confirmation: keep the plan as JSON."""
     return ActionPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception:  # metadata moves while brokers come and go
-            value = None
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ---- abort-txn --------------------------------------------------------------------------------
@@ -107,7 +95,8 @@ async def test_throttle_set_then_clear_round_trips_the_broker_configs(ctx, actio
     assert result.ok, result.detail
     assert all(result.after["brokers"][b] == {k: None for k in throttle.RATE_KEYS} for b in brokers)
     assert await throttle.CLEAR_ACTION.reconcile(clear, ctx) == "done"
-    assert not (await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx)).ready  # nothing left
+    with pytest.raises(NothingToDo, match="nothing to clear"):  # nothing left
+        await throttle.CLEAR_ACTION.plan(ROUTER.parse("throttle clear"), ctx)
 
 
 # ---- retention -------------------------------------------------------------------------------------
@@ -146,10 +135,12 @@ async def test_elect_leaders_after_a_broker_restart(ctx, healed):
     topic = _name("elect")
     healed.faults.create_topic(topic, replica_assignment=[[101, 102, 103], [102, 103, 101], [103, 101, 102]])
     healed.faults.restart_broker(101)  # controlled shutdown moves partition 0's leadership away
-    _wait(
+    wait_until(
         lambda: (lambda p: 101 in p["isr"] and p["leader"] != 101)(healed.faults.describe([topic])[topic][0]),
         60,
         "broker 101 back in partition 0's ISR, not leading it",
+        interval=0.5,
+        ignore=(Exception,),
     )
 
     plan = stored(await elect_leaders.ACTION.plan(ROUTER.parse(f"elect-leaders {topic}"), ctx))
@@ -176,7 +167,9 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     group = _name("grp")
     lagging = healed.faults.lagging_consumer_group(group, topic, initial=30, rate=5)
     try:
-        _wait(lambda: sum(lagging.lag().values()) > 0, 30, "the group to fall behind")
+        wait_until(
+            lambda: sum(lagging.lag().values()) > 0, 30, "the group to fall behind", interval=0.5, ignore=(Exception,)
+        )
         healthy = (await dispatch(f"digest --groups {group}", ctx)).reply
     finally:
         lagging.stop()
@@ -194,8 +187,10 @@ async def test_digest_healthy_then_degraded(ctx, healed):
     assert "Status" not in healthy.verdict
 
     healed.faults.kill_broker(102)
-    _wait(lambda: 102 not in healed.registered_brokers(), 60, "broker 102 to be fenced")
-    _wait(lambda: healed.faults.under_replicated(), 60, "ISRs to shrink")
+    wait_until(
+        lambda: 102 not in healed.registered_brokers(), 60, "broker 102 to be fenced", interval=0.5, ignore=(Exception,)
+    )
+    wait_until(lambda: healed.faults.under_replicated(), 60, "ISRs to shrink", interval=0.5, ignore=(Exception,))
     degraded = (await dispatch("digest", ctx)).reply
     sections = {s.heading: s.lines for s in degraded.sections}
     assert sections["Status"][0] == "Brokers registered: 2 of 3 (missing: 102)"
@@ -216,8 +211,16 @@ async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_pa
     topic = _name("tri")
     healed.faults.create_topic(topic, partitions=3, replication_factor=3)
     healed.faults.kill_broker(103)
-    _wait(lambda: 103 not in healed.registered_brokers(), 60, "broker 103 to be fenced")
-    _wait(lambda: all(103 not in p["isr"] for p in healed.faults.describe([topic])[topic]), 60, "ISRs to lose 103")
+    wait_until(
+        lambda: 103 not in healed.registered_brokers(), 60, "broker 103 to be fenced", interval=0.5, ignore=(Exception,)
+    )
+    wait_until(
+        lambda: all(103 not in p["isr"] for p in healed.faults.describe([topic])[topic]),
+        60,
+        "ISRs to lose 103",
+        interval=0.5,
+        ignore=(Exception,),
+    )
 
     state = await triage.start("URP", ctx)
     first = state.records[0]

@@ -12,6 +12,7 @@ import json
 import shutil
 
 import pytest
+from waiting import async_wait_until
 
 from bot.alerts_stack import FAST, AlertStack
 from live.pool import GatewayPool
@@ -33,17 +34,6 @@ async def _prometheus_sees_all_targets(http, stack: AlertStack, n: int) -> bool:
     async with http.get(stack.prometheus_url + "/api/v1/query", params={"query": 'up{job="kafka"}'}) as r:
         result = (await r.json())["data"]["result"]
     return len(result) == n and all(s["value"][1] == "1" for s in result)
-
-
-async def _wait(predicate, timeout_s: float, what: str):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
-        found = await predicate()
-        if found:
-            return found
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s:g} s: {what}")
 
 
 def _parent(stand, alertname: str):
@@ -89,10 +79,11 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(
         phases[name] = round(asyncio.get_running_loop().time() - t0, 1)
 
     try:
-        await _wait(
+        await async_wait_until(
             lambda: _prometheus_sees_all_targets(harness.session, stack, len(kafka_cluster.metrics_urls)),
             90,
             "Prometheus scraping every node",
+            interval=0.5,
         )
         assert _parent(stand, "KafkaUnderReplicatedPartitions") is None  # healthy: no thread yet
         mark("scraping")
@@ -112,7 +103,9 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(
             return (parent, answers[-1]) if answers else None
 
         mark("killed")
-        parent, answer = await _wait(diagnosed, 150, "a thread for KafkaUnderReplicatedPartitions with its diagnosis")
+        parent, answer = await async_wait_until(
+            diagnosed, 150, "a thread for KafkaUnderReplicatedPartitions with its diagnosis", interval=0.5
+        )
         mark("diagnosed")
         text = _text([answer])
         first = default_kb().failure_modes["broker-loss"].title
@@ -141,7 +134,7 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(
             closing = [c for c in stand.thread_replies(parent.result["ts"]) if "Resolved after" in _text([c])]
             return edits and closing
 
-        await _wait(resolved, 180, "the URP thread marked resolved after healing")
+        await async_wait_until(resolved, 180, "the URP thread marked resolved after healing", interval=0.5)
         mark("resolved")
         print(f"alert loop phases (s): {phases}")
         results = [r["result"] for r in harness.audit("alert") if "UnderReplicated" in r.get("alertname", "")]

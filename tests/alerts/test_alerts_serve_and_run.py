@@ -9,12 +9,12 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_ENV = {
@@ -108,14 +108,16 @@ def test_run_alerts_starts_prometheus_and_alertmanager_wired_to_the_webhook(kafk
             assert token not in Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode(errors="replace")
         rules = _get_json(stack.prometheus_url + "/api/v1/rules")["data"]["groups"]
         assert sum(len(g["rules"]) for g in rules) == 15
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            targets = _get_json(stack.prometheus_url + "/api/v1/targets")["data"]["activeTargets"]
-            if len(targets) == len(kafka_cluster.metrics_urls) and all(t["health"] == "up" for t in targets):
-                break
-            time.sleep(1)
-        else:
-            raise AssertionError(f"Prometheus does not scrape every node: {targets}")
+        seen: list = []
+
+        def scraping_every_node() -> list | None:
+            seen[:] = targets = _get_json(stack.prometheus_url + "/api/v1/targets")["data"]["activeTargets"]
+            every = len(targets) == len(kafka_cluster.metrics_urls) and all(t["health"] == "up" for t in targets)
+            return targets if every else None
+
+        targets = wait_until(
+            scraping_every_node, 90, "Prometheus to scrape every node", interval=1, detail=lambda: f"targets: {seen}"
+        )
         assert {t["labels"]["node_id"] for t in targets} == {str(n) for n in kafka_cluster.metrics_urls}
         assert _get_json(stack.alertmanager_url + "/api/v2/status")["cluster"]["status"] == "disabled"
         pids = [p.pid for p in stack.procs.values()]

@@ -7,6 +7,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 from kafka.admin import KafkaAdminClient
 from kafka.admin._transactions import TransactionState
+from waiting import wait_until
 
 from localkafka.cluster import BROKER_IDS, metric_value, scrape
 
@@ -174,15 +175,17 @@ def _topic_config(cluster, topic):
     """The topic's configs. DescribeConfigs goes to any broker, and one that has not applied the
     new topic's metadata yet answers UNKNOWN_TOPIC_OR_PART: ask again for up to 15 s."""
     res = ConfigResource(ResourceType.TOPIC, topic)
-    deadline = time.monotonic() + 15
-    while True:
+
+    def configs() -> dict | None:
         try:
             entries = cluster.admin().describe_configs([res], request_timeout=10)[res].result()
-            return {k: v.value for k, v in entries.items()}
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
-            time.sleep(0.5)
+            return None  # not yet: only this error means "not applied yet"
+        return {k: v.value for k, v in entries.items()}
+
+    return wait_until(configs, 15, f"a broker to describe {topic}'s configs", interval=0.5)
 
 
 def test_unclean_topic(kafka_cluster):

@@ -8,6 +8,7 @@ import json
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from waiting import wait_until
 
 from lake import cli
 
@@ -137,7 +138,6 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
     import subprocess
     import sys
     import threading
-    import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from pathlib import Path
 
@@ -172,15 +172,23 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
         threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, "")], daemon=True).start()
         stderr_reader = threading.Thread(target=lambda: errors.extend(iter(proc.stderr.readline, "")), daemon=True)
         stderr_reader.start()
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                state = "running" if proc.poll() is None else f"exited {proc.returncode}"
-                pytest.fail(f"no ingest report within 600 s (collector {state}): {''.join(errors)[-1500:]}")
-            if '"ingest"' in line and " 0 rows" not in json.loads(line)["ingest"]:
-                break
+
+        def ingest_report_with_rows() -> bool:
+            line = lines.get(timeout=1)  # queue.Empty: no line this second
+            return '"ingest"' in line and " 0 rows" not in json.loads(line)["ingest"]
+
+        def collector() -> str:
+            state = "running" if proc.poll() is None else f"exited {proc.returncode}"
+            return f"collector {state}: {''.join(errors)[-1500:]}"
+
+        wait_until(
+            ingest_report_with_rows,
+            600,
+            "an ingest report with rows",
+            interval=0,
+            ignore=(queue.Empty,),
+            detail=collector,
+        )
         assert proc.poll() is None, "".join(errors)[-2000:]
         proc.send_signal(getattr(signal, signame))
         proc.wait(timeout=600)

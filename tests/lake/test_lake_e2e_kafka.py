@@ -11,6 +11,7 @@ import time
 import uuid
 
 import pytest
+from waiting import async_wait_until
 
 from commands.context import Context
 from commands.dispatch import answer
@@ -43,20 +44,22 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
     stop = asyncio.Event()
     collecting = asyncio.create_task(collector.run(stop=stop, on_round=rounds.append))
 
-    async def until(condition, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if collecting.done() or time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}: {[r.summary() for r in rounds[-3:]]}")
-            await asyncio.sleep(0.2)
+    def last_rounds() -> str:
+        return f"last rounds: {[r.summary() for r in rounds[-3:]]}"
+
+    def collector_running() -> None:  # a wait's check: the collector stopped, no round will come
+        if collecting.done():
+            raise AssertionError(f"the collector stopped; {last_rounds()}")
 
     every_node = set(kafka_cluster.metrics_urls)
     try:
         # healthy samples first: a few rounds in which every node's exporter answered
-        await until(
+        await async_wait_until(
             lambda: sum({s.target.broker for s in r.scrapes if s.ok} == every_node for r in rounds) >= 3,
             120,
             "three rounds with every exporter answering",
+            check=collector_running,
+            detail=last_rounds,
         )
         before_kill = len(rounds)
         await asyncio.to_thread(faults.kill_broker, KILLED)
@@ -68,7 +71,13 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
         )
         after_isr = len(rounds)
         # rounds that saw the shrunken ISRs on the survivors, and the dead broker's exporter gone
-        await until(lambda: len(rounds) >= after_isr + 5, 120, "five rounds after the ISRs shrank")
+        await async_wait_until(
+            lambda: len(rounds) >= after_isr + 5,
+            120,
+            "five rounds after the ISRs shrank",
+            check=collector_running,
+            detail=last_rounds,
+        )
     finally:
         stop.set()
         await collecting

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 
 import pytest
+from waiting import async_wait_until
 
 from bot.render import render_json
 from commands.context import Context
@@ -29,14 +29,6 @@ from live.pool import GatewayPool
 from localkafka.groups import stopped_group
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-async def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_path):
@@ -65,7 +57,7 @@ async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_
         collecting = asyncio.create_task(collector.run(stop=stop, on_round=rounds.append))
         try:
             # the producer keeps writing while the collector runs a few rounds
-            await _until(lambda: len(rounds) >= 4, 90, "four collector rounds")
+            await async_wait_until(lambda: len(rounds) >= 4, 90, "four collector rounds")
             await asyncio.to_thread(lagging.stop)
             stopped_at = len(rounds)
 
@@ -74,7 +66,9 @@ async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_
 
             # two rounds begun after the producer stopped in which every exporter answered; a round
             # with a scrape that timed out would leave the lake's newest LogEndOffset from before
-            await _until(lambda: whole_rounds_after_stop() >= 2, 180, "two whole rounds after the producer stopped")
+            await async_wait_until(
+                lambda: whole_rounds_after_stop() >= 2, 180, "two whole rounds after the producer stopped"
+            )
         finally:
             stop.set()
             await collecting

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from lake.collector import write_landing_file
 from lake.delta import local_commits
@@ -312,7 +313,6 @@ def test_an_ingest_killed_from_outside_loses_and_duplicates_nothing(spark, layou
     import signal
     import subprocess
     import sys
-    import time
 
     n = two_hours(layout)
     env = dict(
@@ -328,11 +328,17 @@ def test_an_ingest_killed_from_outside_loses_and_duplicates_nothing(spark, layou
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 300  # a cold Spark start on a busy 2-core machine
-        while not list(layout.processing.glob("*/" + TXN_FILE)):
+
+        def running() -> None:  # the wait's check: an ingest that exited will never claim it
             assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the ingest never claimed its batch"
-            time.sleep(0.05)
+
+        wait_until(
+            lambda: list(layout.processing.glob("*/" + TXN_FILE)),
+            300,  # a cold Spark start on a busy 2-core machine
+            "the ingest to claim its batch",
+            interval=0.05,
+            check=running,
+        )
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)  # the process group: the Python driver and its JVM

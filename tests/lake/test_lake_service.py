@@ -3,12 +3,12 @@ Unavailable errors, window reads that open only the hours they need."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
 import pytest
 from lakekit import hhmm
+from waiting import async_wait_until
 
 from lake import service as svc_mod
 from lake.errors import LakeUnavailable as Unavailable
@@ -71,10 +71,12 @@ async def test_timeout_cancels_the_spark_job(spark, synthetic_lake):
         await lake.query(forever)
     assert time.monotonic() - t0 < 5
     tracker = spark.sparkContext.statusTracker()
-    deadline = time.monotonic() + 20
-    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-    assert tracker.getActiveJobsIds() == []
+    await async_wait_until(
+        lambda: not tracker.getActiveJobsIds(),
+        20,
+        "the cancelled query's Spark jobs to end",
+        detail=lambda: f"active jobs: {tracker.getActiveJobsIds()}",
+    )
     assert lake.status()["timeouts"] == 1
 
 

@@ -13,11 +13,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 
 import pytest
 from connectkit import free_port
+from waiting import wait_until
 
 from lake import connect
 from lake import queries as Q
@@ -38,21 +38,15 @@ def _json(url: str) -> dict:
         return json.loads(r.read())
 
 
-def _wait(what: str, check, procs, timeout: float = 240.0):
-    """Wait for ``check()`` to return something true; fail at once when a daemon exits."""
-    deadline = time.monotonic() + timeout
-    while True:
+def _daemons_alive(procs):
+    """A wait's check: fail at once when a Spark daemon exits."""
+
+    def check() -> None:
         for name, p in procs.items():
             if p.poll() is not None:
-                pytest.fail(f"the Spark {name} exited (code {p.returncode}) while waiting for {what}")
-        with contextlib.suppress(OSError, ValueError):
-            got = check()
-            if got:
-                return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            next(iter(procs.values())).wait(0.5)  # wakes at once if the master dies
+                pytest.fail(f"the Spark {name} exited (code {p.returncode})")
+
+    return check
 
 
 def _stop(p: subprocess.Popen) -> None:
@@ -124,10 +118,13 @@ def cluster(tmp_path_factory):
             )
             log.close()
         master_json = f"http://127.0.0.1:{MASTER_UI}/json/"
-        _wait(
-            "the worker to register with the master",
+        wait_until(
             lambda: [w for w in _json(master_json).get("workers", []) if w.get("state") == "ALIVE"],
-            procs,
+            240,
+            "the worker to register with the master",
+            interval=0.5,
+            ignore=(OSError, ValueError),  # the master's UI not up yet, or a half-written answer
+            check=_daemons_alive(procs),
         )
         info = connect.start_server(
             free_port(),

@@ -4,10 +4,10 @@ rollups wait in rollups.pending (a file, so a crash cannot lose them) and are fl
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from lake.collector import landing_name, write_landing_file
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
@@ -34,14 +34,6 @@ def rows(ts_us: int, value: float) -> list[dict]:
     ]
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
-
-
 def test_files_are_ingested_as_they_land_and_rollups_flushed_at_stop(spark, tmp_path):
     layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
     ingestor = Ingestor(spark, layout, rollup_every_s=3600.0)  # never due during the test
@@ -50,10 +42,10 @@ def test_files_are_ingested_as_they_land_and_rollups_flushed_at_stop(spark, tmp_
     try:
         write_landing_file(layout.landing, rows(T0_US, 0.0), landing_name(T0_US))
         follower.notify()
-        wait_for(lambda: sum(r.rows for r in reports) == 3, 240, "the first file's 3 rows to be committed")
+        wait_until(lambda: sum(r.rows for r in reports) == 3, 240, "the first file's 3 rows to be committed")
         # the second file is picked up by the poll alone (no notify)
         write_landing_file(layout.landing, rows(T0_US + 60_000_000, 2.0), landing_name(T0_US + 60_000_000))
-        wait_for(lambda: sum(r.rows for r in reports) == 6, 240, "the second file's rows to be committed")
+        wait_until(lambda: sum(r.rows for r in reports) == 6, 240, "the second file's rows to be committed")
         raw = spark.read.format("delta").load(layout.table)
         assert raw.count() == 6 and raw.filter("value = 2.0").count() == 3
         # rollups deferred: the two minutes are recorded, the 1-minute table not built yet

@@ -23,6 +23,7 @@ import uuid
 
 import pytest
 from promkit import SCRAPE_S
+from waiting import async_wait_until
 
 from lake.collector import Collector
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
@@ -34,15 +35,15 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 CLUSTER = "pytest-prom"
 
 
-async def until(condition, timeout: float, what: str, running: asyncio.Task | None = None, detail=lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(condition):
-        if running is not None and running.done():
-            running.result()  # the collector died: show why
-            raise AssertionError(f"the collector stopped while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what} {detail()}")
-        await asyncio.sleep(0.5)
+def collector_alive(running: asyncio.Task):
+    """A wait's check: stop waiting when the collector died, and show why."""
+
+    def check() -> None:
+        if running.done():
+            running.result()  # the collector's own exception
+            raise AssertionError("the collector stopped while waiting")
+
+    return check
 
 
 def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
@@ -129,18 +130,20 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(
 
     try:
         # Prometheus needs a scrape or two first; the rows then reach the lake through ingest
-        await until(
+        await async_wait_until(
             lambda: any(r.prometheus and r.prometheus.brokers == nodes for r in rounds),
             180,
             f"a round with every node's series ({sorted(nodes)})",
-            collecting,
+            interval=0.5,
+            check=collector_alive(collecting),
         )
-        await until(
-            lake_has_everything,
+        await async_wait_until(
+            lambda: asyncio.to_thread(lake_has_everything),  # Spark reads: off the event loop
             300,
             f"the lake to hold every broker's URP and the 3 replicas' LogEndOffset {produced} of {topic}",
-            collecting,
-            state,
+            interval=0.5,
+            check=collector_alive(collecting),
+            detail=state,
         )
     finally:
         stop.set()
@@ -216,20 +219,30 @@ async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(
         return [r for r in rounds if r.prometheus and r.prometheus.rows and not r.error]
 
     try:
-        await until(lambda: len(ok_rounds()) >= 2, 180, "two rounds with rows", collecting)
+        await async_wait_until(
+            lambda: len(ok_rounds()) >= 2, 180, "two rounds with rows", interval=0.5, check=collector_alive(collecting)
+        )
 
         # Prometheus goes away: a signal from outside, as an operator's restart would
         proc = prometheus_stack.procs["prometheus"]
         os.kill(proc.pid, signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
         failed_from = len(rounds)
-        await until(
-            lambda: any(r.error for r in rounds[failed_from:]), 120, "a round that reports Prometheus down", collecting
+        await async_wait_until(
+            lambda: any(r.error for r in rounds[failed_from:]),
+            120,
+            "a round that reports Prometheus down",
+            interval=0.5,
+            check=collector_alive(collecting),
         )
         failed = next(r for r in rounds[failed_from:] if r.error)
         # and another failing round: the collector keeps going, state unchanged
-        await until(
-            lambda: sum(1 for r in rounds[failed_from:] if r.error) >= 2, 120, "a second failed round", collecting
+        await async_wait_until(
+            lambda: sum(1 for r in rounds[failed_from:] if r.error) >= 2,
+            120,
+            "a second failed round",
+            interval=0.5,
+            check=collector_alive(collecting),
         )
 
         # back again: same port, same data folder (the launcher keeps both)
@@ -237,20 +250,22 @@ async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(
         await asyncio.to_thread(prometheus_stack.start, 120)
         back_from = len(rounds)
         restart_at = time.time()
-        await until(
+        await async_wait_until(
             lambda: any(
                 r.prometheus and r.prometheus.windows and r.prometheus.windows[-1][1] > restart_at and not r.error
                 for r in rounds[back_from:]
             ),
             180,
             "a round past the restart",
-            collecting,
+            interval=0.5,
+            check=collector_alive(collecting),
         )
-        await until(
+        await async_wait_until(
             lambda: len([r for r in rounds[back_from:] if r.prometheus.rows]) >= 2,
             120,
             "two more rounds with rows",
-            collecting,
+            interval=0.5,
+            check=collector_alive(collecting),
         )
     finally:
         stop.set()

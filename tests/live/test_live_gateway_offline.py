@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from waiting import async_wait_until
 
 from live import AdminGateway, ClusterConfig, ClusterUnreachable, GatewayError
 
@@ -93,13 +94,13 @@ async def test_close_is_idempotent_and_stops_threads():
     await gw.close()
     with pytest.raises(GatewayError, match="closed"):
         await gw.describe_cluster()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        leaked = {n for n in _threads() - before if "kafka" in n or "live-rdkafka" in n}
-        if not leaked:
-            break
-        await asyncio.sleep(0.1)
-    assert not leaked
+
+    def leaked() -> set[str]:
+        return {n for n in _threads() - before if "kafka" in n or "live-rdkafka" in n}
+
+    await async_wait_until(
+        lambda: not leaked(), 5, "the clients' threads to end", interval=0.1, detail=lambda: f"left: {leaked()}"
+    )
 
 
 async def test_secrets_stay_out_of_client_logs(caplog):

@@ -5,7 +5,6 @@ cluster (restart + full ISR) before it returns."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from waiting import async_wait_until, wait_until
 
 from live import AdminGateway, ClusterConfig, GatewayError, UnknownGroup, UnknownTopic, UnknownTransactionalId
 from localkafka.testing import read_committed
@@ -21,22 +21,6 @@ from localkafka.testing import read_committed
 pytestmark = pytest.mark.kafka
 
 TIMEOUT = 10
-
-
-async def eventually(fn, timeout: float, what: str, interval: float = 0.5):
-    """Await ``fn()`` until it returns something truthy (GatewayErrors count as 'not yet')."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            result = await fn()
-            if result:
-                return result
-            last = result
-        except GatewayError as e:
-            last = e
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def produce(bootstrap: str, topic: str, partition: int, values: list[str]) -> None:
@@ -242,8 +226,12 @@ async def test_topic_and_broker_configs(live_cluster, live_config, unique):
     live_cluster.faults.create_topic(topic, partitions=1, replication_factor=3)
     async with AdminGateway(live_config, timeout_s=TIMEOUT) as gw:
         # every broker learns about a new topic a moment after it has leaders
-        before = await eventually(
-            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: True), 15, f"configs of new topic {topic}"
+        before = await async_wait_until(
+            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: True),
+            15,
+            f"configs of new topic {topic}",
+            interval=0.5,
+            ignore=(GatewayError,),
         )
         assert before.source != "DYNAMIC_TOPIC_CONFIG"
 
@@ -253,16 +241,22 @@ async def test_topic_and_broker_configs(live_cluster, live_config, unique):
         # a successful alter is committed by the controller; the broker that
         # answers the next describe may apply it a moment later
         await gw.alter_topic_config(topic, "retention.ms", "3600000")
-        after = await eventually(
-            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: c.value == "3600000"), 15, "retention.ms set"
+        after = await async_wait_until(
+            lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: c.value == "3600000"),
+            15,
+            "retention.ms set",
+            interval=0.5,
+            ignore=(GatewayError,),
         )
         assert (after.value, after.is_default, after.source) == ("3600000", False, "DYNAMIC_TOPIC_CONFIG")
 
         await gw.alter_topic_config(topic, "retention.ms", None)  # delete the override
-        await eventually(
+        await async_wait_until(
             lambda: _topic_config_if(gw, topic, "retention.ms", lambda c: c.source != "DYNAMIC_TOPIC_CONFIG"),
             15,
             "retention.ms override removed",
+            interval=0.5,
+            ignore=(GatewayError,),
         )
 
         with pytest.raises(GatewayError, match="INVALID_CONFIG|InvalidConfig|Invalid value"):
@@ -277,28 +271,40 @@ async def test_topic_and_broker_configs(live_cluster, live_config, unique):
         key = "leader.replication.throttled.rate"
         await gw.alter_broker_config(101, key, "1048576", validate_only=True)
         await gw.alter_broker_config(101, key, "1048576")
-        v = await eventually(lambda: _config_if(gw, 101, key, lambda c: c.source == "DYNAMIC_BROKER_CONFIG"), 15, key)
+        v = await async_wait_until(
+            lambda: _config_if(gw, 101, key, lambda c: c.source == "DYNAMIC_BROKER_CONFIG"),
+            15,
+            key,
+            interval=0.5,
+            ignore=(GatewayError,),
+        )
         assert v.value == "1048576"
         await gw.alter_broker_config(101, key, None)
-        await eventually(lambda: _broker_override_gone(gw, 101, key), 15, f"{key} removed")
+        await async_wait_until(
+            lambda: _broker_override_gone(gw, 101, key), 15, f"{key} removed", interval=0.5, ignore=(GatewayError,)
+        )
 
         # cluster-wide broker default (broker=None)
         await gw.alter_broker_config(None, "follower.replication.throttled.rate", "2097152")
-        v = await eventually(
+        v = await async_wait_until(
             lambda: _config_if(
                 gw, 102, "follower.replication.throttled.rate", lambda c: c.source == "DYNAMIC_DEFAULT_BROKER_CONFIG"
             ),
             15,
             "cluster default throttle",
+            interval=0.5,
+            ignore=(GatewayError,),
         )
         assert v.value == "2097152"
         await gw.alter_broker_config(None, "follower.replication.throttled.rate", None)
-        await eventually(
+        await async_wait_until(
             lambda: _broker_override_gone(
                 gw, 102, "follower.replication.throttled.rate", "DYNAMIC_DEFAULT_BROKER_CONFIG"
             ),
             15,
             "cluster default throttle removed",
+            interval=0.5,
+            ignore=(GatewayError,),
         )
         await gw.alter_broker_config(None, "log.retention.ms", "7200000", validate_only=True)
         with pytest.raises(GatewayError, match="InvalidConfig|INVALID_CONFIG|Invalid value"):
@@ -335,12 +341,16 @@ async def test_consumer_group_lag(live_cluster, live_config, unique):
     consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
-        seen, deadline = 0, time.monotonic() + 30
-        while seen < 30 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
+        seen: list = []
+
+        def read_all() -> bool:
+            msg = consumer.poll(0.5)  # waits up to 0.5 s for a record
             if msg is not None and msg.error() is None:
-                seen += 1
-        assert seen == 30
+                seen.append(msg)
+            return len(seen) >= 30
+
+        wait_until(read_all, 30, f"the 30 records of {topic}", interval=0, detail=lambda: f"read {len(seen)}")
+        assert len(seen) == 30
         committed = consumer.commit(asynchronous=False)
         assert sorted(tp.offset for tp in committed) == [10, 10, 10]
     finally:
@@ -401,7 +411,9 @@ async def test_hanging_transaction_found_and_aborted(live_cluster, live_config, 
             async def open_txns():
                 return not [p for p in await gw.describe_producers(topic, 0) if p.has_open_transaction]
 
-            await eventually(open_txns, 15, "no open transaction on the partition")
+            await async_wait_until(
+                open_txns, 15, "no open transaction on the partition", interval=0.5, ignore=(GatewayError,)
+            )
 
         hw, lso = end_offsets(bs, topic, 0)
         assert lso == hw
@@ -500,10 +512,12 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
             moved = [(p.topic, p.partition) for p in offsets.partitions if p.leader != p.preferred_leader]
             if moved:
                 await gw.elect_preferred_leaders(moved)
-            group = await eventually(
+            group = await async_wait_until(
                 lambda: group_coordinated_by(gw, victim, f"live-kill-group-{unique}"),
                 30,
                 f"a group coordinated by broker {victim}",
+                interval=0.5,
+                ignore=(GatewayError,),
             )
             commit(bs, group, [TopicPartition(topic, 0, 1), TopicPartition(lonely, 0, 1)])
             lag = await gw.consumer_group_lag(group)
@@ -518,7 +532,9 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
                 [t] = await gw.describe_topics([topic])
                 return t if all(victim not in p.isr for p in t.partitions) else None
 
-            after = await eventually(shrunk, 45, f"broker {victim} to leave every ISR")
+            after = await async_wait_until(
+                shrunk, 45, f"broker {victim} to leave every ISR", interval=0.5, ignore=(GatewayError,)
+            )
             shrink_s = time.monotonic() - t0
             for p in after.partitions:
                 assert victim in p.replicas and p.under_replicated
@@ -529,7 +545,9 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
                 info = await gw.describe_cluster()
                 return info if info.missing_brokers == [victim] else None
 
-            info = await eventually(fenced, 30, f"broker {victim} to be fenced")
+            info = await async_wait_until(
+                fenced, 30, f"broker {victim} to be fenced", interval=0.5, ignore=(GatewayError,)
+            )
             assert info.broker_ids == [101, 102]
             # the gateway stays usable with a broker down
             assert topic in await gw.topics()
@@ -545,7 +563,9 @@ async def test_isr_shrinks_after_a_broker_is_killed(live_cluster, live_config, u
                 return lag if len(lag.partitions) == 2 else None
 
             # the new coordinator loads the group from __consumer_offsets: tens of seconds on a busy machine
-            lag = await eventually(lag_after, 90, f"lag of {group} after its coordinator died")
+            lag = await async_wait_until(
+                lag_after, 90, f"lag of {group} after its coordinator died", interval=0.5, ignore=(GatewayError,)
+            )
             by_topic = {p.topic: p for p in lag.partitions}
             assert (by_topic[topic].committed, by_topic[topic].log_end, by_topic[topic].lag) == (1, 3, 2)
             assert by_topic[lonely].committed == 1 and by_topic[lonely].log_end is None

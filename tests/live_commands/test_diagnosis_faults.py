@@ -9,9 +9,9 @@ import signal
 import time
 
 import pytest
-from conftest import ADMIN_TIMEOUT_S
-from conftest import unique_name as _name
-from conftest import wait_until as _wait
+from commandkit import ADMIN_TIMEOUT_S
+from commandkit import unique_name as _name
+from waiting import wait_until
 
 from commands import abort_txn
 from commands.dispatch import answer
@@ -32,7 +32,13 @@ def _refuses(port: int) -> bool:
 async def test_status_is_critical_without_a_controller_and_does_not_wait_for_the_admin_timeout(ctx, kafka_cluster):
     controller = kafka_cluster.controller
     procs.signal_pid(controller.pid(), signal.SIGKILL)
-    _wait(lambda: _refuses(controller.port), 30, "the controller's port to refuse connections")
+    wait_until(
+        lambda: _refuses(controller.port),
+        30,
+        "the controller's port to refuse connections",
+        interval=0.3,
+        ignore=(Exception,),
+    )
     started = time.monotonic()
     result = await answer("status", ctx)
     took = time.monotonic() - started
@@ -52,7 +58,7 @@ async def test_status_is_critical_without_a_controller_and_does_not_wait_for_the
 async def test_status_is_critical_when_the_controller_is_paused(ctx, kafka_cluster):
     pid = kafka_cluster.controller.pid()
     procs.signal_pid(pid, signal.SIGSTOP)
-    _wait(lambda: procs.is_stopped(pid), 10, "the controller to stop")
+    wait_until(lambda: procs.is_stopped(pid), 10, "the controller to stop", interval=0.3, ignore=(Exception,))
     reply = (await answer("status", ctx)).reply
     assert reply.severity == "critical", reply.verdict
     assert "No active controller" in reply.verdict
@@ -67,11 +73,19 @@ async def test_paused_broker_ranks_as_a_pause_not_as_broker_loss(ctx, kafka_clus
     topic = _name("paused")
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
     kafka_cluster.faults.pause_broker(103)
-    _wait(lambda: 103 not in kafka_cluster.registered_brokers(timeout=3), 60, "broker 103 to be fenced")
-    _wait(
+    wait_until(
+        lambda: 103 not in kafka_cluster.registered_brokers(timeout=3),
+        60,
+        "broker 103 to be fenced",
+        interval=0.3,
+        ignore=(Exception,),
+    )
+    wait_until(
         lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
         60,
         "the ISRs to drop broker 103",
+        interval=0.3,
+        ignore=(Exception,),
     )
     results = [await answer(q, ctx) for q in ("why URP", "why URP status")]
     for result in results:
@@ -89,10 +103,12 @@ async def test_killed_broker_is_confirmed_dead_by_its_refused_port(ctx, kafka_cl
     topic = _name("dead")
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
     kafka_cluster.faults.kill_broker(101)
-    _wait(
+    wait_until(
         lambda: all(101 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
         60,
         "the ISRs to drop broker 101",
+        interval=0.3,
+        ignore=(Exception,),
     )
     reply = (await answer("why URP", ctx)).reply
     assert reply.diagnoses[0].entry_id == "broker-loss"
@@ -165,7 +181,13 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     kafka_cluster.faults.create_topic(_name("partial"), 3, 3)
     assert (await answer("hanging-txns", ctx)).outcome == "answered"  # a gateway that has been running
     kafka_cluster.faults.pause_broker(102)
-    _wait(lambda: 102 not in kafka_cluster.registered_brokers(timeout=3), 60, "broker 102 to be fenced")
+    wait_until(
+        lambda: 102 not in kafka_cluster.registered_brokers(timeout=3),
+        60,
+        "broker 102 to be fenced",
+        interval=0.3,
+        ignore=(Exception,),
+    )
     gw = await ctx.live.get()
     # Ask the paused broker's coordinator explicitly, as a listing made just before the fence would.
     listings, unread = await gw.list_transactions_partial(broker_ids=[101, 102, 103])
@@ -212,10 +234,12 @@ async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster)
     topic = _name("hot")
     producer = kafka_cluster.faults.hot_key_producer(topic, "hot-key", None, 300, 0.9, 6)
     try:
-        _wait(
+        wait_until(
             lambda: producer.stats()["hot_partition"] is not None and producer.stats()["sent"] > 300,
             60,
             "the hot key's partition to be known",
+            interval=0.3,
+            ignore=(Exception,),
         )
         hot = producer.stats()["hot_partition"]
         reply = (await answer("why hot partition", ctx)).reply
@@ -299,15 +323,23 @@ async def test_throttled_follower_is_a_slow_follower_with_its_throttle_named(ctx
     try:
         kafka_cluster.faults.pause_broker(103)
         paused = True
-        _wait(
+        wait_until(
             lambda: all(103 not in p["isr"] for p in kafka_cluster.faults.describe([topic])[topic]),
             60,
             "the ISRs to drop paused broker 103",
+            interval=0.3,
+            ignore=(Exception,),
         )
         _backlog(kafka_cluster, topic, 3, 6)
         kafka_cluster.faults.resume_broker(103)
         paused = False
-        _wait(lambda: 103 in kafka_cluster.registered_brokers(timeout=3), 60, "broker 103 to be unfenced")
+        wait_until(
+            lambda: 103 in kafka_cluster.registered_brokers(timeout=3),
+            60,
+            "broker 103 to be unfenced",
+            interval=0.3,
+            ignore=(Exception,),
+        )
         seen: list = []
 
         def follower_out_of_isr() -> bool:
@@ -315,7 +347,13 @@ async def test_throttled_follower_is_a_slow_follower_with_its_throttle_named(ctx
             return any(p["leader"] != 103 and 103 not in p["isr"] for p in seen)
 
         try:
-            _wait(follower_out_of_isr, 30, "broker 103, registered again, to be a follower out of an ISR of the topic")
+            wait_until(
+                follower_out_of_isr,
+                30,
+                "broker 103, registered again, to be a follower out of an ISR of the topic",
+                interval=0.3,
+                ignore=(Exception,),
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}; last seen: {seen}") from None
         reply = (await answer("why URP", ctx)).reply

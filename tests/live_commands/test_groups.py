@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cluster_env as _env
-from conftest import unique_name as _name
-from conftest import wait_until as _wait
+from commandkit import cluster_env as _env
+from commandkit import unique_name as _name
+from waiting import wait_until
 
 from bot.render import render_json
 from commands.context import Context
@@ -176,14 +176,20 @@ def groups(kafka_cluster):
     storm = rebalance_storm(kafka_cluster, storm_name, _name("storm-t"), members=3, records=2000, rate=20)
     admin = _outside_admin(kafka_cluster)
     try:
-        _wait(lambda: sum(stopped.lag().values()) > 20, 60, f"{stopped_name} to fall behind")
+        wait_until(
+            lambda: sum(stopped.lag().values()) > 20,
+            60,
+            f"{stopped_name} to fall behind",
+            interval=0.3,
+            ignore=(Exception,),
+        )
 
         def storming():
             # members in the group, and a commit made (lag is measured from committed offsets)
             d = admin.describe_groups([storm_name])[storm_name]
             return d.get("members") and admin.list_group_offsets({storm_name: None}).get(storm_name)
 
-        _wait(storming, 90, f"members and a commit in {storm_name}")
+        wait_until(storming, 90, f"members and a commit in {storm_name}", interval=0.3, ignore=(Exception,))
         yield {"stopped": stopped_name, "storm": storm_name, "storm_fault": storm, "stopped_fault": stopped}
     finally:
         storm.stop()
@@ -319,7 +325,7 @@ async def test_a_kip848_group_that_keeps_up_is_ok_not_stopped(ctx, kafka_cluster
             listed = [g for g in admin.list_groups() if g["group_id"] == group]
             return sum(o.offset for o in offsets.values()) == 60 and listed and listed[0]["group_state"] == "Stable"
 
-        _wait(consumed_all, 90, f"{group} to consume all 60 records")
+        wait_until(consumed_all, 90, f"{group} to consume all 60 records", interval=0.3, ignore=(Exception,))
         result = await answer(f"lag {group}", ctx)
     finally:
         fault.stop()

@@ -7,8 +7,8 @@ import asyncio
 import time
 
 import pytest
-from conftest import unique_name as _name
-from conftest import wait_until as _wait
+from commandkit import unique_name as _name
+from waiting import async_wait_until, wait_until
 
 from commands.context import Context
 from commands.dispatch import answer
@@ -33,7 +33,9 @@ async def test_why_urp_names_the_killed_broker_and_broker_loss(ctx, kafka_cluste
     topic = _name("urp")
     kafka_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)
     kafka_cluster.faults.kill_broker(102)
-    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 102), 60, "ISR to lose broker 102")
+    wait_until(
+        lambda: _isr_shrunk(kafka_cluster, topic, 102), 60, "ISR to lose broker 102", interval=0.3, ignore=(Exception,)
+    )
     result = await answer("why URP", ctx)
     reply = result.reply
     assert result.outcome == "answered"
@@ -66,7 +68,9 @@ async def test_not_enough_replicas_reaches_under_min_isr(ctx, kafka_cluster):
     # RF=2 on brokers 102/103 with min ISR 2: losing 103 leaves one in-sync replica.
     kafka_cluster.faults.create_topic(topic, replica_assignment=[[102, 103]], config={"min.insync.replicas": "2"})
     kafka_cluster.faults.kill_broker(103)
-    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 103), 60, "ISR to lose broker 103")
+    wait_until(
+        lambda: _isr_shrunk(kafka_cluster, topic, 103), 60, "ISR to lose broker 103", interval=0.3, ignore=(Exception,)
+    )
     reply = (await answer("why NotEnoughReplicas", ctx)).reply
     assert reply.diagnoses[0].entry_id == "under-min-isr"
     under = next(e for e in reply.evidence if e.label == "Under min ISR")
@@ -81,7 +85,9 @@ async def test_at_min_isr_and_clamp(ctx, kafka_cluster):
     # RF=1 with min ISR 2, placed away from the broker this test kills
     kafka_cluster.faults.create_topic(clamped, replica_assignment=[[102]], config={"min.insync.replicas": "2"})
     kafka_cluster.faults.kill_broker(101)
-    _wait(lambda: _isr_shrunk(kafka_cluster, topic, 101), 60, "ISR to lose broker 101")
+    wait_until(
+        lambda: _isr_shrunk(kafka_cluster, topic, 101), 60, "ISR to lose broker 101", interval=0.3, ignore=(Exception,)
+    )
     reply = (await answer(f"at-min-isr {topic}", ctx)).reply
     at = next(e for e in reply.evidence if e.label == "AtMinIsr")
     assert at.value.startswith("1:") and f"{topic}-0" in at.value
@@ -99,14 +105,21 @@ async def test_audit_flags_clamp_rf1_and_unclean(ctx, kafka_cluster):
         # The metadata answer comes from whichever broker the client picks; one
         # that has not applied the new topics yet leaves them out. Ask again for
         # a few seconds, as an operator would, before judging the findings.
-        deadline = time.monotonic() + 15
-        while True:
+        last: list = []
+
+        async def audit_naming_all_three():
             reply = (await answer("audit", ctx)).reply
-            findings = next((s.lines for s in reply.sections if s.heading == "Findings"), [])
+            last[:] = findings = next((s.lines for s in reply.sections if s.heading == "Findings"), [])
             seen = {t for t in (clamped, unclean, no_spare) if any(t in f for f in findings)}
-            if len(seen) == 3 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
+            return (reply, findings) if len(seen) == 3 else None
+
+        reply, findings = await async_wait_until(
+            audit_naming_all_three,
+            15,
+            f"the audit to name {clamped}, {unclean} and {no_spare}",
+            interval=0.5,
+            detail=lambda: f"findings: {last}",
+        )
     finally:
         # min ISR = RF: a later test that stops any broker would find this topic under min ISR
         kafka_cluster.admin().delete_topics([no_spare], request_timeout=15)[no_spare].result()
@@ -137,7 +150,14 @@ async def test_lag_of_a_group_that_fell_behind(ctx, kafka_cluster):
     lagging = kafka_cluster.faults.lagging_consumer_group(group, topic)
     try:
         # the background producer keeps writing past the group's commit: seen from outside the bot
-        await asyncio.to_thread(_wait, lambda: sum(lagging.lag().values()) > 0, 60, "the group to fall behind")
+        await asyncio.to_thread(
+            wait_until,
+            lambda: sum(lagging.lag().values()) > 0,
+            60,
+            "the group to fall behind",
+            0.3,
+            ignore=(Exception,),
+        )
         reply = (await answer(f"lag {group}", ctx)).reply
     finally:
         lagging.stop()

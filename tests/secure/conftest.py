@@ -6,10 +6,10 @@ user (as the super user) with exactly the ACLs it wants, so the shared principal
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
+from waiting import wait_until
 
 from localkafka.secure import Grant, apply_acls, config_entry
 from localkafka.testing import _start, second_test_cluster, secure_test_cluster, stop_test_cluster
@@ -54,15 +54,14 @@ def topic(secure):
     # CreateTopics returns once the controller committed it; a broker learns of the topic a moment
     # later, and one that has not yet answers "unknown topic" (CI saw it): wait until it is known.
     res = ConfigResource(ResourceType.TOPIC, name)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            admin.describe_configs([res])[res].result(30)
-            return name
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    wait_until(
+        lambda: admin.describe_configs([res])[res].result(30) is not None,
+        60,
+        f"the brokers to know {name}",
+        interval=0.2,
+        ignore=(KafkaException,),
+    )
+    return name
 
 
 @pytest.fixture

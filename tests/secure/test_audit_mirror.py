@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+from waiting import wait_until
 
 from gate.audit import open_audit
 
@@ -36,14 +37,14 @@ def _end_offset(secure, topic: str) -> int:
 
     c = Consumer({**secure.client_conf(), "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        # a list, so that an end offset of 0 counts as an answer
+        return wait_until(
+            lambda: [c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]],
+            60,
+            f"the end offset of {topic}",
+            interval=0.5,
+            ignore=(Exception,),
+        )[0]
     finally:
         c.close()
 
@@ -68,12 +69,15 @@ def _read(secure, topic: str, start: int, want: int, seconds: float = 90) -> lis
 
 
 def _flush(audit, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while audit.mirror.flush(2) > 0:
-        assert time.monotonic() < deadline, (
-            f"the mirror did not deliver its records: delivered {audit.mirror.delivered}, "
-            f"failed {audit.mirror.failed}, last error {audit.mirror.last_error}"
-        )
+    wait_until(
+        lambda: audit.mirror.flush(2) == 0,  # flush itself waits up to 2 s
+        seconds,
+        "the mirror to deliver its records",
+        interval=0,
+        detail=lambda: (
+            f"delivered {audit.mirror.delivered}, failed {audit.mirror.failed}, last error {audit.mirror.last_error}"
+        ),
+    )
 
 
 def test_records_arrive_and_survive_an_outage_in_order(secure, audit_topic, kbot_env, tmp_path, monkeypatch):

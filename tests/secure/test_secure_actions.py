@@ -5,10 +5,10 @@ the cluster of every step."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
+from waiting import wait_until
 
 from bot.render import render_json
 from commands.dispatch import answer
@@ -55,16 +55,6 @@ def _topic_config(secure, topic: str, key: str) -> str | None:
     return entries[key].value if key in entries else None
 
 
-def _wait(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_retention_runs_as_the_operator_after_confirmation(ctx, secure, topic):
     before = _topic_config(secure, topic, "retention.ms")
     assert before != str(14 * 86_400_000)
@@ -73,7 +63,12 @@ async def test_retention_runs_as_the_operator_after_confirmation(ctx, secure, to
     assert _topic_config(secure, topic, "retention.ms") == before  # nothing changed yet
     done = await answer(f"confirm {_token(preview)}", ctx, user="U0ALICE")
     assert done.reply.severity != "error", done.reply.verdict
-    _wait(lambda: _topic_config(secure, topic, "retention.ms") == str(14 * 86_400_000), 30, "retention.ms read back")
+    wait_until(
+        lambda: _topic_config(secure, topic, "retention.ms") == str(14 * 86_400_000),
+        30,
+        "retention.ms read back",
+        interval=0.5,
+    )
     op = await ctx.live.operator("secure")
     assert op.config.sasl_username == OPERATOR and ("secure", "operator") in ctx.live.connected()
     _assert_audited(ctx, "retention")
@@ -89,10 +84,10 @@ async def test_throttle_set_and_clear_as_the_operator(ctx, secure):
         e = secure.admin().describe_configs([res])[res].result(30).get("leader.replication.throttled.rate")
         return e.value if e is not None and e.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value else None
 
-    _wait(lambda: all(rate(b) == "50000000" for b in secure.brokers), 30, "the rate on every broker")
+    wait_until(lambda: all(rate(b) == "50000000" for b in secure.brokers), 30, "the rate on every broker", interval=0.5)
     _, cleared = await preview_and_confirm(ctx, "throttle clear")
     assert cleared.reply.severity != "error", cleared.reply.verdict
-    _wait(lambda: all(rate(b) is None for b in secure.brokers), 30, "the rates removed")
+    wait_until(lambda: all(rate(b) is None for b in secure.brokers), 30, "the rates removed", interval=0.5)
     _assert_audited(ctx, "throttle set")
     _assert_audited(ctx, "throttle clear")
 
@@ -101,10 +96,11 @@ async def test_elect_leaders_moves_leadership_back_as_the_operator(ctx, secure):
     name, preferred = skewed_topic(secure)
     _, done = await preview_and_confirm(ctx, f"elect-leaders {name}")
     assert done.reply.severity != "error", done.reply.verdict
-    _wait(
+    wait_until(
         lambda: secure.admin().list_topics(name, timeout=10).topics[name].partitions[0].leader == preferred,
         30,
         "the preferred replica to lead",
+        interval=0.5,
     )
     _assert_audited(ctx, "elect-leaders")
 

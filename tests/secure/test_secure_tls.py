@@ -9,10 +9,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from commands.dispatch import answer
 from localkafka.secure import OBSERVER, config_entry, make_ca, sign_cert
@@ -92,15 +92,17 @@ def expired_endpoint(secure, tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"openssl s_server did not listen on {port}") from None
-                time.sleep(0.2)
+
+        def listening() -> bool:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+
+        def running() -> None:  # the wait's check: a server that exited will never listen
+            assert proc.poll() is None, f"openssl s_server exited ({proc.returncode}) before it listened on {port}"
+
+        wait_until(
+            listening, 30, f"openssl s_server to listen on {port}", interval=0.2, ignore=(OSError,), check=running
+        )
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()

@@ -4,6 +4,7 @@ and every answer and audit record is about the cluster asked for."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from waiting import async_wait_until, wait_until
 
 from bot.cluster_routing import Routed, Routing, route
 from commands.dispatch import answer
@@ -81,6 +83,7 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
     from commands.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
+    from live.gateway import UnknownTopic
     from live.pool import GatewayPool
 
     routing = Routing.from_env(two)
@@ -106,7 +109,15 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
             topic = f"audited-{uuid.uuid4().hex[:6]}"
             gw = await ctx.live.get(cluster)
             _create(cluster, topic, two)
-            await _visible(gw, topic)
+            # the bot's own (observer) gateway: the broker it asks may learn about the topic a moment
+            # after the one that created it
+            await async_wait_until(
+                functools.partial(gw.describe_topics, [topic]),
+                30,
+                f"{topic} to become visible to {gw.name}",
+                interval=0.3,
+                ignore=(UnknownTopic,),
+            )
             text = route(f"@{cluster} retention {topic} 3d", channel, routing).text
             preview = await answer(text, ctx, user="U0ALICE", channel=channel)
             token = next((a.command.split()[1] for a in preview.reply.actions if a.label == "Confirm"), None)
@@ -141,24 +152,6 @@ async def test_the_digest_is_per_cluster(two):
         await pool.close()
 
 
-async def _visible(gw, topic: str, seconds: float = 30) -> None:
-    """Wait until the bot's own (observer) gateway sees the new topic: the broker it asks may
-    learn about it a moment after the one that created it."""
-    import asyncio
-
-    from live.gateway import UnknownTopic
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        try:
-            await gw.describe_topics([topic])
-            return
-        except UnknownTopic:
-            assert loop.time() < deadline, f"{topic} never became visible to {gw.name}"
-            await asyncio.sleep(0.3)
-
-
 def _create(cluster: str, topic: str, env: dict) -> None:
     """The topic, made from outside the bot with the cluster's own admin settings."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -175,12 +168,10 @@ def _create(cluster: str, topic: str, env: dict) -> None:
         admin = AdminClient(conf.confluent_conf())
         rf = 1
     admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
-    import time
 
-    deadline = time.monotonic() + 30  # created on the controller; wait until a broker serves it
-    while True:
+    def led() -> bool:
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and md.partitions and md.partitions[0].leader >= 0:
-            return
-        assert time.monotonic() < deadline, f"{topic} has no leader on {cluster}"
-        time.sleep(0.3)
+        return md is not None and md.error is None and bool(md.partitions) and md.partitions[0].leader >= 0
+
+    # created on the controller; wait until a broker serves it
+    wait_until(led, 30, f"{topic} to have a leader on {cluster}", interval=0.3)

@@ -9,7 +9,6 @@ Bolt app, the real slack_sdk clients and our code all run unmodified against it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -22,6 +21,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
 from block_limits import violations  # tests/block_limits.py: Slack's limits, checked on every post
+from waiting import async_wait_until
 
 TEAM = "T0TEAM"
 BOT_USER = "U0BOT"
@@ -131,14 +131,13 @@ class StandIn:
         ]
 
     async def wait_for(self, predicate, timeout_s: float = 10.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = predicate()
-            if found:
-                return found
-            await asyncio.sleep(0.01)
-        raise AssertionError(
-            f"stand-in: condition not met within {timeout_s}s; calls: {[c.method for c in self.calls]}"
+        """``predicate()``'s first truthy answer, polled every 10 ms (tests/waiting.py)."""
+        return await async_wait_until(
+            predicate,
+            timeout_s,
+            "a stand-in condition",
+            interval=0.01,
+            detail=lambda: f"calls: {[c.method for c in self.calls]}",
         )
 
     # ---- the server ----

@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 from slack_harness import BOT_TOKEN, OPS, SIGNING_SECRET, sign
 from slack_stand_in import APP_ID, TEAM
+from waiting import async_wait_until
 
 from bot.slack_app import EXIT_NOT_CONFIGURED, register, run
 
@@ -91,13 +92,15 @@ async def test_serve_process_answers_signed_requests_and_stops_on_sigterm(stand,
     )
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(300):  # the process imports the KB and Bolt first
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.1)
+
+            async def healthy() -> bool:
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    return r.status == 200
+
+            # the process imports the KB and Bolt first
+            await async_wait_until(
+                healthy, 30, "`kbot serve` to answer /healthz", interval=0.1, ignore=(aiohttp.ClientError,)
+            )
             body = f"team_id={TEAM}&channel_id={OPS}&user_id=U0ALICE&command=%2Fkafka&text=help&api_app_id={APP_ID}"
             ts = str(int(time.time()))
             headers = {
