@@ -4,17 +4,12 @@ of tests that needs them, and an environment that means the same on every machin
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from localkafka.testing import kafka_autoheal, kafka_cluster  # noqa: F401
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # tools/ (test and benchmark tooling) is not installed with the bot
-    sys.path.insert(0, str(ROOT))
 
 # The test harness's own settings, kept from the caller's environment: which ports and folders this
 # run's clusters use (several people run suites on one machine), where the downloaded jars are,

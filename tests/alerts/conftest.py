@@ -3,16 +3,10 @@ stand-in and the real app in front of it (the same harness as tests/slack), with
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import pytest_asyncio
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slack"))  # slack_stand_in, slack_harness, slack_fakes
-
-from slack_harness import Harness  # noqa: E402
-from slack_stand_in import running_stand  # noqa: E402
+from slack_harness import Harness  # tests/slack's, on pytest's pythonpath
+from slack_stand_in import running_stand
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,12 @@ from slack_fakes import FakeAction, router_with
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_TESTS = ROOT / "tests" / "slack"
+
+
+def _with_slack_tests_on_path() -> dict[str, str]:
+    """This process's environment with tests/slack (slack_fakes) on the child's PYTHONPATH."""
+    paths = [str(SLACK_TESTS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _edits_of(stand, ts: str) -> list:
@@ -79,8 +86,7 @@ async def test_terminal_confirm_in_another_process_updates_the_slack_message(har
     # `kbot ask "confirm <token>"` from a terminal mapped to U0ALICE: a second process on the same store
     # (on the harness's clock, so the preview has not expired there).
     script = textwrap.dedent(f"""
-        import asyncio, json, sys
-        sys.path.insert(0, {str(SLACK_TESTS)!r})
+        import asyncio, json
         from pathlib import Path
         from slack_fakes import FakeAction, router_with
         from gate.audit import AuditLog
@@ -96,7 +102,13 @@ async def test_terminal_confirm_in_another_process_updates_the_slack_message(har
         print(json.dumps({{"title": r.reply.title, "executed": bump.count("execute")}}))
     """)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        sys.executable,
+        "-c",
+        script,
+        cwd=ROOT,
+        env=_with_slack_tests_on_path(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()

@@ -7,19 +7,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-import sys
-from pathlib import Path
 
 import pytest_asyncio
 from lakekit import clock_at, hhmm
+from slack_harness import OPS, Harness  # tests/slack's stand-in and its harness, on pytest's pythonpath
+from slack_stand_in import running_stand
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slack"))  # the stand-in and its harness
-
-from slack_harness import OPS, Harness  # noqa: E402
-from slack_stand_in import running_stand  # noqa: E402
-
-from bot.charts import chart_png  # noqa: E402
-from commands.dispatch import answer  # noqa: E402
+from bot.charts import chart_png
+from commands.dispatch import answer
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest_asyncio
-
-sys.path.insert(0, str(Path(__file__).parent))  # slack_stand_in, slack_fakes, slack_harness
-
-from slack_harness import Harness  # noqa: E402
-from slack_stand_in import running_stand  # noqa: E402
+from slack_harness import Harness  # slack_stand_in, slack_fakes, slack_harness: on pytest's pythonpath
+from slack_stand_in import running_stand
 
 
 @pytest_asyncio.fixture(loop_scope="function")

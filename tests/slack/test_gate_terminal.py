@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
+def _with_here_on_path() -> dict[str, str]:
+    """This process's environment with this folder (slack_fakes) on the child's PYTHONPATH."""
+    paths = [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def _gate(state: Path, router, clock=None) -> ConfirmationGate:
     kw = {"clock": clock} if clock else {}
     return ConfirmationGate(
@@ -67,8 +73,7 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
     ctx = Context(kb=default_kb(), gate=_gate(tmp_path, router))
     token = _token((await answer("fake-bump orders", ctx, user="alice", router=router)).reply)
     script = textwrap.dedent(f"""
-        import asyncio, json, sys
-        sys.path.insert(0, {str(HERE)!r})
+        import asyncio, json
         from pathlib import Path
         from slack_fakes import FakeAction, router_with
         from gate.audit import AuditLog
@@ -82,7 +87,9 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
         r = asyncio.run(answer("confirm {token}", Context(gate=gate), user="alice", router=router))
         print(json.dumps({{"title": r.reply.title, "executed": bump.count("execute")}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=_with_here_on_path(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"title": "Done: fake-bump", "executed": 1}

@@ -303,11 +303,7 @@ async def test_a_stale_triage_button_gets_a_short_error_in_the_thread(slack):
 async def test_real_retention_command_through_the_slack_gate(stand, tmp_path):
     """commands/retention.py (the other engineer's ActionSpec) on tests/actions' in-memory gateway,
     driven by our real app and gate: lowering retention is high risk, so a second approver runs it."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "actions"))
-    import action_fakes  # a plain import: a broken helper must fail this test, not skip it
+    import action_fakes  # tests/actions' (pythonpath); a plain import: a broken helper must fail this test, not skip it
     from slack_harness import POLICY, Harness
 
     from runbook_kb import default_kb

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +21,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "actions"))  # the in-memory gateway
-
 from action_fakes import FakeGateway, FakePool, GroupReadingGateway, cv, producer  # noqa: E402
 from block_limits import violations  # noqa: E402
 
