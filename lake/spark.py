@@ -27,6 +27,13 @@ from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
+# Set before pyspark's Connect client loads grpcio. grpcio >= 1.81 restarts its poller thread in a
+# forked child, and that child then dies before exec() when subprocess closes its descriptors
+# (grpc/grpc#43055): after a Spark Connect session existed, a JVM launched by Popen (the in-process
+# fallback's Spark, a collector) can fail to start. The bot never runs gRPC in a forked child, so
+# gRPC's fork handlers serve it nothing. (An environment variable, because gRPC reads only that.)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
