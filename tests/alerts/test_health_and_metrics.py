@@ -106,15 +106,33 @@ async def test_metrics_count_a_post_that_failed(harness, monkeypatch):
 
     monkeypatch.setattr(delivery, "MAX_RATE_LIMITED", 2)
     await harness.start_bot()
+    # the working message outlasts its retries, then the private answer is refused too: a mention
+    # has no response_url to fall back to, so the answer is lost and must be counted
+    harness.stand.rate_limit("chat.postMessage", retry_after=0, times=3)
+    harness.stand.fail("chat.postEphemeral", "channel_not_found")
+    mention = {"type": "app_mention", "user": "U0ALICE", "channel": "C0OPS", "ts": "1700000029.000001"}
+    assert (await harness.event({**mention, "text": "<@U0BOT> help"}))[0] == 200
+    await harness.stand.wait_for(lambda: harness.audit("answer"), timeout_s=60)
+    await harness.bot.drain(60)
+    s = _samples((await _get(harness, "/metrics"))[1])
+    assert _value(s, "kbot_posts_failed_total", step="working message and private answer") == 1
+    assert _value(s, "kbot_requests_total", transport="slack", command="help", outcome="failed") == 1
+
+
+async def test_a_working_message_that_fails_is_answered_privately_and_not_counted_lost(harness, monkeypatch):
+    import bot.delivery as delivery
+
+    monkeypatch.setattr(delivery, "MAX_RATE_LIMITED", 2)
+    await harness.start_bot()
     harness.stand.rate_limit("chat.postMessage", retry_after=0, times=3)
     assert (await harness.slash("help"))[0] == 200
     await harness.stand.wait_for(
-        lambda: len([c for c in harness.stand.calls if c.method == "chat.postMessage"]) >= 3, timeout_s=30
+        lambda: harness.stand.called("response_url") or harness.stand.called("chat.postEphemeral"), timeout_s=60
     )
-    await harness.bot.drain(30)
+    await harness.bot.drain(60)
     s = _samples((await _get(harness, "/metrics"))[1])
-    assert _value(s, "kbot_posts_failed_total", step="working message") == 1
-    assert _value(s, "kbot_requests_total", transport="slack", command="help", outcome="failed") == 1
+    assert _value(s, "kbot_posts_failed_total", step="working message") == 0
+    assert _value(s, "kbot_requests_total", transport="slack", command="help", outcome="answered") == 1
 
 
 async def test_healthz_probes_run_concurrently_with_requests(harness):
