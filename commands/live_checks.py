@@ -153,6 +153,7 @@ _CAUSE_TEXT = {
     "broker-loss": "not registered: its replicas are gone from {n:,} ISR(s)",
     "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
     "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
+    "unreachable": "not registered and gives no TCP answer (cut off, or its host is down); {n:,} replica(s) out of ISR",
     "log-dir-failure": "registered, but its log dir {dirs} failed; {n:,} replica(s) out of ISR",
     "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
     "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
@@ -242,9 +243,11 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
         evidence.append(
             Evidence(
                 f"Broker {f.broker}",
-                _CAUSE_TEXT[f.cause].format(
-                    n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ()))
-                )
+                _CAUSE_TEXT[
+                    "unreachable"
+                    if f.cause == "network-partition" and snap.brokers.liveness.get(f.broker) == "unreachable"
+                    else f.cause
+                ].format(n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ())))
                 + f" ({name_partitions(f.partitions, 4)})",
                 "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""),
                 "bad",
@@ -267,6 +270,13 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
             f"(a long GC pause, SIGSTOP or a hung JVM), so {len(urp):,} partitions lost it from their ISR. "
             "Do not reassign its replicas: find why it stalled (GC log, a stopped process, swapping); "
             "it rejoins the ISR by itself once it runs again."
+        )
+    elif top and top.cause == "network-partition" and snap.brokers.liveness.get(top.broker) == "unreachable":
+        verdict = (
+            f"Broker {top.broker} cannot be reached: its port gives no TCP answer at all, where a stopped process "
+            f"would refuse at once, so the network, a firewall or its host being down cuts it off; {len(urp):,} "
+            "partitions are under-replicated. Do not move its replicas on this: whether its host answers "
+            "(ping, ssh, its other ports) decides between a network partition and a lost host."
         )
     elif top and top.cause == "network-partition":
         verdict = (

@@ -110,7 +110,9 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
             elif alive == "silent":
                 cause = "gc-pauses"
             elif b not in brokers.registered:
-                cause = "network-partition" if alive == "answers" else "broker-loss"
+                # A stopped process refuses at once; a port that answers, or gives no TCP answer at
+                # all (dropped packets), is cut off, not dead: never the broker-loss steps on that.
+                cause = "network-partition" if alive in ("answers", "unreachable") else "broker-loss"
             elif brokers.failed_log_dirs.get(b):
                 cause = "log-dir-failure"
             else:
@@ -123,6 +125,8 @@ _DETAIL = {
     "broker-loss": "broker {b} is not registered with the cluster",
     "gc-pauses": "broker {b} holds its port but does not answer: paused (GC, SIGSTOP) or hung, not dead",
     "network-partition": "broker {b} answers requests but is not registered: fenced, cut off from the controller",
+    "unreachable": "broker {b} gives no TCP answer at all (a stopped process would refuse at once): "
+    "cut off by the network or a firewall, or its host is down",
     "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
     "reassignment": "broker {b} is being added by a reassignment in progress",
     "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
@@ -148,7 +152,9 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
             cause=cause,
             broker=b,
             partitions=tuple(sorted(tps)),
-            detail=_DETAIL[cause].format(b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))),
+            detail=_DETAIL[
+                "unreachable" if cause == "network-partition" and brokers.liveness.get(b) == "unreachable" else cause
+            ].format(b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))),
         )
         for (cause, b), tps in grouped.items()
     ]

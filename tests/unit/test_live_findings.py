@@ -128,6 +128,8 @@ def test_urp_cause_follows_the_probe():
     assert cause({101, 102}, {103: "refused"}) == "broker-loss"
     assert cause({101, 102}, {}) == "broker-loss"  # not probed: what the metadata says
     assert cause({101, 102}, {103: "answers"}) == "network-partition"
+    # dropped packets (iptables DROP, a partition, a host that is down): cut off, not a dead process
+    assert cause({101, 102}, {103: "unreachable"}) == "network-partition"
     assert cause({101, 102, 103}, {103: "silent"}) == "gc-pauses"  # hung before its session expired
     assert cause({101, 102, 103}, {103: "answers"}) == "slow-follower"
 
@@ -227,3 +229,33 @@ def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
     # and the cause the diagnosis names is the broker that fell out, from the majority's view
     [finding] = urp_findings(states, brokers)
     assert finding.broker == 103 and finding.cause == "slow-follower"
+
+
+async def test_a_broker_with_no_tcp_answer_is_cut_off_not_lost_and_no_replica_is_moved():
+    """Its packets are dropped (a network partition, a firewall, a host that is down): the probe
+    times out where a stopped process refuses at once, so the answer must not be broker loss."""
+    from action_fakes import FakeGateway, FakePool
+
+    from bot.render import render_text
+    from commands.context import Context
+    from commands.dispatch import answer
+    from live.probe import ProbeResult
+
+    class CutOff(FakeGateway):
+        async def broker_liveness(self, broker_ids):
+            return {
+                b: ProbeResult("127.0.0.1", 9000 + b, "unreachable", 1.5, "no TCP answer within 1.5 s")
+                for b in broker_ids
+                if b == 103
+            }
+
+    gw = CutOff(brokers=(101, 102), topics={"orders": [(101, [101, 102, 103], [101, 102])]})
+    result = await answer("why URP", Context(live=FakePool(gw)))
+    reply = result.reply
+    assert reply.verdict.startswith("Broker 103 cannot be reached: its port gives no TCP answer at all"), reply.verdict
+    assert "Do not move its replicas" in reply.verdict
+    text = render_text(reply)
+    assert "Do now: Network partition" in text or "network-partition" in text.lower(), text[:600]
+    assert "kafka-reassign-partitions" not in text and "Broker 103 is gone" not in text
+    assert "fenced while its process answers" not in text  # it does not answer: the evidence says so
+    assert "not registered and gives no TCP answer" in text
