@@ -88,9 +88,9 @@ async def complete(answer: Answer) -> Answer:
 
 
 def _offers_full(request: CommandRequest) -> bool:
-    # Actions and the gate's own commands carry a confirmation token in their text: never echo it
-    # into a button other people can see.
-    return request.command.action is None and request.spec.name not in ("confirm", "cancel")
+    # Actions, the gate's commands and a triage answer carry a token in their text: never echo it
+    # into a button other people can see (and a triage answer asked again is answered already).
+    return request.command.action is None and all(p.name != "token" for p in request.spec.params)
 
 
 def _with_full(raw: str) -> str:

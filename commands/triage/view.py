@@ -100,6 +100,7 @@ def to_reply(state: TriageState, kb: KnowledgeBase | None = None) -> Reply:
         diagnoses=[diagnosis(kb, entry, reason="triage: " + reason)],
         actions=_suggested(state, kb) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")],
         notes=notes,
+        more_command=f"runbook {entry_id} --full",  # the whole entry the triage ended at
     )
 
 
