@@ -110,8 +110,11 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T],
     lake = ctx.lake
     if lake is None:
         raise Unavailable(
-            "No metric lake is configured: run `kbot lake collect` and `kbot lake ingest` "
-            "(or set KBOT_LAKE_URI) and start the bot with the lake enabled."
+            "No metric lake is configured."
+            "[[terminal: Run `kbot run` (it collects and ingests), or `kbot lake collect` and `kbot lake ingest`, "
+            "or set KBOT_LAKE_URI, and start the bot with the lake enabled.]]"
+            "[[slack: Whoever runs the bot can enable it (KBOT_LAKE=1 with `kbot run`, or KBOT_LAKE_URI); until "
+            "then answers use the live cluster only.]]"
         )
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
@@ -250,7 +253,9 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
             0,
             Evidence(
                 "Metric lake",
-                line + ": it cannot show this symptom (is `kbot lake collect` / ingest running?)",
+                line
+                + ": it cannot show this symptom"
+                + "[[terminal: (is `kbot lake collect` / ingest running?)]][[slack: (its collector may be stopped)]]",
                 "lake: freshness",
                 "neutral",
             ),
