@@ -173,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         problem = _choose_cluster(args.cluster, env)
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
+            if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
+                from commands.reply import error_reply
+
+                from .render import render_json
+
+                print(render_json(error_reply(problem[0].upper() + problem[1:] + ".", ["kbot config"])))
             return EXIT_BAD_INPUT
     if args.command == "ask":
         from .console import ask, split_png

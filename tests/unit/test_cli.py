@@ -98,6 +98,14 @@ def test_bad_input_json(kbot):
     assert data["severity"] == "error" and "Try: why" in data["followups"]
 
 
+def test_an_unknown_cluster_with_json_is_a_json_error_on_stdout(kbot):
+    res = kbot("ask", "--json", "--cluster", "nope", "status")
+    assert res.returncode == 2
+    out = json.loads(res.stdout)  # a script reads stdout: never empty
+    assert out["outcome"] == "bad_input" and "Unknown Kafka cluster 'nope'" in out["verdict"]
+    assert "unknown Kafka cluster 'nope'" in res.stderr
+
+
 def test_console_reads_lines_with_or_without_prefix_and_survives_errors(kbot):
     r = kbot("console", stdin="/kafka why URP\nfrobnicate\nrunbook PRODUCER_FENCED\nexit\nwhy offline\n")
     assert r.returncode == 0, r.stderr
