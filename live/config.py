@@ -255,6 +255,20 @@ class ClusterConfig:
             )
         return replace(self, **changes)
 
+    def missing_tls_files(self) -> list[str]:
+        """The TLS files this configuration names that cannot be read, each as "setting path (why)":
+        librdkafka reports a missing CA bundle as an OpenSSL "BIO lib" error that names neither."""
+        named = (("ssl_ca", self.ssl_ca), ("ssl_cert", self.ssl_cert), ("ssl_key", self.ssl_key))
+        out = []
+        for setting, path in named if self.uses_ssl else ():
+            if not path:
+                continue
+            if not os.path.exists(path):
+                out.append(f"{setting} {path} (no such file)")
+            elif not os.path.isfile(path) or not os.access(path, os.R_OK):
+                out.append(f"{setting} {path} (not a readable file)")
+        return out
+
     def confluent_conf(self) -> dict[str, str]:
         """Settings for confluent-kafka / librdkafka (dotted names)."""
         conf: dict[str, str] = {

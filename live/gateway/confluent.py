@@ -133,6 +133,13 @@ class ConfluentTransport(GatewayCore):
         }
         # kept for the one-broker clients of metadata_from (the same credentials and timeouts)
         self._conf = dict(conf)
+        missing = config.missing_tls_files()
+        if missing:
+            raise GatewayError(
+                f"cannot connect to cluster {config.name!r}: {'; '.join(missing)}. Point the setting at the "
+                "PEM file (the CA that signed the brokers' certificates, or the bot's own certificate and key).",
+                config.name,
+            )
         try:
             # The callbacks go as keyword arguments, which confluent-kafka merges into the
             # configuration: its stub types the conf dict as plain values only.

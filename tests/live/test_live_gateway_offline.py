@@ -141,3 +141,14 @@ def test_gateway_takes_a_cluster_name(tmp_path, monkeypatch):
     assert gw_b.config.bootstrap == "127.0.0.1:2" and gw_default.name == "a"
     asyncio.run(gw_b.close())
     asyncio.run(gw_default.close())
+
+
+def test_a_missing_ca_file_is_named_not_an_openssl_error(tmp_path):
+    cfg = ClusterConfig(name="tls", bootstrap="127.0.0.1:1", security_protocol="SSL", ssl_ca=str(tmp_path / "ca.pem"))
+    with pytest.raises(GatewayError) as caught:
+        AdminGateway(cfg, timeout_s=1)
+    message = str(caught.value)
+    assert f"ssl_ca {tmp_path / 'ca.pem'} (no such file)" in message and "BIO" not in message
+    (tmp_path / "ca.pem").mkdir()  # a directory where the file should be
+    with pytest.raises(GatewayError, match="not a readable file"):
+        AdminGateway(cfg, timeout_s=1)
