@@ -233,8 +233,17 @@ class ClusterConfig:
 
     def as_operator(self) -> "ClusterConfig":
         """The same cluster with the operator's credentials (role "operator"): what a confirmed
-        action connects with. Without operator settings: the same credentials, labelled operator."""
+        action connects with. A cluster that does not authenticate clients has no principals to tell
+        apart: the same settings, labelled operator. One that does and names no operator raises
+        ConfigError: a change is never tried as the read-only observer."""
         from dataclasses import replace
+
+        if (self.uses_sasl or self.mtls) and not self.has_operator:
+            raise ConfigError(
+                f"cluster {self.name!r}: no operator principal is configured, and changes are never made as the "
+                f"read-only {self.principal}. Set `operator:` (sasl_username and sasl_password, or ssl_cert and "
+                "ssl_key) in the clusters file, or KBOT_OPERATOR_SASL_USERNAME and KBOT_OPERATOR_SASL_PASSWORD."
+            )
 
         changes: dict[str, Any] = {
             "role": "operator",

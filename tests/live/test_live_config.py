@@ -482,6 +482,20 @@ def test_without_operator_settings_actions_use_the_same_credentials():
     assert op.role == "operator" and op.principal == "User:ANONYMOUS" and op.bootstrap == "k:9092"
 
 
+def test_an_authenticated_cluster_without_an_operator_refuses_changes_up_front():
+    cfg = ClusterConfig(
+        name="prod",
+        bootstrap="k:9093",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="kbot-observer",
+        sasl_password="pw",
+    )
+    with pytest.raises(ConfigError, match="no operator principal is configured") as caught:
+        cfg.as_operator()
+    assert "User:kbot-observer" in str(caught.value) and "KBOT_OPERATOR_SASL_USERNAME" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     "operator, message",
     [

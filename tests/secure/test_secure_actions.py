@@ -121,3 +121,32 @@ async def test_abort_txn_as_the_operator_with_a_second_approver(ctx, secure):
     assert read_committed(secure.bootstrap_servers, name, 0, 30, want="after-the-hang", **conf) == ["after-the-hang"]
     assert txn["first_offset"] == 0
     _assert_audited(ctx, "abort-txn")
+
+
+async def test_without_an_operator_a_change_is_refused_up_front_not_tried_as_the_observer(secure, topic, tmp_path):
+    """The clusters file names only the read-only observer: the preview says what to set, and the
+    topic's config is untouched (nothing was tried with the observer's credentials)."""
+    from commands.context import Context
+    from gate.audit import AuditLog
+    from gate.confirmation import ConfirmationGate, PendingStore
+    from live.pool import GatewayPool
+    from localkafka.secure import config_entry
+
+    from .securekit import write_clusters_file
+
+    entry = {k: v for k, v in config_entry(secure).items() if k != "operator"}
+    clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": entry})
+    pool = GatewayPool(env={"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "20"})
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    ctx = Context(live=pool, gate=ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit))
+    before = _topic_config(secure, topic, "retention.ms")
+    try:
+        result = await answer(f"retention {topic} 9d", ctx, user="U0ALICE")
+    finally:
+        await pool.close()
+        audit.close()
+    assert result.outcome == "unavailable", result.reply.verdict
+    assert "no operator principal is configured" in result.reply.verdict
+    assert "KBOT_OPERATOR_SASL_USERNAME" in result.reply.verdict and "refused for" not in result.reply.verdict
+    assert not any(a.label == "Confirm" for a in result.reply.actions)
+    assert _topic_config(secure, topic, "retention.ms") == before
