@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import TypeVar, cast
 
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
@@ -33,6 +33,17 @@ def brokers_evidence(snap: Snapshot) -> Evidence:
 
 
 LOG_DIRS_BUDGET_S = 1.5  # a healthy broker answers DescribeLogDirs (and the reassignment listing) in milliseconds
+
+
+T = TypeVar("T")
+
+
+async def _none() -> None:
+    return None
+
+
+async def _value(v: T) -> T:
+    return v
 
 
 async def _enrich_suspects(
@@ -79,12 +90,33 @@ async def _enrich_suspects(
         # to answer, so one whose disk is stalled does not answer at all - which is itself the
         # finding, and must not hold the whole diagnosis for the admin timeout.
         per_broker = [asyncio.wait_for(gw.log_dirs([b]), LOG_DIRS_BUDGET_S) for b in registered_suspects]
+        # A broker with every replica in sync, asked the same on the same budget: if it is slow too,
+        # the machine or the cluster is (a busy host), and a suspect's silence says nothing of its disk.
+        control = next((b for b in sorted(snap.brokers.registered) if b not in suspects), None)
+        control_ask = asyncio.wait_for(gw.log_dirs([control]), LOG_DIRS_BUDGET_S) if control is not None else _none()
         # The reassignment listing may be routed to that same stalled broker: same short budget.
         listing = asyncio.wait_for(gw.reassignments(), LOG_DIRS_BUDGET_S)
-        *answers, last = await asyncio.gather(*per_broker, listing, return_exceptions=True)
+        *answers, control_answer, last = await asyncio.gather(*per_broker, control_ask, listing, return_exceptions=True)
         # gather's typing cannot tell its star arguments apart: the last answer is the listing
         dirs_by_broker = cast(list[list[LogDir] | BaseException], answers)
         moves = cast(list[Reassignment] | BaseException, last)
+        everyone_slow = isinstance(control_answer, asyncio.TimeoutError)
+        if everyone_slow:
+            notes.append(
+                f"DescribeLogDirs took over {LOG_DIRS_BUDGET_S:g} s on broker {control} too, whose replicas are all in "
+                "sync: the cluster or its host is busy, so the suspects' log dirs were asked again with the full timeout."
+            )
+            dirs_by_broker = list(
+                await asyncio.gather(
+                    *(
+                        gw.log_dirs([b]) if isinstance(d, asyncio.TimeoutError) else _value(d)
+                        for b, d in zip(registered_suspects, dirs_by_broker)
+                    ),
+                    return_exceptions=True,
+                )
+            )
+            if isinstance(moves, asyncio.TimeoutError):
+                (moves,) = await asyncio.gather(gw.reassignments(), return_exceptions=True)
         for b, dirs in zip(registered_suspects, dirs_by_broker):
             if isinstance(dirs, asyncio.TimeoutError):
                 evidence.append(

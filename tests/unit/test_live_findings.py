@@ -259,3 +259,54 @@ async def test_a_broker_with_no_tcp_answer_is_cut_off_not_lost_and_no_replica_is
     assert "kafka-reassign-partitions" not in text and "Broker 103 is gone" not in text
     assert "fenced while its process answers" not in text  # it does not answer: the evidence says so
     assert "not registered and gives no TCP answer" in text
+
+
+class _SlowLogDirs:
+    """DescribeLogDirs slower than the diagnosis' short budget: on ``slow`` brokers only, or all."""
+
+    def __init__(self, slow: set[int] | None):
+        self.slow = slow
+
+    def make(self):
+        import asyncio
+
+        from action_fakes import FakeGateway
+
+        from commands.live_checks import LOG_DIRS_BUDGET_S
+        from live.model import LogDir
+
+        slow = self.slow
+
+        class Gateway(FakeGateway):
+            async def log_dirs(self, broker_ids=None):
+                if slow is None or set(broker_ids or ()) & slow:
+                    await asyncio.sleep(LOG_DIRS_BUDGET_S + 0.5)
+                return await super().log_dirs(broker_ids)
+
+        gw = Gateway(topics={"orders": [(101, [101, 102, 103], [101, 102])], "other": [(101, [101, 102], [101, 102])]})
+        gw.dirs = [LogDir(103, "/data/b", "KafkaStorageException", []), LogDir(101, "/data/a", None, [])]
+        return gw
+
+
+async def test_a_busy_cluster_is_not_read_as_a_stalled_disk():
+    """Every broker answers DescribeLogDirs slowly (a machine at load 20): the suspect's failed log
+    dir is still found, asked again with the full timeout, instead of calling its disk stalled."""
+    from action_fakes import FakePool
+
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    reply = (await answer("why URP", Context(live=FakePool(_SlowLogDirs(None).make())))).reply
+    assert reply.verdict.startswith("Broker 103 is up but lost its log directory /data/b"), reply.verdict
+    assert any("the cluster or its host is busy" in n for n in reply.notes), reply.notes
+
+
+async def test_only_the_suspect_slow_is_still_a_stalled_disk():
+    from action_fakes import FakePool
+
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    reply = (await answer("why URP", Context(live=FakePool(_SlowLogDirs({103}).make())))).reply
+    assert "Broker 103 does not answer DescribeLogDirs" in reply.verdict, reply.verdict
+    assert not any("the cluster or its host is busy" in n for n in reply.notes)
