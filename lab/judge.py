@@ -2,15 +2,26 @@
 
 A good answer: the expected runbook entry first, the entity the fault hit named in the verdict or
 evidence, that entry's mechanism source lines exactly as the knowledge base lists them (read from
-the KB, never restated here), the expected severity, and all of it within 3 s of asking.
+the KB, never restated here), the expected severity, and all of it within 3 s of asking on an idle
+machine (longer in proportion on a busy one: see answer_budget).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass
 
 ANSWER_BUDGET_S = 3.0
+
+
+def answer_budget(load: float | None = None, cores: int | None = None) -> float:
+    """ANSWER_BUDGET_S, stretched by how many runnable processes share each core: at load 15 on 2
+    cores the bot gets about a seventh of the CPU it has idle, and a lab run on a busy machine (CI, a
+    developer's laptop) must judge the answer, not the machine. The seconds are reported either way."""
+    load = os.getloadavg()[0] if load is None else load
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    return ANSWER_BUDGET_S * max(1.0, load / cores)
 
 
 @dataclass(frozen=True)
@@ -24,6 +35,7 @@ class Judgement:
     severity_ok: bool
     seconds: float
     fast: bool
+    budget_s: float = ANSWER_BUDGET_S
 
     @property
     def named_ok(self) -> bool:
@@ -44,7 +56,7 @@ class Judgement:
         if not self.severity_ok:
             out.append(f"severity {self.severity!r}")
         if not self.fast:
-            out.append(f"{self.seconds:.1f} s > {ANSWER_BUDGET_S:.0f} s")
+            out.append(f"{self.seconds:.1f} s > {self.budget_s:.3g} s")
         return out
 
     def to_dict(self) -> dict:
@@ -75,7 +87,9 @@ def judge(
     kb,
     expect_verdict: str = "",
     not_top: str = "",
+    budget_s: float | None = None,
 ) -> Judgement:
+    budget = answer_budget() if budget_s is None else budget_s
     diagnoses = reply.get("diagnoses") or []
     top = diagnoses[0] if diagnoses else None
     top1 = top.get("entry_id") if top else None
@@ -93,7 +107,8 @@ def judge(
             severity=reply.get("severity"),
             severity_ok=reply.get("severity") == expect_severity,
             seconds=seconds,
-            fast=seconds <= ANSWER_BUDGET_S,
+            fast=seconds <= budget,
+            budget_s=budget,
         )
     want_lines = [ref.label for ref in kb.failure_modes[expect_entry].mechanism]
     got_lines = [m.get("label") for m in (top.get("mechanism") or [])] if top else None
@@ -106,5 +121,6 @@ def judge(
         severity=reply.get("severity"),
         severity_ok=reply.get("severity") == expect_severity,
         seconds=seconds,
-        fast=seconds <= ANSWER_BUDGET_S,
+        fast=seconds <= budget,
+        budget_s=budget,
     )

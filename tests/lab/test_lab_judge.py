@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.judge import ANSWER_BUDGET_S, judge, names
+from lab.judge import ANSWER_BUDGET_S, answer_budget, judge, names
 from runbook_kb import default_kb
 
 
@@ -33,7 +33,15 @@ def test_a_right_answer_passes(kb):
 
 def test_each_wrong_part_is_reported(kb):
     reply = _reply(kb, "slow-follower", "ok", "Every broker is up.", [("Brokers registered", "3 of 3")])
-    j = judge(reply, ANSWER_BUDGET_S + 0.5, expect_entry="broker-loss", expect_severity="warning", named=["102"], kb=kb)
+    j = judge(
+        reply,
+        ANSWER_BUDGET_S + 0.5,
+        expect_entry="broker-loss",
+        expect_severity="warning",
+        named=["102"],
+        kb=kb,
+        budget_s=ANSWER_BUDGET_S,  # the idle machine's budget, whatever this machine's load now
+    )
     assert not j.passed
     assert (j.top1_ok, j.named_ok, j.mechanism_ok, j.severity_ok, j.fast) == (False, False, False, False, False)
     assert j.failures() == [
@@ -43,6 +51,12 @@ def test_each_wrong_part_is_reported(kb):
         "severity 'ok'",
         f"{ANSWER_BUDGET_S + 0.5:.1f} s > 3 s",
     ]
+
+
+def test_the_answer_budget_stretches_with_the_machines_load():
+    assert answer_budget(load=0.3, cores=2) == ANSWER_BUDGET_S  # idle: the product's target
+    assert answer_budget(load=2.0, cores=2) == ANSWER_BUDGET_S
+    assert answer_budget(load=15.0, cores=2) == ANSWER_BUDGET_S * 7.5  # a seventh of the CPU each
 
 
 def test_mechanism_must_be_the_entrys_own_lines(kb):
