@@ -76,7 +76,7 @@ def wait_for_symptom(cluster, facts):
 
     # the gauge is a one-minute moving average: it takes a minute or two to come down, longer on a
     # busy machine, where the flooding producers get less CPU too
-    return cluster.faults.wait_for(busy, 480, f"broker {BROKER}'s request handlers to be <20% idle", interval=2)
+    return cluster.faults.wait_for(busy, 900, f"broker {BROKER}'s request handlers to be <20% idle", interval=2)
 
 
 def heal(cluster, facts):
