@@ -139,7 +139,7 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(
         )
         await async_wait_until(
             lambda: asyncio.to_thread(lake_has_everything),  # Spark reads: off the event loop
-            300,
+            600,  # at load ~19 no ingest had finished after 300 s
             f"the lake to hold every broker's URP and the 3 replicas' LogEndOffset {produced} of {topic}",
             interval=0.5,
             check=collector_alive(collecting),
