@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
+from gate.rbac import slack_error_code
+
 log = logging.getLogger(__name__)
 
 PACED_METHODS = frozenset({"chat_postMessage", "files_upload_v2", "files_completeUploadExternal"})
@@ -75,9 +77,10 @@ def slack_error(exc: BaseException) -> str:
     Slack's JSON (a proxy's "upstream connect error", an HTML page): one short line, never raises."""
     if not isinstance(exc, SlackApiError) or exc.response is None:
         return str(exc)
+    code = slack_error_code(exc)
+    if code:
+        return code
     data = getattr(exc.response, "data", None)
-    if isinstance(data, dict) and data.get("error"):
-        return str(data["error"])
     status = _status(exc)
     body = " ".join(data.split())[:80] if isinstance(data, str) and data.strip() else ""
     return f"HTTP {status}" + (f" ({body})" if body else "")

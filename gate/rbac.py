@@ -291,7 +291,7 @@ class Directory:
                     enterprise_id=(u.get("enterprise_user") or {}).get("enterprise_id"),
                 )
             except SlackApiError as exc:
-                err = _slack_error_code(exc) or "error"
+                err = slack_error_code(exc) or "error"
                 if err not in ("user_not_found", "user_not_visible"):
                     raise  # a Slack outage is not "unknown user"; the caller says Slack failed
                 facts = UserFacts(False, error=err)
@@ -377,7 +377,7 @@ class Authorizer:
                 await self.directory.groups_of(user_id, self.policy.group_ids()) if self.policy.group_ids() else set()
             )
         except SlackApiError as exc:  # fail closed: group rules can neither grant nor deny unseen
-            err = _slack_error_code(exc) or str(exc)
+            err = slack_error_code(exc) or str(exc)
             return Verdict.no(
                 "groups: Slack error", f"Could not read user group membership from Slack ({err}); try again."
             )
@@ -391,7 +391,7 @@ class Authorizer:
         return await self.command(user_id, channel, command, mutating=True)
 
 
-def _slack_error_code(exc: Exception) -> str | None:
+def slack_error_code(exc: BaseException) -> str | None:
     """Slack's error code from its JSON answer; None when the body is not Slack's JSON (a proxy's
     plain-text or HTML 5xx), where ``response.get`` would raise."""
     data = getattr(getattr(exc, "response", None), "data", None)
