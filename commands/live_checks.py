@@ -15,7 +15,7 @@ from typing import TypeVar, cast
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
 from live.probe import ProbeResult
-from runbook_kb.diagnose import BrokerFacts, urp_findings
+from runbook_kb.diagnose import BrokerFacts, cut_off_silently, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from .findings import LiveFindings
@@ -275,11 +275,9 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
         evidence.append(
             Evidence(
                 f"Broker {f.broker}",
-                _CAUSE_TEXT[
-                    "unreachable"
-                    if f.cause == "network-partition" and snap.brokers.liveness.get(f.broker) == "unreachable"
-                    else f.cause
-                ].format(n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ())))
+                _CAUSE_TEXT["unreachable" if cut_off_silently(f.cause, f.broker, snap.brokers) else f.cause].format(
+                    n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ()))
+                )
                 + f" ({name_partitions(f.partitions, 4)})",
                 "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""),
                 "bad",
@@ -303,7 +301,7 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
             "Do not reassign its replicas: find why it stalled (GC log, a stopped process, swapping); "
             "it rejoins the ISR by itself once it runs again."
         )
-    elif top and top.cause == "network-partition" and snap.brokers.liveness.get(top.broker) == "unreachable":
+    elif top and cut_off_silently(top.cause, top.broker, snap.brokers):
         verdict = (
             f"Broker {top.broker} cannot be reached: its port gives no TCP answer at all, where a stopped process "
             f"would refuse at once, so the network, a firewall or its host being down cuts it off; {len(urp):,} "

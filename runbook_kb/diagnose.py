@@ -142,6 +142,12 @@ _CAUSE_ORDER = {
 }
 
 
+def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
+    """A network-partition finding whose broker gave no TCP answer at all (dropped packets), not one
+    that answers but is fenced: the two are told in different words."""
+    return cause == "network-partition" and brokers.liveness.get(broker) == "unreachable"
+
+
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:
     """Missing replicas grouped by (cause, broker), most urgent cause first, then most partitions."""
     grouped: dict[tuple[URPCause, int], list[tuple[str, int]]] = defaultdict(list)
@@ -152,9 +158,9 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
             cause=cause,
             broker=b,
             partitions=tuple(sorted(tps)),
-            detail=_DETAIL[
-                "unreachable" if cause == "network-partition" and brokers.liveness.get(b) == "unreachable" else cause
-            ].format(b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))),
+            detail=_DETAIL["unreachable" if cut_off_silently(cause, b, brokers) else cause].format(
+                b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))
+            ),
         )
         for (cause, b), tps in grouped.items()
     ]
