@@ -27,6 +27,7 @@ COPY runbook_kb ./runbook_kb
 COPY live ./live
 COPY lake ./lake
 COPY spark_queries ./spark_queries
+COPY window_queries ./window_queries
 COPY localkafka ./localkafka
 COPY lab ./lab
 RUN python -m venv /app/.venv \

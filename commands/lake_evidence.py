@@ -28,6 +28,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from lake.embedded import TableNotFound
+from lake.errors import LakeUnavailable
+from window_queries import Question
+from window_queries.urp import URP_QUESTION, URP_TREND_QUESTION
+
 from .context import Context
 from .errors import Unavailable
 from .reply import Evidence, Series, Severity
@@ -118,13 +123,38 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T],
         )
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
-    from lake.errors import LakeUnavailable
-
     try:
         result: T = await lake.query(fn, *args, cluster=lake_cluster(request, ctx), **kwargs)
         return result
     except LakeUnavailable as exc:
         raise Unavailable(str(exc)) from exc
+
+
+def _lake_or_unavailable(ctx: Context) -> Any:
+    lake = ctx.lake
+    if lake is None or not hasattr(lake, "ask_window"):
+        raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
+    return lake
+
+
+async def ask_window(
+    ctx: Context, cluster: str | None, question: Question, window: Window, timeout: float | None = None
+) -> Facts:
+    """``question`` (``window_queries``) over ``window``, answered in the bot's process
+    (``LakeService.ask_window``); Unavailable when the lake cannot answer, and
+    :class:`NotEnoughData` on a lake with nothing ingested yet."""
+    lake = _lake_or_unavailable(ctx)
+    try:
+        facts: Facts = await lake.ask_window(question, window.start, window.end, cluster=cluster, timeout=timeout)
+        return facts
+    except TableNotFound as exc:
+        raise NotEnoughData(str(exc)) from exc
+    except LakeUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
+
+
+class NotEnoughData(Unavailable):
+    """The lake has no samples at all yet (nothing ingested): a young lake, not a failure."""
 
 
 def _window_query(name: str, **options: Any) -> WindowQuery:
@@ -134,11 +164,11 @@ def _window_query(name: str, **options: Any) -> WindowQuery:
         from spark_queries.hot import hot_partitions
 
         return lambda df: hot_partitions(df, **options)
-    if name == "urp_trend":
-        from spark_queries.urp import urp_trend
-
-        return urp_trend
     raise ValueError(f"no lake window query named {name!r}")
+
+
+#: Window rows the digest and triage ask by name, answered in process: (question, its rows' key).
+WINDOW_ROWS: dict[str, tuple[Question, str]] = {"urp_trend": (URP_TREND_QUESTION, "trend")}
 
 
 def known_metrics() -> list[str]:
@@ -162,14 +192,23 @@ async def window_rows(
     limit; a timed-out query's Spark jobs are cancelled); None without a lake.  Raises
     :class:`Unavailable`.  For the digest and triage.
     """
+    if ctx.lake is None:
+        return None
+    if isinstance(query, str) and query in WINDOW_ROWS:
+        question, key = WINDOW_ROWS[query]
+        end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
+        span = Window(end - dt.timedelta(hours=hours), end, dt.timedelta(hours=hours))
+        try:
+            facts = await ask_window(ctx, cluster, question, span, timeout)
+        except NotEnoughData:
+            return []
+        rows_of: list[Row] = facts[key]
+        return rows_of
     if isinstance(query, str):
         query = _window_query(query, **options)
-    from lake.errors import LakeUnavailable
     from lake.queries import q_window_rows
 
     lake = ctx.lake
-    if lake is None:
-        return None
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
@@ -211,6 +250,15 @@ class LakeFindings:
     details: list[str] = field(default_factory=list)  # per-item lines, for a Section
     data_end: float | None = None  # set when the lake's data ends before the symptom (stale)
     series: list[Series] = field(default_factory=list)  # the symptom's trend, for a chart
+
+    @classmethod
+    def young(cls, window: Window, source: str) -> "LakeFindings":
+        """The answer on a lake with nothing ingested yet: not enough data, not an error."""
+        return cls(
+            window,
+            evidence=[Evidence("Metric lake", "not enough data yet (0 min collected)", source, "neutral")],
+            has_data=False,
+        )
 
     @classmethod
     def without_data(cls, window: Window, source: str, what: str) -> "LakeFindings":
@@ -372,7 +420,10 @@ def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
 
 
 async def urp(ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_urp"), window.start, window.end)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), URP_QUESTION, window)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: urp_trend")
     return apply_freshness(urp_findings(facts, window, ctx), facts["data_end"], began)
 
 

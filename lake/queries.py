@@ -35,23 +35,6 @@ def _data_end(df) -> float | None:
 # --------------------------------------------------------------------------- symptoms
 
 
-def q_urp(view, start, end) -> dict:
-    from spark_queries._common import only_metrics
-    from spark_queries.isr import EXPANDS, SHRINKS, isr_churn
-    from spark_queries.urp import URP, urp_concentration, urp_trend
-
-    df = only_metrics(view.window(start, end), URP, SHRINKS, EXPANDS).cache()
-    try:
-        return {
-            "trend": rows(urp_trend(df)),
-            "concentration": rows(urp_concentration(df)),
-            "churn": rows(isr_churn(df)),
-            "data_end": _data_end(df),
-        }
-    finally:
-        df.unpersist()
-
-
 def q_under_min_isr(view, start, end) -> dict:
     from pyspark.sql import functions as F
 
@@ -345,7 +328,6 @@ def q_window_rows(view, start, end, query: Callable) -> list[dict]:
 
 __all__ = [
     "rows",
-    "q_urp",
     "q_under_min_isr",
     "q_offline",
     "q_hanging",

@@ -61,8 +61,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lake.embedded import READ_ERRORS, Window, WindowReader
 from lake.errors import LakeTimeout, LakeUnavailable
 from lake.spark import parse_conf
+from window_queries import Question
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +346,10 @@ class LakeService:
         self._failures = 0
         self._timeouts = 0
         self._last_query_s: float | None = None
+        self._reader: WindowReader | None = None
+        self._window_queries = 0
+        self._window_failures = 0
+        self._last_window_s: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LakeService":
@@ -447,31 +453,15 @@ class LakeService:
             return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
 
     def _warm_up(self, spark) -> None:
-        """Run the code paths a first question takes: list and read a window, aggregate, and rank
-        hot partitions with their chart (`hot-partitions`, the command a one-shot `kbot ask` is
-        most often: through the Connect server's shared session it then finds that code compiled)."""
+        """Run the code paths a first Spark question takes: list and read a window, aggregate,
+        and rank hot partitions with their chart (`hot-partitions`, the command a one-shot `kbot
+        ask` is most often: through the Connect server's shared session it then finds that code
+        compiled).  The window's URP questions need no warming: DuckDB answers them in process."""
         from lake.queries import q_hot
-        from spark_queries.urp import urp_trend
 
         view = LakeView(spark, self.path, self.cluster)
         end = _dt.datetime.now(_dt.timezone.utc)
-        urp_trend(view.window(end - _dt.timedelta(minutes=15), end)).collect()
         q_hot(view, end - _dt.timedelta(minutes=15), end, None, 10, "peak", 1)
-        from lake.schema import SAMPLE_SCHEMA
-
-        row = (
-            end.replace(tzinfo=None),
-            1,
-            "UnderReplicatedPartitions",
-            None,
-            None,
-            None,
-            0.0,
-            "warm",
-            end.strftime("%Y-%m-%d"),
-            end.hour,
-        )
-        urp_trend(spark.createDataFrame([row], SAMPLE_SCHEMA)).collect()
 
     def wait_ready_sync(self, timeout: float | None = None) -> bool:
         """Block until started (or failed); True when ready."""
@@ -517,6 +507,63 @@ class LakeService:
         if self._state == STOPPED:
             raise LakeUnavailable("The metric lake is stopped.")
         raise LakeUnavailable(f"The metric lake is unavailable: Spark did not start ({self._error}).")
+
+    @property
+    def reader(self) -> WindowReader:
+        """The in-process reader of the incident window (``lake.embedded``), made on first use."""
+        with self._lock:
+            if self._reader is None:
+                self._reader = WindowReader(self.path)
+            return self._reader
+
+    async def ask_window(
+        self,
+        question: Question,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        *args: Any,
+        timeout: float | None = None,
+        cluster: str | None = None,
+    ) -> dict[str, Any]:
+        """``question`` (``window_queries``) over [start, end) of ``cluster`` (default the
+        service's), answered in this process by DuckDB within ``timeout`` seconds.
+
+        Spark plays no part: the answer comes while Spark is still starting or after it failed.
+        Raises :class:`lake.embedded.TableNotFound` on a lake with nothing ingested yet,
+        :class:`LakeTimeout` past the time limit (the DuckDB query is interrupted), and
+        :class:`LakeUnavailable` when the table cannot be read."""
+        budget = self.query_timeout_s if timeout is None else float(timeout)
+        cluster = cluster if cluster is not None else self.cluster
+        opened: list[Window] = []
+
+        def work() -> dict[str, Any]:
+            window = self.reader.open(start, end, cluster, question.metrics)
+            opened.append(window)
+            try:
+                return question.answer(window, *args)
+            finally:
+                window.con.close()
+
+        t0 = time.monotonic()
+        self._window_queries += 1
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(work), budget)
+        except asyncio.TimeoutError:
+            self._window_failures += 1
+            for window in opened:
+                window.con.interrupt()
+            raise LakeTimeout(f"The metric lake's window did not answer within {budget:.0f} s.") from None
+        except LakeUnavailable:
+            self._window_failures += 1
+            raise
+        except READ_ERRORS as exc:
+            self._window_failures += 1
+            log.warning("metric lake: reading the window failed", exc_info=True)
+            raise LakeUnavailable(
+                f"The metric lake's table could not be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            ) from exc
+        finally:
+            self._last_window_s = time.monotonic() - t0
 
     def view(self, cluster: str | None = None) -> LakeView:
         if self._spark is None:
@@ -615,6 +662,11 @@ class LakeService:
             "last_query_seconds": None if self._last_query_s is None else round(self._last_query_s, 3),
             "query_timeout_s": self.query_timeout_s,
             "error": self._error,
+            # the incident window's questions, answered in this process (lake.embedded)
+            "window_engine": "duckdb (in process, over the Delta snapshot)",
+            "window_queries": self._window_queries,
+            "window_failures": self._window_failures,
+            "last_window_seconds": None if self._last_window_s is None else round(self._last_window_s, 3),
         }
 
 

@@ -30,7 +30,7 @@ want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python dependencies into .venv (first run downloads Spark, ~1-3 min)" >&2
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,bench,lint]'
+  .venv/bin/python -m pip install -q -e '.[test,lint]'
   echo "$want" > "$stamp"
 fi
 

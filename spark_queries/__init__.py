@@ -7,11 +7,12 @@ group and metric names, time bounds) only ever enter a plan as literals via
 ``F.lit``/``isin``/Column comparisons.  So they work the same on a classic
 session and on Spark Connect.
 
+The incident window's URP questions are answered in process by DuckDB (``window_queries``),
+not here: a question has one engine.
+
 Modules, one per theme:
 
 * ``window``       incident_window: time filter that also prunes Hive partitions
-* ``urp``          urp_trend, urp_concentration
-* ``isr``          isr_churn
 * ``hot``          hot_partitions
 * ``txn``          last_stable_offset_lag, late_transactions
 * ``saturation``   request_handler_idle, request_queue_time

@@ -61,26 +61,38 @@ async def test_why_on_an_empty_window_says_no_data(ctx_at):
     assert reply.diagnoses[0].entry_id == "broker-loss"  # runbook order
 
 
-async def test_why_on_a_missing_lake_says_no_data(spark, tmp_path):
+async def test_why_on_a_lake_with_nothing_ingested_says_not_enough_data(spark, tmp_path):
     from lake.service import LakeService
 
     lake = LakeService(str(tmp_path / "never-written"), spark=spark, warm=False).start()
     reply = (await answer("why URP", Context(lake=lake, clock=lambda: hhmm(10, 30).timestamp()))).reply
-    assert any("no data for this window" in e.value for e in ev(reply, "lake:"))
+    assert [e.value for e in ev(reply, "lake:")] == ["not enough data yet (0 min collected)"]
+    assert reply.diagnoses and not [n for n in reply.notes if n.startswith("Metric lake")]
 
 
 class DownLake:
+    """A lake whose Spark did not start (the lag trends are Spark questions)."""
+
     cluster = None
 
     async def query(self, fn, *args, **kwargs):
         raise Unavailable("The metric lake is unavailable: Spark did not start (Java is missing).")
 
 
-async def test_why_with_the_lake_down_still_answers_with_a_note(ctx_at):
-    result = await answer("why URP", ctx_at(hhmm(10, 30), lake=DownLake()))
+async def test_why_with_an_unreadable_lake_still_answers_with_a_note(spark, tmp_path):
+    """The table's log damaged on disk (as a full disk or a bad copy leaves it): the live part
+    stands, the lake's part is a note saying what could not be read."""
+    from lake.service import LakeService
+
+    log_dir = tmp_path / "samples" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "00000000000000000000.json").write_text('{"protocol": {"minReaderVersion": 1\n')
+    lake = LakeService(str(tmp_path / "samples"), spark=spark, warm=False).start()
+    result = await answer("why URP", Context(lake=lake, clock=lambda: hhmm(10, 30).timestamp()))
     assert result.outcome == "answered"
     assert not ev(result.reply, "lake:")
-    assert any(n.startswith("Metric lake: The metric lake is unavailable") for n in result.reply.notes)
+    [note] = [n for n in result.reply.notes if n.startswith("Metric lake:")]
+    assert "could not be read" in note and "no lake evidence" in note
     assert result.reply.window is None
 
 

@@ -89,17 +89,20 @@ async def test_a_7_day_trend_reads_hour_rollups_and_never_raw_samples(spark, wee
 
 
 async def test_window_rows_go_through_the_service(spark, week_lake):
-    """The digest's and triage's way in: LakeService.query, with its time limit."""
+    """The digest's and triage's way in: a Spark window query through LakeService.query (its time
+    limit), and a question answered in process (the URP shapes) through LakeService.ask_window."""
     from commands.lake_evidence import window_rows
     from lake.service import LakeService
-    from spark_queries.urp import urp_trend
 
     lake = LakeService(week_lake.table, spark=spark, warm=False).start()
     ctx = Context(lake=lake, clock=clock_at(DAY0 + dt.timedelta(days=8)))
-    rows = await window_rows(ctx, "dl", 2, urp_trend)
-    assert sorted((r["broker"], r["shape"] == "zero", r["max"]) for r in rows) == [(1, True, 0), (2, False, 3)]
-    assert await window_rows(Context(lake=None), "dl", 2, urp_trend) is None
+    rows = await window_rows(ctx, "dl", 2, lambda df: df.groupBy("broker").count())
+    assert sorted(r["broker"] for r in rows) == [1, 2]
     assert lake.status()["queries"] == 1
+    rows = await window_rows(ctx, "dl", 2, "urp_trend")
+    assert sorted((r["broker"], r["shape"] == "zero", r["max"]) for r in rows) == [(1, True, 0), (2, False, 3)]
+    assert (lake.status()["queries"], lake.status()["window_queries"]) == (1, 1)
+    assert await window_rows(Context(lake=None), "dl", 2, "urp_trend") is None
 
 
 def _files(spark, path, date, hour):

@@ -20,6 +20,7 @@ from connectkit import CLUSTER, HOT_PARTITION, HOT_TOPIC, free_port, recent_lake
 from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
+from window_queries.urp import URP_QUESTION
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +75,6 @@ def test_lake_service_queries_through_connect(served):
             hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
             others = {}
             for name, fn, args in [
-                ("urp", Q.q_urp, ()),
                 ("under_min_isr", Q.q_under_min_isr, ()),
                 ("offline", Q.q_offline, ()),
                 ("hanging", Q.q_hanging, ()),
@@ -85,6 +85,8 @@ def test_lake_service_queries_through_connect(served):
                 ("window", Q.q_window_rows, (lambda df: df.groupBy("metric").count(),)),
             ]:
                 others[name] = await svc.query(fn, start, end, *args)
+            # the window's URP question is answered in this process, beside the server
+            others["urp"] = await svc.ask_window(URP_QUESTION, start, end)
             return hot, others
 
         hot, others = asyncio.run(ask())

@@ -16,14 +16,14 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from lake.embedded import WindowReader
 from lake.schema import read_lake
 from spark_queries.hot import hot_partitions
-from spark_queries.isr import isr_churn
 from spark_queries.lag import group_lag_status, partition_lag_status
 from spark_queries.txn import last_stable_offset_lag, late_transactions
-from spark_queries.urp import urp_trend
 from spark_queries.window import incident_window
 from tools import synthetic as S
+from window_queries.urp import URP_QUESTION, isr_churn, urp_trend
 
 pytestmark = pytest.mark.spark
 
@@ -57,11 +57,20 @@ def lake(spark, tmp_path_factory):
         seed=7,
         spark=spark,
     )
-    return report, read_lake(spark, path)
+    return report, read_lake(spark, path), path
+
+
+def window(lake, start, end, cluster=None):
+    """The window as the bot reads it in process: delta-rs over the Delta table Spark wrote."""
+    return WindowReader(lake[2]).open(start, end, cluster, URP_QUESTION.metrics)
+
+
+def pick(rows, *names):
+    return [tuple(r[n] for n in names) for r in rows]
 
 
 def test_report_counts_what_was_written(lake):
-    report, df = lake
+    report, df, _ = lake
     assert report.hours == 2
     assert df.count() == report.rows
     assert df.select("cluster").distinct().collect() == [Row(cluster="syn")]
@@ -69,39 +78,38 @@ def test_report_counts_what_was_written(lake):
 
 
 def test_broker_loss_is_flat_urp_on_the_survivors(lake):
-    _, df = lake
-    w = incident_window(df, hhmm(10, 0), hhmm(11, 0), cluster="syn")
-    out = urp_trend(w).select("broker", "samples", "max", "modal_value", "shape")
-    expected = [
-        Row(1, 120, 5.0, 5.0, "flat"),
-        Row(2, 40, 0.0, None, "zero"),  # away 10:10-10:50: 20 + 20 samples
-        Row(3, 120, 5.0, 5.0, "flat"),
-        Row(4, 120, 5.0, 5.0, "flat"),
+    w = window(lake, hhmm(10, 0), hhmm(11, 0), cluster="syn")
+    assert pick(urp_trend(w), "broker", "samples", "max", "modal_value", "shape") == [
+        (1, 120, 5.0, 5.0, "flat"),
+        (2, 40, 0.0, None, "zero"),  # away 10:10-10:50: 20 + 20 samples
+        (3, 120, 5.0, 5.0, "flat"),
+        (4, 120, 5.0, 5.0, "flat"),
     ]
-    assertDataFrameEqual(out, expected)
-    churn = isr_churn(w).select("broker", "shrinks", "expands", "resets", "shrinks_without_expands")
-    assertDataFrameEqual(
-        churn,
-        [
-            Row(1, 5.0, 5.0, 0, False),
-            Row(2, 0.0, 0.0, 2, False),  # restarted: both counters reset
-            Row(3, 5.0, 5.0, 0, False),
-            Row(4, 5.0, 5.0, 0, False),
-        ],
-    )
+    assert pick(isr_churn(w), "broker", "shrinks", "expands", "resets", "shrinks_without_expands") == [
+        (1, 5.0, 5.0, 0, False),
+        (2, 0.0, 0.0, 2, False),  # restarted: both counters reset
+        (3, 5.0, 5.0, 0, False),
+        (4, 5.0, 5.0, 0, False),
+    ]
+    # the window ends where its last sample is, and another cluster's name finds nothing
+    assert w.data_end() == (hhmm(11, 0) - dt.timedelta(seconds=30)).timestamp()
+    assert urp_trend(window(lake, hhmm(10, 0), hhmm(11, 0), cluster="other")) == []
 
 
 def test_slow_follower_is_fluctuating_urp_and_shrinks_without_expands(lake):
-    _, df = lake
-    w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
-    shapes = urp_trend(w).select("broker", "shape")
-    assertDataFrameEqual(shapes, [Row(1, "fluctuating"), Row(2, "fluctuating"), Row(3, "fluctuating"), Row(4, "zero")])
-    flags = isr_churn(w).select("broker", "shrinks_without_expands")
-    assertDataFrameEqual(flags, [Row(1, False), Row(2, False), Row(3, True), Row(4, False)])
+    # across the end of the lake's data: the hour after it has no partition to read
+    w = window(lake, hhmm(11, 0), hhmm(12, 30))
+    assert pick(urp_trend(w), "broker", "shape") == [
+        (1, "fluctuating"),
+        (2, "fluctuating"),
+        (3, "fluctuating"),
+        (4, "zero"),
+    ]
+    assert pick(isr_churn(w), "broker", "shrinks_without_expands") == [(1, False), (2, False), (3, True), (4, False)]
 
 
 def test_hot_key_is_the_hottest_partition_of_its_topic(lake):
-    _, df = lake
+    _, df, _ = lake
     w = incident_window(df, hhmm(10, 5), hhmm(10, 35))
     out = hot_partitions(w, topic="topic-001", top=1)
     assertDataFrameEqual(out.select("topic", "partition", "leader_broker", "rank"), [Row("topic-001", 2, 4, 1)])
@@ -109,7 +117,7 @@ def test_hot_key_is_the_hottest_partition_of_its_topic(lake):
 
 
 def test_hanging_transaction(lake):
-    _, df = lake
+    _, df, _ = lake
     w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
     growing = last_stable_offset_lag(w).filter("growing").select("topic", "partition", "leader_broker")
     assertDataFrameEqual(growing, [Row("topic-000", 1, 2)])
@@ -118,7 +126,7 @@ def test_hanging_transaction(lake):
 
 
 def test_rebalance_storm(lake):
-    _, df = lake
+    _, df, _ = lake
     w = incident_window(df, hhmm(11, 30), hhmm(11, 40))
     groups = group_lag_status(partition_lag_status(w)).select("group", "status", "worst_status", "partitions_not_ok")
     assertDataFrameEqual(
