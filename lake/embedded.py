@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -31,10 +31,15 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lake.errors import LakeUnavailable
-from lake.schema import partition_values, to_utc
+from lake.schema import RAW, partition_values, to_utc
 
-#: Columns a window question may read (the partition columns come from the snapshot).
+#: Columns a window question may read of the samples (``w``) and of a rollup table (``lake.schema``:
+#: the partition columns other than ``cluster`` stay out).
 COLUMNS = ("ts", "broker", "metric", "topic", "partition", "labels", "value", "cluster")
+ROLLUP_COLUMNS = (
+    "bucket", "broker", "metric", "topic", "partition", "labels", "min", "max", "sum", "count", "last", "last_ts",
+    "inc", "growth", "resets", "seconds", "cluster",
+)  # fmt: skip
 
 
 def delta_location(path: str) -> str:
@@ -56,25 +61,55 @@ def _hours(start: _dt.datetime, end: _dt.datetime) -> list[tuple[str, int]]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass
 class Window:
     """What a window question gets: a DuckDB connection with the window's samples as the view
-    ``w`` (``start <= ts < end``, one cluster or all, only the metrics asked for)."""
+    ``w`` (``start <= ts < end``, one cluster or all, only the metrics asked for), and the
+    lake's rollup tables to attach more views from (:meth:`rollup`)."""
 
     con: Any  # duckdb.DuckDBPyConnection
     start: _dt.datetime
     end: _dt.datetime
     cluster: str | None
+    rollups: Mapping[str, "WindowReader"] = field(default_factory=dict)
 
     @classmethod
-    def over(cls, samples: Any, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None) -> "Window":
+    def over(
+        cls,
+        samples: Any,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        cluster: str | None = None,
+        rollups: Mapping[str, "WindowReader"] | None = None,
+    ) -> "Window":
         """A window over ``samples`` (an Arrow table with :data:`COLUMNS`), already cut to it."""
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET threads = 2")
-        con.register("w_arrow", samples)
-        con.execute("CREATE VIEW w AS SELECT * FROM w_arrow")
-        return cls(con, start, end, cluster)
+        window = cls(con, start, end, cluster, dict(rollups or {}))
+        window.attach("w", samples)
+        return window
+
+    def attach(self, name: str, table: Any) -> None:
+        """Make the Arrow ``table`` the view ``name`` (a fixed name of the question's, never a
+        user's)."""
+        self.con.register(f"{name}_arrow", table)
+        self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}_arrow")
+
+    def rollup(
+        self, resolution: str, start: _dt.datetime, end: _dt.datetime, metrics: Sequence[str], name: str
+    ) -> bool:
+        """Attach the rows of the ``resolution`` rollup (``1m``, ``1h``) whose bucket starts in
+        [start, end) as the view ``name``; False (and nothing attached) without that table."""
+        reader = self.rollups.get(resolution)
+        if reader is None:
+            return False
+        try:
+            rows = reader.read(start, end, self.cluster, metrics)
+        except TableNotFound:
+            return False
+        self.attach(name, rows)
+        return True
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """``sql`` over ``w`` as dicts; timestamps aware UTC."""
@@ -97,16 +132,19 @@ class TableNotFound(LakeUnavailable):
 
 
 class WindowReader:
-    """One lake's samples table, read window by window (thread-safe; one per LakeService).
+    """One Delta table of the lake (the samples, or a rollup), read window by window
+    (thread-safe; the LakeService keeps one per table).
 
-    The table's snapshot is loaded once and brought up to date before each question
+    The table's snapshot is loaded once and brought up to date before each read
     (``update_incremental``: only the log entries since), so a question pays for the commits
     since the last one, not for the table's history."""
 
-    def __init__(self, path: str, storage_options: dict[str, str] | None = None):
+    def __init__(self, path: str, resolution: str = RAW, storage_options: dict[str, str] | None = None):
         self.path = path
+        self.resolution = resolution
         self.location = delta_location(path)
         self.storage_options = storage_options
+        self._time, self._columns = ("ts", COLUMNS) if resolution == RAW else ("bucket", ROLLUP_COLUMNS)
         self._table: Any = None  # deltalake.DeltaTable
         self._lock = threading.Lock()
 
@@ -121,8 +159,28 @@ class WindowReader:
                 self._table = None
                 raise TableNotFound(
                     "The metric lake has no samples yet (no table at its path): nothing has been ingested."
+                    if self.resolution == RAW
+                    else f"The metric lake has no {self.resolution} rollup table yet."
                 ) from None
             return self._table
+
+    def read(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None, metrics: Sequence[str]) -> Any:
+        """The rows of [start, end) (by ``ts``, or a rollup's ``bucket``) of ``metrics``, as Arrow.
+
+        The dataset is pruned to the window's hours and cluster by partition value (fragments
+        of other hours are never opened) and its rows by time and metric (Parquet statistics
+        skip row groups)."""
+        s, e = to_utc(start), to_utc(end)
+        dataset = self._snapshot().to_pyarrow_dataset()
+        hours = _hours(s, e)
+        keep = pc.field("date").isin(sorted({d for d, _ in hours}))
+        if self.resolution != "1h":  # the hour table is partitioned by date only
+            keep = keep & pc.field("hour").isin(sorted({h for _, h in hours}))
+        t = pc.field(self._time)
+        keep = keep & (t >= s) & (t < e) & pc.field("metric").isin(list(metrics))
+        if cluster is not None:
+            keep = keep & (pc.field("cluster") == cluster)
+        return dataset.to_table(columns=list(self._columns), filter=keep)
 
     def open(
         self,
@@ -130,19 +188,9 @@ class WindowReader:
         end: _dt.datetime,
         cluster: str | None,
         metrics: Sequence[str],
+        rollups: Mapping[str, "WindowReader"] | None = None,
     ) -> Window:
-        """A DuckDB connection whose view ``w`` holds the window's samples of ``metrics``.
-
-        The Arrow dataset is pruned to the window's hours and cluster by partition value
-        (fragments of other hours are never opened) and its rows by ``ts`` and ``metric``
-        (Parquet statistics skip row groups); DuckDB reads it without copying."""
+        """A window whose view ``w`` holds the samples of ``metrics`` in [start, end); DuckDB
+        reads the Arrow rows without copying."""
         s, e = to_utc(start), to_utc(end)
-        table = self._snapshot()
-        dataset = table.to_pyarrow_dataset()
-        hours = pc.field("date").isin([d for d, _ in _hours(s, e)]) & pc.field("hour").isin(
-            sorted({h for _, h in _hours(s, e)})
-        )
-        keep = hours & (pc.field("ts") >= s) & (pc.field("ts") < e) & pc.field("metric").isin(list(metrics))
-        if cluster is not None:
-            keep = keep & (pc.field("cluster") == cluster)
-        return Window.over(dataset.to_table(columns=list(COLUMNS), filter=keep), s, e, cluster)
+        return Window.over(self.read(s, e, cluster, metrics), s, e, cluster, rollups)

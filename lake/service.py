@@ -63,6 +63,7 @@ from typing import Any
 
 from lake.embedded import READ_ERRORS, Window, WindowReader
 from lake.errors import LakeTimeout, LakeUnavailable
+from lake.schema import RAW, ROLLUPS, table_path
 from lake.spark import parse_conf
 from window_queries import Question
 
@@ -346,7 +347,7 @@ class LakeService:
         self._failures = 0
         self._timeouts = 0
         self._last_query_s: float | None = None
-        self._reader: WindowReader | None = None
+        self._readers: dict[str, WindowReader] = {}
         self._window_queries = 0
         self._window_failures = 0
         self._last_window_s: float | None = None
@@ -509,12 +510,13 @@ class LakeService:
         raise LakeUnavailable(f"The metric lake is unavailable: Spark did not start ({self._error}).")
 
     @property
-    def reader(self) -> WindowReader:
-        """The in-process reader of the incident window (``lake.embedded``), made on first use."""
+    def readers(self) -> dict[str, WindowReader]:
+        """The in-process readers of the lake's tables (``lake.embedded``) by resolution (raw,
+        1m, 1h), made on first use."""
         with self._lock:
-            if self._reader is None:
-                self._reader = WindowReader(self.path)
-            return self._reader
+            if not self._readers:
+                self._readers = {r: WindowReader(table_path(self.path, r), r) for r in (RAW, *ROLLUPS)}
+            return self._readers
 
     async def ask_window(
         self,
@@ -537,7 +539,9 @@ class LakeService:
         opened: list[Window] = []
 
         def work() -> dict[str, Any]:
-            window = self.reader.open(start, end, cluster, question.metrics)
+            readers = self.readers
+            rollups = {r: readers[r] for r in ROLLUPS}
+            window = readers[RAW].open(start, end, cluster, question.metrics, rollups)
             opened.append(window)
             try:
                 return question.answer(window, *args)
