@@ -138,14 +138,21 @@ def _lake_or_unavailable(ctx: Context) -> Any:
 
 
 async def ask_window(
-    ctx: Context, cluster: str | None, question: Question, window: Window, timeout: float | None = None
+    ctx: Context,
+    cluster: str | None,
+    question: Question,
+    window: Window,
+    *args: Any,
+    timeout: float | None = None,
 ) -> Facts:
-    """``question`` (``window_queries``) over ``window``, answered in the bot's process
+    """``question(window, *args)`` (``window_queries``), answered in the bot's process
     (``LakeService.ask_window``); Unavailable when the lake cannot answer, and
     :class:`NotEnoughData` on a lake with nothing ingested yet."""
     lake = _lake_or_unavailable(ctx)
     try:
-        facts: Facts = await lake.ask_window(question, window.start, window.end, cluster=cluster, timeout=timeout)
+        facts: Facts = await lake.ask_window(
+            question, window.start, window.end, *args, cluster=cluster, timeout=timeout
+        )
         return facts
     except TableNotFound as exc:
         raise NotEnoughData(str(exc)) from exc
@@ -199,7 +206,7 @@ async def window_rows(
         end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
         span = Window(end - dt.timedelta(hours=hours), end, dt.timedelta(hours=hours))
         try:
-            facts = await ask_window(ctx, cluster, question, span, timeout)
+            facts = await ask_window(ctx, cluster, question, span, timeout=timeout)
         except NotEnoughData:
             return []
         rows_of: list[Row] = facts[key]
