@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lake.embedded import TableNotFound
+from lake.embedded import Question, TableNotFound
 from lake.errors import LakeUnavailable
-from window_queries import Question
+from window_queries.trend import gauge_trend
 from window_queries.urp import URP_QUESTION, URP_TREND_QUESTION
 
 from .context import Context
@@ -160,6 +160,12 @@ async def ask_window(
         raise Unavailable(str(exc)) from exc
 
 
+async def window_trend(ctx: Context, request: CommandRequest, window: Window, metric: str, bucket_s: int) -> Facts:
+    """A gauge per broker and bucket over the incident window (``window_queries.trend``): the
+    chart beside `why`'s findings, read from the samples they were read from."""
+    return await ask_window(ctx, lake_cluster(request, ctx), gauge_trend(metric), window, bucket_s)
+
+
 class NotEnoughData(Unavailable):
     """The lake has no samples at all yet (nothing ingested): a young lake, not a failure."""
 
@@ -256,6 +262,7 @@ class LakeFindings:
     available: bool = True
     details: list[str] = field(default_factory=list)  # per-item lines, for a Section
     data_end: float | None = None  # set when the lake's data ends before the symptom (stale)
+    newest: float | None = None  # the window's newest sample (epoch s), whenever the lake had one
     series: list[Series] = field(default_factory=list)  # the symptom's trend, for a chart
 
     @classmethod
@@ -295,6 +302,7 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
     """Say so when the lake's data ends before the symptom began (or, without a start time,
     :data:`FRESH_S` before the window's end): a healthy trend from before the symptom is no
     evidence against it.  Healthy items are replaced; problems the lake did see are kept."""
+    out.newest = data_end
     if not out.has_data or data_end is None:
         return out
     limit = began.timestamp() if began is not None else out.window.end.timestamp() - FRESH_S

@@ -18,7 +18,7 @@ from live.probe import ProbeResult
 from runbook_kb.diagnose import BrokerFacts, cut_off_silently, urp_findings
 
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
-from .findings import LiveFindings
+from .findings import LiveFacts, LiveFindings
 from .partial import note_missing
 from .reply import Action, Evidence, Severity
 from .txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
@@ -291,8 +291,9 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     for f in findings:
         if f.cause != "reassignment" and all(e != f.cause for e, _ in lead):
             lead.append((f.cause, f"live: {f.detail}"))
+    facts = facts_of(snap)
     if not urp:
-        return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes)
+        return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes, facts=facts)
     top = findings[0] if findings else None
     if top and top.cause == "gc-pauses":
         verdict = (
@@ -350,7 +351,16 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
     severity: Severity = "critical" if cats["UnderMinIsr"] or cats["Offline"] else "warning"
     example_topic = urp[0].topic
     actions = [Action(f"Describe {example_topic}", f"describe {example_topic}"), Action("Cluster status", "status")]
-    return LiveFindings(verdict, severity, evidence, lead, actions, notes)
+    return LiveFindings(verdict, severity, evidence, lead, actions, notes, facts)
+
+
+def facts_of(snap: Snapshot) -> LiveFacts:
+    cats = snap.by_category()
+    return LiveFacts(
+        under_replicated=sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader),
+        offline=len(cats["Offline"]),
+        missing_brokers=frozenset(snap.brokers.expected - snap.brokers.registered),
+    )
 
 
 async def check_offline(gw: AdminGateway) -> LiveFindings:
@@ -359,7 +369,7 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
     evidence = [brokers_evidence(snap), *stale_view_evidence(snap)]
     if not offline:
         evidence.append(Evidence("Offline partitions", "0", "live: metadata", "ok"))
-        return LiveFindings("No offline partitions right now.", "ok", evidence)
+        return LiveFindings("No offline partitions right now.", "ok", evidence, facts=facts_of(snap))
     down = sorted({b for p in offline for b in p.replicas if b not in snap.brokers.registered})
     evidence.append(
         Evidence("Offline partitions", f"{len(offline):,}: {name_partitions(offline)}", "live: metadata", "bad")
@@ -390,7 +400,7 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
         f"{len(offline):,} partition(s) have no leader: every replica that could lead is on broker(s) "
         f"{broker_list(down)}, which {'is' if len(down) == 1 else 'are'} down. Bring {'it' if len(down) == 1 else 'them'} back; do not force an unclean election."
     )
-    return LiveFindings(verdict, "critical", evidence, lead, [Action("Cluster status", "status")])
+    return LiveFindings(verdict, "critical", evidence, lead, [Action("Cluster status", "status")], facts=facts_of(snap))
 
 
 async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:

@@ -22,6 +22,7 @@ from .errors import Unavailable
 from .evidence import gateway
 from .findings import LiveFindings
 from .lake_evidence import LakeFindings
+from .lake_vs_live import check_against_live
 from .live_checks import Check, run_check, unreachable
 from .reference import reference_reply
 from .reply import Evidence, Reply
@@ -119,7 +120,7 @@ async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str) -> La
 
     window = findings.window
     try:
-        facts = await lake_evidence.history(ctx, request, window, metric, None, None, None, bucket_for(window.since))
+        facts = await lake_evidence.window_trend(ctx, request, window, metric, bucket_for(window.since))
     except Unavailable:
         return findings  # the findings stand without the chart
     findings.series = trend_series(
@@ -180,6 +181,9 @@ def _reply(
             verdict = f"{lake.verdict} Check '{top}' first."
             severity = lake.severity if lake.severity != "info" else severity
     if lake is not None:
+        # the lake ends before the live read: its lines say where, and any that the cluster as it
+        # is now contradicts says so (commands.lake_vs_live)
+        lake = check_against_live(lake, live.facts if live is not None else None, ctx.clock())
         evidence += lake.evidence
         notes += lake.notes
     return Reply(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,16 @@ ROLLUP_COLUMNS = (
     "bucket", "broker", "metric", "topic", "partition", "labels", "min", "max", "sum", "count", "last", "last_ts",
     "inc", "growth", "resets", "seconds", "cluster",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Question:
+    """One window question (``window_queries``): its name, the metrics it reads (the only ones
+    read from the table), and ``answer(window, *args) -> dict`` of plain Python values."""
+
+    name: str
+    metrics: tuple[str, ...]
+    answer: Callable[..., dict[str, Any]]
 
 
 def delta_location(path: str) -> str:

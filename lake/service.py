@@ -61,11 +61,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lake.embedded import READ_ERRORS, Window, WindowReader
+from lake.embedded import READ_ERRORS, Question, Window, WindowReader
 from lake.errors import LakeTimeout, LakeUnavailable
 from lake.schema import RAW, ROLLUPS, table_path
 from lake.spark import parse_conf
-from window_queries import Question
 
 log = logging.getLogger(__name__)
 

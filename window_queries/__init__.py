@@ -1,8 +1,8 @@
 """The incident-window questions, answered in the bot's process by DuckDB (``lake.embedded``).
 
 Each module defines its questions once, in SQL over the view ``w`` (the window's samples:
-ts, broker, metric, topic, partition, labels, value, cluster) as a :class:`Question`: the
-metrics it reads and the function that answers it from a ``lake.embedded.Window``. Commands
+ts, broker, metric, topic, partition, labels, value, cluster) as a ``lake.embedded.Question``:
+the metrics it reads and the function that answers it from a ``lake.embedded.Window``. Commands
 ask them through ``LakeService.ask_window`` (``commands.lake_evidence``). A question answered
 here is not also written for Spark: ``spark_queries`` holds the ones Spark answers (histories
 over the rollups, the ingest's rollups, long windows).
@@ -12,16 +12,6 @@ over the rollups, the ingest's rollups, long windows).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from lake.embedded import Question
 
-
-@dataclass(frozen=True)
-class Question:
-    """One window question: its name (the evidence's source), the metrics it reads, and
-    ``answer(window, *args) -> dict`` (plain Python values, ``data_end`` among them)."""
-
-    name: str
-    metrics: tuple[str, ...]
-    answer: Callable[..., dict[str, Any]]
+__all__ = ["Question"]

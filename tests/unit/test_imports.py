@@ -15,6 +15,7 @@ PACKAGES = (
     "localkafka",
     "spark_queries",
     "lake",
+    "window_queries",
     "commands",
     "gate",
     "bot",
@@ -36,6 +37,8 @@ ALLOWED = {
     "localkafka": {"kbot_settings"},
     "spark_queries": {"lake.schema", "kbot_settings"},
     "lake": {"spark_queries", "live", "localkafka", "kbot_settings"},
+    # the incident window's questions, answered in process by the lake's embedded reader
+    "window_queries": {"lake.embedded", "lake.schema", "kbot_settings"},
     "commands": {"runbook_kb", "live", "kbot_settings"},
     "gate": {"commands", "live", "kbot_settings"},
     "bot": {"commands", "gate", "runbook_kb", "live", "lake", "localkafka", "spark_queries", "kbot_settings"},
@@ -44,8 +47,9 @@ ALLOWED = {
 }
 # Named exceptions, each one module wide: the command line registers every tool's subcommands, and
 # commands/lake_evidence.py is the commands' one way into the metric lake (LakeService.query with
-# the lake's named queries); no other command module may import the lake's code.
-ENTRY_POINTS = {"bot.cli": {"lab"}, "commands.lake_evidence": {"lake", "spark_queries"}}
+# the lake's named queries, LakeService.ask_window with the window's questions); no other command
+# module may import the lake's code.
+ENTRY_POINTS = {"bot.cli": {"lab"}, "commands.lake_evidence": {"lake", "spark_queries", "window_queries"}}
 
 
 def _modules() -> dict[str, Path]:

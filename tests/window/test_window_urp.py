@@ -138,3 +138,18 @@ def test_an_empty_window_has_no_rows_and_no_data_end():
     w = window_of([])
     assert urp_trend(w) == [] and urp_concentration(w) == [] and isr_churn(w) == []
     assert w.data_end() is None
+
+
+def test_a_gauges_trend_is_its_largest_sample_per_broker_and_bucket():
+    from window_queries.trend import gauge_trend
+
+    rows = series(1, [0, 2, 5, 1]) + series(2, [3, 3, 3, 3]) + [sample("Other", 9, at(0), broker=1)]
+    out = gauge_trend(URP).answer(window_of(rows), 120)  # two samples a bucket (a sample a minute)
+    t0 = int(at(0).timestamp())
+    assert pick(out["rows"], "bucket", "broker", "value", "samples") == [
+        (t0, 1, 2.0, 2),
+        (t0, 2, 3.0, 2),
+        (t0 + 120, 1, 5.0, 2),
+        (t0 + 120, 2, 3.0, 2),
+    ]
+    assert out["data_end"] == at(3).timestamp()
