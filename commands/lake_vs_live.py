@@ -54,20 +54,22 @@ def data_end_line(lake: LakeFindings, now: float) -> Evidence | None:
     )
 
 
-def _unhealthy_now(source: str, live: LiveFacts) -> int | None:
-    """How many partitions the live read found in the state the line's source measures."""
+def _unhealthy_now(source: str, live: LiveFacts) -> tuple[int, str] | None:
+    """How many partitions the live read found in the state the line's source measures, and
+    what that state is called."""
     if source in URP_SOURCES:
-        return live.under_replicated
+        return live.under_replicated, "under-replicated"
     if source in OFFLINE_SOURCES:
-        return live.offline
+        return live.offline, "offline"
     return None
 
 
 def _checked(e: Evidence, live: LiveFacts, newest: float | None) -> Evidence:
-    now_count = _unhealthy_now(e.source, live)
-    if now_count is None:
+    counted = _unhealthy_now(e.source, live)
+    if counted is None:
         return e
-    until = f"up to {_hm(newest)}" if newest is not None else "in the lake's window"
+    now_count, state = counted
+    asof = f"as of {_hm(newest)}" if newest is not None else "in the lake's window"
     brokers = {int(b) for b in _BROKER.findall(f"{e.label} {e.value}")}
     gone = sorted(brokers & live.missing_brokers)
     if gone:
@@ -80,13 +82,12 @@ def _checked(e: Evidence, live: LiveFacts, newest: float | None) -> Evidence:
     if e.status == "ok" and now_count > 0:
         return dataclasses.replace(
             e,
-            value=f"{e.value} ({until}; the live read now finds {now_count:,} partition(s) affected: "
-            "this line is from before that)",
+            value=f"{e.value} [{asof}: from before the live read, which finds {now_count:,} partition(s) {state} now]",
             status="neutral",
         )
     if e.status == "bad" and now_count == 0:
         return dataclasses.replace(
-            e, value=f"{e.value} ({until}; the live read now finds none: recovered since)", status="neutral"
+            e, value=f"{e.value} [{asof}: the live read finds none {state} now: recovered since]", status="neutral"
         )
     return e
 

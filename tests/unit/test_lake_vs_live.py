@@ -21,7 +21,9 @@ def live(urp: int = 0, offline: int = 0, missing=()) -> LiveFacts:
 
 
 def test_the_lakes_lines_open_with_where_its_data_ends():
-    out = check_against_live(lake(Evidence("URP trend", "0 on all 3", "lake: urp_trend", "ok")), live(), END.timestamp())
+    out = check_against_live(
+        lake(Evidence("URP trend", "0 on all 3", "lake: urp_trend", "ok")), live(), END.timestamp()
+    )
     assert (out.evidence[0].label, out.evidence[0].value) == (
         "Metric lake",
         "data to 03:14:20 UTC, 40 s before this answer",
@@ -34,8 +36,8 @@ def test_a_healthy_lake_line_under_a_live_fault_is_marked_as_from_before_it():
     [_, line] = check_against_live(lake(churn), live(urp=18, missing={102}), END.timestamp()).evidence
     assert line.status == "neutral"
     assert line.value == (
-        "no ISR shrinks or expands (up to 03:14:20 UTC; the live read now finds 18 partition(s) affected: "
-        "this line is from before that)"
+        "no ISR shrinks or expands [as of 03:14:20 UTC: from before the live read, which finds 18 partition(s) "
+        "under-replicated now]"
     )
 
 
@@ -50,7 +52,9 @@ def test_a_line_about_a_broker_that_left_says_so_and_stops_counting_as_bad():
 def test_an_unhealthy_lake_line_after_recovery_is_marked_past():
     trend = Evidence("URP trend, broker 101", "fluctuating: between 0 and 11, last 11", "lake: urp_trend", "bad")
     [_, line] = check_against_live(lake(trend), live(urp=0), END.timestamp()).evidence
-    assert line.status == "neutral" and line.value.endswith("the live read now finds none: recovered since)")
+    assert line.status == "neutral" and line.value.endswith(
+        "[as of 03:14:20 UTC: the live read finds none under-replicated now: recovered since]"
+    )
 
 
 def test_without_a_live_read_only_the_data_end_is_added():
