@@ -387,8 +387,38 @@ def _status(args) -> int:
         )
         rollups = [res for res, ok in st.get("rollups", {}).items() if ok]
         lines.append(f"rollups         {', '.join(rollups) or 'none yet'}")
+    st.update(_freshness(st["table"]))
+    lines.append(f"freshness       {st['freshness']}")
+    st["engines"] = {
+        "incident_window": "DuckDB in the asking process, over the Delta snapshot (delta-rs)",
+        "history": "Spark (the lake's Connect server when it runs, else an in-process session)",
+    }
+    lines.append("answered by     the incident window: DuckDB in the asking process; history and rollups: Spark")
     _print(st, args.json, "\n".join(lines))
     return 0
+
+
+def _freshness(table: str) -> dict:
+    """How far the lake's samples reach: the newest in the last two hours and its age."""
+    import datetime as dt
+
+    from .embedded import READ_ERRORS, TableNotFound, WindowReader
+
+    now = dt.datetime.now(dt.timezone.utc)
+    try:
+        newest = WindowReader(table).newest(now)
+    except TableNotFound:
+        return {"newest_sample": None, "age_s": None, "freshness": "no samples yet (nothing ingested)"}
+    except READ_ERRORS as exc:
+        return {"newest_sample": None, "age_s": None, "freshness": f"unreadable: {' '.join(str(exc).split())[:200]}"}
+    if newest is None:
+        return {"newest_sample": None, "age_s": None, "freshness": "no samples in the last 2 h"}
+    age = (now - newest).total_seconds()
+    return {
+        "newest_sample": newest.isoformat(timespec="seconds"),
+        "age_s": round(age, 1),
+        "freshness": f"newest sample {newest:%H:%M:%S} UTC, {age:,.0f} s old",
+    }
 
 
 def _serve(args) -> int:

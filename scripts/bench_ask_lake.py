@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""One-shot `kbot ask "hot-partitions"` end to end, with the lake's Spark Connect server running
-(warm) and without it (the process starts its own in-process Spark): a fresh process each time,
-like a user in another terminal.
+"""One-shot `kbot ask "hot-partitions"` and `kbot ask "why URP"` end to end, with the lake's Spark
+Connect server running (warm) and without it (the process starts its own in-process Spark): a
+fresh process each time, like a user in another terminal.
 
     .venv/bin/python scripts/bench_ask_lake.py [--runs 3] [--cold-runs 2] [--hours 2] [--json]
 
 It makes a synthetic lake whose samples cover the last minutes (tools/synthetic.py, written
-through the server), in a temporary lake dir unless --lake-dir is given, then times
-`kbot ask --json hot-partitions` (a) through the server (`kbot lake serve`, the same code
-`kbot run` uses) and (b) after `kbot lake serve --stop`.  Each answer is checked to hold lake
+through the server; a hot key and a broker loss in the last half hour), in a temporary lake dir
+unless --lake-dir is given, then times each question (`kbot ask --json <question>`, no cluster
+configured: the answer is the lake's part alone) (a) through the server (`kbot lake serve`, the
+same code `kbot run` uses) and (b) after `kbot lake serve --stop`. `why URP`'s lake part is
+answered in process (lake.embedded), so it needs neither.  Each answer is checked to hold lake
 evidence.  Prints the medians, the data size and the machine's load (1-minute load average
 before and after each series, and the core count): figures from a busy machine are not
 figures from an idle one.
@@ -38,12 +40,13 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def ask_once(env: dict[str, str], timeout: float) -> tuple[float, bool, str]:
+QUESTIONS = ("hot-partitions", "why URP")
+
+
+def ask_once(env: dict[str, str], timeout: float, question: str) -> tuple[float, bool, str]:
     """(seconds, answered from the lake, verdict)."""
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [KBOT, "ask", "--json", "hot-partitions"], env=env, capture_output=True, text=True, timeout=timeout
-    )
+    proc = subprocess.run([KBOT, "ask", "--json", question], env=env, capture_output=True, text=True, timeout=timeout)
     seconds = time.monotonic() - t0
     try:
         answer = json.loads(proc.stdout)
@@ -53,16 +56,16 @@ def ask_once(env: dict[str, str], timeout: float) -> tuple[float, bool, str]:
     return seconds, from_lake, str(answer.get("verdict", ""))
 
 
-def series(name: str, runs: int, env: dict[str, str], timeout: float) -> dict:
+def series(name: str, runs: int, env: dict[str, str], timeout: float, question: str) -> dict:
     before = load()
     times, verdicts, lake_answers = [], [], 0
     for i in range(runs):
-        s, ok, verdict = ask_once(env, timeout)
+        s, ok, verdict = ask_once(env, timeout, question)
         times.append(s)
         verdicts.append(verdict)
         lake_answers += ok
         print(
-            f"  {name} run {i + 1}: {s:.2f} s, {'lake answer' if ok else 'NO lake answer'}: {verdict[:100]}",
+            f"  {question} {name} run {i + 1}: {s:.2f} s, {'lake answer' if ok else 'NO lake answer'}: {verdict[:100]}",
             file=sys.stderr,
             flush=True,
         )
@@ -127,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                 resolution_s=30,
                 seed=3,
                 spark=spark,
-                incidents=[S.hot_key("topic-001", 2, now - dt.timedelta(minutes=20), "30m")],
+                incidents=[
+                    S.hot_key("topic-001", 2, now - dt.timedelta(minutes=20), "30m"),
+                    S.broker_loss(2, now - dt.timedelta(minutes=10), dt.timedelta(minutes=30)),
+                ],
             )
             out["generate_s"] = round(time.monotonic() - t1, 2)
         finally:
@@ -142,31 +148,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        out["with_server"] = series("with server", args.runs, env, args.timeout)
+        out["with_server"] = {q: series("with server", args.runs, env, args.timeout, q) for q in QUESTIONS}
     finally:
         connect.stop_server(lake_dir, env=env)
     if args.cold_runs:
-        out["without_server"] = series("without server", args.cold_runs, env, args.timeout)
+        out["without_server"] = {q: series("without server", args.cold_runs, env, args.timeout, q) for q in QUESTIONS}
     if not args.lake_dir:
         shutil.rmtree(lake_dir, ignore_errors=True)  # the lake this run made for itself
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        w = out["with_server"]
-        print(
-            f'kbot ask "hot-partitions" on {out["data"]["rows"]:,} rows ({out["data"]["bytes"] / 1e6:.1f} MB, '
-            f"{out['cores']} cores)"
-        )
-        print(
-            f"  with the Connect server: median {w['median_s']:.2f} s of {w['seconds']} "
-            f"(load {w['load_before']} -> {w['load_after']}), lake answers {w['lake_answers']}/{w['runs']}"
-        )
-        if "without_server" in out:
-            c = out["without_server"]
-            print(
-                f"  without (in-process):    median {c['median_s']:.2f} s of {c['seconds']} "
-                f"(load {c['load_before']} -> {c['load_after']}), lake answers {c['lake_answers']}/{c['runs']}"
-            )
+        print(f"kbot ask on {out['data']['rows']:,} rows ({out['data']['bytes'] / 1e6:.1f} MB, {out['cores']} cores)")
+        for q in QUESTIONS:
+            for key, label in (("with_server", "with the Connect server"), ("without_server", "without (in-process)")):
+                if key not in out:
+                    continue
+                w = out[key][q]
+                print(
+                    f"  {q:<15} {label:<24} median {w['median_s']:.2f} s of {w['seconds']} "
+                    f"(load {w['load_before']} -> {w['load_after']}), lake answers {w['lake_answers']}/{w['runs']}"
+                )
     return 0
 
 

@@ -53,6 +53,8 @@ def test_status_json(tmp_path, capsys):
     assert cli.run(args) == 0
     st = json.loads(capsys.readouterr().out)
     assert st["landing_files"] == 0 and st["table"] == str(tmp_path / "samples")
+    assert st["freshness"] == "no samples yet (nothing ingested)" and st["newest_sample"] is None
+    assert set(st["engines"]) == {"incident_window", "history"}
 
 
 def test_bad_targets_is_one_error_line(tmp_path, capsys):
@@ -125,6 +127,8 @@ def test_ingest_via_cli(spark, tmp_path, monkeypatch, capsys):
     assert cli.run(args) == 0
     text = capsys.readouterr().out
     assert "ingested        1 batch(es), 1 rows" in text and "clusters: c1" in text
+    # the one sample is from 2024: nothing in the last two hours
+    assert "freshness       no samples in the last 2 h" in text and "answered by     the incident window" in text
 
 
 @pytest.mark.spark
