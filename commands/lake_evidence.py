@@ -30,7 +30,10 @@ from typing import Any, TypeVar
 
 from lake.embedded import Question, TableNotFound
 from lake.errors import LakeUnavailable
+from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
+from window_queries.saturation import SATURATION_QUESTION
 from window_queries.trend import gauge_trend
+from window_queries.txn import HANGING_QUESTION
 from window_queries.urp import URP_QUESTION, URP_TREND_QUESTION
 
 from .context import Context
@@ -448,7 +451,10 @@ async def urp(ctx: Context, request: CommandRequest, window: Window, began: dt.d
 async def under_min_isr(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_under_min_isr"), window.start, window.end)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), UNDER_MIN_ISR_QUESTION, window)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: under_min_isr_timeline")
     rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: under_min_isr_timeline", "UnderMinIsrPartitionCount samples")
@@ -484,7 +490,10 @@ async def under_min_isr(
 async def offline(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_offline"), window.start, window.end)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), OFFLINE_QUESTION, window)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: offline_timeline")
     rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: offline_timeline", "OfflinePartitionsCount samples")
@@ -509,7 +518,10 @@ async def offline(
 async def hanging(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_hanging"), window.start, window.end)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), HANGING_QUESTION, window)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: last_stable_offset_lag")
     out = LakeFindings(window)
     for r in facts["growing"]:
         out.evidence.append(
@@ -547,7 +559,10 @@ async def saturation(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
     idle_below = ctx.kb.failure_modes["handler-saturation"].checks.thresholds[IDLE_BELOW]
-    facts = await run_query(ctx, request, _q("q_saturation"), window.start, window.end, idle_below)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), SATURATION_QUESTION, window, idle_below)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: request_handler_idle")
     if not facts["idle"]:
         return LakeFindings.without_data(window, "lake: request_handler_idle", "RequestHandlerAvgIdlePercent samples")
     out = LakeFindings(window)
@@ -585,7 +600,10 @@ async def saturation(
 async def controller(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_controller"), window.start, window.end)
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), CONTROLLER_QUESTION, window)
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: controller_anomalies")
     rows = facts["rows"]
     out = LakeFindings(window)
     for r in rows:

@@ -7,7 +7,10 @@ ask them through ``LakeService.ask_window`` (``commands.lake_evidence``). A ques
 here is not also written for Spark: ``spark_queries`` holds the ones Spark answers (histories
 over the rollups, the ingest's rollups, long windows).
 
-* ``urp``   the URP trend per broker (flat / fluctuating), where URP concentrates, ISR churn
+* ``urp``          the URP trend per broker (flat / fluctuating), where URP concentrates, ISR churn
+* ``availability`` partitions under min ISR and offline, active controller anomalies
+* ``txn``          LastStableOffsetLag growing (hanging transactions), late transactions
+* ``saturation``   request handler idle, request queue time
 """
 
 from __future__ import annotations
