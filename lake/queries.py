@@ -25,86 +25,7 @@ def _plain(d: dict) -> dict:
     return {k: (from_spark(v) if isinstance(v, _dt.datetime) else v) for k, v in d.items()}
 
 
-def _data_end(df) -> float | None:
-    from pyspark.sql import functions as F
-
-    row = df.agg(F.unix_micros(F.max("ts")).alias("end")).first()
-    return None if row is None or row["end"] is None else row["end"] / 1e6
-
-
 # --------------------------------------------------------------------------- symptoms
-
-
-def q_under_min_isr(view, start, end) -> dict:
-    from pyspark.sql import functions as F
-
-    from spark_queries._common import only_metrics
-    from spark_queries.availability import AT_MIN_ISR, UNDER_MIN_ISR, under_min_isr_timeline
-
-    df = only_metrics(view.window(start, end), UNDER_MIN_ISR, AT_MIN_ISR)
-    t = under_min_isr_timeline(df)
-    return {
-        "rows": rows(
-            t.groupBy("cluster", "broker").agg(
-                F.max("under_min_isr").alias("max_under"),
-                F.count_if(F.col("under_min_isr") > 0).alias("minutes_under"),
-                F.max("at_min_isr").alias("max_at"),
-                F.count("*").alias("minutes"),
-            )
-        ),
-        "data_end": _data_end(df),
-    }
-
-
-def q_offline(view, start, end) -> dict:
-    from pyspark.sql import functions as F
-
-    from spark_queries._common import only_metrics
-    from spark_queries.availability import OFFLINE, UNDER_MIN_ISR, offline_timeline
-
-    df = only_metrics(view.window(start, end), UNDER_MIN_ISR, OFFLINE)
-    t = offline_timeline(df)
-    return {
-        "rows": rows(
-            t.groupBy("cluster").agg(
-                F.max("offline_partitions").alias("max_offline"),
-                F.count_if(F.col("offline_partitions") > 0).alias("minutes_offline"),
-                F.min(F.when(F.col("offline_partitions") > 0, F.unix_seconds("bucket"))).alias("first_offline"),
-                F.count("*").alias("minutes"),
-            )
-        ),
-        "data_end": _data_end(df),
-    }
-
-
-def q_hanging(view, start, end) -> dict:
-    from pyspark.sql import functions as F
-
-    from spark_queries.txn import last_stable_offset_lag, late_transactions
-
-    df = view.window(start, end)
-    growing = last_stable_offset_lag(df).filter(F.col("growing")).orderBy(F.col("last_lag").desc()).limit(5)
-    late = late_transactions(df).filter(F.col("late"))
-    return {"growing": rows(growing), "late": rows(late), "data_end": _data_end(df)}
-
-
-def q_saturation(view, start, end, idle_below: float) -> dict:
-    from spark_queries.saturation import request_handler_idle, request_queue_time
-
-    df = view.window(start, end)
-    return {
-        "idle": rows(request_handler_idle(df, idle_below)),
-        "queue": rows(request_queue_time(df, quantile="0.99")),
-        "data_end": _data_end(df),
-    }
-
-
-def q_controller(view, start, end) -> dict:
-    from spark_queries._common import only_metrics
-    from spark_queries.availability import ACTIVE_CONTROLLER, controller_anomalies
-
-    df = only_metrics(view.window(start, end), ACTIVE_CONTROLLER)
-    return {"rows": rows(controller_anomalies(df)), "data_end": _data_end(df)}
 
 
 #: Windows at least this long are ranked from the minute rollup (:func:`_hot_from_rollup`).
@@ -328,11 +249,6 @@ def q_window_rows(view, start, end, query: Callable) -> list[dict]:
 
 __all__ = [
     "rows",
-    "q_under_min_isr",
-    "q_offline",
-    "q_hanging",
-    "q_saturation",
-    "q_controller",
     "q_hot",
     "q_group_lag",
     "q_history",

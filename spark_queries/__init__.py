@@ -7,17 +7,14 @@ group and metric names, time bounds) only ever enter a plan as literals via
 ``F.lit``/``isin``/Column comparisons.  So they work the same on a classic
 session and on Spark Connect.
 
-The incident window's URP questions are answered in process by DuckDB (``window_queries``),
-not here: a question has one engine.
+The incident window's questions of ``why`` (URP, under min ISR, offline partitions, hanging
+transactions, handler saturation, the active controller) are answered in process by DuckDB
+(``window_queries``), not here: a question has one engine.
 
 Modules, one per theme:
 
 * ``window``       incident_window: time filter that also prunes Hive partitions
 * ``hot``          hot_partitions
-* ``txn``          last_stable_offset_lag, late_transactions
-* ``saturation``   request_handler_idle, request_queue_time
-* ``availability`` under_min_isr_timeline, offline_timeline, controller_timeline,
-                   controller_anomalies
 * ``lag``          partition_lag_status, group_lag_status (Burrow rules)
 * ``history``      metric_history
 * ``rollup``       minute_rollup, coarser_rollup (the rollup tables), rollup_history, with_seconds, newest_samples

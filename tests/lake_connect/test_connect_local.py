@@ -20,6 +20,9 @@ from connectkit import CLUSTER, HOT_PARTITION, HOT_TOPIC, free_port, recent_lake
 from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
+from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
+from window_queries.saturation import SATURATION_QUESTION
+from window_queries.txn import HANGING_QUESTION
 from window_queries.urp import URP_QUESTION
 
 pytestmark = pytest.mark.spark
@@ -75,18 +78,21 @@ def test_lake_service_queries_through_connect(served):
             hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
             others = {}
             for name, fn, args in [
-                ("under_min_isr", Q.q_under_min_isr, ()),
-                ("offline", Q.q_offline, ()),
-                ("hanging", Q.q_hanging, ()),
-                ("saturation", Q.q_saturation, (0.3,)),
-                ("controller", Q.q_controller, ()),
                 ("group_lag", Q.q_group_lag, ("topic-001-consumers",)),
                 ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),
                 ("window", Q.q_window_rows, (lambda df: df.groupBy("metric").count(),)),
             ]:
                 others[name] = await svc.query(fn, start, end, *args)
-            # the window's URP question is answered in this process, beside the server
-            others["urp"] = await svc.ask_window(URP_QUESTION, start, end)
+            # the window's questions of `why` are answered in this process, beside the server
+            for name, question, args in [
+                ("urp", URP_QUESTION, ()),
+                ("under_min_isr", UNDER_MIN_ISR_QUESTION, ()),
+                ("offline", OFFLINE_QUESTION, ()),
+                ("hanging", HANGING_QUESTION, ()),
+                ("saturation", SATURATION_QUESTION, (0.3,)),
+                ("controller", CONTROLLER_QUESTION, ()),
+            ]:
+                others[name] = await svc.ask_window(question, start, end, *args)
             return hot, others
 
         hot, others = asyncio.run(ask())

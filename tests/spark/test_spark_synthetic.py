@@ -13,16 +13,15 @@ import datetime as dt
 
 import pytest
 from pyspark.sql import Row
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from lake.embedded import WindowReader
 from lake.schema import read_lake
 from spark_queries.hot import hot_partitions
 from spark_queries.lag import group_lag_status, partition_lag_status
-from spark_queries.txn import last_stable_offset_lag, late_transactions
 from spark_queries.window import incident_window
 from tools import synthetic as S
+from window_queries.txn import HANGING_QUESTION, last_stable_offset_lag, late_transactions
 from window_queries.urp import URP_QUESTION, isr_churn, urp_trend
 
 pytestmark = pytest.mark.spark
@@ -117,12 +116,14 @@ def test_hot_key_is_the_hottest_partition_of_its_topic(lake):
 
 
 def test_hanging_transaction(lake):
-    _, df, _ = lake
-    w = incident_window(df, hhmm(11, 0), hhmm(12, 0))
-    growing = last_stable_offset_lag(w).filter("growing").select("topic", "partition", "leader_broker")
-    assertDataFrameEqual(growing, [Row("topic-000", 1, 2)])
-    late = late_transactions(w).filter("late").select("broker", F.col("first_late_ts").alias("t"))
-    assertDataFrameEqual(late, [Row(2, hhmm(11, 20).astimezone().replace(tzinfo=None))])
+    w = WindowReader(lake[2]).open(hhmm(11, 0), hhmm(12, 0), None, HANGING_QUESTION.metrics)
+    growing = [r for r in last_stable_offset_lag(w) if r["growing"]]
+    assert pick(growing, "topic", "partition", "leader_broker") == [("topic-000", 1, 2)]
+    late = [r for r in late_transactions(w) if r["late"]]
+    assert pick(late, "broker", "first_late_ts") == [(2, hhmm(11, 20))]
+    # what `why` asks of the window: the same partition and broker
+    facts = HANGING_QUESTION.answer(w)
+    assert (pick(facts["growing"], "topic", "partition"), pick(facts["late"], "broker")) == ([("topic-000", 1)], [(2,)])
 
 
 def test_rebalance_storm(lake):
