@@ -11,6 +11,8 @@ over the rollups, the ingest's rollups, long windows).
 * ``availability`` partitions under min ISR and offline, active controller anomalies
 * ``txn``          LastStableOffsetLag growing (hanging transactions), late transactions
 * ``saturation``   request handler idle, request queue time
+* ``hot``          hot partitions: write rates, skew vs the topic's median, the likely leader and a
+                   per-minute chart, from raw samples or the minute rollup
 """
 
 from __future__ import annotations
