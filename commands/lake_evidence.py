@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from lake.embedded import Question, TableNotFound
 from lake.errors import LakeUnavailable
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
+from window_queries.hot import ask_hot
 from window_queries.saturation import SATURATION_QUESTION
 from window_queries.trend import gauge_trend
 from window_queries.txn import HANGING_QUESTION
@@ -117,13 +118,7 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T],
     """``fn(view, *args)`` on the lake; Unavailable when there is none or it fails."""
     lake = ctx.lake
     if lake is None:
-        raise Unavailable(
-            "No metric lake is configured."
-            "[[terminal: Run `kbot run` (it collects and ingests), or `kbot lake collect` and `kbot lake ingest`, "
-            "or set KBOT_LAKE_URI, and start the bot with the lake enabled.]]"
-            "[[slack: Whoever runs the bot can enable it (KBOT_LAKE=1 with `kbot run`, or KBOT_LAKE_URI); until "
-            "then answers use the live cluster only.]]"
-        )
+        raise _no_lake()
     if not hasattr(lake, "query"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     try:
@@ -133,9 +128,21 @@ async def run_query(ctx: Context, request: CommandRequest, fn: Callable[..., T],
         raise Unavailable(str(exc)) from exc
 
 
+def _no_lake() -> Unavailable:
+    return Unavailable(
+        "No metric lake is configured."
+        "[[terminal: Run `kbot run` (it collects and ingests), or `kbot lake collect` and `kbot lake ingest`, "
+        "or set KBOT_LAKE_URI, and start the bot with the lake enabled.]]"
+        "[[slack: Whoever runs the bot can enable it (KBOT_LAKE=1 with `kbot run`, or KBOT_LAKE_URI); until "
+        "then answers use the live cluster only.]]"
+    )
+
+
 def _lake_or_unavailable(ctx: Context) -> Any:
     lake = ctx.lake
-    if lake is None or not hasattr(lake, "ask_window"):
+    if lake is None:
+        raise _no_lake()
+    if not hasattr(lake, "ask_window"):
         raise Unavailable("The configured metric lake does not answer queries (expected a lake.service.LakeService).")
     return lake
 
@@ -173,18 +180,46 @@ class NotEnoughData(Unavailable):
     """The lake has no samples at all yet (nothing ingested): a young lake, not a failure."""
 
 
-def _window_query(name: str, **options: Any) -> WindowQuery:
-    """The ``spark_queries`` function a command names (commands never import the lake's code:
-    this module is their one way in)."""
-    if name == "hot_partitions":
-        from spark_queries.hot import hot_partitions
-
-        return lambda df: hot_partitions(df, **options)
-    raise ValueError(f"no lake window query named {name!r}")
+#: Rows of a window asked by name: ``(ctx, cluster, window, timeout, options) -> rows``.
+RowsAsker = Callable[[Context, "str | None", Window, "float | None", dict[str, Any]], Awaitable[list[Row]]]
 
 
-#: Window rows the digest and triage ask by name, answered in process: (question, its rows' key).
-WINDOW_ROWS: dict[str, tuple[Question, str]] = {"urp_trend": (URP_TREND_QUESTION, "trend")}
+def _question_rows(question: Question, key: str) -> RowsAsker:
+    """The rows under ``key`` of ``question``'s answer."""
+
+    async def rows(
+        ctx: Context, cluster: str | None, window: Window, timeout: float | None, options: dict[str, Any]
+    ) -> list[Row]:
+        facts = await ask_window(ctx, cluster, question, window, timeout=timeout)
+        rows_of: list[Row] = facts[key]
+        return rows_of
+
+    return rows
+
+
+async def _hot_rows(
+    ctx: Context, cluster: str | None, window: Window, timeout: float | None, options: dict[str, Any]
+) -> list[Row]:
+    """The hot partitions ranked on the window mean (``options``: topic, top, rank_by)."""
+    top = options.get("top")
+    facts = await ask_hot_partitions(
+        ctx,
+        cluster,
+        window,
+        options.get("topic"),
+        None if top is None else int(top),
+        str(options.get("rank_by", "mean")),
+        timeout=timeout,
+    )
+    rows_of: list[Row] = facts["rows"]
+    return rows_of
+
+
+#: Window rows the digest and triage ask by name, answered in process.
+WINDOW_ROWS: dict[str, RowsAsker] = {
+    "urp_trend": _question_rows(URP_TREND_QUESTION, "trend"),
+    "hot_partitions": _hot_rows,
+}
 
 
 def known_metrics() -> list[str]:
@@ -203,25 +238,23 @@ async def window_rows(
     timeout: float | None = None,
     **options: Any,
 ) -> list[Row] | None:
-    """Rows of ``query(window_df)`` (a pure ``spark_queries`` function, or its name with
-    ``options``) over the last ``hours`` of ``cluster``, through ``LakeService.query`` (its time
-    limit; a timed-out query's Spark jobs are cancelled); None without a lake.  Raises
-    :class:`Unavailable`.  For the digest and triage.
+    """Rows of ``query(window_df)`` (a pure ``spark_queries`` function, through
+    ``LakeService.query``: its time limit, a timed-out query's Spark jobs cancelled), or of the
+    window rows named ``query`` in :data:`WINDOW_ROWS` with ``options`` (answered in process),
+    over the last ``hours`` of ``cluster``; None without a lake, [] on a lake with nothing
+    ingested yet.  Raises :class:`Unavailable`.  For the digest and triage.
     """
     if ctx.lake is None:
         return None
-    if isinstance(query, str) and query in WINDOW_ROWS:
-        question, key = WINDOW_ROWS[query]
+    if isinstance(query, str):
+        if query not in WINDOW_ROWS:
+            raise ValueError(f"no lake window query named {query!r}")
         end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
         span = Window(end - dt.timedelta(hours=hours), end, dt.timedelta(hours=hours))
         try:
-            facts = await ask_window(ctx, cluster, question, span, timeout=timeout)
+            return await WINDOW_ROWS[query](ctx, cluster, span, timeout, options)
         except NotEnoughData:
             return []
-        rows_of: list[Row] = facts[key]
-        return rows_of
-    if isinstance(query, str):
-        query = _window_query(query, **options)
     from lake.queries import q_window_rows
 
     lake = ctx.lake
@@ -637,10 +670,31 @@ async def hot(
     rank_by: str = "peak",
     chart: int = 0,
 ) -> Facts:
-    """``{"rows": [...], "series": [...], "data_end": ...}``: partitions ranked by their per-minute
-    peak rate (``rank_by="peak"``) or their window mean (``"mean"``), see ``spark_queries.hot``;
-    ``series`` has the per-minute rates of the first ``chart`` of them."""
-    return await run_query(ctx, request, _q("q_hot"), window.start, window.end, topic, top, rank_by, chart)
+    """``{"rows": [...], "series": [...], "data_end": ..., "resolution": ..., "raw_from": ...}``:
+    partitions ranked by their per-minute peak rate (``rank_by="peak"``) or their window mean
+    (``"mean"``), see ``window_queries.hot``; ``series`` has the per-minute rates of the first
+    ``chart`` of them.  Raises :class:`NotEnoughData` on a lake with nothing ingested yet."""
+    return await ask_hot_partitions(ctx, lake_cluster(request, ctx), window, topic, top, rank_by, chart)
+
+
+async def ask_hot_partitions(
+    ctx: Context,
+    cluster: str | None,
+    window: Window,
+    topic: str | None,
+    top: int | None,
+    rank_by: str,
+    chart: int = 0,
+    timeout: float | None = None,
+) -> Facts:
+    """``window_queries.hot.ask_hot`` in the bot's process: a long window from the minute rollup
+    (with a raw tail) when it has caught up, else from the raw samples (see :func:`hot`)."""
+    _lake_or_unavailable(ctx)
+
+    async def ask(question: Question, start: dt.datetime, end: dt.datetime, *args: Any) -> Facts:
+        return await ask_window(ctx, cluster, question, Window(start, end, end - start), *args, timeout=timeout)
+
+    return await ask_hot(ask, window.start, window.end, topic, top, rank_by, chart)
 
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
@@ -649,7 +703,10 @@ HOT_SKEW = 3.0  # a partition written this many times faster than its topic's me
 async def hot_symptom(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    facts = await hot(ctx, request, window, None, 3, "peak")
+    try:
+        facts = await hot(ctx, request, window, None, 3, "peak")
+    except NotEnoughData:
+        return LakeFindings.young(window, "lake: hot_partitions")
     rows = facts["rows"]
     if not rows:
         return LakeFindings.without_data(window, "lake: hot_partitions", "LogEndOffset samples")

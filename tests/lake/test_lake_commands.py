@@ -190,7 +190,7 @@ def metadata_log_lake(spark, tmp_path_factory):
         + series("gone", 0, 103, 0.5)
     )
     path = str(tmp_path_factory.mktemp("metadata-log") / "lake")
-    spark.createDataFrame(rows, SAMPLE_SCHEMA).write.partitionBy("cluster", "date", "hour").parquet(path)
+    spark.createDataFrame(rows, SAMPLE_SCHEMA).write.format("delta").partitionBy("cluster", "date", "hour").save(path)
     svc = LakeService(path, cluster=None, spark=spark, query_timeout_s=60)
     assert svc.start().wait_ready_sync(120), svc.status()
     yield svc
@@ -247,6 +247,22 @@ async def test_an_hour_of_hot_partitions_is_ranked_from_the_minute_rollup(ctx_at
     assert "rollups" not in short.notes[1]  # 15 minutes: raw samples are quicker (lake.queries)
 
 
+def hot_of(spark, path, start, end, top, rank_by="peak", chart=0):
+    """The ranking `hot-partitions` asks for (``window_queries.hot.ask_hot`` through
+    ``LakeService.ask_window``), of the lake at ``path``."""
+    import asyncio
+
+    from lake.service import LakeService
+    from window_queries.hot import ask_hot
+
+    svc = LakeService(path, cluster=None, spark=spark, warm=False)
+
+    async def ask(question, s, e, *args):
+        return await svc.ask_window(question, s, e, *args, timeout=120)
+
+    return asyncio.run(ask_hot(ask, start, end, None, top, rank_by, chart))
+
+
 def test_the_minute_rollup_and_the_raw_samples_rank_an_hour_alike(spark, synthetic_lake, tmp_path):
     """The same hour (broker 2 back at 10:50, the slow follower from 11:00) ranked from the
     minute rollup and, through a path without the rollup tables beside it, from raw samples:
@@ -254,15 +270,12 @@ def test_the_minute_rollup_and_the_raw_samples_rank_an_hour_alike(spark, synthet
     steps at most (the rollup's rate starts at that minute's last sample).  Broker 2's first
     minute back (10:50), which it leads for topic-001-4, was seen for 30 s: both paths rate it
     over those 30 s (the rollup row keeps the seconds its steps span)."""
-    import lake.queries as Q
-    from lake.service import LakeView
-
     raw_only = tmp_path / "raw-only"
     raw_only.symlink_to(synthetic_lake)  # the same Delta table; no raw-only_1m beside it
     for start in (hhmm(10, 0), hhmm(11, 0)):
         end = start + dt.timedelta(hours=1)
-        rolled = Q.q_hot(LakeView(spark, synthetic_lake, None), start, end, None, 20, "peak", 3)
-        raw = Q.q_hot(LakeView(spark, str(raw_only), None), start, end, None, 20, "peak", 3)
+        rolled = hot_of(spark, synthetic_lake, start, end, 20, "peak", 3)
+        raw = hot_of(spark, str(raw_only), start, end, 20, "peak", 3)
         assert (rolled["resolution"], rolled["raw_from"], raw["resolution"]) == (
             "1m",
             end - dt.timedelta(minutes=5),
@@ -295,9 +308,7 @@ def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
     """Rollups stopped at 10:30 (a collector that fell behind), and the hot key wrote at 10:40:
     an hour's ranking from the rollup would miss it, so it comes from the raw samples; once the
     rollups catch up, the rollup answers the same."""
-    import lake.queries as Q
     from lake.rollups import update_rollups
-    from lake.service import LakeView
     from tools import synthetic as S
 
     path = str(tmp_path / "lake")
@@ -320,7 +331,7 @@ def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
     update_rollups(spark, path, range(minute, minute + 30 * 60, 60))
 
     def top3():
-        out = Q.q_hot(LakeView(spark, path, None), hhmm(10, 5), hhmm(10, 58), None, 3, "peak", 0)
+        out = hot_of(spark, path, hhmm(10, 5), hhmm(10, 58), 3)
         return out["resolution"], [(r["topic"], r["partition"], r["peak_records_per_sec"]) for r in out["rows"]]
 
     resolution, behind = top3()
@@ -328,8 +339,19 @@ def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
     update_rollups(spark, path, range(minute + 30 * 60, minute + 3600, 60))
     resolution, caught_up = top3()
     assert resolution == "1m" and caught_up == behind
-    # the same minutes as a version before `seconds` wrote them: still ranked from the rollup
-    # (asked again, taking each minute as a whole one; these are all whole minutes)
+    # a lake whose data begins inside the tail (a collector started 2 minutes ago) has no minute
+    # at the tail's start, and nothing before it to miss: the rollup answers, as the raw samples do
+    raw_only = tmp_path / "raw-only"
+    raw_only.symlink_to(path)
+    start, end = hhmm(9, 32), hhmm(10, 2)
+    fresh = hot_of(spark, path, start, end, 3)
+    raw = hot_of(spark, str(raw_only), start, end, 3)
+    assert (fresh["resolution"], raw["resolution"]) == ("1m", "raw")
+    assert [(r["topic"], r["partition"], r["peak_records_per_sec"]) for r in fresh["rows"]] == [
+        (r["topic"], r["partition"], r["peak_records_per_sec"]) for r in raw["rows"]
+    ]
+    # the same minutes as a version before `seconds` wrote them, and none since (the next rollup
+    # write would add the column): that table is not read as a rollup, the raw samples answer
     from lake.schema import ROLLUP_PARTITIONS, table_path
 
     path_1m = table_path(path, "1m")
@@ -338,18 +360,7 @@ def test_a_minute_rollup_behind_the_raw_samples_is_not_trusted(spark, tmp_path):
         *ROLLUP_PARTITIONS["1m"]
     ).save(path_1m)
     resolution, from_older = top3()
-    assert resolution == "1m" and from_older == caught_up
-    # a lake whose data begins inside the tail (a collector started 2 minutes ago) has no minute
-    # at the tail's start, and nothing before it to miss: the rollup answers, as the raw samples do
-    raw_only = tmp_path / "raw-only"
-    raw_only.symlink_to(path)
-    start, end = hhmm(9, 32), hhmm(10, 2)
-    fresh = Q.q_hot(LakeView(spark, path, None), start, end, None, 3, "peak", 0)
-    raw = Q.q_hot(LakeView(spark, str(raw_only), None), start, end, None, 3, "peak", 0)
-    assert (fresh["resolution"], raw["resolution"]) == ("1m", "raw")
-    assert [(r["topic"], r["partition"], r["peak_records_per_sec"]) for r in fresh["rows"]] == [
-        (r["topic"], r["partition"], r["peak_records_per_sec"]) for r in raw["rows"]
-    ]
+    assert resolution == "raw" and from_older == caught_up
 
 
 async def test_hot_partitions_empty_window(ctx_at):
