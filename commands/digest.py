@@ -275,21 +275,11 @@ async def lake_rows(
     return await window_rows(ctx, cluster, hours, query, timeout=LAKE_TIMEOUT_S, **options)
 
 
-def _newest_sample(df: Any) -> Any:
-    """The window's newest sample time, as one row ``{"data_end": datetime | None}``.  DataFrame
-    methods only: the commands hold no Spark code of their own."""
-    return df.agg({"ts": "max"}).withColumnRenamed("max(ts)", "data_end")
-
-
 async def lake_data_end(ctx: Context, cluster: str, hours: int) -> dt.datetime | None:
-    """The newest sample of ``cluster`` in the lake within ``hours`` (the last hour first: that
-    reads little when the lake is current), None without one."""
-    for span in dict.fromkeys((1, hours)):
-        rows = await lake_rows(ctx, cluster, span, _newest_sample)
-        end = rows[0].get("data_end") if rows else None
-        if isinstance(end, dt.datetime):
-            return end if end.tzinfo is not None else end.replace(tzinfo=dt.timezone.utc)
-    return None
+    """The newest sample of ``cluster`` in the lake within ``hours``, None without one."""
+    from .lake_evidence import newest_sample
+
+    return await newest_sample(ctx, cluster, hours, timeout=LAKE_TIMEOUT_S)
 
 
 def describe_age(seconds: float) -> str:

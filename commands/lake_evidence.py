@@ -176,6 +176,22 @@ async def window_trend(ctx: Context, request: CommandRequest, window: Window, me
     return await ask_window(ctx, lake_cluster(request, ctx), gauge_trend(metric), window, bucket_s)
 
 
+async def newest_sample(
+    ctx: Context, cluster: str | None, hours: int, timeout: float | None = None
+) -> dt.datetime | None:
+    """The lake's newest sample of ``cluster`` in the last ``hours`` (read in process), None
+    without one or without a lake; Unavailable when the lake cannot be read."""
+    if ctx.lake is None:
+        return None
+    lake = _lake_or_unavailable(ctx)
+    end = dt.datetime.fromtimestamp(ctx.clock(), dt.timezone.utc)
+    try:
+        newest: dt.datetime | None = await lake.newest_sample(end, hours, cluster, timeout=timeout)
+        return newest
+    except LakeUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
+
+
 class NotEnoughData(Unavailable):
     """The lake has no samples at all yet (nothing ingested): a young lake, not a failure."""
 

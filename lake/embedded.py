@@ -192,13 +192,16 @@ class WindowReader:
             keep = keep & (pc.field("cluster") == cluster)
         return dataset.to_table(columns=list(self._columns), filter=keep)
 
-    def newest(self, now: _dt.datetime, hours: int = 2) -> _dt.datetime | None:
-        """The newest sample time in the last ``hours`` before ``now`` (None without one): how
-        fresh the lake is, read from those hours' files only."""
+    def newest(self, now: _dt.datetime, hours: int = 2, cluster: str | None = None) -> _dt.datetime | None:
+        """The newest sample time (of ``cluster``, else any) in the ``hours`` before ``now``
+        (None without one): how fresh the lake is, read from those hours' files only."""
         dataset = self._snapshot().to_pyarrow_dataset()
         s = to_utc(now) - _dt.timedelta(hours=hours)
         window = _hours(s, to_utc(now) + _dt.timedelta(hours=1))
-        keep = pc.field("date").isin(sorted({d for d, _ in window})) & (pc.field(self._time) >= s)
+        t = pc.field(self._time)
+        keep = pc.field("date").isin(sorted({d for d, _ in window})) & (t >= s) & (t < to_utc(now))
+        if cluster is not None:
+            keep = keep & (pc.field("cluster") == cluster)
         times = dataset.to_table(columns=[self._time], filter=keep).column(self._time)
         newest = pc.max(times).as_py() if len(times) else None
         return None if newest is None else to_utc(newest)

@@ -61,7 +61,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lake.embedded import READ_ERRORS, Question, Window, WindowReader
+from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader
 from lake.errors import LakeTimeout, LakeUnavailable
 from lake.schema import RAW, ROLLUPS, table_path
 from lake.spark import parse_conf
@@ -567,6 +567,25 @@ class LakeService:
             ) from exc
         finally:
             self._last_window_s = time.monotonic() - t0
+
+    async def newest_sample(
+        self, now: _dt.datetime, hours: int, cluster: str | None = None, timeout: float | None = None
+    ) -> _dt.datetime | None:
+        """The lake's newest sample (of ``cluster``, default the service's) in the ``hours``
+        before ``now``, read in process like :meth:`ask_window`; None without one, or on a lake
+        with nothing ingested yet."""
+        budget = self.query_timeout_s if timeout is None else float(timeout)
+        cluster = cluster if cluster is not None else self.cluster
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(self.readers[RAW].newest, now, hours, cluster), budget)
+        except TableNotFound:
+            return None
+        except asyncio.TimeoutError:
+            raise LakeTimeout(f"The metric lake did not say how fresh it is within {budget:.0f} s.") from None
+        except READ_ERRORS as exc:
+            raise LakeUnavailable(
+                f"The metric lake's table could not be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            ) from exc
 
     def view(self, cluster: str | None = None) -> LakeView:
         if self._spark is None:

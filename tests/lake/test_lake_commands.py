@@ -509,6 +509,8 @@ async def test_digest_trends_call_a_partition_hot_only_past_the_skew(ctx_at, met
 
     during_hot_key = await _lake(ctx_at(hhmm(10, 30)), "syn", 1)
     assert during_hot_key.section.lines[0].startswith("Hot: topic-001-2 ")
+    # how fresh the trends are, read in process from the last hour's files (samples every 30 s)
+    assert during_hot_key.section.heading == "Trends, last 1 h (metric lake; lake data to 10:29:30 UTC, 30 s old)"
     quiet = await _lake(Context(lake=metadata_log_lake, clock=clock_at(hhmm(10, 15))), "syn", 1)
     assert [line.split(" ")[:2] for line in quiet.section.lines] == [
         ["Busiest:", "orders-0"],
