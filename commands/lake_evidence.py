@@ -640,7 +640,8 @@ async def saturation(
         out.lead.append(
             (
                 "handler-saturation",
-                "lake: request handler idle below 30% on broker(s) " + ", ".join(str(r["broker"]) for r in sat),
+                f"lake: request handler idle below {idle_below:.0%} on broker(s) "
+                + ", ".join(str(r["broker"]) for r in sat),
             )
         )
     return apply_freshness(out, facts["data_end"], began)
