@@ -829,10 +829,6 @@ class KafkaBot:
         return app
 
 
-async def _healthz(_request: web.Request) -> web.Response:
-    return web.Response(text="ok\n")
-
-
 def _coalesce_key(request, channel: str | None):
     """What makes two questions the same: channel, cluster, command and its arguments. Only read-only
     commands: an action must be previewed and confirmed for each requester."""

@@ -647,15 +647,6 @@ class LakeService:
             self._last_query_s = time.monotonic() - t0
         return result
 
-    async def frame(self):
-        """The whole lake as a DataFrame (the digest's lake protocol, ``commands.digest``).
-
-        Deprecated: a frame handed out runs its actions outside :meth:`query`'s time limit and
-        cancellation.  Use ``query`` (``commands.lake_evidence.window_rows``); this goes once
-        the digest and triage do."""
-        spark = await self._session(self.query_timeout_s)
-        return LakeView(spark, self.path, self.cluster).all()
-
     # ---- status
     def status(self) -> dict:
         spark = self._spark

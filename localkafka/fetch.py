@@ -61,10 +61,6 @@ def kafka_home(versions: Versions | None = None) -> Path:
     return cache_root() / f"kafka-{v.kafka}"
 
 
-def libs_dir() -> Path:
-    return kafka_home() / "libs"
-
-
 def agent_jar() -> Path:
     v = pom_versions()
     return kafka_home(v) / "agent" / f"jmx_prometheus_javaagent-{v.jmx_exporter}.jar"

@@ -171,11 +171,6 @@ def test_spark_gone_is_recognised():
     assert not svc_mod._unavailable_cause(ValueError("a bug"))
 
 
-async def test_frame_is_the_digest_protocol(lake_service):
-    df = await lake_service.frame()
-    assert set(df.columns) >= {"ts", "broker", "metric", "cluster", "date", "hour"}
-
-
 def test_from_env(tmp_path):
     lake = LakeService.from_env(
         {
