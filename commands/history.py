@@ -20,6 +20,7 @@ from runbook_kb.lookup import norm
 
 from . import lake_evidence as lake
 from .context import Context
+from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none
 from .reply import Evidence, Reply, Section, Series
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
@@ -101,7 +102,13 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     partition = request.option_int("partition")
     window = lake.window_for(request, ctx, default=dt.timedelta(hours=1))
     bucket_s = bucket_for(window.since)
-    facts = await lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
+    young: YoungLake | None = None
+    try:
+        facts = await guarded(
+            ctx, request, window, lambda: lake.history(ctx, request, window, metric, topic, broker, partition, bucket_s)
+        )
+    except YoungLake as exc:
+        facts, young = {"rows": []}, exc
     rows = facts["rows"]
     resolution = facts.get("resolution_name") or "raw samples"
     scope = "".join(
@@ -117,6 +124,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         suggestions = [
             name for name, _s, _i in process.extract(metric, present or known_metrics(), limit=3, score_cutoff=60)
         ]
+        if known or metric in present:
+            # a known metric with no samples: a lake too young to hold any is told apart from a
+            # window without them (the collector stopped, or the cluster has no such series)
+            young = young or await young_or_none(ctx, request, window)
+        if young is not None and young.first is None:  # it holds no sample at all yet
+            return _young_reply(title, window, young, f"{_clip(metric)} samples{scope}")
         if not known and metric not in present:
             verdict = f"Unknown metric '{_clip(metric)}': the metric lake has no such metric in the last {lake.describe_since(window.since)}."
         else:
@@ -126,6 +139,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             if present
             else ["The lake has no samples at all in this window."]
         )
+        if young is not None:  # it holds other samples, for less than the window
+            notes.append(f"The metric lake is younger than this window ({young.minutes} min collected): {young.held}")
         notes.append(f"Resolution: {resolution}.")
         return Reply(
             title=title,
@@ -136,6 +151,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             evidence=[lake.no_data(window, "lake: metric_history", f"{_clip(metric)} samples{scope}")],
             followups=[f"/kafka history {s}" for s in suggestions],
         )
+    if min(r["bucket"] for r in rows) >= window.start.timestamp() // bucket_s * bucket_s + bucket_s:
+        # the series begins after the window's first bucket: a young lake has not seen all of it
+        young = await young_or_none(ctx, request, window)
     counter = metric.endswith("PerSec")
     brokers = sorted({r["broker"] for r in rows})
     clusters = sorted({r["cluster"] for r in rows})
@@ -181,7 +199,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes.append(
             "Per-partition series are combined per broker (largest value); add --topic/--partition for one series."
         )
-    return Reply(
+    if young is not None:
+        # what the lake has seen so far, under the one line that says it has not seen enough
+        verdict = f"{young.short[:-1]} for the last {lake.describe_since(window.since)}; so far: {verdict}"
+        evidence.insert(0, young.evidence())
+        notes.insert(0, young.held)
+    reply = Reply(
         title=title,
         severity="info",
         verdict=verdict,
@@ -191,6 +214,20 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         window=window.label,
         # a meter's chart in the unit it is labelled with: events per bucket, as the lines show
         series=_series(metric, scope, unit, by_bucket, brokers, scale=bucket_s if counter else 1),
+    )
+    return reply if young is None else LakeAgeReply(**vars(reply), lake=young.as_dict())
+
+
+def _young_reply(title: str, window: lake.Window, young: YoungLake, what: str) -> Reply:
+    """The short answer of a lake too young to hold ``what``: how much it holds, and when to ask again."""
+    return LakeAgeReply(
+        title=title,
+        severity="info",
+        verdict=str(young),
+        window=window.label,
+        evidence=[young.evidence("lake: metric_history")],
+        notes=[f"No {what} in the lake yet."],
+        lake=young.as_dict(),
     )
 
 

@@ -841,6 +841,29 @@ async def history(
     )
 
 
+# --------------------------------------------------------------------------- how much the lake holds
+
+
+async def collected(ctx: Context, request: CommandRequest, window: Window) -> Facts:
+    """``lake.queries.q_collected`` over ``window``: the minutes of it the lake holds and whether it
+    holds anything older (``commands.lake_age`` tells a young lake with it).  Raises Unavailable."""
+    return await run_query(ctx, request, _q("q_collected"), window.start, window.end)
+
+
+def missing_table(exc: BaseException) -> bool:
+    """Did a lake question fail because a table of the lake is not there yet (``lake.errors``)?"""
+    from lake.errors import missing_table as missing
+
+    return missing(exc)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Is ``exc`` (an Unavailable from :func:`run_query`) the lake's query running past its limit?"""
+    from lake.errors import LakeTimeout
+
+    return isinstance(exc, LakeTimeout) or isinstance(exc.__cause__, LakeTimeout)
+
+
 # --------------------------------------------------------------------------- `why`: by runbook entry
 
 LakeCheck = Callable[[Context, CommandRequest, Window, "dt.datetime | None"], Awaitable[LakeFindings]]

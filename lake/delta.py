@@ -32,9 +32,10 @@ def table_ref(path: str) -> str:
 
 
 def table_exists(spark, path: str) -> bool:
-    """Is there a Delta table at ``path``?  (Local: a ``_delta_log`` dir; else asks Delta.)"""
+    """Is there a Delta table at ``path``?  (Local: a ``_delta_log`` with a commit, see
+    :func:`local_table_exists`; else asks Delta.)"""
     if not _is_uri(path):
-        return os.path.isdir(os.path.join(path.removeprefix("file://"), "_delta_log"))
+        return local_table_exists(path)
     from delta.tables import DeltaTable
 
     try:
@@ -44,6 +45,35 @@ def table_exists(spark, path: str) -> bool:
         return bool(DeltaTable.isDeltaTable(spark, path))
     except Exception:  # noqa: BLE001 - an unreachable store is "no table" to a reader
         return False
+
+
+def local_table_exists(path: str) -> bool:
+    """Is there a committed Delta table at the local ``path``: a ``_delta_log`` holding a commit
+    (``<version>.json``) or a checkpoint (``<version>.checkpoint...parquet``)?
+
+    A ``_delta_log`` alone is not one: Delta creates the folder when a table's first write begins
+    and commits version 0 only after writing its data files, which in a lake's first minutes (a
+    cold Spark, the first ingest or rollup) takes seconds; a reader then gets
+    ``DELTA_TABLE_NOT_FOUND``.  Such a table is being created (:func:`local_table_pending`)."""
+    log_dir = os.path.join(path.removeprefix("file://"), "_delta_log")
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return False
+    return any(_is_version_file(n) for n in names)
+
+
+def local_table_pending(path: str) -> bool:
+    """A local Delta table whose first commit has not landed yet: a ``_delta_log`` and no commit.
+    Its folder may already hold data files of that commit; they are not the table's rows."""
+    log_dir = os.path.join(path.removeprefix("file://"), "_delta_log")
+    return os.path.isdir(log_dir) and not local_table_exists(path)
+
+
+def _is_version_file(name: str) -> bool:
+    """``00000000000000000007.json``, ``...07.checkpoint.parquet``, ``...07.checkpoint.<uuid>.json``
+    (not the ``.crc`` files, nor a writer's hidden ``.<name>.tmp``)."""
+    return len(name) > 21 and name[:20].isdigit() and name[20] == "." and name.endswith((".json", ".parquet"))
 
 
 def append(

@@ -127,8 +127,16 @@ class LakeView:
         if resolution not in cache:
             path = table_path(self.path, resolution)
             if _is_uri(path) and getattr(self.spark, "_jvm", None) is None:
-                cache[resolution] = True  # Spark Connect: the server's store; assume the layout
+                # Spark Connect over a store only the server reaches: the server is asked (a round
+                # trip), once per process for a table that exists; a young lake has no rollup
+                # table yet, and a table assumed to exist failed the question (DELTA_TABLE_NOT_FOUND)
+                if path not in _CONNECT_TABLES:
+                    if delta.table_exists(self.spark, path):
+                        _CONNECT_TABLES.add(path)
+                cache[resolution] = path in _CONNECT_TABLES
             else:
+                # a local path: looked at here, also under Spark Connect (the lake's own server
+                # runs on this machine); a folder whose first commit has not landed is no table
                 cache[resolution] = delta.table_exists(self.spark, path)
         return cache[resolution]
 
@@ -140,6 +148,12 @@ class LakeView:
             if bucket_s >= width and bucket_s % width == 0 and self.is_delta(name):
                 return name
         return RAW
+
+    def _pending(self) -> bool:
+        """A local raw table whose first commit is being written (``lake.delta.local_table_pending``)."""
+        from lake import delta
+
+        return not _is_uri(self.path) and delta.local_table_pending(self.path)
 
     # ---- frames
     def empty(self):
@@ -170,6 +184,8 @@ class LakeView:
         if _is_uri(self.path) and getattr(self.spark, "_jvm", None) is None:
             # Spark Connect cannot list a remote store from here: let the server prune partitions
             return incident_window(self.all(cluster), start, end, cluster=cluster, columns=COLUMNS)
+        if self._pending():
+            return self.empty()  # the first commit is being written: its files are no rows yet
         dirs = self.hour_dirs(start, end, cluster)
         if not dirs:
             return self.empty()
@@ -233,16 +249,23 @@ class LakeView:
 
         from lake.schema import read_lake
 
-        if not _is_uri(self.path) and not os.path.isdir(self.path):
+        if not _is_uri(self.path) and (not os.path.isdir(self.path) or self._pending()):
             return self.empty()
         try:
             df = read_lake(self.spark, self.path)
         except Exception as exc:  # noqa: BLE001 - an empty or missing table is "no data", not an error
-            if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
+            from lake.errors import missing_table
+
+            if missing_table(exc):
                 return self.empty()
             raise
         cluster = cluster if cluster is not None else self.cluster
         return df if cluster is None else df.filter(F.col("cluster") == F.lit(cluster))
+
+
+#: Tables under a URI that a Spark Connect server said exist (:meth:`LakeView.is_delta`): a table
+#: does not go away, so a process asks once; one not found yet is asked again on the next question.
+_CONNECT_TABLES: set[str] = set()
 
 
 def _session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
@@ -748,10 +771,12 @@ def lake_from_env(
 ) -> LakeService | None:
     """The bot's lake when one is configured, started (warming up in the background); else None.
 
-    Configured means: KBOT_LAKE_URI or KBOT_LAKE_DIR is set, KBOT_LAKE=1, or the default
-    table (~/.kbot/lake/samples) exists.  KBOT_LAKE=0 turns it off.  ``warm`` (see
-    :class:`LakeService`): False for a process that asks one question, whose own query is the
-    first one anyway.
+    Configured means: KBOT_LAKE_URI or KBOT_LAKE_DIR is set, KBOT_LAKE=1, or the default lake
+    is in use: its table (~/.kbot/lake/samples) exists, a collector has begun landing samples for
+    it, or its Spark Connect server runs (``kbot run`` in another terminal, in its first minute,
+    before the first ingest: the lake is young, not missing).  KBOT_LAKE=0 turns it off.
+    ``warm`` (see :class:`LakeService`): False for a process that asks one question, whose own
+    query is the first one anyway.
     """
     from kbot_settings import load
     from lake.ingest import LakeLayout
@@ -760,7 +785,13 @@ def lake_from_env(
     if settings.kbot_lake is False:
         return None
     configured = bool(settings.kbot_lake_uri or settings.kbot_lake_dir or settings.kbot_lake)
-    if not configured and not os.path.isdir(LakeLayout.from_settings(settings).table):
+    layout = LakeLayout.from_settings(settings)
+    if (
+        not configured
+        and not os.path.isdir(layout.table)
+        and not layout.landing.is_dir()
+        and _local_connect_url(env if env is not None else os.environ) is None
+    ):
         return None
     lake = LakeService.from_env(env, warm=warm)
     return lake.start() if start else lake

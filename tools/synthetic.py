@@ -70,6 +70,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -816,6 +817,22 @@ def generate(
     finally:
         spark.conf.set(conf_key, old)
     return Report(out_path, hours, total, time.monotonic() - t0)
+
+
+def first_commits_in_flight(lake_dir: str | Path, cluster: str = "pytest", now: _dt.datetime | None = None) -> str:
+    """A lake as it is for a while after `kbot run` starts: its first ingest and first rollup are
+    writing.  Delta creates a table's ``_delta_log`` (with its ``_staged_commits``) when the first
+    write begins and commits version 0 only once the data files are written, seconds later on a
+    cold Spark; a data file of that commit is on disk, half written.  Returns the raw table's path."""
+    root = Path(lake_dir)
+    table = root / "samples"
+    for t in (table, root / "samples_1m"):
+        (t / "_delta_log" / "_staged_commits").mkdir(parents=True, exist_ok=True)
+    t = now or _dt.datetime.now(_dt.timezone.utc)
+    hour = table / f"cluster={cluster}" / f"date={t:%Y-%m-%d}" / f"hour={t.hour}"
+    hour.mkdir(parents=True, exist_ok=True)
+    (hour / "part-00000-0f1e2d3c-c000.snappy.parquet").write_bytes(b"PAR1\x15\x04\x15")
+    return str(table)
 
 
 def _parse_incident(spec: str) -> Incident:

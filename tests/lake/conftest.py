@@ -1,5 +1,6 @@
 """Fixtures for the metric-lake tests (the SparkSession is the run's shared one, tests/conftest.py):
-a small synthetic lake with incidents, and a Context whose ``lake`` is a LakeService over it."""
+a small synthetic lake with incidents, a Context whose ``lake`` is a LakeService over it, and a
+lake in its first minute."""
 
 from __future__ import annotations
 
@@ -61,3 +62,16 @@ def ctx_at(lake_service):
         return Context(lake=lake, live=live, clock=clock_at(t))
 
     return make
+
+
+@pytest.fixture
+def lake_in_flight(spark, tmp_path):
+    """A LakeService over a lake whose first ingest and first rollup are writing (issue 26):
+    ``(raw table path, service)``."""
+    from lake.service import LakeService
+    from tools.synthetic import first_commits_in_flight
+
+    table = first_commits_in_flight(tmp_path / "lake")
+    svc = LakeService(table, spark=spark, warm=False, query_timeout_s=120).start()
+    yield table, svc
+    svc.stop()
