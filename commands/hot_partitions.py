@@ -6,16 +6,23 @@ being averaged over 15 minutes); `--rank mean` ranks on the mean over the window
 are shown, and the answer says which one it ranked on. Skew is the ranked rate divided by the
 median of its topic's partitions, so a hot key shows as one partition far above its siblings. The leader is taken from the cluster's metadata when a cluster is configured,
 else inferred from the lake (the replica that was ahead). When the lake cannot answer (none
-configured, Spark down, a query past its timeout), the partitions are ranked on the cluster's end
-offsets read a second apart, and the answer says those are not the window's rates.
+configured, Spark down, a query past its timeout, a young lake, no samples in the window), the
+partitions are ranked on the cluster's end offsets read a few seconds apart, and the answer says
+that this is a live-only ranking over those seconds, not the window's, and why the lake could not
+answer.
 """
 
 from __future__ import annotations
+
+import asyncio
+
+from live.gateway import UnknownTopic
 
 from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
 from .errors import Unavailable
+from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none
 from .reply import Evidence, Reply, Series, Table
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
@@ -35,8 +42,8 @@ SPEC = CommandSpec(
     ),
     examples=("hot-partitions", "hot-partitions orders --since 30m", "hot-partitions --rank mean"),
     details="From LogEndOffset growth in the metric lake; the answer names the window it looked at and "
-    "whether it ranked on the per-minute peak or the window mean. When the lake cannot answer, it ranks "
-    "on the cluster's end offsets read a second apart instead, and says so.",
+    "whether it ranked on the per-minute peak or the window mean. When the lake cannot answer (none, down, "
+    "too young, no samples), it ranks on the cluster's end offsets read a few seconds apart instead, and says so.",
 )
 
 
@@ -68,47 +75,118 @@ async def _live_leaders(
     return {(p.topic, p.partition): p.leader for t in described for p in t.partitions}
 
 
+#: Seconds between the two end-offset reads of the live ranking: long enough that a partition
+#: written a few records a second shows, short enough for an answer in an incident.
+LIVE_GAP_S = 3.0
+#: Seconds the live ranking waits, after its reads, for the lake's age (a Spark query, asked
+#: while the cluster was read) to say "not enough data yet" instead of "no samples".
+YOUNG_WAIT_S = 2.0
+
+
+def _why_not_lake(ctx: Context, lake_error: Unavailable) -> str:
+    """Why the lake did not rank, in a few words, for the verdict (the whole reason, with what to
+    do about it, is the evidence's "Metric lake" line)."""
+    if isinstance(lake_error, YoungLake):
+        return f"not enough data yet, {lake_error.minutes} min collected"
+    if ctx.lake is None:
+        return "no metric lake is configured"
+    if lake.timed_out(lake_error):
+        return "its query ran past its time limit"
+    if isinstance(lake_error, _NoSamples):
+        return f"no LogEndOffset samples in its last {lake_error.since}"
+    return "it is unavailable"
+
+
+class _NoSamples(Unavailable):
+    """The lake answered, with no LogEndOffset samples for the window (a lake that holds older data)."""
+
+    def __init__(self, scope: str, since: str):
+        self.since = since
+        super().__init__(
+            f"The metric lake has no LogEndOffset samples for {scope} in the last {since}: its collector "
+            "may have stopped, or the exporters give no per-partition offsets."
+        )
+
+
 async def _live_instead(
-    ctx: Context, request: CommandRequest, topic: str | None, window: lake.Window, lake_error: Unavailable
+    ctx: Context,
+    request: CommandRequest,
+    topic: str | None,
+    top: int,
+    window: lake.Window,
+    lake_error: Unavailable,
+    young: "asyncio.Future[YoungLake | None] | None" = None,
 ) -> Reply:
-    """The lake cannot answer (none configured, Spark down, a query past its timeout - seen on the
-    first ask after `kbot run` started): rank on the cluster's end offsets now instead, and say
-    plainly that these rates are the last second's, not the window's.  Without a cluster, or when
-    it fails too, the lake's own error stands (with the cluster's)."""
-    if ctx.live is None:
-        raise lake_error
-    from live.gateway import GatewayError, UnknownTopic
+    """The lake cannot answer (none configured, Spark down, a query past its timeout, a young lake,
+    no samples in the window): rank on the cluster's end offsets instead, two ListOffsets reads
+    :data:`LIVE_GAP_S` apart, and say plainly that this is a live-only ranking over those seconds
+    and why the lake could not answer.  ``young``: the lake's age, being told while the cluster is
+    read (it turns "no samples" into "not enough data yet").  Without a cluster, or when it fails
+    too, the lake's own answer stands (with the cluster's error)."""
+    from live.gateway import GatewayError
 
     from .evidence import gateway
-    from .metric_checks import check_hot_partition
+    from .metric_checks import hot_partition_findings, ranked_rates, read_partition_rates
 
     try:
-        found = await check_hot_partition(await gateway(ctx, request.cluster), topic)
-    except UnknownTopic:
-        raise
-    except GatewayError as exc:
-        raise Unavailable(f"{lake_error} The live end offsets failed too: {exc}") from exc
+        if ctx.live is None:
+            young_lake = await young if young is not None else None
+            raise young_lake or lake_error
+        try:
+            live = await read_partition_rates(await gateway(ctx, request.cluster), topic, LIVE_GAP_S)
+        except GatewayError as exc:
+            if isinstance(exc, UnknownTopic):
+                raise
+            raise Unavailable(f"{lake_error} The live end offsets failed too: {exc}") from exc
+        if young is not None:
+            # the lake's age comes from Spark, which may be starting: the live ranking does not wait long
+            await asyncio.wait({young}, timeout=YOUNG_WAIT_S)
+            if young.done() and not young.cancelled() and young.exception() is None:
+                lake_error = young.result() or lake_error
+    finally:
+        if young is not None and not young.done():
+            young.cancel()
+    found = hot_partition_findings(live)
     scope = f"topic {topic}" if topic else "all topics"
     since = lake.describe_since(window.since)
+    seconds = f"{live.seconds:.1f} s"
     diagnoses = [
         diagnosis(ctx.kb, ctx.kb.failure_modes[entry_id], reason=reason)
         for entry_id, reason in found.lead
         if entry_id in ctx.kb.failure_modes
     ]
-    return Reply(
+    ranked = ranked_rates(live.rates)
+    table = Table(
+        f"Live ranking: records/s between two end-offset reads {seconds} apart",
+        ["#", "partition", "rec/s", "x topic median", "leader"],
+        [
+            [n, f"{t}-{p}", round(rate, 1), round(rate / median, 1) if median > 0 else None, live.leaders.get((t, p))]
+            for n, ((t, p), rate, median) in enumerate(ranked[:top], 1)
+        ],
+        more=max(0, len(ranked) - top),
+    )
+    why = _why_not_lake(ctx, lake_error)
+    reply = LakeAgeReply(
         title=f"Hot partitions ({scope}), live",
         severity=found.severity,
-        verdict=found.verdict,
+        verdict=f"{found.verdict} Live-only ranking over {seconds} of end offsets: the metric lake could not "
+        f"answer ({why}).",
         evidence=[*found.evidence, Evidence("Metric lake", str(lake_error), "lake", "neutral")],
         diagnoses=diagnoses,
+        tables=[table] if ranked else [],
         actions=found.actions,
         notes=[
-            f"From the cluster's end offsets read a second apart, not from the lake's last {since}: "
-            "a burst that has already ended does not show. Ask again for the lake's ranking.",
+            f"Live-only: each partition's end offset read twice (ListOffsets), {seconds} apart, and ranked on the "
+            f"records written between; not the lake's last {since}, so a burst that ended before those seconds "
+            "does not show. Ask again for the lake's ranking once it answers.",
             *found.notes,
         ],
         followups=["/kafka hot-partitions" + (f" {topic}" if topic else "")],
+        lake={"answered": False, "reason": why, **(lake_error.as_dict() if isinstance(lake_error, YoungLake) else {})},
     )
+    if not ranked:
+        reply.notes.append(f"No partition with a leader to read in {scope}.")
+    return reply
 
 
 def _rates(r: lake.Row, rank_by: str) -> str:
@@ -136,15 +214,29 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if rank_by not in ("peak", "mean"):
         raise BadInput(f"--rank takes peak or mean, not '{rank_by[:20]}'.")
     window = lake.window_for(request, ctx)
-    try:
-        facts = await lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)
-    except Unavailable as exc:
-        return await _live_instead(ctx, request, topic, window, exc)
-    rows = facts["rows"]
-    measure = "peak 1-minute rate" if rank_by == "peak" else f"mean over the {lake.describe_since(window.since)}"
     scope = f"topic {topic}" if topic else "all topics"
     title = f"Hot partitions ({scope})"
+    try:
+        facts = await guarded(
+            ctx, request, window, lambda: lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)
+        )
+    except YoungLake as exc:
+        if ctx.live is None:
+            return _young_reply(title, window, exc)
+        return await _live_instead(ctx, request, topic, top, window, exc)
+    except Unavailable as exc:
+        return await _live_instead(ctx, request, topic, top, window, exc)
+    rows = facts["rows"]
+    measure = "peak 1-minute rate" if rank_by == "peak" else f"mean over the {lake.describe_since(window.since)}"
     if not rows:
+        # no samples to rank: how young the lake is is told while the cluster is read
+        young = asyncio.ensure_future(young_or_none(ctx, request, window))
+        if ctx.live is not None:
+            none = _NoSamples(scope, lake.describe_since(window.since))
+            return await _live_instead(ctx, request, topic, top, window, none, young)
+        young_lake = await young
+        if young_lake is not None:
+            return _young_reply(title, window, young_lake)
         return Reply(
             title=title,
             severity="info",
@@ -254,6 +346,19 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes=notes,
         followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
         window=window.label,
+    )
+
+
+def _young_reply(title: str, window: lake.Window, young: YoungLake) -> Reply:
+    """A young lake and no cluster to read instead: how much the lake holds, and when to ask again."""
+    return LakeAgeReply(
+        title=title,
+        severity="info",
+        verdict=str(young),
+        window=window.label,
+        evidence=[young.evidence("lake: hot_partitions")],
+        notes=["With a cluster configured, the partitions are ranked on its live end offsets meanwhile."],
+        lake=young.as_dict(),
     )
 
 

@@ -231,20 +231,54 @@ def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str,
     return sorted(out, key=lambda x: -x[1])
 
 
-async def check_hot_partition(gw: AdminGateway, topic: str | None = None) -> LiveFindings:
-    """Per-partition write rates from two ListOffsets reads a moment apart: the admin API answers
-    in milliseconds where the exporters take a second to render, and needs no metrics endpoint.
-    ``topic``: that topic's partitions only (UnknownTopic when the cluster has no such topic)."""
+def ranked_rates(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str, int], float, float]]:
+    """(partition, rate, topic median) for every partition, fastest first (ties by name)."""
+    by_topic: dict[str, list[float]] = defaultdict(list)
+    for (topic, _p), r in rates.items():
+        by_topic[topic].append(r)
+    medians = {t: statistics.median(rs) for t, rs in by_topic.items()}
+    return sorted(((k, r, medians[k[0]]) for k, r in rates.items()), key=lambda x: (-x[1], x[0]))
+
+
+@dataclass(frozen=True)
+class LiveRates:
+    """Records/s per partition from two end-offset reads ``seconds`` apart, and each one's leader."""
+
+    rates: dict[tuple[str, int], float]
+    leaders: dict[tuple[str, int], int]
+    seconds: float
+
+
+#: The clock the two reads are timed with (a test's golden answer gives a fixed interval).
+monotonic = time.monotonic
+
+
+async def read_partition_rates(gw: AdminGateway, topic: str | None = None, gap_s: float | None = None) -> LiveRates:
+    """Two ListOffsets reads of every partition with a leader (of ``topic`` only, when given:
+    UnknownTopic when the cluster has no such topic), ``gap_s`` apart (default :data:`RATE_GAP_S`):
+    the admin API answers in milliseconds where the exporters take a second to render, and needs
+    no metrics endpoint."""
     topics = await gw.describe_topics(None if topic is None else [topic])
     leaders = {
         (p.topic, p.partition): p.leader for t in topics if not t.internal for p in t.partitions if p.leader is not None
     }
     first = await gw.stable_offsets(list(leaders))
-    t0 = time.monotonic()
-    await asyncio.sleep(RATE_GAP_S)
+    t0 = monotonic()
+    await asyncio.sleep(RATE_GAP_S if gap_s is None else gap_s)
     second = await gw.stable_offsets(list(leaders))
-    took = time.monotonic() - t0
-    rates = partition_rates(first, second, took)
+    took = monotonic() - t0
+    return LiveRates(partition_rates(first, second, took), leaders, took)
+
+
+async def check_hot_partition(gw: AdminGateway, topic: str | None = None) -> LiveFindings:
+    """Per-partition write rates from two ListOffsets reads a moment apart (:func:`read_partition_rates`),
+    against each topic's median. ``topic``: that topic's partitions only."""
+    return hot_partition_findings(await read_partition_rates(gw, topic))
+
+
+def hot_partition_findings(live: LiveRates) -> LiveFindings:
+    """A partition written :data:`HOT_SKEW` x faster than its topic's median, from live rates."""
+    rates, leaders, took = live.rates, live.leaders, live.seconds
     hot = hot_partitions(rates)
     evidence = [
         Evidence(

@@ -63,7 +63,9 @@ def test_one_shot_asks_before_and_during_the_first_commits(fresh_home, tmp_path)
         assert "not written" in asked.stderr and not png.exists()
         text = kbot("ask", "history URP", env=env)
         assert text.returncode == 0 and text.stdout.splitlines()[1].startswith(NOT_ENOUGH), text.stdout
-        no_traceback(asked.stdout, asked.stderr, text.stdout, text.stderr)
+        hot = kbot("ask", "hot-partitions", env=env)  # no cluster here: the lake's own answer
+        assert hot.returncode == 0 and hot.stdout.splitlines()[1].startswith(NOT_ENOUGH), hot.stdout
+        no_traceback(asked.stdout, asked.stderr, text.stdout, text.stderr, hot.stdout, hot.stderr)
 
 
 @pytest.fixture

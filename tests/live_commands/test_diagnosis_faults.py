@@ -260,7 +260,7 @@ async def test_hot_key_producer_makes_one_partition_hot_live(ctx, kafka_cluster)
     assert rated and {e.label.rsplit("-", 1)[0] for e in rated} == {topic}  # that topic only
     lake_row = next(e for e in live.evidence if e.label == "Metric lake")
     assert lake_row.value.startswith("No metric lake is configured")
-    assert "not from the lake's last 15 min" in live.notes[0]
+    assert "not the lake's last 15 min" in live.notes[0]
     assert unknown.outcome == "bad_input" and "no-such-topic-here" in unknown.reply.verdict
 
 

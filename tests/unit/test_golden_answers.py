@@ -25,6 +25,7 @@ from action_fakes import FakeGateway, FakePool, GroupReadingGateway, cv, produce
 from block_limits import violations  # noqa: E402
 
 from bot.render import render_blocks, render_text  # noqa: E402
+from commands import hot_partitions, metric_checks  # noqa: E402
 from commands.actions import Pending  # noqa: E402
 from commands.context import Context  # noqa: E402
 from commands.dispatch import answer  # noqa: E402
@@ -32,7 +33,7 @@ from commands.router import BadInput  # noqa: E402
 from commands.triage import engine as triage_engine  # noqa: E402
 from gate.audit import AuditLog  # noqa: E402
 from gate.confirmation import ConfirmationGate, PendingStore  # noqa: E402
-from live.model import HangingTransaction, LogDir, LogDirPartition, Reassignment  # noqa: E402
+from live.model import HangingTransaction, LogDir, LogDirPartition, PartitionOffsets, Reassignment  # noqa: E402
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "answers"
 EXPIRES_AT = 1_795_000_000.0  # a fixed time, so the preview's expiry line never changes
@@ -170,6 +171,31 @@ def lag_gateway() -> FakeGateway:
     )
 
 
+class GrowingOffsetsGateway(FakeGateway):
+    """Every partition is written between two end-offset reads: orders-0 3,000 records a read (a hot
+    key), the other partitions 100."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.reads = 0
+
+    async def stable_offsets(self, topic_partitions):
+        read = await super().stable_offsets(topic_partitions)
+        n, self.reads = self.reads, self.reads + 1
+        step = {("orders", 0): 3_000}
+        return {
+            k: PartitionOffsets(
+                o.topic, o.partition, o.last_stable + n * step.get(k, 100), o.high_watermark + n * step.get(k, 100)
+            )
+            for k, o in read.items()
+        }
+
+
+def hot_key_gateway() -> FakeGateway:
+    """Every broker up; orders-0 is written 30 times faster than its siblings."""
+    return GrowingOffsetsGateway(topics={"orders": _in_sync()})
+
+
 @dataclass(frozen=True)
 class Case:
     text: str
@@ -191,6 +217,7 @@ CASES = {
     "lag_group": Case("lag payments", lag_gateway),
     "describe": Case("describe orders"),
     "hot_partitions_live": Case("hot-partitions"),
+    "hot_partitions_live_hot_key": Case("hot-partitions", hot_key_gateway),
     "history_no_lake": Case("history URP"),
     "digest": Case("digest"),
     "triage_start": Case("triage URP"),
@@ -223,9 +250,15 @@ class FixedTokenGate(ConfirmationGate):
 
 @pytest.fixture(autouse=True)
 def _same_everywhere(monkeypatch):
-    """What would differ between machines and runs: the triage token, the digest's groups from the environment."""
+    """What would differ between machines and runs: the triage token, the digest's groups from the
+    environment, the seconds between two end-offset reads (3 s on the clock the reads are timed
+    with, at once on the wall clock)."""
     monkeypatch.setattr(triage_engine, "secrets", SimpleNamespace(token_hex=lambda _n: TRIAGE_TOKEN))
     monkeypatch.delenv("KBOT_DIGEST_GROUPS", raising=False)
+    ticks = itertools.count(0.0, 3.0)
+    monkeypatch.setattr(metric_checks, "monotonic", lambda: next(ticks))
+    monkeypatch.setattr(metric_checks, "RATE_GAP_S", 0.0)
+    monkeypatch.setattr(hot_partitions, "LIVE_GAP_S", 0.0)
 
 
 async def _answer(text: str, state_dir: Path, cluster: Callable[[], FakeGateway] = degraded_gateway, before=()):
