@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbot_settings import load as load_settings
 from live.gateway import AdminGateway, GatewayError
 from live.model import GroupLag, GroupListing, GroupRead
 from runbook_kb import KnowledgeBase
@@ -601,6 +602,12 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         notes = lake.notes if lake.available else notes + lake.notes
         if lake.details:
             sections.append(Section(f"Window verdict per partition ({lake.window.label})", lake.details))
+    collected = lake_collects(group)
+    if not collected and lake is None:
+        # the trend can never come on the default setup: say what turns it on
+        notes = [f"Lag over a few seconds of live reads. {lake_groups_hint(group, False)}"]
+    elif not collected and lake is not None and lake.available and not lake.has_data:
+        notes.append(lake_groups_hint(group, True))
     if cause_lines:
         sections.append(Section("Likely causes, ranked", cause_lines))
     if lake is not None:
@@ -623,6 +630,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
             {"topic": p.topic, "partition": p.partition, "committed": p.committed, "log_end": p.log_end, "lag": p.lag}
             for p in rows
         ],
+        "lake_collects_group": collected,
         "lake": (
             {
                 "status": getattr(lake, "status", None),
@@ -645,6 +653,34 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         series=list(lake_facts.series) if lake_facts is not None else [],
         window=lake.window.label if lake is not None and lake.available else None,
         lag=data,
+    )
+
+
+def lake_groups() -> list[str]:
+    """The consumer groups whose commits the lake's collector samples (KBOT_LAKE_GROUPS)."""
+    return [g.strip() for g in (load_settings().kbot_lake_groups or "").split(",") if g.strip()]
+
+
+def lake_collects(group: str) -> bool:
+    return group in lake_groups()
+
+
+def lake_groups_hint(group: str, has_lake: bool) -> str:
+    """How to get a lag trend for ``group``: the collector samples a group's commits only when
+    KBOT_LAKE_GROUPS names it, and it is unset by default, so without this the trend never comes."""
+    named = lake_groups()
+    now = f"it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''}" if named else "unset here"
+    held = (
+        f"The metric lake holds no commits of group {group}"
+        if has_lake
+        else "The trend over minutes needs the metric lake"
+    )
+    wanted = ",".join([*named, group])
+    return (
+        f"{held}: its collector samples a group's commits only when KBOT_LAKE_GROUPS names the group ({now})."
+        f"[[terminal: Set KBOT_LAKE_GROUPS={wanted} for `kbot run` or `kbot lake collect` (or pass "
+        f"`kbot lake collect --groups {wanted}`) and restart it; the trend begins then.]]"
+        f"[[slack: Whoever runs the bot can add {group} to KBOT_LAKE_GROUPS and restart it; the trend begins then.]]"
     )
 
 

@@ -250,11 +250,12 @@ class FixedTokenGate(ConfirmationGate):
 
 @pytest.fixture(autouse=True)
 def _same_everywhere(monkeypatch):
-    """What would differ between machines and runs: the triage token, the digest's groups from the
-    environment, the seconds between two end-offset reads (3 s on the clock the reads are timed
-    with, at once on the wall clock)."""
+    """What would differ between machines and runs: the triage token, the digest's and the lake's
+    groups from the environment, the seconds between two end-offset reads (3 s on the clock the
+    reads are timed with, at once on the wall clock)."""
     monkeypatch.setattr(triage_engine, "secrets", SimpleNamespace(token_hex=lambda _n: TRIAGE_TOKEN))
     monkeypatch.delenv("KBOT_DIGEST_GROUPS", raising=False)
+    monkeypatch.delenv("KBOT_LAKE_GROUPS", raising=False)
     ticks = itertools.count(0.0, 3.0)
     monkeypatch.setattr(metric_checks, "monotonic", lambda: next(ticks))
     monkeypatch.setattr(metric_checks, "RATE_GAP_S", 0.0)
