@@ -83,7 +83,9 @@ _SERIES = f"""metric IN ('{LEO}', '{SIZE}') AND topic IS NOT NULL AND partition 
 _RATE = f"growth / greatest(coalesce(covered_s, 0.0), {PEAK_BUCKET_S / 2})"
 # The order the peak minute is picked by: the highest rate as whole records (or bytes) a minute,
 # then the earliest minute (capped as Spark's packed order was: 2**39 - 1 a minute).
-_PEAK_ORDER = f"(least(floor(coalesce({_RATE}, 0.0) * {PEAK_BUCKET_S}), {(1 << 39) - 1}), -epoch(minute))"
+_PEAK_ORDER = (
+    f"{{'rate': least(floor(coalesce({_RATE}, 0.0) * {PEAK_BUCKET_S}), {(1 << 39) - 1}), 'earlier': -epoch_us(minute)}}"
+)
 
 
 def _replica_minutes(source: str) -> str:
@@ -118,6 +120,26 @@ SELECT *, NULL::TIMESTAMPTZ AS rolled_to
 FROM ({_replica_minutes(f"SELECT {_KEY}, ts, value FROM w WHERE {_SERIES}")})
 """
 
+
+def _partials(minutes: str) -> str:
+    """Per replica series, what the ranking needs of ``minutes`` (rows of ``hot_minutes``' columns):
+    aggregates that compose, so that the minutes can come in parts (the minute rollup is read an
+    hour at a time) and parts be aggregated again the same way (``_RANK_SQL``)."""
+    return f"""
+SELECT {_KEY},
+       sum(growth) AS growth, min(first_ts) AS first_ts, max(last_ts) AS last_ts,
+       max({_RATE}) AS peak_per_sec,
+       max({_PEAK_ORDER}) FILTER (WHERE minute IS NOT NULL) AS peak_order,
+       arg_max(minute, {_PEAK_ORDER}) FILTER (WHERE minute IS NOT NULL) AS peak_at,
+       arg_max(last_value, last_ts) AS last_value,
+       sum(value_sum) AS value_sum, sum(n) AS n,
+       max(rolled_to) AS rolled_to
+FROM ({minutes}) GROUP BY {_KEY}
+"""
+
+
+_NEW_PARTIALS_SQL = f"CREATE OR REPLACE TEMP TABLE hot_partials AS {_partials('SELECT * FROM hot_minutes')}"
+
 #: The rollup path: the minute table's rows (``hot_1m``, from the window's first minute) before
 #: the cut, the tail's minutes from the cut on (``w`` holds the raw samples from the cut, seeded
 #: with the table's newest sample of each series in the minutes before it for the step into the
@@ -127,8 +149,7 @@ FROM ({_replica_minutes(f"SELECT {_KEY}, ts, value FROM w WHERE {_SERIES}")})
 #: first minute.  The table's rows from the cut on are not counted (the tail has them): they only
 #: tell, in ``rolled_to``, how far the table reached.  A row without ``seconds`` (written before
 #: the column existed) counts as seen for its whole minute.
-ROLLUP_MINUTES_SQL = f"""
-CREATE OR REPLACE TEMP TABLE hot_minutes AS
+_TABLE_MINUTES = f"""
 SELECT {_KEY},
        CASE WHEN counted THEN bucket END AS minute,
        CASE WHEN counted AND NOT base THEN growth END AS growth,
@@ -140,32 +161,52 @@ SELECT {_KEY},
        CASE WHEN counted THEN "count" ELSE 0 END AS n,
        CASE WHEN NOT counted THEN bucket END AS rolled_to
 FROM (SELECT *, bucket < $cut AS counted, bucket = $first AS base FROM hot_1m WHERE {_SERIES})
-UNION ALL BY NAME
+"""
+#: One part of the minute table (``hot_1m``, an hour of it) -> its replicas' partials.
+_NEW_TABLE_PARTIALS_SQL = f"CREATE OR REPLACE TEMP TABLE hot_partials AS {_partials(_TABLE_MINUTES)}"
+_TABLE_PARTIALS_SQL = f"INSERT INTO hot_partials BY NAME {_partials(_TABLE_MINUTES)}"
+#: The table's newest sample of each series in the minutes before the cut, for the tail's first step.
+_SEEDS_SQL = f"""
+INSERT INTO hot_seeds BY NAME
+SELECT {_KEY}, last_ts AS ts, "last" AS value FROM hot_1m
+WHERE {_SERIES} AND bucket >= $seed_from AND bucket < $cut
+"""
+_NEW_SEEDS_SQL = """
+CREATE OR REPLACE TEMP TABLE hot_seeds (
+    cluster VARCHAR, topic VARCHAR, partition INTEGER, metric VARCHAR, broker INTEGER, ts TIMESTAMPTZ, value DOUBLE
+)
+"""
+#: The tail's minutes (from the cut on), seeded.
+TAIL_MINUTES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE hot_minutes AS
 SELECT *, NULL::TIMESTAMPTZ AS rolled_to
-FROM ({
-    _replica_minutes(
-        f"SELECT {_KEY}, ts, value FROM w WHERE {_SERIES} "
-        f'UNION ALL SELECT {_KEY}, last_ts AS ts, "last" AS value FROM hot_1m '
-        f"WHERE {_SERIES} AND bucket >= $seed_from AND bucket < $cut"
-    )
-})
+FROM ({_replica_minutes(f"SELECT {_KEY}, ts, value FROM w WHERE {_SERIES} UNION ALL SELECT * FROM hot_seeds")})
 WHERE minute >= $cut
 """
+_TAIL_PARTIALS_SQL = f"INSERT INTO hot_partials BY NAME {_partials('SELECT * FROM hot_minutes')}"
+#: The charted partitions' leaders' minutes from one part of the table, beside the tail's.
+_CHART_PART_SQL = f"""
+INSERT INTO hot_minutes BY NAME
+SELECT m.* FROM ({_TABLE_MINUTES}) m
+JOIN hot_ranked r
+  ON m.cluster = r.cluster AND m.topic = r.topic AND m.partition = r.partition AND m.broker = r.leader_broker
+WHERE ($chart IS NULL OR r.pos <= $chart) AND m.metric = '{LEO}' AND m.minute IS NOT NULL
+"""
 
-#: ``hot_minutes`` -> ``hot_ranked``: the ranking (per cluster), ``pos`` its place in the answer.
+#: ``hot_partials`` -> ``hot_ranked``: the ranking (per cluster), ``pos`` its place in the answer.
 _RANK_SQL = f"""
 CREATE OR REPLACE TEMP TABLE hot_ranked AS
 WITH replicas AS (
     SELECT {_KEY},
            sum(growth) AS growth,
            (epoch_us(max(last_ts)) - epoch_us(min(first_ts))) / 1e6 AS elapsed_s,
-           max({_RATE}) AS peak_per_sec,
-           arg_max(minute, {_PEAK_ORDER}) FILTER (WHERE minute IS NOT NULL) AS peak_at,
+           max(peak_per_sec) AS peak_per_sec,
+           arg_max(peak_at, peak_order) AS peak_at,
            arg_max(last_value, last_ts) AS last_value,
            sum(value_sum) / nullif(sum(n), 0) AS mean_value,
            max(last_ts) AS last_ts,
            max(rolled_to) AS rolled_to
-    FROM hot_minutes GROUP BY {_KEY}
+    FROM hot_partials GROUP BY {_KEY}
 ),
 rated AS (
     SELECT *,
@@ -234,7 +275,7 @@ GROUP BY r.pos
 
 
 def _rank(window: Window, top: int | None, rank_by: str, chart: int | None) -> list[dict[str, Any]]:
-    """Rank ``hot_minutes``: rows of cluster, topic, partition, leader_broker, replicas,
+    """Rank ``hot_partials``: rows of cluster, topic, partition, leader_broker, replicas,
     records_per_sec, bytes_per_sec, topic_median_rate, skew, rank, peak_records_per_sec, peak_at,
     peak_skew, data_end and rollup_end, ordered by cluster and rank; the first ``chart`` rows (all
     with None) also with ``minute_rates``."""
@@ -276,6 +317,7 @@ def hot_partitions(
     ``minute_rates``: the partition's per-minute write rates for a chart, dicts of minute and
     records_per_sec, oldest first (see ``_CHART_SQL``)."""
     window.con.execute(RAW_MINUTES_SQL, {"topic": topic, "stale_us": STALE_S * 1_000_000})
+    window.con.execute(_NEW_PARTIALS_SQL)
     rows = _rank(window, top, rank_by, None if minutes else 0)
     for r in rows:
         del r["rollup_end"]
@@ -300,24 +342,68 @@ def hot_partitions_from_rollup(
     ingest batch touched, and a batch carries the brokers' samples up to its scrape); None for a
     cluster whose table holds no minute from the cut on: minutes before it may be missing, and the
     caller must rank from the raw samples instead.  None without a minute table, or with one
-    written before its ``seconds`` column existed and not since (it cannot be read as one)."""
-    cut = to_utc(window.start)
-    try:
-        if not window.rollup("1m", first, window.end, (LEO, SIZE), "hot_1m"):
+    written before its ``seconds`` column existed and not since (it cannot be read as one).
+
+    The table is read an hour at a time (``_table_parts``), each hour's rows reduced to what the
+    ranking needs of each replica before the next is read: a day's window (the digest) holds
+    1,440 rows per series, and all of them at once took 1.5 GB at 3,000 partitions.  The chart's
+    minutes are read again, for the charted partitions only."""
+    first, cut = to_utc(first), to_utc(window.start)
+    seed_from = cut - _dt.timedelta(seconds=HOT_SEED_S)
+    table = {"topic": topic, "first": first, "cut": cut}
+    window.con.execute(_NEW_SEEDS_SQL)
+    for i, (start, end) in enumerate(_table_parts(first, window.end)):
+        if not _attach_part(window, start, end, (LEO, SIZE)):
             return None
+        window.con.execute(_TABLE_PARTIALS_SQL if i else _NEW_TABLE_PARTIALS_SQL, table)
+        if start < cut and end > seed_from:
+            window.con.execute(_SEEDS_SQL, {"topic": topic, "seed_from": seed_from, "cut": cut})
+    window.con.execute(TAIL_MINUTES_SQL, {"topic": topic, "stale_us": STALE_S * 1_000_000, "cut": cut})
+    window.con.execute(_TAIL_PARTIALS_SQL)
+    rows = _rank(window, top, rank_by, 0)
+    if minutes:
+        _add_table_charts(window, rows, None, first, cut, topic)
+    return rows
+
+
+def _table_parts(start: _dt.datetime, end: _dt.datetime) -> list[tuple[_dt.datetime, _dt.datetime]]:
+    """[start, end) cut at every whole hour: the minute table's partitions, read one at a time."""
+    parts, t = [], start
+    while t < end:
+        nxt = min(end, t.replace(minute=0, second=0, microsecond=0) + _dt.timedelta(hours=1))
+        parts.append((t, nxt))
+        t = nxt
+    return parts
+
+
+def _attach_part(window: Window, start: _dt.datetime, end: _dt.datetime, metrics: tuple[str, ...]) -> bool:
+    """The minute table's rows of [start, end) as the view ``hot_1m``; False without a table (or
+    with one written before its ``seconds`` column existed, and never since)."""
+    try:
+        return window.rollup("1m", start, end, metrics, "hot_1m")
     except READ_ERRORS as exc:  # a table without `seconds` (Arrow's "No match for FieldRef"); any other error stands
         if "FieldRef.Name(seconds)" not in str(exc):
             raise
-        return None
-    params = {
-        "topic": topic,
-        "stale_us": STALE_S * 1_000_000,
-        "first": to_utc(first),
-        "cut": cut,
-        "seed_from": cut - _dt.timedelta(seconds=HOT_SEED_S),
-    }
-    window.con.execute(ROLLUP_MINUTES_SQL, params)
-    return _rank(window, top, rank_by, None if minutes else 0)
+        return False
+
+
+def _add_table_charts(
+    window: Window,
+    rows: list[dict[str, Any]],
+    chart: int | None,
+    first: _dt.datetime,
+    cut: _dt.datetime,
+    topic: str | None,
+) -> None:
+    """``minute_rates`` on the first ``chart`` rows (all with None) ranked from the minute table:
+    their leaders' minutes before the cut read again from the table (LogEndOffset only), beside
+    the tail's."""
+    if chart is not None and chart <= 0:
+        return
+    for start, end in _table_parts(first, cut):
+        if _attach_part(window, start, end, (LEO,)):
+            window.con.execute(_CHART_PART_SQL, {"topic": topic, "first": first, "cut": cut, "chart": chart})
+    _add_charts(window, rows, chart)
 
 
 # --------------------------------------------------------------------------- the questions
@@ -350,6 +436,7 @@ def _raw_answer(
     window: Window, topic: str | None, top: int | None, rank_by: str = "peak", chart: int = 0
 ) -> dict[str, Any]:
     window.con.execute(RAW_MINUTES_SQL, {"topic": topic, "stale_us": STALE_S * 1_000_000})
+    window.con.execute(_NEW_PARTIALS_SQL)
     rows = _rank(window, top, rank_by, chart)
     for r in rows:
         del r["rollup_end"]
@@ -375,8 +462,9 @@ def _rollup_answer(
     reached = [r.pop("rollup_end") is not None for r in rows or []]
     if not rows or not all(reached):
         return dict(NOT_FROM_ROLLUP)
-    _add_charts(window, rows, chart)  # drawn once the table is known to have caught up
-    return _facts(rows, chart, "1m", to_utc(window.start))
+    cut = to_utc(window.start)
+    _add_table_charts(window, rows, chart, to_utc(first), cut, topic)  # once the table is known to have caught up
+    return _facts(rows, chart, "1m", cut)
 
 
 #: The ranking from the window's raw samples: ``answer(window, topic, top, rank_by, chart)``.

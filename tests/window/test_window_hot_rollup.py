@@ -27,9 +27,9 @@ EVIL = "x'; DROP TABLE t; --"
 LEO = "LogEndOffset"
 
 
-def series(metric, topic, partition, broker, values, every_s=60):
+def series(metric, topic, partition, broker, values, every_s=60, start=0):
     return [
-        sample(metric, v, at(0, every_s * i), broker=broker, topic=topic, partition=partition)
+        sample(metric, v, at(start, every_s * i), broker=broker, topic=topic, partition=partition)
         for i, v in enumerate(values)
     ]
 
@@ -74,32 +74,38 @@ def tail_window(rows, table, cut, end):
     return Window.over(tail, cut, end, None, {"1m": Rolled(table)})
 
 
-def from_rollup(minute_rollup, rows, cut, table_until=None, **options):
-    """The window starting at minute 0, ranked from the minute rollup of ``rows`` (only up to the
-    minute ``table_until``: a table that is behind) and the raw samples from minute ``cut`` on."""
+def from_rollup(minute_rollup, rows, cut, table_until=None, start=0, **options):
+    """The window starting at minute ``start``, ranked from the minute rollup of ``rows`` (only up
+    to the minute ``table_until``: a table that is behind) and the raw samples from minute ``cut``
+    on."""
     table = minute_rollup(rows, None if table_until is None else at(table_until))
-    return hot_partitions_from_rollup(tail_window(rows, table, at(cut), at(16)), at(0), **options)
+    return hot_partitions_from_rollup(tail_window(rows, table, at(cut), at(start + 16)), at(start), **options)
 
 
 def without(rows, name):
     return [{k: v for k, v in r.items() if k != name} for r in rows]
 
 
+def minutes_from(start=0):
+    """A sample a minute at the minute's start, 16 minutes from minute ``start``: the raw
+    ranking's first sample and the rollup's baseline (the last sample of the window's first
+    minute) are then the same sample, so both rankings must agree to the last digit.  A burst,
+    its follower a minute late, a steady partition, an idle one with a Size series, and a topic
+    named like SQL."""
+    return (
+        series(LEO, "orders", 1, 1, [0] * 10 + [42000] * 6, start=start)
+        + series(LEO, "orders", 1, 2, [0] * 11 + [42000] * 5, start=start)
+        + series(LEO, "orders", 0, 1, [i * 600 for i in range(16)], start=start)
+        + series(LEO, "orders", 0, 2, [i * 590 for i in range(16)], start=start)
+        + series(LEO, "orders", 2, 3, [7] * 16, start=start)
+        + series("Size", "orders", 0, 1, [i * 6e4 for i in range(16)], start=start)
+        + series(LEO, EVIL, 0, 1, [i * 60 for i in range(16)], start=start)
+    )
+
+
 @pytest.fixture(scope="module")
 def minutely():
-    """A sample a minute at the minute's start: the raw ranking's first sample and the rollup's
-    baseline (the last sample of the window's first minute) are then the same sample, so both
-    rankings must agree to the last digit.  A burst, its follower a minute late, a steady
-    partition, an idle one with a Size series, and a topic named like SQL."""
-    return (
-        series(LEO, "orders", 1, 1, [0] * 10 + [42000] * 6)
-        + series(LEO, "orders", 1, 2, [0] * 11 + [42000] * 5)
-        + series(LEO, "orders", 0, 1, [i * 600 for i in range(16)])
-        + series(LEO, "orders", 0, 2, [i * 590 for i in range(16)])
-        + series(LEO, "orders", 2, 3, [7] * 16)
-        + series("Size", "orders", 0, 1, [i * 6e4 for i in range(16)])
-        + series(LEO, EVIL, 0, 1, [i * 60 for i in range(16)])
-    )
+    return minutes_from(0)
 
 
 @pytest.mark.parametrize("rank_by", ["peak", "mean"])
@@ -118,6 +124,20 @@ def test_the_minute_rollup_ranks_like_the_raw_samples(minute_rollup, minutely, r
     assert [p["records_per_sec"] for p in chart[("orders", 0)]] == [10.0] * 15
     topic_only = from_rollup(minute_rollup, minutely, cut=12, topic=EVIL, top=1)
     assert without(topic_only, "rollup_end") == hot_partitions(window_of(minutely), topic=EVIL, top=1)
+
+
+@pytest.mark.parametrize("start", [49, 55])
+def test_a_window_across_hours_ranks_alike(minute_rollup, start):
+    """The table is read an hour at a time: a window from 10:49 (the cut at 11:01, its seeds from
+    10:59: both hours) or 10:55 (the burst in the second hour) ranks as the raw samples do, its
+    charts drawn from both hours."""
+    rows = minutes_from(start)
+    options = {"rank_by": "peak", "minutes": True}
+    rolled = from_rollup(minute_rollup, rows, cut=start + 12, start=start, **options)
+    assert {r["rollup_end"] for r in rolled} == {at(start + 15)}
+    expected = hot_partitions(window_of(rows), **options)
+    assert without(rolled, "rollup_end") == expected and len(expected) == 4
+    assert expected[0]["peak_at"] == at(start + 10) and len(expected[0]["minute_rates"]) == 15
 
 
 def test_a_minute_back_after_an_outage_reads_alike_from_the_rollup(minute_rollup):
