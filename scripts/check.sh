@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The static checks (issue 12), run before the tests by scripts/test.sh and by the pre-commit hook:
 # ruff (lint + import order), ruff's formatter, mypy strict on commands/, runbook_kb/, live/, gate/,
-# kbot_settings/ (configured in pyproject.toml). Needs .venv (scripts/setup.sh installs the tools).
+# kbot_settings/, window_queries/ (configured in pyproject.toml). Needs .venv (scripts/setup.sh installs the tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "check: ruff (lint, import order)" >&2
