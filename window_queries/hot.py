@@ -60,10 +60,11 @@ PEAK_BUCKET_S = 60
 
 #: Windows at least this long are ranked from the minute rollup (:data:`HOT_ROLLUP_QUESTION`):
 #: it holds a row per replica and minute where the raw table holds one per scrape (six a minute
-#: at the collector's 10 s), and the window's rows are read into this process's memory.  The
-#: break-even Spark measured (through Connect at 30,000 partitions: an hour 6 s from raw samples
-#: and 1.7 s from the rollup, 15 minutes 1.5 s and 1.8 s) is kept; scripts/bench_lake.py times
-#: both paths in process.
+#: at the collector's 10 s), and the window's rows are read into this process's memory.  In
+#: process, on scripts/bench_lake.py's lake (3,000 partitions sampled every 30 s, 2 cores at load
+#: 9-13, two runs): an hour 0.43-0.80 s from the rollup and 0.56-0.82 s from raw samples, 30
+#: minutes 0.44-0.69 s and 0.49-0.53 s: about even from 30 minutes on, where Spark's break-even
+#: was too; the longer the window, the more the rollup saves (a row a minute against two to six).
 HOT_ROLLUP_FROM_S = 1800
 #: The newest minutes of such a window are ranked from raw samples: ``lake collect`` rolls up at
 #: most once a minute, after the ingest batch that carried the samples, so the minute rollup
@@ -98,7 +99,8 @@ SELECT cluster, topic, partition, metric, broker, minute,
        sum(step) AS growth, sum(covered) AS covered_s, min(ts) AS first_ts, max(ts) AS last_ts,
        arg_max(value, ts) AS last_value, sum(value) AS value_sum, count(*) AS n
 FROM (
-    SELECT cluster, topic, partition, metric, broker, ts, value, date_trunc('minute', ts) AS minute,
+    SELECT cluster, topic, partition, metric, broker, ts, value,
+           to_timestamp(epoch_us(ts) // 60000000 * 60) AS minute,
            CASE WHEN gap_us <= $stale_us THEN greatest(value - prev, 0.0) ELSE 0.0 END AS step,
            CASE WHEN gap_us <= $stale_us THEN gap_us / 1e6 END AS covered
     FROM (
