@@ -1,33 +1,37 @@
 #!/usr/bin/env python
-"""Benchmark: the Delta Lake lake (lake.service.LakeService) vs the old bare-Parquet lake vs
-DuckDB on the same Parquet files, side by side in one run (medians; machine load printed).
+"""Benchmark: the Delta Lake lake (lake.service.LakeService) vs DuckDB on the same Parquet
+files, side by side in one run (medians; machine load printed).
 
 Parts
 -----
-(a) 15-minute incident window (``urp_trend`` + ``lake.queries.q_hot`` top 10 on the window mean,
-    the questions the bot asks during an incident) at ``--partitions`` partitions: Spark through the bot's own path on
-    the Delta table (LakeService.query -> LakeView.window: the snapshot pruned to the window's
-    hours), Spark on the same files read the old way (bare Parquet, the window's hour
-    directories listed), and DuckDB (``read_parquet`` of the same files, the same partition
-    and ts filters, equivalent SQL).
+(a) 15-minute incident window (why URP's question, ``window_queries.urp.URP_QUESTION``, and
+    hot-partitions' ranking, ``window_queries.hot.ask_hot``: top 10 on the window mean with the
+    chart of the first 5, the questions the bot asks during an incident) at ``--partitions``
+    partitions: the bot's own path, answered in its process (``LakeService.ask_window``: delta-rs
+    reads the Delta snapshot's files of the window's hours, DuckDB runs the questions' SQL), and
+    DuckDB alone (``read_parquet`` of the same files, the same partition and ts filters,
+    equivalent SQL).  Then an hour and 30 minutes of hot partitions in process, from the minute
+    rollup with a raw tail (what ``ask_hot`` picks) and from the raw samples, beside DuckDB; and
+    the digest's day of hot partitions (top 5 on the mean) in process beside DuckDB.
 (b) 7-day trend of one partition (``history LogEndOffset --topic T --partition P --since 7d``:
     3-hour buckets): Spark from the 1-hour rollup vs DuckDB on the raw Parquet.
 (c) ingest throughput: landing files written as the collector writes them, ingested by the real
     ``lake.ingest.Ingestor`` (one Delta commit per batch, rollups updated), rows/s.
 (d) compaction: the lake ingested in many small batches has many small files per hour; file
-    count and the window query's time before and after ``OPTIMIZE ... ZORDER BY (topic, partition)``.
+    count and the in-process window's time (as (a)) before and after ``OPTIMIZE ... ZORDER BY
+    (topic, partition)``.
 
 Data: ``tools.synthetic`` (UnderReplicatedPartitions and LogEndOffset only, ``leo_replicas=1``,
 6 brokers, 30 s resolution, a broker loss and a hot key at the end of the last day).  The
 issue's 30,000 partitions x 7 days needs tens of minutes to generate on 2 cores: pick a size the
 machine can build in a few minutes (``--partitions``, ``--days``); the report prints the size.
-Before any OPTIMIZE every file of the Delta table is live, so the old reader and DuckDB read
+Before any OPTIMIZE every file of the Delta table is live, so DuckDB's ``read_parquet`` reads
 exactly the rows the Delta snapshot holds.
 
-(e) with ``--connect``: (a) and (b) again, warm through a Spark Connect server (the way ``kbot
-    run`` serves every bot process), DuckDB side by side in the same child process; and an
-    hour's hot partitions, the window ``q_hot`` ranks from the minute rollup.  Classic and
-    Connect sessions cannot share a process, so the parent stops its own Spark, starts the server
+(e) with ``--connect``: (b) again, warm through a Spark Connect server (the way ``kbot run``
+    serves every bot process), DuckDB side by side in the same child process, and (a)'s
+    in-process window in that process beside the remote session.  Classic and Connect sessions
+    cannot share a process, so the parent stops its own Spark, starts the server
     (``lake.connect.start_server``) and runs the series in a child.
 
 Usage::
@@ -98,31 +102,42 @@ def machine_info() -> dict:
 # --------------------------------------------------------------------------- queries
 
 
-def spark_window(view, start, end) -> dict:
-    from spark_queries.urp import urp_trend
-
-    urp = urp_trend(view.window(start, end)).collect()
-    return {"urp": sorted((r.broker, r.shape) for r in urp), **spark_hot(view, start, end)}
+#: The chart hot-partitions draws with its ranking (commands.hot_partitions.CHART_LINES).
+CHART = 5
 
 
-def spark_hot(view, start, end) -> dict:
-    """The product's ranking (``lake.queries.q_hot``: raw samples for short windows, the minute
-    rollup for long ones), on the window mean as DuckDB's query ranks."""
-    from lake.queries import q_hot
+def bot_window(lake, loop, start, end) -> dict:
+    """The incident window as the bot answers it, in its process (``LakeService.ask_window``):
+    why URP's question, then hot-partitions' ranking (top 10 on the window mean, as DuckDB's
+    query ranks, with the chart of the first 5).  ``seconds``: each question's own time."""
+    from window_queries.urp import URP_QUESTION
 
-    out = q_hot(view, start, end, None, 10, "mean", 0)
+    t0 = time.perf_counter()
+    urp = loop.run_until_complete(lake.ask_window(URP_QUESTION, start, end, timeout=3600))
+    t1 = time.perf_counter()
+    hot = bot_hot(lake, loop, start, end)
+    t2 = time.perf_counter()
+    return {
+        "urp": sorted((r["broker"], r["shape"]) for r in urp["trend"]),
+        **hot,
+        "seconds": {"urp": t1 - t0, "hot": t2 - t1},
+    }
+
+
+def bot_hot(lake, loop, start, end, raw: bool = False, top: int = 10, chart: int = CHART) -> dict:
+    """hot-partitions' ranking in process (``window_queries.hot.ask_hot``: the minute rollup with a
+    raw tail for a long window, else raw samples); ``raw``: the raw samples whatever the window."""
+    from window_queries.hot import HOT_QUESTION, ask_hot
+
+    async def ask(question, s, e, *args):
+        return await lake.ask_window(question, s, e, *args, timeout=3600)
+
+    if raw:
+        out = loop.run_until_complete(ask(HOT_QUESTION, start, end, None, top, "mean", chart))
+    else:
+        out = loop.run_until_complete(ask_hot(ask, start, end, None, top, "mean", chart))
     hot = out["rows"]
     return {"top": (hot[0]["topic"], hot[0]["partition"]) if hot else None, "resolution": out["resolution"]}
-
-
-def parquet_view(view):
-    """The same lake read the old way: bare Parquet hour directories, no Delta log."""
-    view.is_delta = lambda resolution="raw": False
-    return view
-
-
-def spark_window_old(view, start, end) -> dict:
-    return spark_window(parquet_view(view), start, end)
 
 
 def spark_trend(view, start, end, topic, partition) -> dict:
@@ -338,16 +353,13 @@ def run_connect_series(a) -> dict:
     finally:
         connect.stop_server(lake_dir)
     out["server_start_s"] = started
-    w, t, h = out["window"], out["trend"], out["hour_hot"]
+    w, t = out["window"], out["trend"]
     print(
-        f"(e) through Spark Connect ({info.url}, server started in {started:.0f}s): 15-minute window "
-        f"{w['delta_connect']['median']:.3f}s vs DuckDB {w['duckdb']['median']:.3f}s "
-        f"({w['delta_connect']['median'] / w['duckdb']['median']:.1f}x); {out['days']}-day trend from the "
-        f"{out['resolution']} rollup {t['rollup_connect']['median']:.3f}s vs DuckDB on raw Parquet "
-        f"{t['duckdb_raw']['median']:.3f}s; an hour's hot partitions from the {out['hour_hot_resolution']} "
-        f"table {h['hot_connect']['median']:.3f}s vs DuckDB {h['duckdb']['median']:.3f}s; "
-        f"results agree: {out['agree']}; load during the series "
-        f"{out['load_avg'][0]:.1f}",
+        f"(e) through Spark Connect ({info.url}, server started in {started:.0f}s): {out['days']}-day trend "
+        f"from the {out['resolution']} rollup {t['rollup_connect']['median']:.3f}s vs DuckDB on raw Parquet "
+        f"{t['duckdb_raw']['median']:.3f}s; beside the remote session, the 15-minute window in process "
+        f"{w['in_process']['median']:.3f}s vs DuckDB {w['duckdb']['median']:.3f}s; results agree: "
+        f"{out['agree']}; load during the series {out['load_avg'][0]:.1f}",
         flush=True,
     )
     return out
@@ -371,10 +383,6 @@ def connect_series(a) -> int:
         def q(fn, *args):
             return loop.run_until_complete(lake.query(fn, *args, timeout=3600))
 
-        window = side_by_side(
-            a.runs, {"delta_connect": lambda: q(spark_window, ws, we), "duckdb": lambda: duck_window(con, path, ws, we)}
-        )
-        wres = window.pop("results")
         trend = side_by_side(
             a.runs,
             {
@@ -383,31 +391,24 @@ def connect_series(a) -> int:
             },
         )
         tres = trend.pop("results")
-        # an hour's hot partitions: the window the minute rollup answers (lake.queries.q_hot)
-        hs = we - dt.timedelta(hours=1)
-        hour = side_by_side(
+        # the window's questions are answered in this process whatever Spark is: beside the session
+        window = side_by_side(
             a.runs,
-            {
-                "hot_connect": lambda: q(spark_hot, hs, we),
-                "duckdb": lambda: duck_hot(con, _window_params(path, hs, we)),
-            },
+            {"in_process": lambda: bot_window(lake, loop, ws, we), "duckdb": lambda: duck_window(con, path, ws, we)},
         )
-        hres = hour.pop("results")
+        wres = window.pop("results")
     finally:
         lake.stop()
         loop.close()
     agree = (
-        wres["delta_connect"]["top"] == wres["duckdb"]["top"]
+        wres["in_process"]["top"] == wres["duckdb"]["top"]
         and tres["rollup_connect"]["rows"] == tres["duckdb_raw"]["rows"]
-        and hres["hot_connect"]["top"] == hres["duckdb"]["top"]
     )
     print(
         json.dumps(
             {
                 "window": window,
                 "trend": trend,
-                "hour_hot": hour,
-                "hour_hot_resolution": hres["hot_connect"]["resolution"],
                 "resolution": tres["rollup_connect"]["resolution"],
                 "days": (te - ts).days,
                 "agree": agree,
@@ -417,6 +418,122 @@ def connect_series(a) -> int:
         )
     )
     return 0
+
+
+def ingest_and_compaction(a, spark, loop, root: Path, out: dict) -> None:
+    """(c) and (d)."""
+    from lake.maintenance import maintain
+    from lake.service import LakeService
+
+    ing = ingest_lake(spark, root, a.ingest_partitions, a.ingest_batches, 5)
+    layout = ing.pop("layout")
+    out["c_ingest"] = ing
+    print(
+        f"(c) ingest: {ing['rows']:,} rows in {ing['batches']} batches in {ing['seconds']:.1f}s = "
+        f"{ing['rows_per_s']:,.0f} rows/s (of which rollup updates {ing['rollup_seconds']:.1f}s)",
+        flush=True,
+    )
+
+    small = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=3600, warm=False).start()
+    loop.run_until_complete(small.wait_ready(600))
+    cs, ce = DAY0 + dt.timedelta(minutes=40), DAY0 + dt.timedelta(minutes=55)
+
+    def window_small():
+        res = bot_window(small, loop, cs, ce)
+        res.pop("seconds")
+        return res
+
+    before_files = file_count(Path(layout.table))
+    before = side_by_side(a.runs, {"window": window_small})
+    t0 = time.perf_counter()
+    rep = maintain(spark, layout.table, now=DAY0 + dt.timedelta(hours=2), lookback=dt.timedelta(days=1), vacuum=False)
+    opt_s = time.perf_counter() - t0
+    after = side_by_side(a.runs, {"window": window_small})
+    out["d_compaction"] = {
+        "files_before": rep.files_before.get("raw"),
+        "files_after": rep.files_after.get("raw"),
+        "parquet_files_on_disk_before": before_files,
+        "optimize_seconds": opt_s,
+        "window_before": before["window"],
+        "window_after": after["window"],
+        "same_answer": before["results"]["window"] == after["results"]["window"],
+    }
+    d = out["d_compaction"]
+    print(
+        f"(d) compaction of {a.ingest_batches} small batches: {d['files_before']} -> {d['files_after']} files "
+        f"(OPTIMIZE ZORDER in {opt_s:.1f}s); 15-min window {d['window_before']['median']:.3f}s -> "
+        f"{d['window_after']['median']:.3f}s; same answer: {d['same_answer']}",
+        flush=True,
+    )
+
+
+def window_part(a, lake, loop, con, path: Path, ws: dt.datetime, we: dt.datetime) -> dict:
+    """(a): the 15-minute window in process vs DuckDB, then an hour and 30 minutes of hot
+    partitions in process from the minute rollup and from raw samples, vs DuckDB."""
+    seconds: dict[str, list[float]] = {"urp": [], "hot": []}
+
+    def bot():
+        res = bot_window(lake, loop, ws, we)
+        for k, v in res.pop("seconds").items():
+            seconds[k].append(v)
+        return res
+
+    r = side_by_side(a.runs, {"in_process": bot, "duckdb": lambda: duck_window(con, path, ws, we)})
+    res = r.pop("results")
+    r["per_question"] = {k: med(v[1:]) for k, v in seconds.items()}  # without the warm-up run
+    r["agree"] = res["in_process"]["urp"] == res["duckdb"]["urp"] and res["in_process"]["top"] == res["duckdb"]["top"]
+    r["top"] = res["in_process"]["top"]
+    r["files"] = file_count(path)
+    r["ratio_to_duckdb"] = r["in_process"]["median"] / r["duckdb"]["median"]
+    print(
+        f"\n(a) 15-minute window {ws:%Y-%m-%d %H:%M}-{we:%H:%M} UTC, {a.partitions:,} partitions, "
+        f"{r['files']} Parquet files: in process (URP + hot) {r['in_process']['median']:.3f}s "
+        f"(URP {r['per_question']['urp']['median']:.3f}s, hot {r['per_question']['hot']['median']:.3f}s) | "
+        f"DuckDB {r['duckdb']['median']:.3f}s ({r['ratio_to_duckdb']:.1f}x); results agree: {r['agree']} "
+        f"(top {r['top']})",
+        flush=True,
+    )
+    r["longer"] = {}
+    for minutes in (60, 30):
+        hs = we - dt.timedelta(minutes=minutes)
+        h = side_by_side(
+            a.runs,
+            {
+                "rollup": lambda hs=hs: bot_hot(lake, loop, hs, we),
+                "raw": lambda hs=hs: bot_hot(lake, loop, hs, we, raw=True),
+                "duckdb": lambda hs=hs: duck_hot(con, _window_params(path, hs, we)),
+            },
+        )
+        hres = h.pop("results")
+        h["resolution"] = hres["rollup"]["resolution"]
+        h["agree"] = hres["rollup"]["top"] == hres["raw"]["top"] == hres["duckdb"]["top"]
+        r["longer"][f"{minutes}m"] = h
+        print(
+            f"(a) {minutes} minutes of hot partitions in process: from the {h['resolution']} table "
+            f"{h['rollup']['median']:.3f}s | from raw samples {h['raw']['median']:.3f}s | DuckDB "
+            f"{h['duckdb']['median']:.3f}s; results agree: {h['agree']}",
+            flush=True,
+        )
+    # the digest's hot partitions: a day, top 5 on the mean, no chart (from the minute rollup)
+    ds = we - dt.timedelta(days=1)
+    d = side_by_side(
+        a.runs,
+        {
+            "in_process": lambda: bot_hot(lake, loop, ds, we, top=5, chart=0),
+            "duckdb": lambda: duck_hot(con, _window_params(path, ds, we)),
+        },
+    )
+    dres = d.pop("results")
+    d["resolution"] = dres["in_process"]["resolution"]
+    d["agree"] = dres["in_process"]["top"] == dres["duckdb"]["top"]
+    r["digest_day"] = d
+    print(
+        f"(a) the digest's day of hot partitions in process from the {d['resolution']} table "
+        f"{d['in_process']['median']:.3f}s | DuckDB on raw Parquet {d['duckdb']['median']:.3f}s; "
+        f"results agree: {d['agree']}",
+        flush=True,
+    )
+    return r
 
 
 def main(argv=None) -> int:
@@ -437,10 +554,12 @@ def main(argv=None) -> int:
         help="with --skip-gen: rebuild the reused lake's rollups (a lake made before a rollup column existed)",
     )
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--skip-ingest", action="store_true", help="leave out (c) ingest and (d) compaction")
     p.add_argument(
         "--connect",
         action="store_true",
-        help="also time (a) and (b) warm through a Spark Connect server (started for the run, in a child process)",
+        help="also time (b) warm through a Spark Connect server (started for the run, in a child process), and "
+        "(a) in process beside it",
     )
     p.add_argument("--connect-port", type=int, default=15702, help="the Connect server's port for --connect")
     p.add_argument("--connect-url", help=argparse.SUPPRESS)  # the child process of --connect
@@ -450,7 +569,6 @@ def main(argv=None) -> int:
 
     import duckdb
 
-    from lake.maintenance import maintain
     from lake.rollups import rebuild
     from lake.service import LakeService, _session_conf
     from lake.spark import build_session
@@ -523,24 +641,7 @@ def main(argv=None) -> int:
         def q(fn, *args):
             return loop.run_until_complete(lake.query(fn, *args, timeout=3600))
 
-        r = side_by_side(
-            a.runs,
-            {
-                "delta": lambda: q(spark_window, ws, we),
-                "old_parquet": lambda: q(spark_window_old, ws, we),
-                "duckdb": lambda: duck_window(con, path, ws, we),
-            },
-        )
-        res = r.pop("results")
-        r["agree"] = res["delta"] == res["old_parquet"] and res["delta"]["top"] == res["duckdb"]["top"]
-        r["files"] = file_count(path)
-        out["a_window"] = r
-        print(
-            f"\n(a) 15-minute window {ws:%Y-%m-%d %H:%M}-{we:%H:%M} UTC, {a.partitions:,} partitions, "
-            f"{r['files']} Parquet files: Delta {r['delta']['median']:.3f}s | old Parquet {r['old_parquet']['median']:.3f}s"
-            f" | DuckDB {r['duckdb']['median']:.3f}s; results agree: {r['agree']} (top {res['delta']['top']})",
-            flush=True,
-        )
+        out["a_window"] = window_part(a, lake, loop, con, path, ws, we)
 
         r = side_by_side(
             a.runs,
@@ -562,46 +663,8 @@ def main(argv=None) -> int:
             flush=True,
         )
 
-        ing = ingest_lake(spark, root, a.ingest_partitions, a.ingest_batches, 5)
-        layout = ing.pop("layout")
-        out["c_ingest"] = ing
-        print(
-            f"(c) ingest: {ing['rows']:,} rows in {ing['batches']} batches in {ing['seconds']:.1f}s = "
-            f"{ing['rows_per_s']:,.0f} rows/s (of which rollup updates {ing['rollup_seconds']:.1f}s)",
-            flush=True,
-        )
-
-        small = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=3600, warm=False).start()
-        loop.run_until_complete(small.wait_ready(600))
-        cs, ce = DAY0 + dt.timedelta(minutes=40), DAY0 + dt.timedelta(minutes=55)
-
-        def window_small():
-            return loop.run_until_complete(small.query(spark_window, cs, ce, timeout=3600))
-
-        before_files = file_count(Path(layout.table))
-        before = side_by_side(a.runs, {"window": window_small})
-        t0 = time.perf_counter()
-        rep = maintain(
-            spark, layout.table, now=DAY0 + dt.timedelta(hours=2), lookback=dt.timedelta(days=1), vacuum=False
-        )
-        opt_s = time.perf_counter() - t0
-        after = side_by_side(a.runs, {"window": window_small})
-        out["d_compaction"] = {
-            "files_before": rep.files_before.get("raw"),
-            "files_after": rep.files_after.get("raw"),
-            "parquet_files_on_disk_before": before_files,
-            "optimize_seconds": opt_s,
-            "window_before": before["window"],
-            "window_after": after["window"],
-            "same_answer": before["results"]["window"] == after["results"]["window"],
-        }
-        d = out["d_compaction"]
-        print(
-            f"(d) compaction of {a.ingest_batches} small batches: {d['files_before']} -> {d['files_after']} files "
-            f"(OPTIMIZE ZORDER in {opt_s:.1f}s); 15-min window {d['window_before']['median']:.3f}s -> "
-            f"{d['window_after']['median']:.3f}s; same answer: {d['same_answer']}",
-            flush=True,
-        )
+        if not a.skip_ingest:
+            ingest_and_compaction(a, spark, loop, root, out)
     finally:
         loop.close()
         spark.stop()
