@@ -17,10 +17,10 @@ from pyspark.testing import assertDataFrameEqual
 
 from lake.embedded import WindowReader
 from lake.schema import read_lake
-from spark_queries.hot import hot_partitions
 from spark_queries.lag import group_lag_status, partition_lag_status
 from spark_queries.window import incident_window
 from tools import synthetic as S
+from window_queries.hot import HOT_QUESTION, hot_partitions
 from window_queries.txn import HANGING_QUESTION, last_stable_offset_lag, late_transactions
 from window_queries.urp import URP_QUESTION, isr_churn, urp_trend
 
@@ -108,11 +108,10 @@ def test_slow_follower_is_fluctuating_urp_and_shrinks_without_expands(lake):
 
 
 def test_hot_key_is_the_hottest_partition_of_its_topic(lake):
-    _, df, _ = lake
-    w = incident_window(df, hhmm(10, 5), hhmm(10, 35))
+    w = WindowReader(lake[2]).open(hhmm(10, 5), hhmm(10, 35), None, HOT_QUESTION.metrics)
     out = hot_partitions(w, topic="topic-001", top=1)
-    assertDataFrameEqual(out.select("topic", "partition", "leader_broker", "rank"), [Row("topic-001", 2, 4, 1)])
-    assert out.first().skew > 5
+    assert pick(out, "topic", "partition", "leader_broker", "rank") == [("topic-001", 2, 4, 1)]
+    assert out[0]["skew"] > 5
 
 
 def test_hanging_transaction(lake):
