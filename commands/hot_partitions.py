@@ -316,10 +316,13 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             f"{hottest['topic']}-{hottest['partition']}, writes {ranked or 0:,.1f} records/s ({measure})"
             + (f", {hottest['skew']:.1f}x its topic's median." if hottest["skew"] is not None else ".")
         )
-    raw_from = facts.get("raw_from")
+    raw_from, ranked_from = facts.get("raw_from"), facts.get("ranked_from")
     source = (
         f" (from the 1-minute rollups; raw samples from {raw_from:%H:%M} UTC on)"
         if facts.get("resolution") == "1m" and raw_from is not None
+        else f" from {ranked_from:%H:%M} UTC on only: the 1-minute rollups do not cover the window yet, and "
+        "longer than that the raw samples are not read"
+        if ranked_from is not None
         else ""
     )
     notes.insert(

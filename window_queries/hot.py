@@ -477,6 +477,10 @@ HOT_QUESTION = Question("hot_partitions", (LEO, SIZE), _raw_answer)
 HOT_ROLLUP_QUESTION = Question("hot_partitions_1m", (LEO, SIZE), _rollup_answer)
 
 
+#: The longest window ranked from raw samples (see :func:`ask_hot`).
+RAW_MAX_S = 3600
+
+
 def rollup_span(start: _dt.datetime, end: _dt.datetime) -> tuple[_dt.datetime, _dt.datetime] | None:
     """(the window's first minute, the cut: where its raw tail begins) when a window this long is
     ranked from the minute rollup; None when the raw samples rank it (shorter than
@@ -518,4 +522,9 @@ async def ask_hot(
         facts = await ask(HOT_ROLLUP_QUESTION, cut, end, first, topic, top, rank_by, chart)
         if facts["resolution"] is not None:
             return facts
-    return await ask(HOT_QUESTION, start, end, topic, top, rank_by, chart)
+    # The raw samples are read into the bot's memory: a day of them at 3,000 partitions is ~3 GB.
+    # A longer window whose rollup cannot answer is ranked over its last RAW_MAX_S only, and says so.
+    narrowed = max(start, end - _dt.timedelta(seconds=RAW_MAX_S))
+    facts = await ask(HOT_QUESTION, narrowed, end, topic, top, rank_by, chart)
+    facts["ranked_from"] = narrowed if narrowed > start else None
+    return facts
