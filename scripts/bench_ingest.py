@@ -21,6 +21,13 @@ of the minutes touched since every ``--rollup-every`` rounds (60 s of data, ``kb
 * sustained: rows over commit + rollups + the rounds' share of the hour row; a round arrives
   every 15 s, so the ingest keeps up when one round takes less than that.
 
+Each phase also reports the CPU seconds it cost (the Spark JVM's, from ``/proc/<pid>/stat``, plus
+this process's, pyarrow's threads included) and rows per CPU second: on a shared 2-core machine
+the wall-clock figures move with the load (the header line prints it before and after), the CPU
+cost per row much less.  ``sustained_per_cpu_s`` is the sustained rate if the ingest had one whole
+core to itself: what it can keep up with on an idle core, and, divided by the share of a core it
+gets, on a loaded one.
+
 A rollup run reads the touched minutes' raw samples and, before them, up to
 ``lake.rollups.STALE_S`` of minute rows (5 per series): its cost stops growing after 20 rounds.
 
@@ -65,6 +72,29 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+class CpuClock:
+    """CPU seconds (user + system) of this process and of the Spark JVM it started (a classic
+    master: the JVM is this process' child, which ``os.times`` counts only once it has exited)."""
+
+    def __init__(self, spark) -> None:
+        self.jvm_stat: Path | None = None
+        try:
+            pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+            self.jvm_stat = Path(f"/proc/{pid}/stat")
+            self.jvm_stat.read_text()
+        except Exception:  # noqa: BLE001 - Spark Connect, or no /proc: the JVM is not counted
+            self.jvm_stat = None
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def __call__(self) -> float:
+        t = os.times()
+        total = t.user + t.system
+        if self.jvm_stat is not None:
+            fields = self.jvm_stat.read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+        return total
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--brokers", type=int, default=100)
@@ -106,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     out["generate_s"] = round(time.perf_counter() - g0, 1)
     out["landing_mb"] = round(sum(f.stat().st_size for f in files) / 1e6, 1)
 
-    v0 = time.perf_counter()
+    v0, vc0 = time.perf_counter(), os.times()
     checked = sum(scan_landing_file(f)[0] for f in files)
     validate_s = time.perf_counter() - v0
+    vc1 = os.times()
+    validate_cpu = (vc1.user + vc1.system) - (vc0.user + vc0.system)
 
     spark = build_session(a.master, app_name="kbot-bench-ingest", conf={"spark.driver.memory": a.driver_memory})
     try:
@@ -122,23 +154,27 @@ def main(argv: list[str] | None = None) -> int:
         write_landing_file(layout.landing, round_rows(-240, 2, 100, t0), "warm-up.jsonl")
         ingestor.run(rollups=False)
         ingestor.flush_rollups()
+        cpu = CpuClock(spark)
         out["load_before"] = load()
-        commit_s, rollup_runs, batches = 0.0, [], []
+        commit_s, commit_cpu, rollup_runs, rollup_cpu, batches = 0.0, 0.0, [], 0.0, []
         for i, f in enumerate(files):
             os.replace(held / f.name, f)
-            c0 = time.perf_counter()
+            c0, cc0 = time.perf_counter(), cpu()
             batches += ingestor.run(rollups=False).batches
             commit_s += time.perf_counter() - c0
+            commit_cpu += cpu() - cc0
             if (i + 1) % a.rollup_every == 0 or i == len(files) - 1:
-                r0 = time.perf_counter()
+                r0, rc0 = time.perf_counter(), cpu()
                 ingestor.flush_rollups(final=False)  # as kbot run's rollup thread
                 rollup_runs.append(time.perf_counter() - r0)
+                rollup_cpu += cpu() - rc0
         rollup_s = sum(rollup_runs)
         # the hour row, written once an hour has closed: timed here on the minutes so far and
         # scaled to a whole hour below
-        h0 = time.perf_counter()
+        h0, hc0 = time.perf_counter(), cpu()
         ingestor.flush_rollups(final=True)
         close_s = time.perf_counter() - h0
+        close_cpu = cpu() - hc0
         out["load_after"] = load()
     finally:
         spark.stop()
@@ -149,11 +185,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out["rows"] = rows
     out["batches"] = [round(b.seconds, 2) for b in report.batches]
-    out["validate"] = {"seconds": round(validate_s, 2), "rows_per_s": round(rows / validate_s)}
-    out["commit"] = {"seconds": round(commit_s, 2), "rows_per_s": round(rows / commit_s)}
+    out["validate"] = {
+        "seconds": round(validate_s, 2),
+        "rows_per_s": round(rows / validate_s),
+        "cpu_s": round(validate_cpu, 2),
+        "rows_per_cpu_s": round(rows / max(validate_cpu, 1e-9)),
+    }
+    out["commit"] = {
+        "seconds": round(commit_s, 2),
+        "rows_per_s": round(rows / commit_s),
+        "cpu_s": round(commit_cpu, 2),
+        "rows_per_cpu_s": round(rows / max(commit_cpu, 1e-9)),
+    }
     out["rollups"] = {
         "seconds": round(rollup_s, 2),
         "rows_per_s": round(rows / rollup_s),
+        "cpu_s": round(rollup_cpu, 2),
+        "rows_per_cpu_s": round(rows / max(rollup_cpu, 1e-9)),
         "runs": len(rollup_runs),
         "runs_s": [round(x, 2) for x in rollup_runs],
     }
@@ -166,10 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         "rows_per_s": round(minute_rows / close_s),
         "full_hour_s": round(close_s * 60 / minutes, 1),
         "per_round_s": round(close_per_round, 2),
+        "cpu_s": round(close_cpu, 2),
     }
     sustained = rows / (commit_s + rollup_s + close_per_round * a.rounds)
     out["sustained_rows_per_s"] = round(sustained)  # with each round's share of its hour's close
     out["ratio_to_needed"] = round(sustained / out["needed_rows_per_s"], 3)
+    close_cpu_per_round = close_cpu * (60 / minutes) / (3600 / SCRAPE_S)
+    sustained_cpu = rows / (commit_cpu + rollup_cpu + close_cpu_per_round * a.rounds)
+    out["sustained_per_cpu_s"] = round(sustained_cpu)
     if not a.root:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -179,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         f"load {out['load_before']} -> {out['load_after']}"
     )
     for phase in ("validate", "commit", "rollups"):
-        print(f"  {phase:9s} {out[phase]['seconds']:8.2f} s  {out[phase]['rows_per_s']:>10,} rows/s")
+        print(
+            f"  {phase:9s} {out[phase]['seconds']:8.2f} s  {out[phase]['rows_per_s']:>10,} rows/s   "
+            f"{out[phase]['cpu_s']:8.2f} CPU s  {out[phase]['rows_per_cpu_s']:>10,} rows per CPU s"
+        )
     print(
         f"  batches   {min(out['batches'])}-{max(out['batches'])} s each (a round arrives every {SCRAPE_S} s); "
         f"rollup runs {out['rollups']['runs_s']} s"
@@ -190,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  sustained {sustained:,.0f} rows/s against {out['needed_rows_per_s']:,} needed "
-        f"({out['ratio_to_needed']:.2f}x)"
+        f"({out['ratio_to_needed']:.2f}x); {sustained_cpu:,.0f} rows per CPU second"
     )
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
