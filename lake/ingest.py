@@ -9,6 +9,7 @@ may be local or any Hadoop-compatible URI (``s3a://``, ``abfss://``, ``hdfs://``
     <state dir>/landing/<name>.jsonl            written by the collector (atomically)
     <state dir>/processing/<batch id>/txn.json  the batch's Delta transaction version
     <state dir>/processing/<batch id>/*.jsonl   claimed by one ingest batch
+    <state dir>/processing/<batch id>/stage/    their rows as the check parsed them (Parquet)
     <state dir>/done/<name>.jsonl               ingested (pruned after ``keep_done_s``)
     <state dir>/quarantine/<name>.jsonl         malformed, next to <name>.jsonl.reason.txt
     <state dir>/ingest.id                       this state dir's Delta ``txnAppId``
@@ -31,13 +32,16 @@ One batch, step by step
 2. **check**: files already in ``done/`` are re-deliveries (skipped); every other file is
    checked (each line a JSON object, field types, ranges: ``lake.landing_check``, pyarrow a
    block at a time, the exact reason from a line-by-line check); a bad one goes to
-   ``quarantine/`` with a reason file.
+   ``quarantine/`` with a reason file.  The rows pyarrow parsed for the check are staged as
+   Parquet in ``processing/<batch id>/stage/`` (anew on every attempt), so Spark does not parse
+   the JSON a second time; a file only the line-by-line check accepted is read as JSON.
 3. **commit**: Spark appends the good files' rows to the table, partitioned by
    cluster/date/hour, as one idempotent Delta write (``userMetadata`` names the batch, its
    files and rows: ``kbot lake status`` reads it).
 4. **roll up**: the minutes the batch touched are recomputed in the 1-minute rollup; their
    hours' rows in the 1-hour rollup are written once those hours have closed (``lake.rollups``).
-5. **finish**: move the batch's files to ``done/`` and remove its ``processing/`` directory.
+5. **finish**: move the batch's files to ``done/`` and remove its ``processing/`` directory
+   (the staged Parquet with it).
 
 A crash anywhere leaves the files in ``landing/`` or ``processing/<id>/`` (never lost); the
 next run recovers every batch in ``processing/`` first, oldest first, with the same version:
@@ -67,6 +71,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -86,6 +91,7 @@ log = logging.getLogger(__name__)
 
 TABLE_NAME = "samples"
 TXN_FILE = "txn.json"
+STAGE_DIR = "stage"  # processing/<batch id>/stage/<name>.parquet: a good file's rows, parsed once
 DEFAULT_MAX_FILES = 500
 DEFAULT_KEEP_DONE_S = 2 * 86_400
 
@@ -211,14 +217,17 @@ def _write_atomic(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-def scan_landing_file(path: Path) -> tuple[int, str | None, set[tuple[str, int]]]:
+def scan_landing_file(path: Path, stage: Path | None = None) -> tuple[int, str | None, set[tuple[str, int]]]:
     """(rows, None, minutes) for a good file, (0, reason, set()) for a malformed one.
 
     ``minutes`` are the ``(cluster, minute start in epoch seconds)`` the file's rows fall in:
     the rollups of exactly those minutes are recomputed after the batch.  Checked with pyarrow
     a block at a time; any doubt goes to the line-by-line check (``lake.landing_check``).
+    ``stage``: where to write the rows pyarrow parsed, as Parquet, for the commit to read
+    instead of the JSON (written only when the fast path accepted the file; see
+    ``lake.landing_check.scan_fast``).
     """
-    return scan_fast(path)
+    return scan_fast(path, stage=stage)
 
 
 def _minute_key(epoch_s: int) -> str:
@@ -345,6 +354,11 @@ def new_batch_id(names: list[str], now: float | None = None) -> str:
     return f"b{t:%Y%m%dT%H%M%S%f}-{digest}"
 
 
+def _stage_of(landing_file: Path) -> Path:
+    """Where a claimed landing file's parsed rows are staged (``processing/<id>/stage/``)."""
+    return landing_file.parent / STAGE_DIR / f"{landing_file.name}.parquet"
+
+
 def _read_txn(batch_dir: Path) -> int | None:
     try:
         v = json.loads((batch_dir / TXN_FILE).read_text())["version"]
@@ -446,12 +460,16 @@ class Ingestor:
         files = sorted(p for p in batch_dir.iterdir() if p.is_file() and p.name.endswith(".jsonl"))
         good: list[Path] = []
         minutes: set[tuple[str, int]] = set()
+        stage_dir = batch_dir / STAGE_DIR
+        stage_dir.mkdir(exist_ok=True)
         for f in files:
             if (self.layout.done / f.name).exists():
                 rep.duplicates.append(f.name)
                 f.unlink()  # the copy in done/ stays the record of it
                 continue
-            rows, reason, file_minutes = scan_landing_file(f)
+            # staged anew on every attempt (a recovered batch's too): scan_fast writes it whole
+            # or removes it, so a stage file is always this landing file's rows
+            rows, reason, file_minutes = scan_landing_file(f, stage=_stage_of(f))
             if reason is not None:
                 self._quarantine(f, reason)
                 rep.quarantined.append((f.name, reason))
@@ -484,7 +502,19 @@ class Ingestor:
 
         spark = self.spark
         table = self.layout.table
-        df = spark.read.schema(landing_schema()).option("mode", "FAILFAST").json([f.resolve().as_uri() for f in files])
+        # the rows the check parsed (Parquet, staged), else Spark parses the JSON
+        staged = [_stage_of(f) for f in files if _stage_of(f).is_file()]
+        unstaged = [f for f in files if not _stage_of(f).is_file()]
+        parts = []
+        if staged:
+            parts.append(spark.read.schema(landing_schema()).parquet(*[p.resolve().as_uri() for p in staged]))
+        if unstaged:
+            parts.append(
+                spark.read.schema(landing_schema())
+                .option("mode", "FAILFAST")
+                .json([f.resolve().as_uri() for f in unstaged])
+            )
+        df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         out = with_partition_columns(df.withColumn("ts", F.timestamp_micros(F.col("ts"))))
         # one file per hour and batch; sorted so a metric's rows sit together (row-group
         # statistics on metric/topic then skip most of a file)
@@ -523,6 +553,7 @@ class Ingestor:
         for f in list(batch_dir.iterdir()):
             if f.is_file() and f.name.endswith(".jsonl"):
                 self._move(f, self.layout.done / f.name)
+        shutil.rmtree(batch_dir / STAGE_DIR, ignore_errors=True)
         with contextlib.suppress(OSError):
             (batch_dir / TXN_FILE).unlink()
         with contextlib.suppress(OSError):

@@ -547,3 +547,57 @@ def test_the_newest_commit_read_from_the_log_is_the_one_delta_reports(spark, lay
     assert local == from_history() and local[1]["batch"] == report.batches[0].batch_id
     spark.read.format("delta").load(layout.table).limit(1).write.format("delta").mode("append").save(layout.table)
     assert delta._local_last_commit(layout.table) == from_history() == (local[0] + 1, None)
+
+
+def test_the_staged_rows_are_the_rows_spark_reads_from_the_json(spark, tmp_path):
+    """The commit reads the rows the landing check parsed (Parquet, staged) instead of the JSON:
+    they must be exactly what Spark's JSON reader makes of the same file - labels of several
+    shapes (absent, null, empty, keys in any order, a key some lines lack), unicode, null
+    topic/partition, integer and exponent values - over several check blocks."""
+    from pyspark.testing import assertDataFrameEqual
+
+    from lake.ingest import landing_schema, scan_landing_file
+
+    rows = [
+        row(T10 + i, metric=m, broker=b, topic=t, partition=p, labels=lab, value=v)
+        for i, (m, b, t, p, lab, v) in enumerate(
+            [
+                ("LogEndOffset", 101, "orders", 0, None, 1200.0),
+                ("RequestQueueTimeMs", 101, None, None, {"request": "Produce", "quantile": "0.99"}, 2.5),
+                ("RequestQueueTimeMs", 102, None, None, {"quantile": "0.50", "request": "Fetch"}, 1e-3),
+                ("CommittedOffset", -1, "zamówienia-ü", 7, {"group": "grupa-€"}, 12345678901234.0),
+                ("UnderReplicatedPartitions", 2147483647, None, None, {}, -0.0),
+                ("Size", 103, "t", 2147483647, None, 1.5e300),
+            ]
+        )
+    ]
+    rows += [row(T11 + i, metric="Size", topic="t", partition=i % 7, value=float(i)) for i in range(3000)]
+    f = tmp_path / "a.jsonl"
+    write_landing_file(tmp_path, rows, f.name)
+    text = f.read_text().replace('"value":12345678901234.0', '"value":12345678901234')  # an integer literal
+    f.write_text(text)
+    stage = tmp_path / "stage" / "a.jsonl.parquet"
+    stage.parent.mkdir()
+    import lake.landing_check as lc
+
+    n, reason, _ = lc.scan_fast(f, stage=stage, chunk_bytes=16_384)  # several blocks
+    assert (n, reason) == (len(rows), None) and stage.is_file()
+    from_json = spark.read.schema(landing_schema()).option("mode", "FAILFAST").json(f.as_uri())
+    from_stage = spark.read.schema(landing_schema()).parquet(stage.as_uri())
+    assertDataFrameEqual(from_stage, from_json)
+    # a file the fast path does not vouch for (a blank line) is not staged: Spark reads its JSON
+    f.write_text(text + "\n")
+    assert scan_landing_file(f, stage=stage)[:2] == (len(rows), None) and not stage.exists()
+
+
+def test_a_batch_of_staged_and_unstaged_files_commits_every_row_once(spark, layout):
+    """One batch mixing a file the check staged with one it left to Spark's JSON reader (a
+    blank line sends it to the reference check): every row once, and no stage left behind."""
+    land(layout, "a.jsonl", [row(T10, value=1.0), row(T10, broker=102, value=2.0)])
+    land(layout, "b.jsonl", [row(T11, value=3.0)])
+    with open(layout.landing / "b.jsonl", "a") as f:
+        f.write("\n")
+    report = Ingestor(spark, layout).run()
+    assert (report.rows, report.files) == (3, 2)
+    assert sorted(r.value for r in lake_rows(spark, layout)) == [1.0, 2.0, 3.0]
+    assert not list(layout.processing.iterdir())
