@@ -16,6 +16,13 @@ from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
 from spark_queries._common import bucket, dimension, labels_key
 
 _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
+#: A series' columns in the order the lake's files are sorted in (the raw table's rows by metric,
+#: topic, partition, broker, ts within a cluster's hour; the rollups' by ``lake.rollups``'
+#: SERIES_ORDER): a window partitioned in this order sorts its rows by the same key, so the
+#: rows it reads arrive as a few sorted runs (one per file), which the sort merges instead of
+#: sorting from scratch.  Same rows out in any order; at the issue's scale it cut the CPU a
+#: minute's rollup costs by about a third (a window keyed cluster, broker, metric, ... first).
+_SORTED_SERIES = ["metric", "topic", "partition", "broker", "cluster", "lk"]
 
 
 def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> DataFrame:
@@ -27,7 +34,7 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
     afresh).  So ``raw`` should reach ``stale_s`` back before the first bucket wanted, and
     callers then keep only the buckets they asked for (``lake.rollups``).
     """
-    key = [*_SERIES, "lk"]
+    key = _SORTED_SERIES
     s = raw.select(*_SERIES, labels_key().alias("lk"), "ts", "value")
     by_time = Window.partitionBy(*key).orderBy("ts")
     gap_us = F.unix_micros("ts") - F.unix_micros(F.lag("ts").over(by_time))
