@@ -477,14 +477,14 @@ class LakeService:
 
     def _warm_up(self, spark) -> None:
         """Run the code paths a first Spark question takes: list and read a window, aggregate,
-        and rank hot partitions with their chart (`hot-partitions`, the command a one-shot `kbot
-        ask` is most often: through the Connect server's shared session it then finds that code
-        compiled).  The window's URP questions need no warming: DuckDB answers them in process."""
-        from lake.queries import q_hot
+        and bucket a metric's history (`history`, the Spark question a one-shot `kbot ask` is most
+        often: through the Connect server's shared session it then finds that code compiled).  The
+        incident window's questions need no warming: DuckDB answers them in process."""
+        from lake.queries import q_history
 
         view = LakeView(spark, self.path, self.cluster)
         end = _dt.datetime.now(_dt.timezone.utc)
-        q_hot(view, end - _dt.timedelta(minutes=15), end, None, 10, "peak", 1)
+        q_history(view, end - _dt.timedelta(minutes=15), end, "LogEndOffset", None, None, None, 60)
 
     def wait_ready_sync(self, timeout: float | None = None) -> bool:
         """Block until started (or failed); True when ready."""
