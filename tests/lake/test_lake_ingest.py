@@ -155,11 +155,14 @@ def test_rerun_and_relanded_files_never_duplicate(spark, layout):
 
 
 def test_a_repeated_txn_version_is_skipped_by_delta(spark, layout):
-    """The exactly-once guarantee itself: Delta skips a second write of (appId, version) even
-    when our own bookkeeping has lost track of the batch (here: its commit is no longer the newest)."""
+    """What a recovered batch's retry rests on: Delta skips a second write of (appId, version)
+    even when our own bookkeeping has lost track of the batch (here: its commit is no longer the
+    newest).  A batch is written under its txn when it is recovered (a crash before its commit)."""
     from lake import delta
 
     two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at("validated")).run()
     Ingestor(spark, layout).run()
     app = layout.app_id()
     version = int(layout.last_txn_file.read_text())
@@ -601,3 +604,58 @@ def test_a_batch_of_staged_and_unstaged_files_commits_every_row_once(spark, layo
     assert (report.rows, report.files) == (3, 2)
     assert sorted(r.value for r in lake_rows(spark, layout)) == [1.0, 2.0, 3.0]
     assert not list(layout.processing.iterdir())
+
+
+def test_a_recovered_batch_is_found_in_the_log_when_other_commits_came_after_it(spark, layout):
+    """A fresh batch is appended without Delta's txn (no commit can hold it yet; Delta 4.2 checks
+    a txn by rebuilding the table's state); its commit names it.  A crash after that commit and
+    another writer's commits after it: the recovery finds the batch in the log, not only as the
+    newest commit, and writes nothing twice."""
+    from lake import delta
+    from lake.ingest import batch_committed
+
+    two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at("committed")).run()
+    log = Path(layout.table) / "_delta_log"
+    actions = [json.loads(line) for line in sorted(log.glob("*.json"))[-1].read_text().splitlines()]
+    assert not any("txn" in a for a in actions)  # no SetTransaction
+    assert any('"batch"' in (a.get("commitInfo") or {}).get("userMetadata", "") for a in actions)
+    batch_id = next(layout.processing.iterdir()).name
+    assert batch_committed(spark, layout.table, batch_id)
+    assert not batch_committed(spark, layout.table, "b20240501T100000000000-deadbeef")
+    extra = read_lake(spark, layout.table).limit(1).localCheckpoint()
+    delta.append(extra, layout.table, ["cluster", "date", "hour"])  # another writer, twice
+    delta.append(extra, layout.table, ["cluster", "date", "hour"])
+    report = Ingestor(spark, layout).run()
+    assert [(b.recovered, b.already_committed) for b in report.batches] == [(True, True)]
+    assert len(lake_rows(spark, layout)) == 7 + 2
+    assert where_are(layout, ["a.jsonl", "b.jsonl"]) == {"a.jsonl": "done", "b.jsonl": "done"}
+
+
+def test_a_recovered_batch_not_committed_is_written_under_its_delta_txn(spark, layout):
+    """A batch that crashed before its commit is written on recovery with txnAppId/txnVersion,
+    so Delta itself refuses that version a second time."""
+    two_hours(layout)
+    with pytest.raises(Crash):
+        Ingestor(spark, layout, crash_hook=crash_at("validated")).run()
+    version = json.loads((next(layout.processing.iterdir()) / TXN_FILE).read_text())["version"]
+    report = Ingestor(spark, layout).run()
+    assert [(b.recovered, b.already_committed) for b in report.batches] == [(True, False)]
+    commit = sorted((Path(layout.table) / "_delta_log").glob("*.json"))[-1].read_text()
+    txn = next(a["txn"] for a in map(json.loads, commit.splitlines()) if "txn" in a)
+    assert (txn["appId"], txn["version"]) == (layout.app_id(), version)
+
+
+def test_a_batch_older_than_the_log_stops_the_run_instead_of_a_guess(spark, layout):
+    """When the Delta log no longer reaches back to a batch's claim, whether it was committed
+    cannot be told: the lookup says so instead of answering no (which would write it twice)."""
+    from lake.errors import LakeError
+    from lake.ingest import batch_committed
+
+    for name in ("a", "b"):
+        land(layout, f"{name}.jsonl", [row(T10, value=1.0)])
+        Ingestor(spark, layout, max_files=1).run()
+    (Path(layout.table) / "_delta_log" / f"{0:020d}.json").unlink()  # as Delta's log cleanup does
+    with pytest.raises(LakeError, match="cannot tell whether batch"):
+        batch_committed(spark, layout.table, "b20200101T000000000000-deadbeef")
