@@ -13,6 +13,8 @@ over the rollups, the ingest's rollups, long windows).
 * ``saturation``   request handler idle, request queue time
 * ``hot``          hot partitions: write rates, skew vs the topic's median, the likely leader and a
                    per-minute chart, from raw samples or the minute rollup
+* ``lag``          a consumer group's verdict with Burrow's rules (per partition and for the group), its
+                   current lag from the brokers' log end offsets, its total lag per minute
 """
 
 from __future__ import annotations
