@@ -32,6 +32,7 @@ from lake.embedded import Question, TableNotFound
 from lake.errors import LakeUnavailable
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
 from window_queries.hot import ask_hot
+from window_queries.lag import GROUP_LAG_QUESTION
 from window_queries.saturation import SATURATION_QUESTION
 from window_queries.trend import gauge_trend
 from window_queries.txn import HANGING_QUESTION
@@ -771,7 +772,13 @@ def _epoch(value: dt.datetime | None) -> float | None:
 
 
 async def group_lag(ctx: Context, request: CommandRequest, group: str, window: Window) -> LakeFindings:
-    facts = await run_query(ctx, request, _q("q_group_lag"), window.start, window.end, group)
+    """Burrow's verdict on ``group`` over the window (``window_queries.lag``, answered in the bot's
+    process), its partitions' lines and its lag per minute; on a lake with nothing ingested yet,
+    not enough data.  Raises Unavailable."""
+    try:
+        facts = await ask_window(ctx, lake_cluster(request, ctx), GROUP_LAG_QUESTION, window, group)
+    except NotEnoughData:
+        return GroupLagFindings.young(window, "lake: partition_lag_status")
     if not facts["group"]:
         return GroupLagFindings.without_data(window, "lake: partition_lag_status", f"commits of group {group}")
     out = GroupLagFindings(window)

@@ -54,7 +54,7 @@ keeps committing the same offset cannot be told apart from a stopped one by
 sampling (Burrow's STALL needs the commit stream itself).  The ``ConsumerLag``
 of a commit is the lag at that commit and stays there once commits stop; the
 lake's *current* lag is the brokers' latest ``LogEndOffset`` sample minus the
-last committed offset (``spark_queries.lag``), which is what a live read shows.
+last committed offset (``window_queries.lag``), which is what a live read shows.
 """
 
 from __future__ import annotations

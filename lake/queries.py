@@ -142,37 +142,6 @@ def _floor_minute(t: _dt.datetime) -> _dt.datetime:
     return t.replace(second=0, microsecond=0)
 
 
-# --------------------------------------------------------------------------- consumer lag
-
-
-def q_group_lag(view, start, end, group: str) -> dict:
-    from pyspark.sql import functions as F
-
-    from lake.schema import LABEL_GROUP
-    from spark_queries._common import label, only_metrics
-    from spark_queries.lag import COMMITTED, LAG, LOG_END, group_lag_status, lag_per_minute, partition_lag_status
-
-    win = view.window(start, end)
-    commits = only_metrics(win, COMMITTED, LAG).filter(label(LABEL_GROUP) == F.lit(group))
-    # the brokers' log end offsets of the group's partitions give Burrow's current lag (the
-    # lag rows were taken at commit times and stay frozen once the consumers stop committing)
-    ends = only_metrics(win, LOG_END).join(
-        commits.select("cluster", "topic", "partition").distinct(),
-        on=["cluster", "topic", "partition"],
-        how="left_semi",
-    )
-    both = commits.unionByName(ends)
-    parts = partition_lag_status(both, now=end).cache()
-    try:
-        return {
-            "partitions": rows(parts.orderBy(F.col("severity").desc(), "topic", "partition")),
-            "group": rows(group_lag_status(parts)),
-            "trend": rows(lag_per_minute(both)),
-        }
-    finally:
-        parts.unpersist()
-
-
 # --------------------------------------------------------------------------- history
 
 RESOLUTION_NAMES = {RAW: "raw samples", "1m": "1-minute rollups", "1h": "1-hour rollups"}
@@ -311,7 +280,6 @@ def q_window_rows(view, start, end, query: Callable) -> list[dict]:
 __all__ = [
     "rows",
     "q_hot",
-    "q_group_lag",
     "q_history",
     "q_window_rows",
     "q_collected",

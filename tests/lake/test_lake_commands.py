@@ -71,12 +71,18 @@ async def test_why_on_a_lake_with_nothing_ingested_says_not_enough_data(spark, t
 
 
 class DownLake:
-    """A lake whose Spark did not start (the lag trends are Spark questions)."""
+    """A lake that cannot answer: its Spark did not start (``history``), and its table cannot be
+    read (the window's questions, ``lag``'s among them)."""
 
     cluster = None
 
     async def query(self, fn, *args, **kwargs):
         raise Unavailable("The metric lake is unavailable: Spark did not start (Java is missing).")
+
+    async def ask_window(self, question, start, end, *args, **kwargs):
+        from lake.errors import LakeUnavailable
+
+        raise LakeUnavailable("The metric lake is unavailable: its table could not be read (the disk is gone).")
 
 
 async def test_why_with_an_unreadable_lake_still_answers_with_a_note(spark, tmp_path):
@@ -492,6 +498,17 @@ async def test_lag_with_the_lake_down_keeps_the_live_part(ctx_at):
 async def test_lag_unknown_group_in_the_lake_says_no_data(ctx_at):
     reply = (await answer("lag nobody", ctx_at(hhmm(11, 40), live=LagPool()))).reply
     assert any("no data for this window" in e.value for e in ev(reply, "lake:"))
+
+
+async def test_lag_on_a_lake_with_nothing_ingested_says_not_enough_data(spark, tmp_path):
+    """The window verdict is read in process: a lake with no table yet is young, not broken."""
+    from lake.service import LakeService
+
+    lake = LakeService(str(tmp_path / "never-written"), spark=spark, warm=False).start()
+    ctx = Context(live=LagPool(), lake=lake, clock=lambda: hhmm(11, 40).timestamp())
+    reply = (await answer("lag topic-000-consumers", ctx)).reply
+    assert [e.value for e in ev(reply, "lake:")] == ["not enough data yet (0 min collected)"]
+    assert not [n for n in reply.notes if n.startswith("Metric lake:")]
 
 
 def test_since_parsing():

@@ -21,6 +21,7 @@ from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
+from window_queries.lag import GROUP_LAG_QUESTION
 from window_queries.saturation import SATURATION_QUESTION
 from window_queries.txn import HANGING_QUESTION
 from window_queries.urp import URP_QUESTION
@@ -78,12 +79,11 @@ def test_lake_service_queries_through_connect(served):
             hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
             others = {}
             for name, fn, args in [
-                ("group_lag", Q.q_group_lag, ("topic-001-consumers",)),
                 ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),
                 ("window", Q.q_window_rows, (lambda df: df.groupBy("metric").count(),)),
             ]:
                 others[name] = await svc.query(fn, start, end, *args)
-            # the window's questions of `why` are answered in this process, beside the server
+            # the window's questions of `why` and `lag` are answered in this process, beside the server
             for name, question, args in [
                 ("urp", URP_QUESTION, ()),
                 ("under_min_isr", UNDER_MIN_ISR_QUESTION, ()),
@@ -91,6 +91,7 @@ def test_lake_service_queries_through_connect(served):
                 ("hanging", HANGING_QUESTION, ()),
                 ("saturation", SATURATION_QUESTION, (0.3,)),
                 ("controller", CONTROLLER_QUESTION, ()),
+                ("group_lag", GROUP_LAG_QUESTION, ("topic-001-consumers",)),
             ]:
                 others[name] = await svc.ask_window(question, start, end, *args)
             return hot, others

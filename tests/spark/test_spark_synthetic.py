@@ -17,10 +17,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from lake.embedded import WindowReader
 from lake.schema import read_lake
-from spark_queries.lag import group_lag_status, partition_lag_status
-from spark_queries.window import incident_window
 from tools import synthetic as S
 from window_queries.hot import HOT_QUESTION, hot_partitions
+from window_queries.lag import GROUP_LAG_QUESTION, group_lag_status, partition_lag_status
 from window_queries.txn import HANGING_QUESTION, last_stable_offset_lag, late_transactions
 from window_queries.urp import URP_QUESTION, isr_churn, urp_trend
 
@@ -126,18 +125,18 @@ def test_hanging_transaction(lake):
 
 
 def test_rebalance_storm(lake):
-    _, df, _ = lake
-    w = incident_window(df, hhmm(11, 30), hhmm(11, 40))
-    groups = group_lag_status(partition_lag_status(w)).select("group", "status", "worst_status", "partitions_not_ok")
-    assertDataFrameEqual(
-        groups,
-        [
-            Row("topic-000-consumers", "OK", "OK", 0),
-            Row("topic-001-consumers", "OK", "OK", 0),
-            Row("topic-002-consumers", "OK", "OK", 0),
-            Row("topic-003-consumers", "ERR", "REWIND", 5),
-        ],
-    )
+    w = WindowReader(lake[2]).open(hhmm(11, 30), hhmm(11, 40), None, GROUP_LAG_QUESTION.metrics)
+    partition_lag_status(w)
+    assert pick(group_lag_status(w), "group", "status", "worst_status", "partitions_not_ok") == [
+        ("topic-000-consumers", "OK", "OK", 0),
+        ("topic-001-consumers", "OK", "OK", 0),
+        ("topic-002-consumers", "OK", "OK", 0),
+        ("topic-003-consumers", "ERR", "REWIND", 5),
+    ]
+    # what `lag topic-003-consumers` asks of the window: the same verdict, evaluated at its end
+    facts = GROUP_LAG_QUESTION.answer(w, "topic-003-consumers")
+    assert pick(facts["group"], "status", "worst_status", "partitions_not_ok") == [("ERR", "REWIND", 5)]
+    assert {r["status"] for r in facts["partitions"]} == {"REWIND"} and len(facts["trend"]) >= 9
 
 
 def test_metric_subset_and_leader_only(spark, tmp_path):
