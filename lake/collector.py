@@ -29,7 +29,7 @@ Timestamps
 ----------
 All rows of a round carry the round's start time, not each response's arrival
 time: replicas of a partition sampled in the same round then share ``ts``, which
-the lake queries compare instant by instant (``spark_queries.hot``: which replica
+the lake queries compare instant by instant (``window_queries.hot``: which replica
 is the leader).  A target that does not answer within ``timeout_s`` contributes
 no rows to that round (a dead broker sends nothing, which is itself evidence).
 

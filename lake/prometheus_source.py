@@ -11,7 +11,7 @@ Why ``query_range`` and aligned steps
 -------------------------------------
 The evaluation instants are multiples of ``step`` (the scrape interval), the same for every
 series: replicas of a partition then share ``ts`` as they do in an exporter round, which the
-lake queries rely on (``spark_queries.hot``).  A target Prometheus cannot scrape gets a
+lake queries rely on (``window_queries.hot``).  A target Prometheus cannot scrape gets a
 staleness marker, so a dead broker yields no points - the same evidence as a failed scrape.
 Instants newer than ``now - settle_s`` are left for the next round, so a scrape that started
 before an instant but was not stored yet is not missed.

@@ -8,13 +8,13 @@ group and metric names, time bounds) only ever enter a plan as literals via
 session and on Spark Connect.
 
 The incident window's questions of ``why`` (URP, under min ISR, offline partitions, hanging
-transactions, handler saturation, the active controller) and of ``lag <group>`` (Burrow's verdict)
-are answered in process by DuckDB (``window_queries``), not here: a question has one engine.
+transactions, handler saturation, the active controller), hot partitions and ``lag <group>``
+(Burrow's verdict) are answered in process by DuckDB (``window_queries``), not here: a question
+has one engine.
 
 Modules, one per theme:
 
 * ``window``       incident_window: time filter that also prunes Hive partitions
-* ``hot``          hot_partitions
 * ``history``      metric_history
 * ``rollup``       minute_rollup, coarser_rollup (the rollup tables), rollup_history, with_seconds, newest_samples
 """

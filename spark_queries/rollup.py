@@ -70,10 +70,6 @@ def minute_rollup(raw: DataFrame, width_s: int = 60, stale_s: int = STALE_S) -> 
     return _finish(out)
 
 
-#: The columns of :func:`newest_samples`, for the raw samples put beside them.
-NEWEST_SAMPLE_COLUMNS = [*_SERIES, "labels", "ts", "value"]
-
-
 def newest_samples(rollup: DataFrame) -> DataFrame:
     """Rollup rows -> raw-sample rows: each row's newest sample (``last`` at ``last_ts``).  Put
     before the raw samples of the minutes that follow, they give :func:`minute_rollup` the

@@ -21,6 +21,7 @@ from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
+from window_queries.hot import ask_hot
 from window_queries.lag import GROUP_LAG_QUESTION
 from window_queries.saturation import SATURATION_QUESTION
 from window_queries.txn import HANGING_QUESTION
@@ -76,7 +77,8 @@ def test_lake_service_queries_through_connect(served):
         start, end = now - dt.timedelta(minutes=15), now
 
         async def ask():
-            hot = await svc.query(Q.q_hot, start, end, None, 5, "peak", 2)
+            # hot partitions too: in this process, as hot-partitions asks
+            hot = await ask_hot(svc.ask_window, start, end, None, 5, "peak", 2)
             others = {}
             for name, fn, args in [
                 ("history", Q.q_history, ("UnderReplicatedPartitions", None, None, None, 60)),
