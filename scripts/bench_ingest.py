@@ -11,7 +11,9 @@ of the minutes touched since every ``--rollup-every`` rounds (60 s of data, ``kb
 * validate: the ingest's check of a landing file (``scan_landing_file``: pyarrow, a block at a
   time on up to 4 threads; pin the run to one core with ``taskset -c 0``), timed alone on the
   same files before the run;
-* commit: the batches (validation + the Delta append, one idempotent commit per round);
+* commit: the batches (validation, which also stages the parsed rows as Parquet for Spark,
+  then the Delta append: one commit per round, or per ``--files-per-batch`` rounds, as the
+  ingest batches the landing files waiting when it is behind);
 * rollups: the rollup runs (the minutes touched, from their raw samples and the previous
   minutes' rollup rows; each touched hour from its minute rows), with each run's seconds
   (a run's cost should not grow as the lake fills);
@@ -101,13 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--series", type=int, default=10_000, help="series per broker and round (default 10,000)")
     ap.add_argument("--rounds", type=int, default=4, help="scrape rounds, one landing file and batch each")
     ap.add_argument("--rollup-every", type=int, default=4, help="rounds between rollup runs (default 4: 60 s)")
+    ap.add_argument(
+        "--files-per-batch",
+        type=int,
+        default=1,
+        help="landing files per commit (default 1: keeping up; more: an ingest that is behind takes what waits)",
+    )
     ap.add_argument("--master", default="local[1]", help="Spark master (default local[1]: one core)")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--root", help="work directory (default: a new temporary one, removed after)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args(argv)
-    if min(a.brokers, a.series, a.rounds, a.rollup_every) < 1:
-        ap.error("--brokers, --series, --rounds and --rollup-every must be >= 1")
+    if min(a.brokers, a.series, a.rounds, a.rollup_every, a.files_per_batch) < 1:
+        ap.error("--brokers, --series, --rounds, --rollup-every and --files-per-batch must be >= 1")
 
     from lake.ingest import Ingestor, IngestReport, LakeLayout, scan_landing_file
     from lake.landing import write_landing_file
@@ -124,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cores": os.cpu_count(), "cores_usable": len(os.sched_getaffinity(0)), "cpu": cpu_model()},
         "scale": {"brokers": a.brokers, "series": a.series, "rounds": a.rounds, "rows_per_round": per_round},
         "rollup_every_rounds": a.rollup_every,
+        "files_per_batch": a.files_per_batch,
         "master": a.master,
         "needed_rows_per_s": round(per_round / SCRAPE_S),
     }
@@ -144,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session(a.master, app_name="kbot-bench-ingest", conf={"spark.driver.memory": a.driver_memory})
     try:
-        ingestor = Ingestor(spark, layout, max_files=1, rollup_every_s=3600.0)
+        ingestor = Ingestor(spark, layout, max_files=a.files_per_batch, rollup_every_s=3600.0)
         # warm-up, not timed: the JVM's code paths, the table's creation, a first rollup (one
         # small round an hour before the timed ones, its rollups flushed)
         held = layout.state_dir / "held"
@@ -159,10 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         commit_s, commit_cpu, rollup_runs, rollup_cpu, batches = 0.0, 0.0, [], 0.0, []
         for i, f in enumerate(files):
             os.replace(held / f.name, f)
-            c0, cc0 = time.perf_counter(), cpu()
-            batches += ingestor.run(rollups=False).batches
-            commit_s += time.perf_counter() - c0
-            commit_cpu += cpu() - cc0
+            if (i + 1) % a.files_per_batch == 0 or i == len(files) - 1:
+                c0, cc0 = time.perf_counter(), cpu()
+                batches += ingestor.run(rollups=False).batches
+                commit_s += time.perf_counter() - c0
+                commit_cpu += cpu() - cc0
             if (i + 1) % a.rollup_every == 0 or i == len(files) - 1:
                 r0, rc0 = time.perf_counter(), cpu()
                 ingestor.flush_rollups(final=False)  # as kbot run's rollup thread
@@ -227,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"ingest of {a.rounds} rounds x {per_round:,} rows ({a.brokers} brokers x {a.series:,} series, "
+        f"{a.files_per_batch} landing file(s) per commit, "
         f"{out['landing_mb']} MB of landing files), Spark {a.master}, {len(os.sched_getaffinity(0))} of {os.cpu_count()} cores ({cpu_model()}), "
         f"load {out['load_before']} -> {out['load_after']}"
     )
