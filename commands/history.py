@@ -20,7 +20,7 @@ from runbook_kb.lookup import norm
 
 from . import lake_evidence as lake
 from .context import Context
-from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none
+from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
 from .reply import Evidence, Reply, Section, Series
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
@@ -129,7 +129,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             # window without them (the collector stopped, or the cluster has no such series)
             young = young or await young_or_none(ctx, request, window)
         if young is not None and young.first is None:  # it holds no sample at all yet
-            return _young_reply(title, window, young, f"{_clip(metric)} samples{scope}")
+            return young_reply(
+                title, window, young, "lake: metric_history", f"No {_clip(metric)} samples{scope} in the lake yet."
+            )
         if not known and metric not in present:
             verdict = f"Unknown metric '{_clip(metric)}': the metric lake has no such metric in the last {lake.describe_since(window.since)}."
         else:
@@ -216,19 +218,6 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         series=_series(metric, scope, unit, by_bucket, brokers, scale=bucket_s if counter else 1),
     )
     return reply if young is None else LakeAgeReply(**vars(reply), lake=young.as_dict())
-
-
-def _young_reply(title: str, window: lake.Window, young: YoungLake, what: str) -> Reply:
-    """The short answer of a lake too young to hold ``what``: how much it holds, and when to ask again."""
-    return LakeAgeReply(
-        title=title,
-        severity="info",
-        verdict=str(young),
-        window=window.label,
-        evidence=[young.evidence("lake: metric_history")],
-        notes=[f"No {what} in the lake yet."],
-        lake=young.as_dict(),
-    )
 
 
 def _by_bucket(rows: list[lake.Row]) -> dict[int, dict[int, float]]:

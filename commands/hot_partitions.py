@@ -22,7 +22,7 @@ from . import lake_evidence as lake
 from .context import Context
 from .diagnosis import diagnosis
 from .errors import Unavailable
-from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none
+from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
 from .reply import Evidence, Reply, Series, Table
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Option, Param
@@ -45,6 +45,9 @@ SPEC = CommandSpec(
     "whether it ranked on the per-minute peak or the window mean. When the lake cannot answer (none, down, "
     "too young, no samples), it ranks on the cluster's end offsets read a few seconds apart instead, and says so.",
 )
+
+#: A young lake and no cluster to read instead.
+_YOUNG_NOTE = "With a cluster configured, the partitions are ranked on its live end offsets meanwhile."
 
 
 async def _live_leaders(
@@ -222,7 +225,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         )
     except YoungLake as exc:
         if ctx.live is None:
-            return _young_reply(title, window, exc)
+            return young_reply(title, window, exc, "lake: hot_partitions", _YOUNG_NOTE)
         return await _live_instead(ctx, request, topic, top, window, exc)
     except Unavailable as exc:
         return await _live_instead(ctx, request, topic, top, window, exc)
@@ -236,7 +239,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             return await _live_instead(ctx, request, topic, top, window, none, young)
         young_lake = await young
         if young_lake is not None:
-            return _young_reply(title, window, young_lake)
+            return young_reply(title, window, young_lake, "lake: hot_partitions", _YOUNG_NOTE)
         return Reply(
             title=title,
             severity="info",
@@ -349,19 +352,6 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes=notes,
         followups=[f"{follow} --since {lake.describe_since(window.since).replace(' ', '')}"] if not many else [],
         window=window.label,
-    )
-
-
-def _young_reply(title: str, window: lake.Window, young: YoungLake) -> Reply:
-    """A young lake and no cluster to read instead: how much the lake holds, and when to ask again."""
-    return LakeAgeReply(
-        title=title,
-        severity="info",
-        verdict=str(young),
-        window=window.label,
-        evidence=[young.evidence("lake: hot_partitions")],
-        notes=["With a cluster configured, the partitions are ranked on its live end offsets meanwhile."],
-        lake=young.as_dict(),
     )
 
 

@@ -91,6 +91,19 @@ class LakeAgeReply(Reply):
     lake: dict[str, Any] = field(default_factory=dict)  # JSON: YoungLake.as_dict()
 
 
+def young_reply(title: str, window: lake.Window, young: YoungLake, source: str, note: str) -> LakeAgeReply:
+    """The short answer of a lake too young to answer: how much it holds, and when to ask again."""
+    return LakeAgeReply(
+        title=title,
+        severity="info",
+        verdict=str(young),
+        window=window.label,
+        evidence=[young.evidence(source)],
+        notes=[note],
+        lake=young.as_dict(),
+    )
+
+
 async def young(ctx: Context, request: CommandRequest, window: lake.Window) -> YoungLake | None:
     """:class:`YoungLake` when the lake began inside ``window`` (with the minutes it holds), else
     None.  Raises :class:`Unavailable` (no lake, Spark down, a timeout)."""

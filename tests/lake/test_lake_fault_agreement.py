@@ -13,6 +13,7 @@ import time
 import uuid
 
 import pytest
+from commandkit import cluster_env
 from waiting import async_wait_until
 
 from commands.context import Context
@@ -72,13 +73,7 @@ async def test_why_urp_in_the_minutes_after_a_broker_dies_agrees_with_the_live_r
     stop = asyncio.Event()
     collecting = asyncio.create_task(collector.run(stop=stop, on_round=lambda report: follower.notify()))
     lake = LakeService(layout.table, cluster="pytest", spark=spark, query_timeout_s=LAKE_TIMEOUT_S, warm=False).start()
-    env = {
-        "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
-        "KBOT_CLUSTER_NAME": "pytest",
-        "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
-        "KBOT_ADMIN_TIMEOUT_S": "10",
-    }
-    pool = GatewayPool(env=env)
+    pool = GatewayPool(env={**cluster_env(kafka_cluster), "KBOT_CLUSTER_NAME": "pytest"})
     ctx = Context(live=pool, lake=lake)
     answers: list[tuple[float, object, float]] = []  # (seconds after the kill, reply, lake part's delay)
     try:
