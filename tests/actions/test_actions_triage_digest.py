@@ -215,10 +215,12 @@ async def test_digest_reads_metadata_and_topic_configs_once():
 
 
 class BrokenLake:
-    """A lake whose every query fails (LakeService.query is the digest's one way in)."""
+    """A lake whose every question fails, in Spark (LakeService.query) and in process (ask_window)."""
 
     async def query(self, *args, **kwargs):
         raise RuntimeError("lake is on fire")
+
+    ask_window = newest_sample = query
 
 
 async def test_each_digest_section_fails_on_its_own():
