@@ -20,11 +20,10 @@ Nothing is dropped: the engineer sees what the lake holds, marked for what it is
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import re
 
 from .findings import LiveFacts
-from .lake_evidence import LakeFindings
+from .lake_evidence import LakeFindings, _hms
 from .reply import Evidence
 
 _BROKER = re.compile(r"\bbroker (\d+)\b")
@@ -34,7 +33,7 @@ OFFLINE_SOURCES = frozenset({"lake: offline_timeline"})
 
 
 def _hm(epoch: float) -> str:
-    return f"{dt.datetime.fromtimestamp(epoch, dt.timezone.utc):%H:%M:%S} UTC"
+    return f"{_hms(epoch)} UTC"
 
 
 def _age(seconds: float) -> str:

@@ -305,6 +305,13 @@ def _local_connect_url(env: Mapping[str, str]) -> str | None:
         return None
 
 
+def _unreadable(exc: BaseException) -> LakeUnavailable:
+    """What the in-process reader's failure (delta-rs, DuckDB, Arrow, the store) tells a caller."""
+    return LakeUnavailable(
+        f"The metric lake's table could not be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    )
+
+
 def _unavailable_cause(exc: BaseException) -> bool:
     """Exceptions that mean Spark itself is gone (not a bug in a query)."""
     names = {type(e).__name__ for e in _chain(exc)}
@@ -585,9 +592,7 @@ class LakeService:
         except READ_ERRORS as exc:
             self._window_failures += 1
             log.warning("metric lake: reading the window failed", exc_info=True)
-            raise LakeUnavailable(
-                f"The metric lake's table could not be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-            ) from exc
+            raise _unreadable(exc) from exc
         finally:
             self._last_window_s = time.monotonic() - t0
 
@@ -606,9 +611,7 @@ class LakeService:
         except asyncio.TimeoutError:
             raise LakeTimeout(f"The metric lake did not say how fresh it is within {budget:.0f} s.") from None
         except READ_ERRORS as exc:
-            raise LakeUnavailable(
-                f"The metric lake's table could not be read: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-            ) from exc
+            raise _unreadable(exc) from exc
 
     def view(self, cluster: str | None = None) -> LakeView:
         if self._spark is None:
