@@ -221,14 +221,18 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     slow = growing or window is not None
     watched = trend + (f"; metric lake over its window: {window}" if window else "")
     causes = []
-    hot = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
-    if hot:
+    concentrated = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
+    # A lag that is not growing is the records in flight: its skew is worth a look, but it does not
+    # make the key's design the thing to fix now (the "Do now" of a ranked cause)
+    if concentrated:
         causes.append(
             Cause(
                 "hot-partition",
                 "hot-partition",
                 "hot-partition",
-                f"{f.worst_share:.0%} of the lag is on {f.worst_partition}",
+                f"{f.worst_share:.0%} of the lag is on {f.worst_partition}"
+                + ("" if slow else ", but the lag is not growing: watch the key's skew, nothing to change now"),
+                considered=not slow,
             )
         )
     if slow:
@@ -250,7 +254,7 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
             considered=not slow,
         )
         for e in others
-        if not (hot and e == "hot-partition")
+        if not (concentrated and e == "hot-partition")
     ]
     causes.append(
         Cause(

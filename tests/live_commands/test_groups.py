@@ -145,6 +145,29 @@ def test_lag_on_one_partition_ranks_the_hot_partition_first():
     assert "95% of the lag is on orders-3" in r.causes[0].reason
 
 
+def test_a_small_skewed_lag_that_keeps_up_does_not_lead_with_redesigning_the_key():
+    """A consumer 84 records behind and keeping up, its lag on one partition (a hot key upstream):
+    the skew is shown, but nothing is ranked to act on and no "Do now" comes from it."""
+    sig = signals_from_kb(default_kb())
+    r = rank(
+        facts(
+            ["STABLE"] * 5,
+            [{"a"}] * 5,
+            [90, 84, 88, 80, 84],
+            moved=True,
+            partitions=6,
+            lagging_partitions=1,
+            worst_partition="billing-2",
+            worst_share=0.9,
+        ),
+        sig,
+    )
+    assert (r.status, r.severity) == ("BEHIND", "info")
+    assert [c.key for c in r.causes if not c.considered] == []
+    hot = next(c for c in r.causes if c.key == "hot-partition")
+    assert hot.considered and "90% of the lag is on billing-2" in hot.reason and "not growing" in hot.reason
+
+
 def test_caught_up_is_ok():
     r = rank(facts(["STABLE"] * 5, [{"a"}] * 5, [0] * 5, moved=True))
     assert (r.status, r.severity, r.causes) == ("OK", "ok", ())
