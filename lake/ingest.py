@@ -906,12 +906,6 @@ class ContinuousIngest:
             log.warning("rollups left pending: %s", " ".join(str(exc).split())[:300])
 
 
-def run_ingest(spark, layout: LakeLayout | None = None, **kwargs) -> IngestReport:
-    """Ingest everything in landing (and recover interrupted batches) into the lake."""
-    max_batches = kwargs.pop("max_batches", None)
-    return Ingestor(spark, layout or LakeLayout.from_env(), **kwargs).run(max_batches=max_batches)
-
-
 def layout_status(layout: LakeLayout) -> dict:
     """Counts of files in flight and what the Delta log says; cheap, no Spark."""
     from lake import delta
