@@ -36,6 +36,11 @@ def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
 SPINNER = Spinner()
 
 
+def _clip(text: str, n: int = 40) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
 async def _progress(message: str) -> None:
     await SPINNER.progress(message)
 
@@ -69,6 +74,9 @@ def _write_png(result: Answer, path: str) -> None:
 async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_json: bool = False) -> Answer:
     """Print the answer; when the lake's evidence is still coming, print the live answer first and
     the lake's part when it is in (JSON waits: one document per answer)."""
+    # every question shows what it waits on from its start; commands with several steps name each
+    # one as they go (the terminal only: in Slack each message is an edit of the working message)
+    await SPINNER.progress(f"answering '{_clip(text)}'")
     try:
         result = await answer(text, ctx, user=ctx.gate.acting_user, early=True)  # the OS account, never $USER
     finally:

@@ -102,6 +102,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     partition = request.option_int("partition")
     window = lake.window_for(request, ctx, default=dt.timedelta(hours=1))
     bucket_s = bucket_for(window.since)
+    await ctx.progress(f"reading {metric} over the {lake.describe_since(window.since)} from the metric lake")
     young: YoungLake | None = None
     try:
         facts = await guarded(

@@ -136,6 +136,7 @@ async def _live_instead(
             young_lake = await young if young is not None else None
             raise young_lake or lake_error
         try:
+            await ctx.progress(f"the lake cannot rank them: reading end offsets {LIVE_GAP_S:g} s apart")
             live = await read_partition_rates(await gateway(ctx, request.cluster), topic, LIVE_GAP_S)
         except GatewayError as exc:
             if isinstance(exc, UnknownTopic):
@@ -219,6 +220,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     window = lake.window_for(request, ctx)
     scope = f"topic {topic}" if topic else "all topics"
     title = f"Hot partitions ({scope})"
+    await ctx.progress(f"ranking partitions over the {lake.describe_since(window.since)} from the metric lake")
     try:
         facts = await guarded(
             ctx, request, window, lambda: lake.hot(ctx, request, window, topic, top, rank_by, chart=CHART_LINES)

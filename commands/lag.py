@@ -449,6 +449,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
 
 async def _list(request: CommandRequest, ctx: Context) -> Reply:
     lake_evidence.window_for(request, ctx)  # a bad --since is bad input here too
+    await ctx.progress("listing the consumer groups and their lag")
     gw = await gateway(ctx, request.cluster)
     listing = await gw.list_consumer_groups()
     summaries, skipped = await summarize_groups(gw, listing.groups, LIST_LIMIT)
@@ -526,6 +527,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     # the lake's window verdict is computed while the cluster is read
     lake_task = asyncio.ensure_future(lake_evidence.group_lag_or_note(ctx, request, group, window))
     try:
+        await ctx.progress(f"watching group {group}'s lag for a few seconds")
         gw = await gateway(ctx, request.cluster)
         reads = await watch_group(gw, group)
     except BaseException:
