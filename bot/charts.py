@@ -20,6 +20,14 @@ def _time(value: str) -> dt.datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
 
 
+def y_limits(values: list[float], auto: tuple[float, float]) -> tuple[float, float]:
+    """The y axis of a panel: from 0 (or below, for negative values); a panel of zeros runs 0..1,
+    not matplotlib's -0.04..0.04 around them."""
+    if values and min(values) == max(values) == 0:
+        return 0.0, 1.0
+    return min(0.0, auto[0]), auto[1]
+
+
 def chart_png(series: list[Series], title: str) -> bytes:
     """One PNG with a panel per unit (partitions, records/s ...); every series of a unit shares a panel."""
     import matplotlib
@@ -53,7 +61,7 @@ def chart_png(series: list[Series], title: str) -> bytes:
             if window:
                 ax.axvspan(_time(window[0]), _time(window[1]), color="tab:red", alpha=0.12, label="incident window")
             ax.set_ylabel(unit, fontsize=11)
-            ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+            ax.set_ylim(*y_limits([v for s in group for _t, v in s.points], ax.get_ylim()))
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelsize=10)
             if len(group) > 1 or window:

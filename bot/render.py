@@ -104,11 +104,13 @@ def sparkline(values: list[float]) -> str:
 def series_line(series: Series) -> str:
     """One line for a terminal: the shape, the range and the latest value."""
     values = [v for _t, v in series.points]
+    # one line per broker reads the same without the broker's name: the label names it
+    title = f"{series.title}, {series.label}" if series.label and series.label not in series.title else series.title
     if not values:
-        return f"{series.title}: no data"
+        return f"{title}: no data"
     first, last = series.points[0][0], series.points[-1][0]
     return (
-        f"{series.title}: {sparkline(values[-60:])}  {fmt_cell(min(values))}..{fmt_cell(max(values))} {series.unit}, "
+        f"{title}: {sparkline(values[-60:])}  {fmt_cell(min(values))}..{fmt_cell(max(values))} {series.unit}, "
         f"now {fmt_cell(values[-1])}  ({first[11:16]}-{last[11:16]} UTC)"
     )
 

@@ -16,6 +16,7 @@ from bot.render import (
     render_blocks,
     render_json,
     render_text,
+    series_line,
 )
 from commands.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
 
@@ -283,3 +284,19 @@ def test_advice_is_rendered_per_transport():
     assert "No Kafka cluster is configured. Whoever runs the bot points it at a cluster." in slack
     assert "kbot" not in slack and "[[terminal" not in slack and "[[slack" not in slack
     assert "kbot cluster up" in json.loads(render_json(reply))["verdict"]
+
+
+def test_a_terminal_trend_line_names_its_broker():
+    s = Series("URP trend", "partitions", [("2026-11-27T03:00:00+00:00", 0.0), ("2026-11-27T03:01:00+00:00", 4.0)])
+    s.label = "broker 102"
+    assert series_line(s).startswith("URP trend, broker 102: ")
+    s.label = "URP"  # a label the title already holds is not repeated
+    assert series_line(s).startswith("URP trend: ")
+
+
+def test_a_chart_of_zeros_starts_at_zero():
+    from bot.charts import y_limits
+
+    assert y_limits([0.0, 0.0], (-0.04, 0.04)) == (0.0, 1.0)
+    assert y_limits([1.0, 5.0], (0.8, 5.2)) == (0.0, 5.2)
+    assert y_limits([-2.0, 1.0], (-2.2, 1.2)) == (-2.2, 1.2)
