@@ -85,9 +85,11 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
     # This run's configuration: the environment plus what the run itself decides (the embedded
     # cluster, the lake on), handed down explicitly - never written into os.environ.
     env = dict(os.environ if env is None else env)
+    local = False
     if not cluster_configured(env) and not args.no_cluster:
         try:
             env.update(embedded_cluster())
+            local = True
         except Exception as exc:  # the run goes on: runbook answers need no cluster
             _say(
                 f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only"
@@ -112,9 +114,12 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
         if connect is not None and connect.started:  # only the server this run started
             from lake.connect import stop_server
 
+            _say("stopping the lake's Spark server")
             stop_server(env=env)
         if stack is not None:
             stack.stop()
+        if local:  # kept for the next run (a warm start); say so, and how to stop it
+            _say(f"the local cluster keeps running at {env.get('KBOT_BOOTSTRAP')}: `kbot cluster down` stops it")
 
 
 # How long the collector may take at exit to ingest its last files and write the pending
