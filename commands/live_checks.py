@@ -17,6 +17,7 @@ from live.model import LogDir, PartitionView, QuorumInfo, Reassignment, Transact
 from live.probe import ProbeResult
 from runbook_kb.diagnose import BrokerFacts, cut_off_silently, urp_findings
 
+from . import isr_churn
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from .findings import LiveFacts, LiveFindings
 from .partial import note_missing
@@ -223,6 +224,16 @@ def _view_difference(theirs: PartitionView, chosen: PartitionView) -> str:
 
 
 async def check_urp(gw: AdminGateway) -> LiveFindings:
+    # The brokers' ISR meters, read beside the snapshot: a broker that flaps is back in the ISRs in
+    # most snapshots, and only the meters remember it left (commands/isr_churn.py).
+    churn_read = isr_churn.ChurnRead(gw)
+    try:
+        return await _check_urp(gw, churn_read)
+    finally:
+        await churn_read.close()
+
+
+async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveFindings:
     # (cross-checked, as every snapshot: a stalled disk's broker kept calling its dropped
     # replicas in sync, and "no URP" from its view would be wrong)
     snap = await snapshot(gw, min_isr="unhealthy")
@@ -292,7 +303,22 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
         if f.cause != "reassignment" and all(e != f.cause for e, _ in lead):
             lead.append((f.cause, f"live: {f.detail}"))
     facts = facts_of(snap)
+    top_cause = findings[0].cause if findings else None
+    # no URP now, or a live follower out of sync: the meters say whether it keeps happening
+    churn = await churn_read.result(snap) if not urp or top_cause == "slow-follower" else None
+    if churn is not None:
+        evidence += churn.evidence()
     if not urp:
+        if churn is not None:
+            return LiveFindings(
+                churn.verdict(urp_now=False),
+                "warning",
+                evidence,
+                [churn.lead],
+                [Action("Cluster status", "status")],
+                notes=notes,
+                facts=facts,
+            )
         return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes, facts=facts)
     top = findings[0] if findings else None
     if top and top.cause == "gc-pauses":

@@ -11,7 +11,6 @@ bot pages on the same numbers the runbook tells people to alert on.
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 import time
 from collections import defaultdict
@@ -21,14 +20,13 @@ from dataclasses import dataclass, field
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from live.model import PartitionOffsets
-from runbook_kb import default_kb
 from runbook_kb.diagnose import PartitionState
-from runbook_kb.schema import Signals
 
 from .evidence import Snapshot, broker_list, config_value
 from .findings import LiveFindings
 from .live_checks import check_offline
 from .reply import Action, Evidence, Severity
+from .thresholds import alert_bounds
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
 HOT_MIN_RATE = 20.0  # records/s: below this nothing is hot, however uneven (idle topics)
@@ -36,23 +34,6 @@ RATE_GAP_S = 1.0  # between the two end-offset reads of the hot-partition check
 # A live answer must come in seconds: an exporter that does not answer in this time is reported
 # (its JVM may be paused) rather than waited for. The lake's collector uses the full 10 s.
 LIVE_SCRAPE_TIMEOUT_S = 4.0
-
-_BOUND = re.compile(r"^\s*(?:SUM[^<>]*)?([<>]=?)\s*([0-9.]+)\s*(%?)")
-
-
-def alert_bounds(metric: str) -> dict[str, tuple[str, float]]:
-    """severity -> (comparison, number) from the runbook's alert table, e.g. RequestHandlerAvgIdlePercent
-    -> {"warning": ("<", 0.2), "critical": ("<", 0.1)}. Percentages are returned as fractions."""
-    out: dict[str, tuple[str, float]] = {}
-    signals = default_kb().reference["signals"]
-    for alert in signals.alerts if isinstance(signals, Signals) else []:
-        if alert.metric != metric:
-            continue
-        m = _BOUND.match(alert.condition)
-        if m:
-            value = float(m.group(2)) / (100 if m.group(3) else 1)
-            out[alert.severity] = (m.group(1), value)
-    return out
 
 
 def _breaches(value: float, bound: tuple[str, float]) -> bool:

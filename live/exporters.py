@@ -39,6 +39,7 @@ class Sample:
 class Reading:
     samples: list[Sample] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)  # node -> why it was not read
+    silent: set[int] = field(default_factory=set)  # nodes of ``failed`` that did not answer in time (not refused)
     seconds: float = 0.0
     at: float = 0.0  # time.monotonic() when the read finished
 
@@ -91,6 +92,7 @@ async def read(urls: dict[int, str], names: frozenset[str], timeout_s: float = S
                 text = await resp.text()
         except asyncio.TimeoutError:
             reading.failed[node] = f"no answer within {timeout_s:g} s (the JVM may be paused)"
+            reading.silent.add(node)
             return
         except (aiohttp.ClientError, OSError) as exc:
             reading.failed[node] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -169,3 +169,112 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
 
 def missing_brokers(brokers: BrokerFacts) -> list[int]:
     return sorted(brokers.expected - brokers.registered)
+
+
+# ---- ISR churn: a broker that keeps dropping out and coming back ---------------------------------
+# A snapshot of the ISRs taken while a flapping broker is back in them shows nothing wrong. The
+# brokers' own meters remember: a leader marks IsrExpandsPerSec each time it adds a replica back
+# (Partition.scala, after its AlterPartition commits), and IsrShrinksPerSec only when it removes a
+# lagging follower itself. The controller removes a fenced broker's replicas without either leader
+# meter ticking, so rejoins with (almost) no leader-side shrink mean the removals were the
+# controller's: the broker missed its heartbeats, its whole process stalled (GC, SIGSTOP, a frozen
+# VM). Shrinks that match the rejoins mean the leaders dropped a live follower for lagging.
+
+ChurnCause = Literal["gc-pauses", "slow-follower"]
+# How a broker was picked out as the one that flaps, strongest first (see isr_churn).
+NamedBy = Literal["fenced", "heartbeat", "silent", "out-of-isr", "lost-leadership"]
+_NAMED_ORDER: tuple[NamedBy, ...] = ("fenced", "heartbeat", "silent", "out-of-isr", "lost-leadership")
+
+
+@dataclass(frozen=True)
+class IsrMeters:
+    """One broker's ISR meters as leader: one-minute rates, per second."""
+
+    expands: float
+    shrinks: float
+
+
+@dataclass(frozen=True)
+class ChurnFacts:
+    meters: dict[int, IsrMeters]  # brokers whose exporter answered
+    silent: frozenset[int] = frozenset()  # registered brokers whose exporter did not answer in time
+    fenced: frozenset[int] = frozenset()  # brokers the controller reports fenced now
+    heartbeat_age_ms: dict[int, float] = field(
+        default_factory=dict
+    )  # the controller's time since each one's last heartbeat
+    # broker -> (partitions it is the preferred leader of, how many of those it leads now)
+    preferred: dict[int, tuple[int, int]] = field(default_factory=dict)
+    out_of_isr: frozenset[int] = frozenset()  # brokers with a replica out of some ISR now
+
+
+@dataclass(frozen=True)
+class ChurnFinding:
+    cause: ChurnCause
+    broker: int | None  # None: the meters show churn but nothing picks out one broker
+    named_by: NamedBy | None
+    rejoins_per_s: float  # every leader's IsrExpandsPerSec, summed
+    shrinks_per_s: float  # every leader's IsrShrinksPerSec, summed
+    leaders: tuple[int, ...]  # brokers whose meters show the rejoins, busiest first
+    others: tuple[int, ...] = ()  # further brokers named on the same grounds
+
+
+def preferred_leadership(partitions: list[PartitionState]) -> dict[int, tuple[int, int]]:
+    """broker -> (partitions whose preferred leader it is, how many of those it leads now). The
+    controller takes every leadership away from a broker it fences; only a preferred-leader
+    election gives them back, so a live broker that leads none of its own was fenced (or restarted)
+    since the last one."""
+    own: dict[int, list[bool]] = defaultdict(list)
+    for p in partitions:
+        if p.replicas:
+            own[p.replicas[0]].append(p.leader == p.replicas[0])
+    return {b: (len(led), sum(led)) for b, led in own.items()}
+
+
+def isr_churn(
+    facts: ChurnFacts,
+    registered: frozenset[int],
+    *,
+    min_rejoins_per_s: float,
+    controller_share: float,
+    late_heartbeat_ms: float,
+) -> ChurnFinding | None:
+    """The churn the leaders' ISR meters show, the broker it centres on and its likely cause; None
+    below ``min_rejoins_per_s`` (every leader's IsrExpandsPerSec summed).
+
+    The broker: the one the controller has fenced now, else whose last heartbeat is older than
+    ``late_heartbeat_ms``, else whose exporter (in its JVM) does not answer, else that has a
+    replica out of an ISR now, else a live broker that leads none of the partitions it is the
+    preferred leader of. The cause: GC pauses (the whole process stalls) when the broker was named
+    by the controller's view or its silence, or when the leaders' own shrinks are at most
+    ``controller_share`` of the rejoins (the controller did the removing: fencing); a slow follower
+    when the leaders dropped it themselves for lagging."""
+    rejoins = sum(m.expands for m in facts.meters.values())
+    if rejoins < min_rejoins_per_s:
+        return None
+    shrinks = sum(m.shrinks for m in facts.meters.values())
+    leaders = tuple(b for b, m in sorted(facts.meters.items(), key=lambda kv: (-kv[1].expands, kv[0])) if m.expands > 0)
+    lost = {
+        b
+        for b, (own, led) in facts.preferred.items()
+        if own > 0 and led == 0 and b in registered and b not in facts.out_of_isr
+    }
+    groups: dict[NamedBy, set[int]] = {
+        "fenced": set(facts.fenced),
+        "heartbeat": {b for b, age in facts.heartbeat_age_ms.items() if age >= late_heartbeat_ms},
+        "silent": set(facts.silent) & registered,
+        "out-of-isr": set(facts.out_of_isr),
+        "lost-leadership": lost,
+    }
+    named_by = next((how for how in _NAMED_ORDER if groups[how]), None)
+    picked = sorted(groups[named_by], key=lambda b: (-facts.preferred.get(b, (0, 0))[0], b)) if named_by else []
+    by_controller = shrinks <= controller_share * rejoins
+    stalled = named_by in ("fenced", "heartbeat", "silent") or by_controller
+    return ChurnFinding(
+        cause="gc-pauses" if stalled else "slow-follower",
+        broker=picked[0] if picked else None,
+        named_by=named_by,
+        rejoins_per_s=rejoins,
+        shrinks_per_s=shrinks,
+        leaders=leaders,
+        others=tuple(picked[1:]),
+    )

@@ -7,13 +7,14 @@ fresh process each time, like a user in another terminal.
 
 It makes a synthetic lake whose samples cover the last minutes (tools/synthetic.py, written
 through the server; a hot key and a broker loss in the last half hour), in a temporary lake dir
-unless --lake-dir is given, then times each question (`kbot ask --json <question>`, no cluster
-configured: the answer is the lake's part alone) (a) through the server (`kbot lake serve`, the
-same code `kbot run` uses) and (b) after `kbot lake serve --stop`. `why URP`'s lake part is
-answered in process (lake.embedded), so it needs neither.  Each answer is checked to hold lake
-evidence.  Prints the medians, the data size and the machine's load (1-minute load average
-before and after each series, and the core count): figures from a busy machine are not
-figures from an idle one.
+unless --lake-dir is given, then times each question (`kbot ask --json <question>`; with no
+cluster configured the answer is the lake's part alone, with --bootstrap HOST:PORT the cluster's
+live part too, as beside `kbot run`) (a) through the server (`kbot lake serve`, the same code
+`kbot run` uses) and (b) after `kbot lake serve --stop`. `why URP`'s lake part is answered in
+process (lake.embedded), so it needs neither.  Each answer is checked to hold lake evidence.
+Prints the medians, the data size and the machine's load (1-minute load average before and
+after each series, and the core count): figures from a busy machine are not figures from an
+idle one.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lake-dir", help="use this lake dir (default: a new temporary one)")
     ap.add_argument("--port", type=int, default=None, help="Connect port (default $KBOT_SPARK_CONNECT_PORT or 15002)")
     ap.add_argument("--timeout", type=float, default=600.0, help="per ask (default 600 s)")
+    ap.add_argument(
+        "--bootstrap",
+        help="a running cluster (HOST:PORT) the asks also read live, as beside `kbot run`: the answer's live part "
+        "is then the cluster's (the lake's cluster name is set to the synthetic lake's, 'bench')",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.cold_runs < 0 or args.hours < 1:
@@ -108,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     lake_dir = Path(args.lake_dir or tempfile.mkdtemp(prefix="kbot-bench-ask-")).resolve()
     env = {k: v for k, v in os.environ.items() if k != "KBOT_SPARK_MASTER"}
     env.update({"KBOT_LAKE_DIR": str(lake_dir), "KBOT_LAKE": "1"})
+    if args.bootstrap:
+        env.update({"KBOT_BOOTSTRAP": args.bootstrap, "KBOT_CLUSTER_NAME": "bench"})
     table = str(lake_dir / "samples")
-    out: dict = {"cores": os.cpu_count(), "lake_dir": str(lake_dir)}
+    out: dict = {"cores": os.cpu_count(), "lake_dir": str(lake_dir), "live_cluster": args.bootstrap}
     t0 = time.monotonic()
     info = connect.start_server(args.port, lake_dir=lake_dir, env=env)
     out["server_start_s"] = round(time.monotonic() - t0, 2)
@@ -158,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"kbot ask on {out['data']['rows']:,} rows ({out['data']['bytes'] / 1e6:.1f} MB, {out['cores']} cores)")
+        live = f", live part from {args.bootstrap}" if args.bootstrap else ", no live cluster (the lake's part alone)"
+        print(
+            f"kbot ask on {out['data']['rows']:,} rows ({out['data']['bytes'] / 1e6:.1f} MB, {out['cores']} cores{live})"
+        )
         for q in QUESTIONS:
             for key, label in (("with_server", "with the Connect server"), ("without_server", "without (in-process)")):
                 if key not in out:

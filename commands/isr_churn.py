@@ -1,0 +1,250 @@
+"""ISR churn for `why URP` / `why IsrShrinksPerSec`: a broker that keeps leaving and rejoining the
+ISRs looks healthy in any one snapshot taken while it is back. The brokers' own meters and the
+controller remember what a snapshot cannot:
+
+- every leader's IsrExpandsPerSec / IsrShrinksPerSec (one-minute rates): how often replicas came
+  back, and whether the leaders dropped them themselves (a lagging follower) or the controller did
+  (a fenced broker, which no leader meter counts);
+- the active controller's BrokerRegistrationState and TimeSinceLastHeartbeatReceivedMs per broker:
+  which broker is fenced, or has stopped heartbeating, right now;
+- the broker's own exporter, which runs in its JVM: a stopped process does not answer it;
+- the metadata: a live broker that leads none of the partitions it is the preferred leader of had
+  its leaderships taken away (the controller does that when it fences it).
+
+The read is started beside the snapshot and awaited only when the snapshot leaves the question
+open (no URP right now, or a follower out of sync while its broker is up). The thresholds come from
+the runbook's alert table (reference/signals.yaml); the rule is ``runbook_kb.diagnose.isr_churn``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+from live import exporters
+from live.gateway import AdminGateway
+from runbook_kb.diagnose import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
+
+from .evidence import Snapshot, broker_list
+from .reply import Evidence
+from .thresholds import alert_bounds
+
+EXPANDS = "kafka_server_replicamanager_isrexpandspersec_oneminuterate"
+SHRINKS = "kafka_server_replicamanager_isrshrinkspersec_oneminuterate"
+REGISTRATION = "kafka_controller_kafkacontroller_brokerregistrationstate"
+HEARTBEAT_AGE = "kafka_controller_kafkacontroller_timesincelastheartbeatreceivedms"
+ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
+NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE})
+FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SHUTDOWN 20)
+# A `why` answer must come in seconds, and a paused broker's exporter never answers: what has not
+# answered by then is reported as silent (which is itself evidence) rather than waited for.
+CHURN_SCRAPE_TIMEOUT_S = 2.0
+# The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
+CONTROLLER_SHARE = 0.2
+# Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
+MIN_REJOINS_PER_S = 0.05
+LATE_HEARTBEAT_MS = 3000.0
+
+
+class ChurnRead:
+    """The exporters' read, started at once (nothing when the cluster has no metrics endpoints),
+    awaited only if the answer needs it; ``close`` drops it otherwise."""
+
+    def __init__(self, gw: AdminGateway) -> None:
+        urls = getattr(gw.config, "metrics_urls", None) or {}
+        self.task: asyncio.Task[exporters.Reading] | None = (
+            asyncio.ensure_future(exporters.read(dict(urls), NAMES, CHURN_SCRAPE_TIMEOUT_S)) if urls else None
+        )
+
+    async def result(self, snap: Snapshot) -> Churn | None:
+        """The churn the meters show, read against ``snap`` (None: none, or nothing was read)."""
+        if self.task is None:
+            return None
+        try:
+            reading = await self.task
+        except Exception:  # the exporters are extra evidence: the snapshot's answer stands without them
+            return None
+        facts = churn_facts(reading, snap)
+        found = find(facts, snap.brokers.registered)
+        return Churn(found, facts, reading) if found is not None else None
+
+    async def close(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
+@dataclass(frozen=True)
+class Churn:
+    finding: ChurnFinding
+    facts: ChurnFacts
+    reading: exporters.Reading
+
+    def evidence(self) -> list[Evidence]:
+        return evidence(self.finding, self.facts, self.reading)
+
+    def verdict(self, urp_now: bool) -> str:
+        return verdict(self.finding, self.facts, urp_now)
+
+    @property
+    def lead(self) -> tuple[str, str]:
+        return (self.finding.cause, lead_reason(self.finding))
+
+
+def _bound(metric: str, fallback: float) -> float:
+    bound = alert_bounds(metric).get("warning")
+    return bound[1] if bound is not None else fallback
+
+
+def churn_facts(reading: exporters.Reading, snap: Snapshot) -> ChurnFacts:
+    """The exporters' reading and the snapshot as the pure rule's input."""
+    registered = snap.brokers.registered
+    expands = {s.node: s.value for s in reading.named(EXPANDS)}
+    shrinks = {s.node: s.value for s in reading.named(SHRINKS)}
+    meters = {b: IsrMeters(v, shrinks.get(b, 0.0)) for b, v in expands.items()}
+    # The per-broker gauges of the active controller (a standby controller has no heartbeats to time).
+    active = {s.node for s in reading.named(ACTIVE) if s.value >= 1}
+
+    def per_broker(name: str) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for s in reading.named(name):
+            broker = s.label("broker")
+            if broker is not None and broker.lstrip("-").isdigit() and (not active or s.node in active):
+                out[int(broker)] = s.value
+        return out
+
+    states = per_broker(REGISTRATION)
+    return ChurnFacts(
+        meters=meters,
+        silent=frozenset(b for b in reading.silent if b in registered),
+        fenced=frozenset(b for b, v in states.items() if v == FENCED_STATE),
+        heartbeat_age_ms={b: v for b, v in per_broker(HEARTBEAT_AGE).items() if b in registered},
+        preferred=preferred_leadership(snap.states),
+        out_of_isr=frozenset(b for p in snap.states for b in p.replicas if b not in p.isr),
+    )
+
+
+def find(facts: ChurnFacts, registered: frozenset[int]) -> ChurnFinding | None:
+    return isr_churn(
+        facts,
+        registered,
+        min_rejoins_per_s=_bound("IsrExpandsPerSec", MIN_REJOINS_PER_S),
+        controller_share=CONTROLLER_SHARE,
+        late_heartbeat_ms=_bound("TimeSinceLastHeartbeatReceivedMs", LATE_HEARTBEAT_MS),
+    )
+
+
+def _per_min(rate: float) -> str:
+    return f"{rate * 60:,.1f}"
+
+
+def named_because(f: ChurnFinding, facts: ChurnFacts) -> str:
+    """Why the finding's broker is the one: a clause for the verdict."""
+    b = f.broker
+    if b is None:
+        return (
+            "no one broker stands out now (the controller fences nobody, every broker heartbeats and leads its "
+            "own partitions); the brokers the rejoined replicas live on are the suspects"
+        )
+    if f.named_by == "fenced":
+        return f"the controller has broker {b} fenced right now"
+    if f.named_by == "heartbeat":
+        return f"the controller last heard a heartbeat from broker {b} {facts.heartbeat_age_ms[b] / 1000:,.1f} s ago"
+    if f.named_by == "silent":
+        return f"broker {b}'s metrics endpoint, which runs inside its JVM, does not answer"
+    if f.named_by == "out-of-isr":
+        return f"broker {b} has replicas out of ISR right now"
+    own, _led = facts.preferred.get(b, (0, 0))
+    return (
+        f"broker {b} leads none of the {own:,} partition(s) it is the preferred leader of: the controller takes a "
+        "broker's leaderships away when it fences it, and no preferred-leader election has given them back"
+    )
+
+
+def evidence(f: ChurnFinding, facts: ChurnFacts, reading: exporters.Reading) -> list[Evidence]:
+    src = "live: JMX exporter (one-minute rate)"
+    by = ", ".join(f"broker {b} {_per_min(facts.meters[b].expands)}" for b in f.leaders)
+    out = [
+        Evidence(
+            "ISR rejoins (IsrExpandsPerSec)",
+            f"{_per_min(f.rejoins_per_s)} a minute over the last minute" + (f" ({by})" if by else ""),
+            src,
+            "bad",
+        ),
+        Evidence(
+            "ISR shrinks by the leaders (IsrShrinksPerSec)",
+            f"{_per_min(f.shrinks_per_s)} a minute"
+            + (
+                ": the leaders removed almost none of them, the controller did (it fences a broker that misses "
+                "its heartbeats; no leader meter counts that)"
+                if f.shrinks_per_s <= CONTROLLER_SHARE * f.rejoins_per_s
+                else ": the leaders dropped followers for lagging"
+            ),
+            src,
+            "neutral",
+        ),
+    ]
+    for b in [x for x in (f.broker, *f.others) if x is not None]:
+        age = facts.heartbeat_age_ms.get(b)
+        if b in facts.fenced or age is not None:
+            out.append(
+                Evidence(
+                    f"Broker {b} at the controller",
+                    ("fenced" if b in facts.fenced else "not fenced")
+                    + (f", last heartbeat {age / 1000:,.1f} s ago" if age is not None else ""),
+                    "live: JMX exporter (controller: BrokerRegistrationState, TimeSinceLastHeartbeatReceivedMs)",
+                    "bad" if f.named_by in ("fenced", "heartbeat") and b == f.broker else "ok",
+                )
+            )
+        own, led = facts.preferred.get(b, (0, 0))
+        if own:
+            out.append(
+                Evidence(
+                    f"Broker {b} leadership",
+                    f"leads {led:,} of the {own:,} partition(s) it is the preferred leader of",
+                    "live: metadata",
+                    "bad" if led == 0 else "ok",
+                )
+            )
+        if b in reading.silent:
+            out.append(
+                Evidence(f"Broker {b} exporter", reading.failed.get(b, "no answer"), "live: JMX exporter", "bad")
+            )
+    return out
+
+
+def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool) -> str:
+    who = f"Broker {f.broker}" if f.broker is not None else "A broker"
+    now = (
+        "some partitions are under-replicated right now, and"
+        if urp_now
+        else "no partition is under-replicated right now, but"
+    )
+    rates = (
+        f"replicas rejoined ISRs {_per_min(f.rejoins_per_s)} times a minute over the last minute "
+        f"(IsrExpandsPerSec on broker{'s' if len(f.leaders) > 1 else ''} {broker_list(f.leaders)}), while the leaders removed {_per_min(f.shrinks_per_s)} "
+        "a minute themselves (IsrShrinksPerSec)"
+    )
+    if f.cause == "gc-pauses":
+        return (
+            f"{who} keeps dropping out of the ISRs and coming back: {now} {rates}, so the controller took them out, "
+            f"as it does with a broker that misses its heartbeats; {named_because(f, facts)}. A broker whose whole "
+            "process stalls for seconds at a time (long GC pauses, a stopped process, a frozen VM, swapping) looks "
+            "like this, and healthy between two stalls. Do not reassign its replicas: it is alive. Find what stalls "
+            "it (its GC log, the host's swap and CPU steal)."
+        )
+    return (
+        f"{who} keeps falling out of the ISRs and catching up again: {now} {rates}: the leaders drop a follower "
+        f"that lags longer than replica.lag.time.max.ms; {named_because(f, facts)}. Check that broker's disk, "
+        "network and replica fetchers; do not move its replicas while it is alive."
+    )
+
+
+def lead_reason(f: ChurnFinding) -> str:
+    who = f"broker {f.broker}" if f.broker is not None else "no one broker"
+    return (
+        f"live: ISR churn: {_per_min(f.rejoins_per_s)} rejoins a minute (IsrExpandsPerSec), "
+        f"{_per_min(f.shrinks_per_s)} leader shrinks; {who}" + (f" ({f.named_by})" if f.named_by else "")
+    )

@@ -1,0 +1,191 @@
+"""ISR churn (issue 27): a broker that keeps being fenced and coming back is back in every ISR in
+most snapshots; `why URP` must still see it, from the leaders' ISR meters and the controller's view
+(runbook_kb.diagnose.isr_churn, commands/isr_churn.py), and never answer "no URP, all fine"."""
+
+from __future__ import annotations
+
+import pytest
+from action_fakes import FakeGateway, FakePool
+
+from bot.render import render_text
+from commands import isr_churn
+from commands.context import Context
+from commands.dispatch import answer
+from live import exporters
+from runbook_kb.diagnose import ChurnFacts, IsrMeters, preferred_leadership
+from runbook_kb.diagnose import isr_churn as churn_rule
+
+REGISTERED = frozenset({101, 102, 103})
+RULE = {"min_rejoins_per_s": 0.05, "controller_share": 0.2, "late_heartbeat_ms": 3000.0}
+
+
+def _facts(**kw) -> ChurnFacts:
+    base = {
+        "meters": {101: IsrMeters(0.15, 0.0), 102: IsrMeters(0.1, 0.0), 103: IsrMeters(0.0, 0.0)},
+        "preferred": {101: (2, 2), 102: (2, 3), 103: (2, 0)},
+    }
+    return ChurnFacts(**{**base, **kw})
+
+
+def test_rejoins_without_leader_shrinks_are_fencing_and_name_the_broker_that_lost_its_leaderships():
+    f = churn_rule(_facts(), REGISTERED, **RULE)
+    assert f is not None
+    assert (f.cause, f.broker, f.named_by) == ("gc-pauses", 103, "lost-leadership")
+    assert f.leaders == (101, 102) and f.rejoins_per_s == pytest.approx(0.25)
+
+
+def test_no_churn_below_the_runbook_threshold():
+    quiet = {101: IsrMeters(0.01, 0.0), 102: IsrMeters(0.02, 0.0)}
+    assert churn_rule(_facts(meters=quiet), REGISTERED, **RULE) is None
+
+
+def test_what_the_controller_sees_now_names_the_broker_before_the_leaderships():
+    f = churn_rule(_facts(fenced=frozenset({102})), REGISTERED, **RULE)
+    assert f is not None and (f.broker, f.named_by, f.cause) == (102, "fenced", "gc-pauses")
+    f = churn_rule(_facts(heartbeat_age_ms={101: 200.0, 102: 300.0, 103: 3500.0}), REGISTERED, **RULE)
+    assert f is not None and (f.broker, f.named_by) == (103, "heartbeat")
+    f = churn_rule(_facts(silent=frozenset({103})), REGISTERED, **RULE)
+    assert f is not None and (f.broker, f.named_by) == (103, "silent")
+
+
+def test_leaders_dropping_a_lagging_follower_is_a_slow_follower():
+    meters = {101: IsrMeters(0.2, 0.18), 102: IsrMeters(0.1, 0.1)}
+    f = churn_rule(_facts(meters=meters, out_of_isr=frozenset({103})), REGISTERED, **RULE)
+    assert f is not None and (f.cause, f.broker, f.named_by) == ("slow-follower", 103, "out-of-isr")
+
+
+def test_no_broker_is_named_without_grounds():
+    f = churn_rule(_facts(preferred={101: (1, 1), 102: (1, 1), 103: (1, 1)}), REGISTERED, **RULE)
+    assert f is not None and f.broker is None and f.cause == "gc-pauses"
+
+
+def test_preferred_leadership_counts_the_first_replica():
+    from runbook_kb.diagnose import PartitionState
+
+    parts = [
+        PartitionState("t", 0, 101, (101, 102, 103), (101, 102, 103)),
+        PartitionState("t", 1, 101, (103, 101, 102), (101, 102, 103)),
+        PartitionState("t", 2, 102, (102, 103, 101), (101, 102, 103)),
+    ]
+    assert preferred_leadership(parts) == {101: (1, 1), 103: (1, 0), 102: (1, 1)}
+
+
+# ---- `why URP` on the in-memory gateway, the exporters' reading faked ------------------------------
+
+# Broker 103 is back in every ISR; it is the preferred leader of orders-2 but leads nothing.
+LAYOUT = {
+    "orders": [
+        (101, [101, 102, 103], [101, 102, 103]),
+        (102, [102, 103, 101], [101, 102, 103]),
+        (101, [103, 101, 102], [101, 102, 103]),
+    ]
+}
+
+
+def _exposition(expands: float, shrinks: float = 0.0, b103_state: int = 30, b103_age: float = 150) -> dict[int, str]:
+    def broker(rate: float, shrink: float) -> str:
+        return (
+            f"kafka_server_replicamanager_isrexpandspersec_oneminuterate {rate}\n"
+            f"kafka_server_replicamanager_isrshrinkspersec_oneminuterate {shrink}\n"
+        )
+
+    controller = "kafka_controller_kafkacontroller_activecontrollercount 1.0\n" + "".join(
+        f'kafka_controller_kafkacontroller_brokerregistrationstate{{broker="{b}"}} {s}\n'
+        f'kafka_controller_kafkacontroller_timesincelastheartbeatreceivedms{{broker="{b}"}} {a}\n'
+        for b, s, a in ((101, 30, 120), (102, 30, 80), (103, b103_state, b103_age))
+    )
+    return {1: controller, 101: broker(expands, shrinks), 102: broker(expands, shrinks), 103: broker(0.0, 0.0)}
+
+
+class MeteredGateway(FakeGateway):
+    config = type(
+        "FakeConfig", (), {"name": "fake", "metrics_urls": {n: f"http://127.0.0.1:1/{n}" for n in (1, 101, 102, 103)}}
+    )()
+
+
+@pytest.fixture
+def exposition(monkeypatch):
+    """Set ``exposition.pages`` (node -> text; a missing node times out) for the exporters' read."""
+
+    class Pages:
+        pages: dict[int, str] = {}
+        names: frozenset[str] = frozenset()
+
+    async def read(urls, names, timeout_s=exporters.SCRAPE_TIMEOUT_S):
+        Pages.names = names
+        reading = exporters.Reading()
+        for node in urls:
+            if node in Pages.pages:
+                reading.samples += exporters.parse(Pages.pages[node], node, names)
+            else:
+                reading.failed[node] = f"no answer within {timeout_s:g} s (the JVM may be paused)"
+                reading.silent.add(node)
+        return reading
+
+    monkeypatch.setattr(isr_churn.exporters, "read", read)
+    return Pages
+
+
+async def _why_urp(question: str = "why URP"):
+    return (await answer(question, Context(live=FakePool(MeteredGateway(topics=LAYOUT))))).reply
+
+
+async def test_a_flapping_broker_back_in_every_isr_is_the_finding_not_health(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    reply = await _why_urp()
+    assert reply.severity == "warning"
+    assert reply.verdict.startswith("Broker 103 keeps dropping out of the ISRs and coming back: no partition is "), (
+        reply.verdict
+    )
+    assert "Do not reassign its replicas" in reply.verdict
+    assert reply.diagnoses[0].entry_id == "gc-pauses"
+    rows = {e.label: e for e in reply.evidence}
+    assert (
+        rows["Under-replicated partitions"].value.startswith("0 of 3")
+        and rows["Under-replicated partitions"].status == "ok"
+    )
+    assert rows["ISR rejoins (IsrExpandsPerSec)"].value.startswith("14.4 a minute")
+    assert rows["Broker 103 leadership"].value == "leads 0 of the 1 partition(s) it is the preferred leader of"
+    assert rows["Broker 103 at the controller"].value == "not fenced, last heartbeat 0.1 s ago"
+    text = render_text(reply)
+    assert "kafka-reassign-partitions" not in text and "reassigning" not in text.split("Evidence")[0], text[:1500]
+
+
+async def test_the_same_churn_answers_why_isr_shrinks(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    reply = await _why_urp("why IsrShrinksPerSec")
+    assert reply.severity == "warning" and reply.diagnoses[0].entry_id == "gc-pauses", reply.verdict
+
+
+async def test_a_stopped_broker_still_in_the_isrs_is_named_by_its_silent_exporter(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    del exposition.pages[103]  # its JVM is stopped: its exporter does not answer
+    reply = await _why_urp()
+    assert reply.diagnoses[0].entry_id == "gc-pauses"
+    assert "broker 103's metrics endpoint, which runs inside its JVM, does not answer" in reply.verdict
+
+
+async def test_a_fenced_broker_is_named_by_the_controller(exposition):
+    exposition.pages = _exposition(expands=0.12, b103_state=10, b103_age=4200)
+    reply = await _why_urp()
+    assert "the controller has broker 103 fenced right now" in reply.verdict
+    assert {e.label: e.value for e in reply.evidence}[
+        "Broker 103 at the controller"
+    ] == "fenced, last heartbeat 4.2 s ago"
+
+
+async def test_no_churn_is_still_no_urp(exposition):
+    exposition.pages = _exposition(expands=0.0)
+    reply = await _why_urp()
+    assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
+
+
+async def test_unreadable_exporters_leave_the_snapshot_answer(exposition):
+    exposition.pages = {}
+    reply = await _why_urp()
+    assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
+
+
+async def test_a_cluster_without_metrics_endpoints_is_not_read():
+    reply = (await answer("why URP", Context(live=FakePool(FakeGateway(topics=LAYOUT))))).reply
+    assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
