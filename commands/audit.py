@@ -43,7 +43,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 name,
                 f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
                 f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}{stop}. "
-                f"Change: {_min_isr_fix(rf, min_isr)}",
+                f"Change: {min_isr_fix(rf, min_isr)}",
                 "under-min-isr",
             )
         )
@@ -54,7 +54,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 name,
                 f"min.insync.replicas={min_isr} = RF={rf}: acks=all needs every replica in sync, so one broker "
                 f"down, restarting or lagging stops every acks=all write (NOT_ENOUGH_REPLICAS). "
-                f"Change: {_min_isr_fix(rf, min_isr)}",
+                f"Change: {min_isr_fix(rf, min_isr)}",
                 "under-min-isr",
             )
         )
@@ -97,7 +97,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
     return out
 
 
-def _min_isr_fix(rf: int, min_isr: int) -> str:
+def min_isr_fix(rf: int, min_isr: int) -> str:
     """What to change for a min ISR at or above RF: a floor that leaves a replica to spare."""
     if rf >= 3:
         return (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .reply import Action, Evidence, Severity
+from .reply import Action, Evidence, Severity, Step
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,20 @@ class LiveFacts:
     missing_brokers: frozenset[int]  # expected but not registered now (gone, fenced, cut off)
 
 
+@dataclass(frozen=True)
+class ExpectedCause:
+    """What the cluster shows is an operation someone started, not a fault (a reassignment still
+    copying): no runbook failure mode covers it, so the live check writes the steps from what it
+    read, and the runbook's reference topic ``topic`` explains the behaviour. `why` puts it first,
+    with the failure modes the symptom also matches as the causes considered."""
+
+    topic: str  # a reference topic id (runbook_kb/data/reference/topics.yaml)
+    title: str
+    reason: str  # what the data showed: "live: ..."
+    steps: list[Step] = field(default_factory=list)
+    do_not: list[str] = field(default_factory=list)  # "what: why"
+
+
 @dataclass
 class LiveFindings:
     verdict: str
@@ -27,3 +41,4 @@ class LiveFindings:
     actions: list[Action] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     facts: LiveFacts | None = None
+    expected: ExpectedCause | None = None  # set when no fault explains the symptom, only an operation

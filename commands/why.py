@@ -20,12 +20,12 @@ from .context import Context
 from .diagnosis import diagnosis
 from .errors import Unavailable
 from .evidence import gateway
-from .findings import LiveFindings
+from .findings import ExpectedCause, LiveFindings
 from .lake_evidence import LakeFindings
 from .lake_vs_live import check_against_live
 from .live_checks import Check, run_check, unreachable
 from .reference import reference_reply
-from .reply import Evidence, Reply
+from .reply import Diagnosis, Evidence, Reply
 from .router import BadInput
 from .spec import Command, CommandRequest, CommandSpec, Param
 
@@ -155,6 +155,12 @@ def _reply(
     elif lake is not None and lake.lead:
         ranked = _lead_first(lake.lead, ranked)  # no live data: the lake's trend points the way
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[eid], reason=why) for eid, why in ranked[:MAX_DIAGNOSES]]
+    followups = [f"/kafka runbook {eid}" for eid, _ in ranked[:2]]
+    if live is not None and live.expected is not None:
+        # an operation explains the symptom, not a fault: it comes first, the failure modes the
+        # symptom matches follow as the causes considered
+        diagnoses = [_expected_diagnosis(ctx, live.expected), *diagnoses[: MAX_DIAGNOSES - 1]]
+        followups = [f"/kafka runbook {live.expected.topic}", *followups[:1]]
     top = diagnoses[0].title
     if live is not None:
         verdict, severity, evidence = live.verdict, live.severity, list(live.evidence)
@@ -194,9 +200,25 @@ def _reply(
         diagnoses=diagnoses,
         actions=actions,
         notes=notes,
-        followups=[f"/kafka runbook {eid}" for eid, _ in ranked[:2]],
+        followups=followups,
         window=lake.window.label if lake is not None and lake.available else None,
         series=list(getattr(lake, "series", None) or []),  # set by _lake_part when the trend was read
+    )
+
+
+def _expected_diagnosis(ctx: Context, expected: ExpectedCause) -> Diagnosis:
+    """The operation a live check found behind the symptom, as the answer's first cause: its steps
+    come from the check, its explanation from the runbook's reference topic."""
+    topic = ctx.kb.topics.get(expected.topic)
+    summary = " ".join(topic.summary.split()) if topic is not None else ""
+    return Diagnosis(
+        entry_id=expected.topic,
+        title=expected.title,
+        cause=summary or expected.title,
+        mitigation=list(expected.steps),
+        do_not=list(expected.do_not),
+        why_ranked=expected.reason,
+        mechanism_note=summary,
     )
 
 

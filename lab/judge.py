@@ -1,8 +1,9 @@
 """Judge the bot's answer from the outside of its JSON (Reply.to_dict()).
 
-A good answer: the expected runbook entry first, the entity the fault hit named in the verdict or
-evidence, that entry's mechanism source lines exactly as the knowledge base lists them (read from
-the KB, never restated here), the expected severity, and all of it within 3 s of asking on an idle
+A good answer: the expected runbook entry first (a failure mode, or the reference topic of an
+operation that explains the symptom, e.g. a reassignment in progress), the entity the fault hit
+named in the verdict or evidence, that entry's mechanism source lines exactly as the knowledge base
+lists them (read from the KB, never restated here; a reference topic has none), the expected severity, and all of it within 3 s of asking on an idle
 machine (longer in proportion on a busy one: see answer_budget).
 """
 
@@ -110,7 +111,9 @@ def judge(
             fast=seconds <= budget,
             budget_s=budget,
         )
-    want_lines = [ref.label for ref in kb.failure_modes[expect_entry].mechanism]
+    # A reference topic (an operation such as a reassignment, not a fault) has no mechanism lines.
+    entry = kb.failure_modes.get(expect_entry)
+    want_lines = [ref.label for ref in entry.mechanism] if entry is not None else []
     got_lines = [m.get("label") for m in (top.get("mechanism") or [])] if top else None
     return Judgement(
         top1=top1,

@@ -14,7 +14,9 @@ Facts = dict[str, Any]  # what the injection did: broker id, topic, partitions, 
 class Mode:
     name: str  # the `kbot lab run <name>` word
     summary: str  # what the lab does, in one line
-    expect_entry: str  # the runbook entry id that must come first ("" : none applies, see expect_verdict)
+    # the runbook entry id that must come first: a failure mode, or a reference topic when an
+    # operation (a reassignment) explains the symptom; "": none applies, see expect_verdict
+    expect_entry: str
     expect_severity: str  # the Reply severity a good answer has
     questions: tuple[str, ...]  # as an engineer would ask; the first one is judged
     inject: Callable[[Any], Facts] | None = None  # (cluster) -> facts, from outside

@@ -53,6 +53,18 @@ def test_each_wrong_part_is_reported(kb):
     ]
 
 
+def test_an_operation_explained_by_a_reference_topic_is_judged_by_that_topic(kb):
+    """A reassignment in progress is not a fault: the answer leads with the runbook's reference
+    topic (no mechanism lines to compare), and leading with a failure mode is wrong."""
+    verdict = "1 partitions are under-replicated by a reassignment in progress; that is expected while it copies."
+    right = {"severity": "warning", "verdict": verdict, "evidence": [], "diagnoses": [{"entry_id": "reassignment"}]}
+    j = judge(right, 0.4, expect_entry="reassignment", expect_severity="warning", named=[], kb=kb)
+    assert j.passed, j.failures()
+    wrong = _reply(kb, "broker-loss", "warning", verdict)
+    j = judge(wrong, 0.4, expect_entry="reassignment", expect_severity="warning", named=[], kb=kb)
+    assert j.failures() == ["top-1 'broker-loss'", "mechanism lines differ from the runbook entry's"]
+
+
 def test_the_answer_budget_stretches_with_the_machines_load():
     assert answer_budget(load=0.3, cores=2) == ANSWER_BUDGET_S  # idle: the product's target
     assert answer_budget(load=2.0, cores=2) == ANSWER_BUDGET_S
