@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from live import exporters
 from live.gateway import AdminGateway
@@ -35,7 +36,11 @@ SHRINKS = "kafka_server_replicamanager_isrshrinkspersec_oneminuterate"
 REGISTRATION = "kafka_controller_kafkacontroller_brokerregistrationstate"
 HEARTBEAT_AGE = "kafka_controller_kafkacontroller_timesincelastheartbeatreceivedms"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
-NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE})
+STARTED = "process_start_time_seconds"
+NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTED})
+# A broker that started this recently lost its leaderships and ISR places to its restart too: the
+# rejoins may be that one return, which the one-minute rates take minutes to forget.
+RECENT_START_S = 600.0
 FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SHUTDOWN 20)
 # A `why` answer must come in seconds, and a paused broker's exporter never answers: what has not
 # answered by then is reported as silent (which is itself evidence) rather than waited for.
@@ -67,7 +72,11 @@ class ChurnRead:
             return None
         facts = churn_facts(reading, snap)
         found = find(facts, snap.brokers.registered)
-        return Churn(found, facts, reading) if found is not None else None
+        if found is None:
+            return None
+        now = time.time()
+        started = {s.node: now - s.value for s in reading.named(STARTED) if s.value > 0}
+        return Churn(found, facts, reading, started)
 
     async def close(self) -> None:
         if self.task is not None and not self.task.done():
@@ -81,12 +90,13 @@ class Churn:
     finding: ChurnFinding
     facts: ChurnFacts
     reading: exporters.Reading
+    started_s_ago: dict[int, float] = field(default_factory=dict)  # node -> seconds since its process started
 
     def evidence(self) -> list[Evidence]:
-        return evidence(self.finding, self.facts, self.reading)
+        return evidence(self.finding, self.facts, self.reading, self.started_s_ago)
 
     def verdict(self, urp_now: bool) -> str:
-        return verdict(self.finding, self.facts, urp_now)
+        return verdict(self.finding, self.facts, urp_now, self.started_s_ago)
 
     @property
     def lead(self) -> tuple[str, str]:
@@ -163,7 +173,16 @@ def named_because(f: ChurnFinding, facts: ChurnFacts) -> str:
     )
 
 
-def evidence(f: ChurnFinding, facts: ChurnFacts, reading: exporters.Reading) -> list[Evidence]:
+def _restarted(f: ChurnFinding, started_s_ago: dict[int, float]) -> float | None:
+    """Seconds since the named broker's process started, when recent enough to matter and the
+    broker was named only by the leaderships it lacks (which a restart takes away too)."""
+    age = started_s_ago.get(f.broker) if f.broker is not None else None
+    return age if age is not None and age < RECENT_START_S and f.named_by == "lost-leadership" else None
+
+
+def evidence(
+    f: ChurnFinding, facts: ChurnFacts, reading: exporters.Reading, started_s_ago: dict[int, float] | None = None
+) -> list[Evidence]:
     src = "live: JMX exporter (one-minute rate)"
     by = ", ".join(f"broker {b} {_per_min(facts.meters[b].expands)}" for b in f.leaders)
     out = [
@@ -212,10 +231,20 @@ def evidence(f: ChurnFinding, facts: ChurnFacts, reading: exporters.Reading) -> 
             out.append(
                 Evidence(f"Broker {b} exporter", reading.failed.get(b, "no answer"), "live: JMX exporter", "bad")
             )
+    age = _restarted(f, started_s_ago or {})
+    if age is not None:
+        out.append(
+            Evidence(
+                f"Broker {f.broker} process",
+                f"started {age:,.0f} s ago: a restart also takes a broker's leaderships and ISR places away",
+                "live: JMX exporter (process_start_time_seconds)",
+                "neutral",
+            )
+        )
     return out
 
 
-def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool) -> str:
+def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: dict[int, float] | None = None) -> str:
     who = f"Broker {f.broker}" if f.broker is not None else "A broker"
     now = (
         "some partitions are under-replicated right now, and"
@@ -227,18 +256,26 @@ def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool) -> str:
         f"(IsrExpandsPerSec on broker{'s' if len(f.leaders) > 1 else ''} {broker_list(f.leaders)}), while the leaders removed {_per_min(f.shrinks_per_s)} "
         "a minute themselves (IsrShrinksPerSec)"
     )
+    age = _restarted(f, started_s_ago or {})
+    caveat = (
+        f" But its process started {age:,.0f} s ago: if that was a restart, the rejoins may be its replicas coming "
+        "back once; ask again in a few minutes (the one-minute rates fall by two thirds a minute when nothing new "
+        "happens)."
+        if age is not None
+        else ""
+    )
     if f.cause == "gc-pauses":
         return (
             f"{who} keeps dropping out of the ISRs and coming back: {now} {rates}, so the controller took them out, "
             f"as it does with a broker that misses its heartbeats; {named_because(f, facts)}. A broker whose whole "
             "process stalls for seconds at a time (long GC pauses, a stopped process, a frozen VM, swapping) looks "
             "like this, and healthy between two stalls. Do not reassign its replicas: it is alive. Find what stalls "
-            "it (its GC log, the host's swap and CPU steal)."
+            "it (its GC log, the host's swap and CPU steal)." + caveat
         )
     return (
         f"{who} keeps falling out of the ISRs and catching up again: {now} {rates}: the leaders drop a follower "
         f"that lags longer than replica.lag.time.max.ms; {named_because(f, facts)}. Check that broker's disk, "
-        "network and replica fetchers; do not move its replicas while it is alive."
+        "network and replica fetchers; do not move its replicas while it is alive." + caveat
     )
 
 

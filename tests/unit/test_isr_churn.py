@@ -189,3 +189,17 @@ async def test_unreadable_exporters_leave_the_snapshot_answer(exposition):
 async def test_a_cluster_without_metrics_endpoints_is_not_read():
     reply = (await answer("why URP", Context(live=FakePool(FakeGateway(topics=LAYOUT))))).reply
     assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
+
+
+async def test_a_recent_start_of_the_named_broker_is_said_not_hidden(exposition):
+    import time
+
+    exposition.pages = _exposition(expands=0.12)
+    exposition.pages[103] += f"process_start_time_seconds {time.time() - 120:.3f}\n"
+    reply = await _why_urp()
+    assert reply.diagnoses[0].entry_id == "gc-pauses"
+    import re
+
+    # (seconds from the fake's start time to the answer: 120 and a little, on a busy machine)
+    assert re.search(r"But its process started 1[23]\d s ago: if that was a restart", reply.verdict), reply.verdict
+    assert re.match(r"started 1[23]\d s ago", {e.label: e.value for e in reply.evidence}["Broker 103 process"])
