@@ -140,6 +140,26 @@ def reassigning_gateway() -> FakeGateway:
     )
 
 
+def moving_gateway() -> FakeGateway:
+    """A user's reassignment in progress under a 1 kB/s throttle: orders-0 (RF 2 on 101, 102) moves
+    its replica on 102 to 103, which holds 2 MB of the leader's 16 MB."""
+    gw = FakeGateway(
+        topics={"orders": [(101, [101, 103, 102], [101, 102])]},
+        reassignments=[Reassignment("orders", 0, [101, 103, 102], [103], [102])],
+    )
+    gw.topic_cfg["orders"]["min.insync.replicas"] = cv("1")
+    for b in gw.brokers:
+        for side in ("leader", "follower"):
+            gw.broker_cfg[b][f"{side}.replication.throttled.rate"] = cv("1000", "DYNAMIC_BROKER_CONFIG")
+    gw.topic_cfg["orders"]["leader.replication.throttled.replicas"] = cv("0:101,0:102")
+    gw.topic_cfg["orders"]["follower.replication.throttled.replicas"] = cv("0:103")
+    gw.dirs = [
+        LogDir(101, "/var/lib/kafka/data", None, [LogDirPartition("orders", 0, 16_000_000, 0)]),
+        LogDir(103, "/var/lib/kafka/data", None, [LogDirPartition("orders", 0, 2_000_000, 0)]),
+    ]
+    return gw
+
+
 def throttled_gateway() -> FakeGateway:
     """The throttle a finished reassignment left behind: 50 MB/s on every broker, orders-0's replicas listed."""
     gw = FakeGateway(topics={"orders": _in_sync()})
@@ -207,6 +227,7 @@ CASES = {
     "help": Case("help"),
     "runbook": Case("runbook hanging transaction"),
     "why_urp_degraded": Case("why URP"),
+    "why_urp_reassigning": Case("why URP", moving_gateway),
     "why_offline": Case("why offline", two_down_gateway),
     "why_under_min_isr": Case("why UnderMinIsr", two_down_gateway),
     "status_degraded": Case("status"),
