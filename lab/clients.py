@@ -53,6 +53,88 @@ while os.getppid() == parent:
 """
 
 
+# A steady acks=all producer (an application that needs every write acknowledged by the ISR),
+# ``rate`` records a second over the topic's partitions; it keeps going through errors.
+# argv: bootstrap, topic, rate, parent.
+ACKS_ALL = r"""
+import os, sys, time
+from confluent_kafka import Producer
+bootstrap, topic, rate, parent = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 10000,
+              "logger": lambda *a, **k: None})
+print("READY", flush=True)
+i = 0
+while os.getppid() == parent:
+    try:
+        p.produce(topic, value=b"acks-all-%d" % i)
+        i += 1
+    except BufferError:
+        pass
+    p.poll(1.0 / rate)
+"""
+
+# A user's own reassignment under a replication throttle, the way kafka-reassign-partitions.sh
+# --execute --throttle makes one: write ``mb`` MB to partition 0 (acks=all, so every current
+# replica holds it), set the throttle (the rate on every broker; on the topic, the current replicas
+# as leader-side and the added ones as follower-side throttled replicas), then move the partition to
+# the target replicas. Prints MOVED and exits; the move goes on in the cluster.
+# argv: bootstrap, topic, mb, rate (bytes/s), current replicas "101,102", target replicas "101,103".
+MOVE_THROTTLED = r"""
+import os, sys
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+bootstrap, topic, mb, rate, current, target = sys.argv[1:7]
+current = [int(b) for b in current.split(",")]
+target = [int(b) for b in target.split(",")]
+p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "compression.type": "none",
+              "logger": lambda *a, **k: None})
+value = os.urandom(100_000)
+for _ in range(int(mb) * 10):
+    while True:
+        try:
+            p.produce(topic, value=value, partition=0)
+            break
+        except BufferError:
+            p.poll(0.1)
+if p.flush(120):
+    sys.exit("records left unsent")
+admin = AdminClient({"bootstrap.servers": bootstrap})
+
+def alter(kind, name, settings):
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()]
+    res = ConfigResource(kind, name, incremental_configs=entries)
+    for f in admin.incremental_alter_configs([res], request_timeout=15).values():
+        f.result()
+
+for b in sorted(admin.list_topics(timeout=15).brokers):
+    alter(ResourceType.BROKER, str(b), {"leader.replication.throttled.rate": rate,
+                                        "follower.replication.throttled.rate": rate})
+alter(ResourceType.TOPIC, topic, {
+    "leader.replication.throttled.replicas": ",".join(f"0:{b}" for b in current),
+    "follower.replication.throttled.replicas": ",".join(f"0:{b}" for b in target if b not in current),
+})
+ka = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+err = ka.alter_partition_reassignments({TopicPartition(topic, 0): target}).get(TopicPartition(topic, 0))
+ka.close()
+if err is not None:
+    sys.exit(f"reassignment refused: {err}")
+print("MOVED", flush=True)
+"""
+
+
+def run_once(code: str, *args, timeout: float) -> subprocess.CompletedProcess:
+    """Run a client that does one job and exits; its output (stderr too) for the error message."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def spawn(code: str, *args) -> subprocess.Popen:
     return subprocess.Popen(
         [

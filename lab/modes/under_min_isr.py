@@ -19,7 +19,7 @@ def inject(cluster):
     return {"broker_id": BROKER, "pid": killed["pid"], "topic": TOPIC, "topics": [TOPIC]}
 
 
-def _acks_all_rejected(cluster) -> str | None:
+def acks_all_rejected(cluster, topic: str = TOPIC) -> str | None:
     """Produce one acks=all record; the broker's error name if it refuses for lack of replicas."""
     errors: list = []
     p = Producer(
@@ -31,7 +31,7 @@ def _acks_all_rejected(cluster) -> str | None:
             "retries": 0,
         }
     )
-    p.produce(TOPIC, value=b"probe", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    p.produce(topic, value=b"probe", partition=0, on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     err = errors[0] if errors else None
     if err is not None and err.code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
@@ -45,7 +45,7 @@ def wait_for_symptom(cluster, facts):
     )
     return {
         "producer_error": cluster.faults.wait_for(
-            lambda: _acks_all_rejected(cluster), 60, "an acks=all producer to get NOT_ENOUGH_REPLICAS"
+            lambda: acks_all_rejected(cluster), 60, "an acks=all producer to get NOT_ENOUGH_REPLICAS"
         )
     }
 
