@@ -574,6 +574,7 @@ class AlertThreads:
             cluster=route.cluster,
             user="alertmanager",
             channel=thread.channel,
+            router=self.bot.router,  # reads the commands its answer suggests into the thread's memory
         )
 
     async def _post_reply(
@@ -601,6 +602,8 @@ class AlertThreads:
         except Exception:
             await slack_thread.fail("the diagnosis could not be posted; it is in the bot's log and audit")
             raise
+        if request is not None:  # the alert's thread remembers its incident: follow-ups start from it
+            await bot._remember(request, reply, slack_thread)
         await bot.audit.write(
             "answer",
             transport="alertmanager",

@@ -59,6 +59,11 @@ def _with_cluster(text: str, name: str) -> str:
     return f"{text.rstrip()} --cluster {shlex.quote(name)}"
 
 
+def names_cluster(text: str) -> bool:
+    """Whether the text picks its cluster itself (``@name`` first, or ``--cluster``)."""
+    return bool(_AT.match(text or "") or _CLUSTER_FLAG.search(text or ""))
+
+
 def route(text: str, channel: str | None, routing: Routing) -> Routed | Reply:
     text = text or ""
     m = _AT.match(text)

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from commands.context import Context
-from commands.dispatch import Answer, answer, complete
+from commands.dispatch import Answer, answer, complete, run_request
+from commands.followup import IncidentMemory, parse_request
+from commands.registry import ROUTER
 from kbot_settings import load
 
 from .app import close_context, make_context
@@ -71,31 +73,46 @@ def _write_png(result: Answer, path: str) -> None:
     print(f"chart written to {path}", file=sys.stderr)
 
 
-async def _answer_and_emit(text: str, ctx: Context, as_json: bool, *, compact_json: bool = False) -> Answer:
+async def _answer(text: str, ctx: Context, memory: IncidentMemory | None) -> Answer:
+    user = ctx.gate.acting_user if ctx.gate is not None else None  # the OS account, never $USER
+    if memory is None:
+        return await answer(text, ctx, user=user, early=True)
+    parsed = parse_request(text, memory, user=user, channel=None, router=ROUTER)
+    if isinstance(parsed, Answer):
+        return parsed
+    return await run_request(parsed, ctx, early=True)
+
+
+async def _answer_and_emit(
+    text: str, ctx: Context, as_json: bool, *, compact_json: bool = False, memory: IncidentMemory | None = None
+) -> Answer:
     """Print the answer; when the lake's evidence is still coming, print the live answer first and
-    the lake's part when it is in (JSON waits: one document per answer)."""
+    the lake's part when it is in (JSON waits: one document per answer). ``memory``: the console
+    session's incident (commands/followup.py): a question starts from what earlier ones named."""
     # every question shows what it waits on from its start; commands with several steps name each
     # one as they go (the terminal only: in Slack each message is an edit of the working message)
     await SPINNER.progress(f"answering '{_clip(text)}'")
     try:
-        result = await answer(text, ctx, user=ctx.gate.acting_user, early=True)  # the OS account, never $USER
+        result = await _answer(text, ctx, memory)
     finally:
         SPINNER.stop()
+    final = result
     if result.reply.later is None:
         _emit(result, as_json, compact_json)
-        return result
-    if as_json or (result.request is not None and result.request.json):
-        result = await complete(result)
-        _emit(result, as_json, compact_json)
-        return result
-    _emit(result, as_json)
-    sys.stdout.flush()
-    await SPINNER.progress("adding the metric lake's evidence")
-    try:
+    elif as_json or (result.request is not None and result.request.json):
         final = await complete(result)
-    finally:
-        SPINNER.stop()
-    print(render_addition(result.reply, final.reply), end="")
+        _emit(final, as_json, compact_json)
+    else:
+        _emit(result, as_json)
+        sys.stdout.flush()
+        await SPINNER.progress("adding the metric lake's evidence")
+        try:
+            final = await complete(result)
+        finally:
+            SPINNER.stop()
+        print(render_addition(result.reply, final.reply), end="")
+    if memory is not None and final.request is not None:
+        memory.remember(final.request, final.reply)
     return final
 
 
@@ -160,6 +177,7 @@ def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
             "Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits."
         )
     loop = asyncio.new_event_loop()
+    memory = IncidentMemory(scope="this session")  # one incident per console session
     try:
         for line in _console_lines("kafka> ", settings.home):
             text = line.strip()
@@ -167,7 +185,7 @@ def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
                 continue
             if text.lower() in ("exit", "quit", r"\q"):
                 break
-            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True))
+            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True, memory=memory))
             sys.stdout.flush()
     finally:
         loop.run_until_complete(close_context(ctx))

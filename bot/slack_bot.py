@@ -53,6 +53,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from commands.context import Context
 from commands.dispatch import Answer, answer, complete, parse_request, run_request
+from commands.followup import IncidentMemory, ThreadMemories
+from commands.followup import parse_request as parse_followup
 from commands.reply import Reply, error_reply
 from commands.router import Router
 from commands.spec import CommandRequest
@@ -60,7 +62,7 @@ from gate.audit import AuditLog, RedactingFilter, open_audit, scrub
 from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
 
-from .cluster_routing import route
+from .cluster_routing import names_cluster, route
 from .delivery import Coalescer, Delivery, DeliveryFailed, server_error, slack_error
 from .gate import default_gate
 from .render import addition_reply, render_blocks, slack_escape
@@ -183,8 +185,8 @@ def malformed(body) -> str:
         event = body.get("event")
         if not isinstance(event, dict):
             return "event_callback without an event"
-        if event.get("type") == "app_mention":
-            return _not_strings(event, _MENTION_FIELDS, "event.")
+        if event.get("type") in ("app_mention", "message"):
+            return _not_strings(event, _MENTION_FIELDS + ("subtype", "bot_id"), "event.")
     return ""
 
 
@@ -278,6 +280,11 @@ class KafkaBot:
             settings, authorize=self._authorize_action, router=router, transport="slack", audit=self.audit, clock=clock
         )
         self.deliveries = Deliveries()
+        # Each thread's incident (commands/followup.py): cluster, entities, window, leading cause,
+        # so a follow-up in the thread starts from them; kept beside the gate's records, so a restart
+        # keeps them.
+        state_db = getattr(self.gate, "state_db", None)
+        self.memories = ThreadMemories(state_db.connect if state_db is not None else None)
         # Every post to a channel: paced, in order, retried (bot/delivery.py). Its client leaves 429s to
         # the queue: a 429 retried inside slack_sdk would leave the queue's pace ignorant of it, and
         # the next post would meet the same limit.
@@ -449,7 +456,10 @@ class KafkaBot:
         if not identity.allowed:
             await self.refuse(identity, "identity", **where)
             return None
-        if self.routing is not None:
+        memory = await self._memory(channel, where.get("thread_ts"))
+        if memory is not None and memory.cluster and not names_cluster(text):
+            pass  # a follow-up about the thread's cluster: its memory binds it on the request
+        elif self.routing is not None:
             # Which cluster: `@name` first, else the channel's mapping; with several clusters and
             # neither, ask (with a button per cluster) rather than answer about the wrong one.
             routed = route(text, channel, self.routing)
@@ -457,7 +467,7 @@ class KafkaBot:
                 await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", **where, reply=routed)
                 return None
             text = routed.text
-        request = parse_request(text, user=user, channel=channel, router=self.router)
+        request = parse_followup(text, memory, user=user, channel=channel, router=self.router)
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
             await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)
             return None
@@ -466,6 +476,33 @@ class KafkaBot:
             await self.refuse(verdict, "rbac", **where, command=request.spec.name)
             return None
         return request
+
+    async def _memory(self, channel: str | None, thread_ts: str | None) -> IncidentMemory | None:
+        """The memory of the thread a request comes from (None at the top of a channel, or in a
+        thread the bot has not answered in)."""
+        if not channel or not thread_ts:
+            return None
+        return await asyncio.to_thread(self.memories.get, (channel, thread_ts))
+
+    async def _remember(self, request, reply: Reply, thread: SlackThread) -> None:
+        """The answer joins its thread's memory (a top-level question starts one: its thread is
+        the working message's). A failure to store it costs the follow-ups their context, not the answer."""
+        root = thread.thread_ts or thread.ts
+        if not root or not thread.channel:
+            return
+        try:
+            await asyncio.to_thread(self.memories.update, (thread.channel, root), request, reply)
+        except Exception as exc:  # sqlite unwritable: the answer is posted already
+            log.warning("could not remember the answer in thread %s: %s", root, exc)
+
+    async def handle_thread_message(self, text: str, **kw) -> None:
+        """A plain message in a thread: answered as a follow-up when the bot answers in that
+        thread and the message starts with a command; other talk in threads is left alone."""
+        if self.router.command_for(text) is None:
+            return
+        if await self._memory(kw.get("channel"), kw.get("thread_ts")) is None:
+            return  # a thread the bot did not start or answer in
+        await self.handle_text(text, **kw)
 
     async def _answer_in_thread(
         self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts, respond, message, entry
@@ -511,6 +548,7 @@ class KafkaBot:
                 result = await complete(result)
                 posted += await thread.add(addition_reply(early_reply, result.reply))
             await remember_answer_messages(self, request, result.reply, thread, posted, message)
+            await self._remember(request, result.reply, thread)
         except Exception as exc:
             await thread.fail(
                 "the answer could not be posted; it is in the bot's log and audit"

@@ -4,7 +4,12 @@
     buttons         every Reply button's value is /kafka text; a click runs it as the clicking user,
                     in the thread the button lives in
     @mention        "@kbot why URP" works like /kafka, answered in a thread
-    other messages  acked, not answered
+    thread message  a plain message in a thread the bot answers in, starting with a command
+                    ("describe it"), is a follow-up, as a mention there is; every other message
+                    (the bot's own, edits, channel chatter, other threads) is acked, not answered
+
+A question in a thread the bot answers in is a follow-up: it starts from the thread's incident
+(commands/followup.py; bot/slack_bot.py keeps one memory per thread).
 
 Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this order):
 
@@ -54,7 +59,7 @@ class Sender:
     """Who sent a request, from where, and its /kafka text: read once, the same way for the
     middleware and the listener, from whichever of the three payload kinds it is."""
 
-    source: str  # "slash", "button" or "mention" (the audit's name for it)
+    source: str  # "slash", "button", "mention" or "message" (the audit's name for it)
     text: str
     user: str | None
     channel: str | None
@@ -84,7 +89,7 @@ class Sender:
         if body.get("type") == "event_callback":
             event = body["event"]
             return cls(
-                "mention",
+                "mention" if event.get("type") == "app_mention" else "message",
                 _MENTION.sub("", event.get("text") or "", count=1),
                 user=event.get("user"),
                 channel=event.get("channel"),
@@ -121,9 +126,31 @@ class Listeners:
         app.command("/kafka", middleware=first)(self.slash)
         app.action(ACTION_ID, middleware=first)(self.button)
         app.event("app_mention", middleware=first)(self.mention)
-        app.event("message")(self.ignore)  # other channel chatter: acked, not answered
+        app.event("message", middleware=[self.only_thread_messages, *first])(self.message)
 
     # ---- middleware -----------------------------------------------------------------------------
+    async def only_thread_messages(self, body: dict, context, ack, next_) -> BoltResponse | None:
+        """A message event goes on only when a person wrote it, in a thread, without mentioning
+        the bot (the app_mention event of the same message answers that one); everything else
+        (channel chatter, edits and deletions, bots, the bot itself) is acked here and dropped
+        before the dedup and origin checks, so chatter leaves no trace."""
+        event = body.get("event") or {}
+        bot_user = getattr(context, "bot_user_id", None)
+        text = event.get("text") or ""
+        thread_ts = event.get("thread_ts")
+        if (
+            event.get("subtype")
+            or event.get("bot_id")
+            or not event.get("user")
+            or event.get("user") == bot_user
+            or not thread_ts
+            or thread_ts == event.get("ts")
+            or (bot_user and f"<@{bot_user}>" in text)
+        ):
+            return await ack()
+        await next_()
+        return None
+
     async def drop_retries(self, request, ack, next_) -> BoltResponse | None:
         # Not the retry header alone: a mention sent while we restarted comes back as a retry whose
         # first delivery never reached us, and must run.
@@ -170,5 +197,6 @@ class Listeners:
         sender = Sender.of(body)
         self.bot.spawn(self.bot.handle_text(sender.text, **sender.where()))
 
-    async def ignore(self) -> None:
-        return None
+    async def message(self, body: dict) -> None:
+        sender = Sender.of(body)
+        self.bot.spawn(self.bot.handle_thread_message(sender.text, **sender.where()))

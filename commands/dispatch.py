@@ -63,6 +63,8 @@ async def run_request(request: CommandRequest, ctx: Context, *, early: bool = Fa
     if not early and answer.reply.later is not None:
         answer = await complete(answer)
     reply = answer.reply
+    if request.context_note and request.context_note not in reply.notes:
+        reply.notes.insert(0, request.context_note)  # what a follow-up took from its thread: never silent
     if answer.outcome != "answered":
         reply.outcome = _REPLY_OUTCOME[answer.outcome]
     elif not request.full and reply.more_command is None and _offers_full(request):

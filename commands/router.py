@@ -23,7 +23,7 @@ import shlex
 
 from rapidfuzz import fuzz, process
 
-from .spec import ArgValue, Command, CommandRequest, CommandSpec, Param
+from .spec import ArgValue, Command, CommandRequest, CommandSpec, Param, Referents
 
 MAX_INPUT_CHARS = 4000
 MAX_NAME_CHARS = 249  # Kafka's limit for topic names (Topic.MAX_NAME_LENGTH)
@@ -123,24 +123,37 @@ class Router:
         found = process.extract(text.lower(), self.names(), scorer=fuzz.WRatio, limit=limit, score_cutoff=50)
         return [name for name, _score, _i in found]
 
-    def parse(self, text: str) -> CommandRequest:
+    def command_for(self, text: str) -> Command | None:
+        """The command ``text`` starts with, or None (a thread's chatter: "thanks, looking")."""
+        try:
+            line = normalize(text)
+        except BadInput:
+            return None
+        return self._command(line)
+
+    def _command(self, line: str) -> Command | None:
+        lowered = [w.group().lower() for w in _WORD.finditer(line)]
+        return next((c for c in self._by_words if tuple(lowered[: len(c.spec.words)]) == c.spec.words), None)
+
+    def parse(self, text: str, referents: Referents | None = None) -> CommandRequest:
+        """``referents``: what a follow-up in a thread may refer to ("describe it"), and the
+        remembered values of parameters left out (commands/followup.py); None reads the text alone."""
         line = normalize(text)
         # The subcommand is found among the words between spaces: quoting never matters for it, and
         # the rest of the line is read according to the command it names.
         words = list(_WORD.finditer(line))
         if not words:
             raise BadInput("Empty command.", ["help"])
-        lowered = [w.group().lower() for w in words]
-        command = next((c for c in self._by_words if tuple(lowered[: len(c.spec.words)]) == c.spec.words), None)
+        command = self._command(line)
         if command is None:
-            guess = " ".join(lowered[:2])
+            guess = " ".join(w.group().lower() for w in words[:2])
             raise BadInput(f"Unknown command '{_clip(words[0].group())}'.", self.closest(guess) or ["help"])
         request = CommandRequest(command=command, raw=text, router=self)
         rest = line[words[len(command.spec.words) - 1].end() :]
         if _takes_free_text(command.spec):
-            self._bind_free_text(request, rest)
+            self._bind_free_text(request, rest, referents)
         else:
-            self._bind(request, tokenize(rest))
+            self._bind(request, tokenize(rest), referents)
         return request
 
     # ---- options ----------------------------------------------------------------------------
@@ -160,8 +173,9 @@ class Router:
         option = next((o for o in spec.options if o.name == name), None)
         return None if option is None else (name, option.takes_value)
 
-    def _set(self, request: CommandRequest, name: str, value: str | None) -> None:
-        """Record option ``name`` (its value when it takes one) on the request."""
+    def _set(self, request: CommandRequest, name: str, value: str | None, referents: Referents | None = None) -> None:
+        """Record option ``name`` (its value when it takes one) on the request; a value that refers
+        to the thread's memory (``--topic it``) is bound to what it refers to."""
         if name == "help":
             request.options["help"] = True
         elif name == "json":
@@ -172,7 +186,11 @@ class Router:
             request.cluster = value
         else:
             option = next(o for o in request.spec.options if o.name == name)
-            request.options[name] = _convert(option.kind, name, value) if value is not None else True
+            found = referents.refer([value], request.spec, name, option.kind) if referents and value else None
+            if found is not None:
+                request.options[name] = found[1]
+            else:
+                request.options[name] = _convert(option.kind, name, value) if value is not None else True
 
     def _unknown_option(self, spec: CommandSpec, word: str) -> BadInput:
         name = word[2:].partition("=")[0].lower()
@@ -183,7 +201,7 @@ class Router:
 
     # ---- shell-like commands ----------------------------------------------------------------
 
-    def _bind(self, request: CommandRequest, tokens: list[str]) -> None:
+    def _bind(self, request: CommandRequest, tokens: list[str], referents: Referents | None = None) -> None:
         spec = request.spec
         positional: list[str] = []
         i = 0
@@ -201,7 +219,7 @@ class Router:
                         i += 1
                         inline = tokens[i]
                     value = inline
-                self._set(request, name, value)
+                self._set(request, name, value, referents)
             elif tok.startswith("--"):
                 raise self._unknown_option(spec, tok)
             elif tok.startswith("-") and not _is_number(tok):
@@ -211,11 +229,11 @@ class Router:
             i += 1
         if request.options.get("help"):
             return
-        self._bind_positional(request, spec.params, positional)
+        self._bind_positional(request, spec.params, positional, referents)
 
     # ---- free-text commands -----------------------------------------------------------------
 
-    def _bind_free_text(self, request: CommandRequest, rest: str) -> None:
+    def _bind_free_text(self, request: CommandRequest, rest: str, referents: Referents | None = None) -> None:
         """The words after the subcommand as written; options only before them or as the last words."""
         spec = request.spec
         words = list(_WORD.finditer(rest))
@@ -240,7 +258,7 @@ class Router:
                 inline = words[i].group()
             if takes:
                 value = _unquote(inline)
-            self._set(request, name, value)
+            self._set(request, name, value, referents)
             i += 1
         # The last words: `why URP --since 1h --cluster prod`, `why the broker's disk is full --json`.
         while j > i:
@@ -251,12 +269,12 @@ class Router:
                 _, eq, inline = word.partition("=")
                 if takes and not eq:
                     raise BadInput(f"--{name} needs a value.", [spec.usage()])
-                self._set(request, name, _unquote(inline) if takes else None)
+                self._set(request, name, _unquote(inline) if takes else None, referents)
                 j -= 1
                 continue
             before = self._known(spec, words[j - 2].group()) if j - 2 >= i else None
             if before is not None and before[1] and "=" not in words[j - 2].group() and not word.startswith("--"):
-                self._set(request, before[0], _unquote(word))
+                self._set(request, before[0], _unquote(word), referents)
                 j -= 2
                 continue
             break
@@ -270,15 +288,20 @@ class Router:
             head, _, text = text.partition(" ")
             if head:
                 values.append(_unquote(head))
-        self._bind_positional(request, params[:-1], values)
+        self._bind_positional(request, params[:-1], values, referents)
         text = _unquote(text)
         free = params[-1]
-        if text:
+        found = referents.refer(text.split(), spec, free.name, free.kind) if referents and text else None
+        if found is not None and found[0] == len(text.split()):  # the whole text refers: `runbook that`
+            request.args[free.name] = found[1]
+        elif text:
             request.args[free.name] = text
         elif free.required:
             raise BadInput(f"'{spec.name}' needs {free.name}: {free.help}", [spec.usage()])
 
-    def _bind_positional(self, request: CommandRequest, params: tuple[Param, ...], values: list[str]) -> None:
+    def _bind_positional(
+        self, request: CommandRequest, params: tuple[Param, ...], values: list[str], referents: Referents | None = None
+    ) -> None:
         spec = request.spec
         for p in params:
             if p.rest:
@@ -288,7 +311,16 @@ class Router:
                 elif p.required:
                     raise BadInput(f"'{spec.name}' needs {p.name}: {p.help}", [spec.usage()])
                 continue
+            found = referents.refer(values, spec, p.name, p.kind) if referents and values else None
+            if found is not None:  # `describe it`, `lag that group`
+                request.args[p.name] = found[1]
+                values = values[found[0] :]
+                continue
             if not values:
+                remembered = referents.missing(spec, p) if referents else None
+                if remembered is not None:
+                    request.args[p.name] = remembered
+                    continue
                 if p.required:
                     raise BadInput(f"'{spec.name}' needs {p.name}: {p.help}", [spec.usage()])
                 continue

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from .actions import ActionSpec
@@ -58,6 +58,20 @@ class CommandSpec:
         return " ".join(parts)
 
 
+class Referents(Protocol):
+    """What a follow-up's words may refer to (commands/followup.py): the router asks it while it
+    binds a request, so remembered values are bound on the request, never pasted into the text."""
+
+    def refer(self, words: Sequence[str], spec: CommandSpec, name: str, kind: ParamKind) -> tuple[int, ArgValue] | None:
+        """(how many of ``words`` refer, the value they refer to) when the first of ``words`` point
+        at something remembered ("it", "the topic"); None when they are an ordinary value."""
+        ...
+
+    def missing(self, spec: CommandSpec, param: Param) -> ArgValue | None:
+        """The remembered value for a parameter the user left out, or None."""
+        ...
+
+
 Runner = Callable[["CommandRequest", "Context"], Awaitable["Reply"]]
 # What the router binds to a parameter or option: its text, a whole number (kind "int"), or True
 # for an option that takes no value.
@@ -89,6 +103,9 @@ class CommandRequest:
     user: str | None = None  # Slack user id, or the local user on a terminal
     channel: str | None = None
     router: "Router | None" = None  # the router that parsed this request: `help` lists its commands
+    # What a follow-up took from its thread's memory (commands/followup.py), as the one note line
+    # the answer carries ("From this thread: topic orders, window 30m"); None when nothing was.
+    context_note: str | None = None
 
     @property
     def spec(self) -> CommandSpec:
