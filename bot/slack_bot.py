@@ -457,16 +457,17 @@ class KafkaBot:
             await self.refuse(identity, "identity", **where)
             return None
         memory = await self._memory(channel, where.get("thread_ts"))
-        if memory is not None and memory.cluster and not names_cluster(text):
-            pass  # a follow-up about the thread's cluster: its memory binds it on the request
-        elif self.routing is not None:
+        if self.routing is not None:
             # Which cluster: `@name` first, else the channel's mapping; with several clusters and
             # neither, ask (with a button per cluster) rather than answer about the wrong one.
             routed = route(text, channel, self.routing)
             if isinstance(routed, Reply):
-                await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", **where, reply=routed)
-                return None
-            text = routed.text
+                if memory is None or not memory.cluster or names_cluster(text):
+                    await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", **where, reply=routed)
+                    return None
+                # a follow-up in a thread about one cluster: the thread's memory binds it on the request
+            else:
+                text = routed.text
         request = parse_followup(text, memory, user=user, channel=channel, router=self.router)
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
             await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)

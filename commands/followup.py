@@ -111,8 +111,8 @@ class IncidentMemory:
     updated_at: float = 0.0
 
     # ---- before a question ------------------------------------------------------------------
-    def binding(self, *, mutating_fill: bool = False) -> Binding:
-        return Binding(self, mutating_fill=mutating_fill)
+    def binding(self) -> Binding:
+        return Binding(self)
 
     def parse(self, text: str, router: Router) -> CommandRequest:
         """``text`` parsed with this memory: references and left-out values bound, the note set.
@@ -207,9 +207,8 @@ class Binding:
     """commands.spec.Referents for one parse: resolves references and left-out values from the
     memory, and records what it took for the note."""
 
-    def __init__(self, memory: IncidentMemory, *, mutating_fill: bool = False):
+    def __init__(self, memory: IncidentMemory):
         self.memory = memory
-        self.mutating_fill = mutating_fill
         self.taken: dict[str, str] = {}
 
     def refer(self, words: Sequence[str], spec: CommandSpec, name: str, kind: ParamKind) -> tuple[int, ArgValue] | None:
@@ -229,7 +228,7 @@ class Binding:
 
     def missing(self, spec: CommandSpec, param: Param) -> ArgValue | None:
         slot = _slot(param.kind, param.name)
-        if slot not in ("topic", "group") or (spec.mutating and not self.mutating_fill):
+        if slot not in ("topic", "group") or spec.mutating:
             return None  # an action's target is said, never remembered into it
         value = self.memory.value(slot)
         if value is not None:

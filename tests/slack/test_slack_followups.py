@@ -193,3 +193,27 @@ async def test_it_with_nothing_named_says_so_instead_of_guessing(thread):
     assert refusal["step"] == "bad_input" and "has not named a group yet" in refusal["reason"]
     said = json.dumps([c.args for c in h.stand.calls[before:]])
     assert "has not named a group yet" in said
+
+
+async def test_a_thread_about_one_of_several_clusters_stays_on_it(stand, tmp_path, monkeypatch):
+    """Two clusters and an unmapped channel: `/kafka @alpha ...` starts the thread; a follow-up
+    there is about alpha, not a "which cluster?" question."""
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text("clusters:\n  alpha:\n    bootstrap: 127.0.0.1:1\n  beta:\n    bootstrap: 127.0.0.1:2\n")
+    for var in ("KBOT_BOOTSTRAP", "KBOT_CLUSTER", "KBOT_CHANNEL_CLUSTERS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("KBOT_CLUSTERS_FILE", str(clusters))
+    h = Harness(stand, tmp_path)
+    h.router = None
+    await _on_cluster(h)  # the in-memory cluster answers for either name
+    try:
+        status, _, _ = await h.slash("@alpha why URP")
+        assert status == 200
+        root = (await _answers(h, 1))[0]["thread_ts"]
+        await h.bot.drain(60)
+        described = await _ask(h, "describe it", root, mention=True)
+        assert _note(described) == "From this thread: topic orders, cluster alpha"
+        assert [a["cluster"] for a in h.audit("answer")] == ["alpha", "alpha"]
+        assert h.audit("refusal") == []
+    finally:
+        await h.close()
