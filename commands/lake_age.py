@@ -7,9 +7,10 @@ minutes of samples the lake holds (0 when none), instead of an empty trend read 
 Spark error read as a bug.
 
 Young means: the lake holds nothing from before the window asked about and its first sample came
-well after the window's start (``lake.queries.q_collected``): what it holds began inside it.  A lake that holds older data and nothing in the
-window has stopped collecting, or never saw such samples: that is the window's own answer ("no
-data for this window"), not this one.
+well after the window's start (``lake.embedded.collected``, read from the Delta logs in process):
+what it holds began inside it. A lake that holds older data and nothing in the window has stopped
+collecting, or never saw such samples: that is the window's own answer ("no data for this
+window"), not this one.
 
 Commands reach the lake through ``commands.lake_evidence``; this module adds the lake's age on
 top: :func:`young` (the error a young lake gives, or None) and :func:`guarded` (a lake question

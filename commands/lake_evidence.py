@@ -852,9 +852,15 @@ async def history(
 
 
 async def collected(ctx: Context, request: CommandRequest, window: Window) -> Facts:
-    """``lake.queries.q_collected`` over ``window``: the minutes of it the lake holds and whether it
-    holds anything older (``commands.lake_age`` tells a young lake with it).  Raises Unavailable."""
-    return await run_query(ctx, request, _q("q_collected"), window.start, window.end)
+    """``LakeService.collected`` over ``window``: the minutes of it the lake holds and whether it
+    holds anything older (``commands.lake_age`` tells a young lake with it), read in process from
+    the tables' Delta logs.  Raises Unavailable."""
+    lake = _lake_or_unavailable(ctx)
+    try:
+        facts: Facts = await lake.collected(window.start, window.end, lake_cluster(request, ctx))
+        return facts
+    except LakeUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
 
 
 def missing_table(exc: BaseException) -> bool:

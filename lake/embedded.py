@@ -206,6 +206,33 @@ class WindowReader:
         newest = pc.max(times).as_py() if len(times) else None
         return None if newest is None else to_utc(newest)
 
+    def spans(self, cluster: str | None = None) -> list[tuple[_dt.datetime, _dt.datetime]]:
+        """(first, last) sample time of each file of the table (of ``cluster``), from the file
+        statistics in Delta's log: no data file is opened. A file without statistics spans its
+        partition (its hour; the hour table's, its day)."""
+        actions = self._snapshot().get_add_actions(flatten=True)
+        names = set(actions.schema.names)
+        if not actions.num_rows:
+            return []
+        col = {n: actions.column(n).to_pylist() for n in names if n.startswith(("min.", "max.", "partition."))}
+        lows, highs = col.get(f"min.{self._time}"), col.get(f"max.{self._time}")
+        dates, hours = col.get("partition.date"), col.get("partition.hour")
+        clusters = col.get("partition.cluster")
+        out = []
+        for i in range(actions.num_rows):
+            if cluster is not None and clusters is not None and clusters[i] != cluster:
+                continue
+            low, high = (lows[i] if lows else None), (highs[i] if highs else None)
+            if low is None or high is None:
+                if dates is None:
+                    continue  # neither statistics nor partition: the file cannot be placed
+                day = _dt.datetime.fromisoformat(str(dates[i])).replace(tzinfo=_dt.timezone.utc)
+                hour = hours[i] if hours is not None and hours[i] is not None else None
+                low = day if hour is None else day + _dt.timedelta(hours=int(hour))
+                high = low + _dt.timedelta(days=1 if hour is None else 0, hours=0 if hour is None else 1)
+            out.append((to_utc(low), to_utc(high)))
+        return out
+
     def open(
         self,
         start: _dt.datetime,
@@ -218,3 +245,45 @@ class WindowReader:
         reads the Arrow rows without copying."""
         s, e = to_utc(start), to_utc(end)
         return Window.over(self.read(s, e, cluster, metrics), s, e, cluster, rollups)
+
+
+def collected(
+    readers: Mapping[str, WindowReader], start: _dt.datetime, end: _dt.datetime, cluster: str | None
+) -> dict[str, Any]:
+    """How much the lake holds, for telling a young lake (its collector started inside [start,
+    end), or nothing is ingested yet) from a window that has no such samples (``commands.lake_age``).
+
+    ``minutes``: the minutes of the window that the raw table's files cover (each file spans its
+    first to its last sample: a batch of consecutive scrape rounds, so a pause in collecting
+    longer than a batch shows as missing minutes); ``first`` / ``last``: the window's first and
+    newest sample time the files give (epoch seconds, None without); ``earlier``: the lake holds
+    something from before ``start`` (raw files, or a rollup's, which outlive the raw samples).
+    Read from Delta's log alone. A table that is not there yet counts as empty."""
+    s, e = to_utc(start), to_utc(end)
+    spans: dict[str, list[tuple[_dt.datetime, _dt.datetime]]] = {}
+    for resolution, reader in readers.items():
+        try:
+            spans[resolution] = reader.spans(cluster)
+        except TableNotFound:
+            spans[resolution] = []
+    earlier = any(low < s for table in spans.values() for low, _ in table)
+    minute = _dt.timedelta(minutes=1)
+    covered: set[_dt.datetime] = set()
+    first: _dt.datetime | None = None
+    last: _dt.datetime | None = None
+    for low, high in spans.get(RAW, []):
+        low, high = max(low, s), min(high, e - _dt.timedelta(microseconds=1))
+        if low > high:
+            continue
+        first = low if first is None else min(first, low)
+        last = high if last is None else max(last, high)
+        m = low.replace(second=0, microsecond=0)
+        while m <= high:
+            covered.add(m)
+            m += minute
+    return {
+        "minutes": len(covered),
+        "first": None if first is None else first.timestamp(),
+        "last": None if last is None else last.timestamp(),
+        "earlier": earlier,
+    }

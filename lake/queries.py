@@ -104,67 +104,6 @@ def q_history(
     }
 
 
-# --------------------------------------------------------------------------- how much the lake holds
-
-
-def q_collected(view, start, end) -> dict:
-    """How much the lake holds, for telling a young lake (its collector started inside the window,
-    or no ingest has committed yet) from a window that simply has no such samples.
-
-    ``minutes``: minutes of [start, end) with at least one raw sample; ``first`` / ``last``: the
-    window's first and newest sample (epoch seconds, None without); ``earlier``: the lake holds
-    something from before ``start`` (raw samples, or rows of a rollup table, which outlive the
-    raw samples).  A young lake holds nothing earlier, so ``minutes`` is then all it holds.
-    Tables that are not there yet count as empty (never an error)."""
-    from pyspark.sql import functions as F
-
-    from lake.schema import to_utc
-    from spark_queries._common import ts_lit
-
-    try:
-        row = (
-            view.window(start, end)
-            .agg(
-                F.count_distinct(F.date_trunc("minute", F.col("ts"))).alias("minutes"),
-                F.unix_micros(F.min("ts")).alias("first"),
-                F.unix_micros(F.max("ts")).alias("last"),
-            )
-            .first()
-        )
-        before = ts_lit(to_utc(start))
-        earlier = bool(view.all().filter(F.col("ts") < before).select("ts").limit(1).collect())
-        for resolution in ROLLUPS:
-            if earlier:
-                break
-            if view.is_delta(resolution):
-                rolled = view.spark.read.format("delta").load(_table(view, resolution))
-                if view.cluster is not None:
-                    rolled = rolled.filter(F.col("cluster") == F.lit(view.cluster))
-                earlier = bool(rolled.filter(F.col("bucket") < before).select("bucket").limit(1).collect())
-    except Exception as exc:
-        from lake.errors import missing_table
-
-        if not missing_table(exc):
-            raise
-        return {"minutes": 0, "first": None, "last": None, "earlier": False}
-
-    def epoch(us: int | None) -> float | None:
-        return None if us is None else us / 1e6
-
-    return {
-        "minutes": int(row["minutes"] or 0) if row is not None else 0,
-        "first": epoch(row["first"]) if row is not None else None,
-        "last": epoch(row["last"]) if row is not None else None,
-        "earlier": earlier,
-    }
-
-
-def _table(view, resolution: str) -> str:
-    from lake.schema import table_path
-
-    return table_path(view.path, resolution)
-
-
 # --------------------------------------------------------------------------- any window query
 
 
@@ -177,7 +116,6 @@ __all__ = [
     "rows",
     "q_history",
     "q_window_rows",
-    "q_collected",
     "RESOLUTION_NAMES",
     "ROLLUPS",
 ]

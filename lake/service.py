@@ -61,7 +61,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader
+from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
 from lake.errors import LakeTimeout, LakeUnavailable
 from lake.schema import RAW, ROLLUPS, table_path
 from lake.spark import parse_conf
@@ -610,6 +610,20 @@ class LakeService:
             return None
         except asyncio.TimeoutError:
             raise LakeTimeout(f"The metric lake did not say how fresh it is within {budget:.0f} s.") from None
+        except READ_ERRORS as exc:
+            raise _unreadable(exc) from exc
+
+    async def collected(
+        self, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """How much of [start, end) the lake holds and whether it holds anything older
+        (``lake.embedded.collected``: from the tables' Delta logs, in process, without Spark)."""
+        budget = self.query_timeout_s if timeout is None else float(timeout)
+        cluster = cluster if cluster is not None else self.cluster
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(collected, self.readers, start, end, cluster), budget)
+        except asyncio.TimeoutError:
+            raise LakeTimeout(f"The metric lake did not say how much it holds within {budget:.0f} s.") from None
         except READ_ERRORS as exc:
             raise _unreadable(exc) from exc
 
