@@ -86,6 +86,24 @@ def make_context(
     return ctx
 
 
+_PRINCIPALS_LOGGED = False
+
+
+async def log_principals_audit(ctx: Context) -> None:
+    """At bot start, once per process: one log line with the verdict of the bot's audit of its own
+    Kafka principals (commands/principals.py): WARNING when it flags anything, else INFO."""
+    global _PRINCIPALS_LOGGED
+    if _PRINCIPALS_LOGGED or ctx.live is None:
+        return
+    _PRINCIPALS_LOGGED = True
+    import logging
+
+    from commands.principals import startup_line
+
+    level, line = await startup_line(ctx)
+    logging.getLogger("kbot.principals").log(logging.INFO if level == "ok" else logging.WARNING, line)
+
+
 async def close_context(ctx: Context) -> None:
     if ctx.live is not None:
         await ctx.live.close()

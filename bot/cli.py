@@ -6,7 +6,9 @@
     kbot lake collect|ingest|status   the metric lake
     kbot lab list|run MODE|heal   the failure lab: reproduce a failure mode, judge the bot's answer
     kbot serve                    the Slack app
-    kbot config                   the effective configuration, secrets masked, with each value's source
+    kbot config                   the effective configuration, secrets masked, with each value's source,
+                                  and the gate's effective second-approver rule
+    kbot audit --principals       the bot's own Kafka principals: rights beyond need, escalation paths
     kbot run                      the main job: local cluster if none is configured, then console
 
 Exit codes: 0 answered, 1 an evidence source or the bot failed, 2 bad input.
@@ -56,16 +58,27 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
             print(f"kbot config: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     views = describe(settings, env)
+    rules, unknown, heading = _approval_rules(settings)
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {"name": v.env, "value": v.value, "source": v.source, "section": v.section, "secret": v.secret}
-                    for v in views
-                ],
-                indent=2,
-            )
-        )
+        rows: list[dict[str, object]] = [
+            {"name": v.env, "value": v.value, "source": v.source, "section": v.section, "secret": v.secret}
+            for v in views
+        ]
+        # the effective second-approver rule: one row per action kind, in the same list
+        rows += [
+            {
+                "name": f"second approver: {r.kind}",
+                "value": r.when,
+                "source": r.source,
+                "section": "Second approver (effective)",
+                "secret": False,
+                "kind": r.kind,
+                "principal": r.principal,
+                "approvers_required": settings.kbot_approvers_required,
+            }
+            for r in rules
+        ]
+        print(json.dumps(rows, indent=2))
         return 0
     section = None
     for v in views:
@@ -74,7 +87,30 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
             print(f"\n{section}")
         shown = v.value if v.value is not None else "(not set)"
         print(f"  {v.env:<32} {shown:<44} {v.source}")
+    print(f"\n{heading}")
+    for r in rules:
+        print(f"  {r.kind:<16} {r.when:<28} {r.source}  [runs as the {r.principal} principal]")
+    if unknown:
+        print(f"  KBOT_HIGH_RISK_KINDS names no action: {', '.join(unknown)} (no effect)")
     return 0
+
+
+def _approval_rules(settings):
+    """The gate's effective second-approver rule per action kind (gate/confirmation.py), the
+    KBOT_HIGH_RISK_KINDS entries that name no action, and the heading that says how many approve."""
+    from commands.registry import ROUTER
+    from gate.confirmation import second_approver_rules
+
+    from .settings import _csv
+
+    actions = {c.spec.name: c.action for c in ROUTER.commands if c.action is not None}
+    rules, unknown = second_approver_rules(actions, _csv(settings.kbot_high_risk_kinds))
+    n = settings.kbot_approvers_required
+    heading = (
+        f"Second approver (effective rule, gate/confirmation.py: {n} approver{'s' if n > 1 else ''} besides "
+        "the requester, KBOT_APPROVERS_REQUIRED)"
+    )
+    return rules, unknown, heading
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     console.add_argument("--json", action="store_true", help="print every answer as JSON")
     console.add_argument("--cluster", metavar="NAME", help="the configured cluster this console talks to")
+    audit = sub.add_parser(
+        "audit",
+        help="audit the cluster: topics' durability, or with --principals the bot's own Kafka principals",
+        description="`kbot audit --principals`: read the ACLs of the bot's principals (observer, config, "
+        "operator) and flag rights beyond what their actions need, escalation paths (cluster ALTER, which "
+        "Kafka accepts for CreateAcls, on a principal used for more than elections and aborts; ALL; WRITE/ALTER/"
+        "CREATE on every topic) and missing principals. Without --principals: the durability audit.",
+    )
+    audit.add_argument("--principals", action="store_true", help="audit the bot's own principals and their ACLs")
+    audit.add_argument("--json", action="store_true", help="print the answer as JSON")
+    audit.add_argument("--cluster", metavar="NAME", help="the configured cluster to audit (clusters.yaml)")
     check = sub.add_parser(
         "check",
         help="validate the runbook knowledge base and exit",
@@ -169,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     except KBError as exc:
         print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
         return 1
-    if args.command in ("ask", "console") and args.cluster is not None:
+    if args.command in ("ask", "console", "audit") and args.cluster is not None:
         problem = _choose_cluster(args.cluster, env)
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
@@ -187,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
         return asyncio.run(ask(" ".join(text), args.json, png, env))
+    if args.command == "audit":
+        from .console import ask
+
+        return asyncio.run(ask("audit --principals" if args.principals else "audit", args.json, None, env))
     if args.command == "console":
         from .console import console
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import subprocess
 import sys
@@ -106,6 +107,7 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
         env.setdefault("KBOT_LAKE", "1")
         connect = start_connect_server(env)
         collector = start_collection(env)
+    log_principals(env)
     try:
         return _serve_or_console(args, env)
     finally:
@@ -163,6 +165,25 @@ def start_connect_server(env: Mapping[str, str]):
         return None
     _say(f"Spark kept warm at {info.url} ({'started' if info.started else 'already running'}; log {info.log})")
     return info
+
+
+def log_principals(env: Mapping[str, str]) -> None:
+    """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
+    if not cluster_configured(env):
+        return
+    from commands.context import Context
+    from live.pool import GatewayPool
+
+    from .app import log_principals_audit
+
+    async def once() -> None:
+        pool = GatewayPool(env=env)
+        try:
+            await log_principals_audit(Context(live=pool))
+        finally:
+            await pool.close()
+
+    asyncio.run(once())
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:

@@ -164,6 +164,10 @@ async def serve(
         from .app import make_context
 
         ctx = make_context(env=env)
+    from .app import log_principals_audit
+
+    principals = asyncio.ensure_future(log_principals_audit(ctx))  # one line; the start does not wait
+    principals.add_done_callback(lambda t: None if t.cancelled() else t.exception())
     bot = KafkaBot(settings, ctx=ctx)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -340,5 +340,12 @@ async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     return "not_done" if _still_open(producers, plan.args) else "done"
 
 
-ACTION = ActionSpec(plan, recheck, execute, reconcile)
+ACTION = ActionSpec(
+    plan,
+    recheck,
+    execute,
+    reconcile,
+    principal="operator",
+    second_approver="always: aborting a live transaction fails its producer",
+)
 COMMAND = Command(SPEC, action=ACTION)

@@ -84,6 +84,12 @@ class ActionSpec:
     recheck: Callable[[ActionPlan, "Context"], Awaitable[list[Precondition]]]
     execute: Callable[[ActionPlan, "Context"], Awaitable[ActionResult]]
     reconcile: Callable[[ActionPlan, "Context"], Awaitable[Reconciled]]
+    # The principal the change runs as (live/config.py ROLES): "config" for config changes,
+    # "operator" for what needs ALTER on the cluster (elections, transaction markers).
+    principal: str = "operator"
+    # When the command itself marks its plan high-risk (ActionPlan.high_risk: a second approver),
+    # as "<when>: <why>" for `kbot config`; "" = never (KBOT_HIGH_RISK_KINDS can still add it).
+    second_approver: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,21 +175,49 @@ def _clock(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S")
 
 
-async def operator_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
-    """The gateway an action changes ``cluster`` with: the operator principal's credentials
-    (``operator:`` in clusters.yaml). Reads - previews, rechecks, read-backs - use the observer's
-    (commands.evidence.gateway), so the rights to change the cluster are used only for the change
-    itself and its validate_only dry run, which changes nothing but proves the operator may."""
+async def action_gateway(ctx: "Context", cluster: str | None, role: str) -> "AdminGateway":
+    """The gateway an action changes ``cluster`` with: the credentials of ``role``'s principal
+    ("config": retention, throttle; "operator": elect-leaders, abort-txn; live/config.py). Reads -
+    previews, rechecks, read-backs - use the observer's (commands.evidence.gateway), so the rights
+    to change the cluster are used only for the change itself and its validate_only dry run, which
+    changes nothing but proves the principal may. A principal that is not configured is refused here,
+    up front, with what to set (Unavailable); the change is never tried with another one's rights."""
     from live.config import ConfigError
 
     from .errors import Unavailable
     from .evidence import gateway
 
     pool = ctx.live
-    operator: Callable[[str | None], Awaitable[AdminGateway]] | None = getattr(pool, "operator", None)
-    if pool is None or operator is None:  # no pool, or a pool with one principal per cluster
+    get: Callable[..., Awaitable[AdminGateway]] | None = getattr(pool, "get", None)
+    if pool is None or get is None or not hasattr(pool, "operator"):  # a pool with one principal per cluster
         return await gateway(ctx, cluster)
     try:
-        return await operator(cluster)
+        return await get(cluster, role=role)
     except ConfigError as exc:
         raise Unavailable(str(exc)) from None
+
+
+def require_principal(ctx: "Context", cluster: str | None, role: str) -> None:
+    """Refuse an action up front (Unavailable, naming what to set) when the principal it runs as is
+    not configured for the cluster; dispatch calls this before the preview reads anything."""
+    from live.config import ConfigError
+
+    from .errors import Unavailable
+
+    check: Callable[[str | None, str], None] | None = getattr(ctx.live, "check_role", None)
+    if check is None:
+        return
+    try:
+        check(cluster, role)
+    except ConfigError as exc:
+        raise Unavailable(str(exc)) from None
+
+
+async def operator_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
+    """The operator principal's gateway (elect-leaders, abort-txn): :func:`action_gateway`."""
+    return await action_gateway(ctx, cluster, "operator")
+
+
+async def config_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
+    """The config principal's gateway (retention, throttle): :func:`action_gateway`."""
+    return await action_gateway(ctx, cluster, "config")

@@ -1,4 +1,5 @@
-"""audit: durability settings that fail silently, per topic, and the brokers' transaction cap."""
+"""audit: durability settings that fail silently, per topic, and the brokers' transaction cap.
+audit --principals: the bot's own Kafka principals against what its actions need (commands/principals.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ from live.model import ConfigValue, TopicInfo
 from .context import Context
 from .evidence import config_value, gateway, snapshot
 from .reply import Evidence, Reply, Section, Severity
-from .spec import Command, CommandRequest, CommandSpec
+from .spec import Command, CommandRequest, CommandSpec, Option
 
 SPEC = CommandSpec(
     words=("audit",),
     summary="Audit every topic's durability settings (min ISR at or above RF, RF < 3, unclean election) and the brokers' transaction cap.",
-    examples=("audit",),
+    options=(
+        Option(
+            "principals",
+            "audit the bot's own Kafka principals instead: rights beyond need, escalation paths, missing principals",
+            takes_value=False,
+        ),
+    ),
+    examples=("audit", "audit --principals"),
 )
 
 
@@ -123,6 +131,10 @@ def audit_topics(topics: list[TopicInfo], configs: dict[str, dict[str, ConfigVal
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
+    if request.options.get("principals"):
+        from .principals import audit_principals
+
+        return await audit_principals(ctx, request.cluster)
     gw = await gateway(ctx, request.cluster)
     await ctx.progress("reading topic and broker configs")
     snap = await snapshot(gw, min_isr="all")  # every topic, internal ones too, with its configs

@@ -20,7 +20,7 @@ from live.gateway import (
 )
 
 from . import partial
-from .actions import ActionSpec, preview_reply
+from .actions import ActionSpec, preview_reply, require_principal
 from .context import Context
 from .errors import NothingToDo, Unavailable
 from .help import command_help
@@ -141,6 +141,7 @@ async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) ->
     """A mutating command only ever previews here; the gate executes after confirmation."""
     if ctx.gate is None:
         raise Unavailable("Actions that change the cluster need the confirmation gate, which is not set up here.")
+    require_principal(ctx, request.cluster, action.principal)  # its principal configured, or say what to set
     try:
         plan = await action.plan(request, ctx)
     except NothingToDo as exc:

@@ -232,5 +232,5 @@ async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
         await asyncio.sleep(0.5)
 
 
-ACTION = ActionSpec(plan, recheck, execute, reconcile)
+ACTION = ActionSpec(plan, recheck, execute, reconcile, principal="operator")
 COMMAND = Command(SPEC, action=ACTION)

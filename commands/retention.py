@@ -12,7 +12,7 @@ import re
 from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import ConfigValue
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, config_gateway
 from .context import Context
 from .evidence import config_value, gateway
 from .router import BadInput
@@ -122,8 +122,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     if cfg is None:
         raise BadInput(f"Topic {topic} does not exist.", ["status"])
     before = before if before is not None else 7 * 86_400_000  # Kafka's default when the value is hidden
-    # the dry run is the operator's: it shows now, not after a confirmation, if the operator lacks the right
-    error = await _validate(await operator_gateway(ctx, request.cluster), topic, target)
+    # the dry run is the config principal's: it shows now, not after a confirmation, if it lacks the right
+    error = await _validate(await config_gateway(ctx, request.cluster), topic, target)
     deleting = lowers(before, target)
     changes = [f"{topic} {KEY}: {human_ms(before)} -> {human_ms(target)}"]
     if deleting:
@@ -165,7 +165,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
         return [Precondition("topic exists", False, f"{a['topic']} no longer exists")]
     # Someone else changed it since the preview: what the approver saw is no longer what happens.
     unchanged = now is None or now == a["before"]
-    error = await _validate(await operator_gateway(ctx, plan.cluster), a["topic"], a["target"])
+    error = await _validate(await config_gateway(ctx, plan.cluster), a["topic"], a["target"])
     return [
         Precondition(
             "unchanged since the preview", unchanged, f"{KEY} is {human_ms(now) if now is not None else 'hidden'} now"
@@ -179,7 +179,7 @@ async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     a = plan.args
     _, before = await _current(gw, a["topic"])
     try:
-        await (await operator_gateway(ctx, plan.cluster)).alter_topic_config(a["topic"], KEY, str(a["target"]))
+        await (await config_gateway(ctx, plan.cluster)).alter_topic_config(a["topic"], KEY, str(a["target"]))
     except Timeout:
         raise  # sent but not answered: the gate reads the cluster back (reconcile)
     except GatewayError as exc:
@@ -208,5 +208,12 @@ async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     return "not_done" if now == plan.args["before"] else "unknown"  # a third value: someone else changed it
 
 
-ACTION = ActionSpec(plan, recheck, execute, reconcile)
+ACTION = ActionSpec(
+    plan,
+    recheck,
+    execute,
+    reconcile,
+    principal="config",
+    second_approver="when it lowers retention.ms: that deletes data",
+)
 COMMAND = Command(SPEC, action=ACTION)

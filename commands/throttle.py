@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from live.gateway import AdminGateway, GatewayError
 from live.model import ConfigValue, Reassignment
 
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
+from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, config_gateway
 from .context import Context
 from .errors import NothingToDo
 from .evidence import gateway
@@ -189,7 +189,7 @@ async def plan_set(request: CommandRequest, ctx: Context) -> ActionPlan:
     before_b = await _broker_state(gw, brokers)
     before_t = await _topic_state(gw, sorted(lists))
     target_b = {str(b): {k: str(rate) for k in RATE_KEYS} for b in brokers}
-    errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, lists)
+    errors = await _dry_run(await config_gateway(ctx, request.cluster), target_b, lists)
     notes = []
     if not lists:
         notes.append(
@@ -227,7 +227,7 @@ async def plan_clear(request: CommandRequest, ctx: Context) -> ActionPlan:
         raise NothingToDo(
             f"No replication throttle is set on any of the {len(brokers)} broker(s) or on any topic: nothing to clear."
         )
-    errors = await _dry_run(await operator_gateway(ctx, request.cluster), target_b, target_t)
+    errors = await _dry_run(await config_gateway(ctx, request.cluster), target_b, target_t)
     return _make_plan(
         CLEAR_SPEC.name,
         gw,
@@ -247,7 +247,7 @@ async def recheck(plan: ActionPlan, ctx: Context) -> list[Precondition]:
     now = (await gw.describe_cluster()).broker_ids
     same = sorted(now) == sorted(plan.args["brokers"])
     errors = await _dry_run(
-        await operator_gateway(ctx, plan.cluster), plan.args["target_brokers"], plan.args["target_topics"]
+        await config_gateway(ctx, plan.cluster), plan.args["target_brokers"], plan.args["target_topics"]
     )
     # A broker that joined since the preview would be left unthrottled: preview again instead.
     return [
@@ -274,7 +274,7 @@ def _matches(state: Mapping[str, State], plan: ActionPlan) -> tuple[int, int]:
 async def execute(plan: ActionPlan, ctx: Context) -> ActionResult:
     gw = await gateway(ctx, plan.cluster)
     before = await _read_back(gw, plan)
-    op = await operator_gateway(ctx, plan.cluster)  # writes as the operator; reads stay the observer's
+    op = await config_gateway(ctx, plan.cluster)  # writes as the config principal; reads stay the observer's
     failed = []
     for b, kv in plan.args["target_brokers"].items():
         for k, v in kv.items():
@@ -313,7 +313,7 @@ async def reconcile(plan: ActionPlan, ctx: Context) -> Reconciled:
     return "done" if done == total else "not_done"
 
 
-SET_ACTION = ActionSpec(plan_set, recheck, execute, reconcile)
-CLEAR_ACTION = ActionSpec(plan_clear, recheck, execute, reconcile)
+SET_ACTION = ActionSpec(plan_set, recheck, execute, reconcile, principal="config")
+CLEAR_ACTION = ActionSpec(plan_clear, recheck, execute, reconcile, principal="config")
 SET = Command(SET_SPEC, action=SET_ACTION)
 CLEAR = Command(CLEAR_SPEC, action=CLEAR_ACTION)

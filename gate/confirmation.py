@@ -331,6 +331,45 @@ class PendingStore:
             return [self._row(r) for r in rows]
 
 
+# ---- the second-approver rule -------------------------------------------------------------------
+
+
+def needs_second_approver(plan: ActionPlan, command: str, high_risk_kinds: frozenset[str]) -> bool:
+    """The one rule the gate applies at propose time: a second person (not the requester) must
+    confirm when the command marked its plan high-risk (``ActionPlan.high_risk``: abort-txn always,
+    retention when it lowers retention.ms) or when KBOT_HIGH_RISK_KINDS lists the action."""
+    return bool(plan.high_risk or plan.kind in high_risk_kinds or command in high_risk_kinds)
+
+
+@dataclass(frozen=True)
+class ApprovalRule:
+    """When one action kind needs a second approver, and which part of the rule says so."""
+
+    kind: str
+    when: str  # "always", "when it lowers retention.ms", "never"
+    source: str  # why: "the command: ...", "KBOT_HIGH_RISK_KINDS lists it", both, or "-"
+    principal: str  # the Kafka principal the action runs as (ActionSpec.principal)
+
+
+def second_approver_rules(
+    actions: Mapping[str, ActionSpec], high_risk_kinds: frozenset[str]
+) -> tuple[list[ApprovalRule], list[str]]:
+    """The effective rule per action kind (``actions``: command name -> its ActionSpec), as
+    :func:`needs_second_approver` applies it, and the KBOT_HIGH_RISK_KINDS entries that name no
+    action (they have no effect)."""
+    rules = []
+    for kind, spec in sorted(actions.items()):
+        because = [f"the command: {spec.second_approver}"] if spec.second_approver else []
+        if kind in high_risk_kinds:
+            because.append("KBOT_HIGH_RISK_KINDS lists it")
+            when = "always"
+        else:
+            when = spec.second_approver.split(":", 1)[0] if spec.second_approver else "never"
+        rules.append(ApprovalRule(kind, when, "; ".join(because) or "-", spec.principal))
+    unknown = sorted(high_risk_kinds - set(actions))
+    return rules, unknown
+
+
 def new_token() -> str:
     """~190 bits from secrets; never starting with '-', which the router refuses as an argument."""
     while True:
@@ -442,7 +481,7 @@ class ConfirmationGate(Gate):
             request.channel,
             now,
             now + self.ttl_s,
-            bool(plan.high_risk or plan.kind in self.high_risk_kinds or request.spec.name in self.high_risk_kinds),
+            needs_second_approver(plan, request.spec.name, self.high_risk_kinds),
             updated_at=now,
         )
         await self._db(self.store.insert, rec)

@@ -104,8 +104,27 @@ class KbotSettings(BaseSettings):
     kbot_ssl_key_password: SecretStr | None = _f(
         None, "KBOT_SSL_KEY_PASSWORD", "the key's password", "Kafka cluster", secret=True
     )
+    kbot_config_sasl_username: str | None = _f(
+        None,
+        "KBOT_CONFIG_SASL_USERNAME",
+        "the config principal (confirmed retention and throttle only)",
+        "Kafka cluster",
+    )
+    kbot_config_sasl_password: SecretStr | None = _f(
+        None, "KBOT_CONFIG_SASL_PASSWORD", "its password", "Kafka cluster", secret=True
+    )
+    kbot_config_ssl_cert: Path | None = _f(
+        None, "KBOT_CONFIG_SSL_CERT", "the config principal's client certificate", "Kafka cluster"
+    )
+    kbot_config_ssl_key: Path | None = _f(None, "KBOT_CONFIG_SSL_KEY", "its key", "Kafka cluster")
+    kbot_config_ssl_key_password: SecretStr | None = _f(
+        None, "KBOT_CONFIG_SSL_KEY_PASSWORD", "the key's password", "Kafka cluster", secret=True
+    )
     kbot_operator_sasl_username: str | None = _f(
-        None, "KBOT_OPERATOR_SASL_USERNAME", "the operator principal (confirmed actions only)", "Kafka cluster"
+        None,
+        "KBOT_OPERATOR_SASL_USERNAME",
+        "the operator principal (confirmed elect-leaders and abort-txn only)",
+        "Kafka cluster",
     )
     kbot_operator_sasl_password: SecretStr | None = _f(
         None, "KBOT_OPERATOR_SASL_PASSWORD", "its password", "Kafka cluster", secret=True

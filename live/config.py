@@ -12,7 +12,9 @@ Two sources, merged by :func:`load_clusters`:
     KBOT_SSL_CA               CA bundle (PEM) to verify the brokers
     KBOT_SSL_CERT / KBOT_SSL_KEY / KBOT_SSL_KEY_PASSWORD   client certificate (mTLS)
     KBOT_EXPECTED_BROKERS     optional comma list of broker ids, e.g. 1,2,3
-    KBOT_OPERATOR_SASL_USERNAME / KBOT_OPERATOR_SASL_PASSWORD   the operator principal (actions)
+    KBOT_CONFIG_SASL_USERNAME / KBOT_CONFIG_SASL_PASSWORD       the config principal (retention, throttle)
+    KBOT_CONFIG_SSL_CERT / KBOT_CONFIG_SSL_KEY / KBOT_CONFIG_SSL_KEY_PASSWORD         ... with mTLS
+    KBOT_OPERATOR_SASL_USERNAME / KBOT_OPERATOR_SASL_PASSWORD   the operator principal (elect-leaders, abort-txn)
     KBOT_OPERATOR_SSL_CERT / KBOT_OPERATOR_SSL_KEY / KBOT_OPERATOR_SSL_KEY_PASSWORD   ... with mTLS
 
 * a YAML file, ``$KBOT_CLUSTERS_FILE`` or ``$KBOT_HOME/clusters.yaml``
@@ -30,14 +32,25 @@ Two sources, merged by :func:`load_clusters`:
         sasl_password: ${KBOT_PROD_PASSWORD}     # ${VAR} is read from the environment
         ssl_ca: /etc/kbot/ca.pem
         expected_brokers: [1, 2, 3]
-        operator:                                # the principal confirmed actions run as
+        config:                                  # retention and throttle run as this principal
+          sasl_username: kbot-config
+          sasl_password: ${KBOT_PROD_CONFIG_PASSWORD}
+        operator:                                # elect-leaders and abort-txn run as this one
           sasl_username: kbot-operator
           sasl_password: ${KBOT_PROD_OPERATOR_PASSWORD}
 
-Two principals per cluster: every read runs as the configured (observer) credentials, which need
-only Describe / DescribeConfigs rights; a confirmed action runs as the ``operator`` credentials
-(:meth:`ClusterConfig.as_operator`), which hold exactly the rights the actions need
-(docs/security.md). Without ``operator`` settings actions run as the observer credentials.
+Three principals per cluster, one per privilege level (docs/security.md):
+
+* ``observer`` - the configured credentials themselves: every read (Describe / DescribeConfigs);
+* ``config`` - confirmed config changes (``retention``, ``throttle``): ALTER_CONFIGS on topics and
+  on the cluster's broker configs, nothing else;
+* ``operator`` - confirmed ``elect-leaders`` and ``abort-txn``: ALTER on the cluster, which Kafka
+  also accepts for CreateAcls / DeleteAcls - the escalation path, so it is used for those two only.
+
+:meth:`ClusterConfig.as_role` gives the credentials of one of them. On a cluster that authenticates
+clients, an action whose principal is not configured is refused up front (ConfigError naming what to
+set); it is never tried with another principal's credentials. A cluster that does not authenticate
+has no principals to tell apart: every role gets the same settings.
 
 Which cluster is the default (``get_cluster(None)``): ``$KBOT_CLUSTER`` if set,
 else the env cluster if ``KBOT_BOOTSTRAP`` is set, else the file's ``default:``,
@@ -61,6 +74,14 @@ from pydantic import SecretStr
 
 from kbot_settings import KbotSettings, SettingsError, load
 
+# The principals the bot uses per cluster, one per privilege level, and what each is used for.
+ROLES = ("observer", "config", "operator")
+ACTING_ROLES = ("config", "operator")
+ROLE_USES = {
+    "observer": "reads (every answer, previews and re-checks)",
+    "config": "config changes (retention, throttle)",
+    "operator": "leader elections and transaction aborts (elect-leaders, abort-txn)",
+}
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
 MASK = "***"
@@ -119,13 +140,19 @@ class ClusterConfig:
     # exporters the live checks read for what the admin API does not show (handler idle time,
     # fetch-session evictions, per-partition write rates).
     metrics_targets: str | None = None
-    # The operator principal: the credentials confirmed actions use (None: the same as above).
+    # The config principal: the credentials retention and throttle use (docstring above).
+    config_sasl_username: str | None = None
+    config_sasl_password: Secret | None = field(default=None, repr=False)
+    config_ssl_cert: str | None = None
+    config_ssl_key: str | None = None
+    config_ssl_key_password: Secret | None = field(default=None, repr=False)
+    # The operator principal: the credentials elect-leaders and abort-txn use.
     operator_sasl_username: str | None = None
     operator_sasl_password: Secret | None = field(default=None, repr=False)
     operator_ssl_cert: str | None = None
     operator_ssl_key: str | None = None
     operator_ssl_key_password: Secret | None = field(default=None, repr=False)
-    role: str = "observer"  # whose credentials these are: "observer" or "operator" (for messages)
+    role: str = "observer"  # whose credentials these are: one of ROLES (for messages)
     source: str = "code"  # "env", "file:<path>" or "code" (for messages)
 
     def __post_init__(self) -> None:
@@ -134,8 +161,9 @@ class ClusterConfig:
 
         set_("sasl_password", _secret(self.sasl_password))
         set_("ssl_key_password", _secret(self.ssl_key_password))
-        set_("operator_sasl_password", _secret(self.operator_sasl_password))
-        set_("operator_ssl_key_password", _secret(self.operator_ssl_key_password))
+        for role in ACTING_ROLES:
+            set_(f"{role}_sasl_password", _secret(getattr(self, f"{role}_sasl_password")))
+            set_(f"{role}_ssl_key_password", _secret(getattr(self, f"{role}_ssl_key_password")))
         set_("expected_brokers", tuple(_broker_ids(self.expected_brokers, self.name)))
         proto = (self.security_protocol or "PLAINTEXT").upper()
         set_("security_protocol", proto)
@@ -174,19 +202,22 @@ class ClusterConfig:
                 raise ConfigError(f"{where}: metrics target {item!r} is not <node id>=<http(s) url>")
         if bool(self.ssl_cert) != bool(self.ssl_key):
             raise ConfigError(f"{where}: mTLS needs both ssl_cert and ssl_key")
-        if self.role not in ("observer", "operator"):
-            raise ConfigError(f"{where}: role {self.role!r} is not observer or operator")
-        if bool(self.operator_sasl_username) != bool(self.operator_sasl_password):
-            raise ConfigError(f"{where}: the operator needs both sasl_username and sasl_password")
-        if self.operator_sasl_username and not self.uses_sasl:
-            raise ConfigError(
-                f"{where}: operator SASL credentials given but security_protocol is "
-                f"{self.security_protocol}; use SASL_SSL"
-            )
-        if bool(self.operator_ssl_cert) != bool(self.operator_ssl_key):
-            raise ConfigError(f"{where}: the operator's mTLS needs both ssl_cert and ssl_key")
-        if self.operator_ssl_cert and not self.uses_ssl:
-            raise ConfigError(f"{where}: an operator client certificate needs security_protocol SSL or SASL_SSL")
+        if self.role not in ROLES:
+            raise ConfigError(f"{where}: role {self.role!r} is not one of {', '.join(ROLES)}")
+        for role in ACTING_ROLES:
+            user, password = getattr(self, f"{role}_sasl_username"), getattr(self, f"{role}_sasl_password")
+            cert, key = getattr(self, f"{role}_ssl_cert"), getattr(self, f"{role}_ssl_key")
+            if bool(user) != bool(password):
+                raise ConfigError(f"{where}: the {role} principal needs both sasl_username and sasl_password")
+            if user and not self.uses_sasl:
+                raise ConfigError(
+                    f"{where}: {role} SASL credentials given but security_protocol is "
+                    f"{self.security_protocol}; use SASL_SSL"
+                )
+            if bool(cert) != bool(key):
+                raise ConfigError(f"{where}: the {role} principal's mTLS needs both ssl_cert and ssl_key")
+            if cert and not self.uses_ssl:
+                raise ConfigError(f"{where}: a {role} client certificate needs security_protocol SSL or SASL_SSL")
         if not self.uses_ssl and (self.ssl_ca or self.ssl_cert or self.ssl_key):
             raise ConfigError(
                 f"{where}: SSL files given but security_protocol is {self.security_protocol}; use SSL or SASL_SSL"
@@ -228,41 +259,77 @@ class ClusterConfig:
         return "User:ANONYMOUS"
 
     @property
-    def has_operator(self) -> bool:
-        return bool(self.operator_sasl_username or self.operator_ssl_cert)
+    def authenticates(self) -> bool:
+        """Whether the brokers tell clients apart (SASL or a client certificate)."""
+        return self.uses_sasl or self.mtls
 
-    def as_operator(self) -> "ClusterConfig":
-        """The same cluster with the operator's credentials (role "operator"): what a confirmed
+    def has_role(self, role: str) -> bool:
+        """Whether credentials of their own are configured for ``role`` (the observer's always are)."""
+        if role == "observer":
+            return True
+        return bool(getattr(self, f"{role}_sasl_username") or getattr(self, f"{role}_ssl_cert"))
+
+    @property
+    def has_operator(self) -> bool:
+        return self.has_role("operator")
+
+    @property
+    def has_config(self) -> bool:
+        return self.has_role("config")
+
+    def as_role(self, role: str) -> "ClusterConfig":
+        """The same cluster with ``role``'s credentials (docstring of the module): what a confirmed
         action connects with. A cluster that does not authenticate clients has no principals to tell
-        apart: the same settings, labelled operator. One that does and names no operator raises
-        ConfigError: a change is never tried as the read-only observer."""
+        apart: the same settings, labelled ``role``. One that does and names no such principal raises
+        ConfigError saying what to set: a change is never tried with another principal's rights."""
         from dataclasses import replace
 
-        if (self.uses_sasl or self.mtls) and not self.has_operator:
+        if role == "observer" or role == self.role:
+            return self
+        if role not in ACTING_ROLES:
+            raise ConfigError(f"cluster {self.name!r}: no principal role {role!r}; roles: {', '.join(ROLES)}")
+        if self.authenticates and not self.has_role(role):
+            env = role.upper()
             raise ConfigError(
-                f"cluster {self.name!r}: no operator principal is configured, and changes are never made as the "
-                f"read-only {self.principal}. Set `operator:` (sasl_username and sasl_password, or ssl_cert and "
-                "ssl_key) in the clusters file, or KBOT_OPERATOR_SASL_USERNAME and KBOT_OPERATOR_SASL_PASSWORD."
+                f"cluster {self.name!r}: no {role} principal is configured, and {ROLE_USES[role]} never run as "
+                f"another principal (the observer {self.principal} may not change the cluster). Set `{role}:` "
+                "(sasl_username and sasl_password, or ssl_cert and ssl_key) under the cluster in the clusters "
+                f"file, or KBOT_{env}_SASL_USERNAME and KBOT_{env}_SASL_PASSWORD."
             )
 
-        changes: dict[str, Any] = {
-            "role": "operator",
-            "client_id": f"{self.client_id}-operator",
-            "operator_sasl_username": None,
-            "operator_sasl_password": None,
-            "operator_ssl_cert": None,
-            "operator_ssl_key": None,
-            "operator_ssl_key_password": None,
-        }
-        if self.operator_sasl_username:
-            changes.update(sasl_username=self.operator_sasl_username, sasl_password=self.operator_sasl_password)
-        if self.operator_ssl_cert:
+        changes: dict[str, Any] = {"role": role, "client_id": f"{self.client_id}-{role}"}
+        for other in ACTING_ROLES:
+            changes.update({f"{other}_{k}": None for k in _ROLE_KEYS})
+        if getattr(self, f"{role}_sasl_username"):
             changes.update(
-                ssl_cert=self.operator_ssl_cert,
-                ssl_key=self.operator_ssl_key,
-                ssl_key_password=self.operator_ssl_key_password,
+                sasl_username=getattr(self, f"{role}_sasl_username"),
+                sasl_password=getattr(self, f"{role}_sasl_password"),
+            )
+        if getattr(self, f"{role}_ssl_cert"):
+            changes.update(
+                ssl_cert=getattr(self, f"{role}_ssl_cert"),
+                ssl_key=getattr(self, f"{role}_ssl_key"),
+                ssl_key_password=getattr(self, f"{role}_ssl_key_password"),
             )
         return replace(self, **changes)
+
+    def as_operator(self) -> "ClusterConfig":
+        """The operator's credentials (elect-leaders, abort-txn): :meth:`as_role`."""
+        return self.as_role("operator")
+
+    def as_config(self) -> "ClusterConfig":
+        """The config principal's credentials (retention, throttle): :meth:`as_role`."""
+        return self.as_role("config")
+
+    def role_principals(self) -> dict[str, str | None]:
+        """Each role -> the principal it authenticates as (None: not configured), for the audit."""
+        out: dict[str, str | None] = {}
+        for role in ROLES:
+            try:
+                out[role] = self.as_role(role).principal
+            except ConfigError:
+                out[role] = None
+        return out
 
     def missing_tls_files(self) -> list[str]:
         """The TLS files this configuration names that cannot be read, each as "setting path (why)":
@@ -359,9 +426,11 @@ _FILE_KEYS = {
     "expected_brokers",
     "client_id",
     "metrics_targets",
+    "config",
     "operator",
 }
-_OPERATOR_KEYS = {"sasl_username", "sasl_password", "ssl_cert", "ssl_key", "ssl_key_password"}
+_ROLE_KEYS = ("sasl_username", "sasl_password", "ssl_cert", "ssl_key", "ssl_key_password")
+_OPERATOR_KEYS = set(_ROLE_KEYS)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -428,6 +497,11 @@ def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
         ssl_key_password=secret(s.kbot_ssl_key_password),
         expected_brokers=tuple(_broker_ids(g(s.kbot_expected_brokers), "env")),
         metrics_targets=g(s.kbot_metrics_targets),
+        config_sasl_username=g(s.kbot_config_sasl_username),
+        config_sasl_password=secret(s.kbot_config_sasl_password),
+        config_ssl_cert=g(s.kbot_config_ssl_cert),
+        config_ssl_key=g(s.kbot_config_ssl_key),
+        config_ssl_key_password=secret(s.kbot_config_ssl_key_password),
         operator_sasl_username=g(s.kbot_operator_sasl_username),
         operator_sasl_password=secret(s.kbot_operator_sasl_password),
         operator_ssl_cert=g(s.kbot_operator_ssl_cert),
@@ -463,15 +537,23 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         bad = set(settings) - _FILE_KEYS
         if bad:
             raise ConfigError(f"{where}: unknown key(s) {sorted(bad)}; allowed: {sorted(_FILE_KEYS)}")
-        operator = settings.get("operator") or {}
-        if not isinstance(operator, dict):
-            raise ConfigError(f"{where}: 'operator' must map to sasl_username / sasl_password (or ssl_cert / ssl_key)")
-        bad = set(operator) - _OPERATOR_KEYS
-        if bad:
-            raise ConfigError(f"{where}: unknown operator key(s) {sorted(bad)}; allowed: {sorted(_OPERATOR_KEYS)}")
+        roles: dict[str, dict[str, Any]] = {}
+        for role in ACTING_ROLES:
+            given = settings.get(role) or {}
+            if not isinstance(given, dict):
+                raise ConfigError(
+                    f"{where}: {role!r} must map to sasl_username / sasl_password (or ssl_cert / ssl_key)"
+                )
+            bad = set(given) - _OPERATOR_KEYS
+            if bad:
+                raise ConfigError(f"{where}: unknown {role} key(s) {sorted(bad)}; allowed: {sorted(_OPERATOR_KEYS)}")
+            roles[role] = given
         # YAML values, any type: ClusterConfig normalises them and validate() says what is wrong
-        s: dict[str, Any] = {k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items() if k != "operator"}
-        s.update({f"operator_{k}": _expand(v, env, f"{where} key 'operator.{k}'") for k, v in operator.items()})
+        s: dict[str, Any] = {
+            k: _expand(v, env, f"{where} key {k!r}") for k, v in settings.items() if k not in ACTING_ROLES
+        }
+        for role, given in roles.items():
+            s.update({f"{role}_{k}": _expand(v, env, f"{where} key '{role}.{k}'") for k, v in given.items()})
         bootstrap = s.pop("bootstrap", None) or s.pop("bootstrap_servers", None)
         s.pop("bootstrap_servers", None)
         if isinstance(bootstrap, list):

@@ -215,6 +215,19 @@ class ElectionResult:
 
 
 @dataclass(frozen=True)
+class AclBinding:
+    """One ACL as DescribeAcls returns it, in Kafka's own names (CLUSTER, not librdkafka's BROKER)."""
+
+    principal: str  # "User:kbot-observer", or "User:*" for every principal
+    host: str  # "*" = from any host
+    operation: str  # ALTER, ALTER_CONFIGS, DESCRIBE, ALL ...
+    permission: str  # ALLOW | DENY
+    resource_type: str  # TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER
+    resource_name: str  # "*" with pattern LITERAL = every resource of the type
+    pattern: str  # LITERAL | PREFIXED
+
+
+@dataclass(frozen=True)
 class GroupListing:
     """One group from ListGroups, as the broker coordinating it reported it."""
 

@@ -1,8 +1,11 @@
 """One AdminGateway per configured cluster and principal, created on first use and reused.
 
 Reads use the cluster's configured (observer) credentials: :meth:`GatewayPool.get`. A confirmed
-action uses the operator's: :meth:`GatewayPool.operator` (``ClusterConfig.as_operator``), a
-separate client with its own connections, so nothing read-only ever runs with the rights to act.
+action uses the principal of its privilege level (``ClusterConfig.as_role``): the config principal
+for retention and throttle (:meth:`GatewayPool.config`), the operator for elect-leaders and
+abort-txn (:meth:`GatewayPool.operator`) - each a separate client with its own connections, so
+nothing read-only ever runs with the rights to act, and no config change with the cluster ALTER
+that elections need (and that Kafka also accepts for CreateAcls).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ class GatewayPool:
         self._gateways: dict[str, AdminGateway] = {}
         self._lock = asyncio.Lock()
 
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The settings this pool reads its clusters from."""
+        return self._env
+
     def configured(self) -> bool:
         try:
             clusters, _default = load_config(self._env)
@@ -38,10 +46,9 @@ class GatewayPool:
 
     async def get(self, name: str | None = None, role: str = "observer") -> AdminGateway:
         """The gateway for ``name`` (None: the default cluster) with the observer's credentials,
-        or the operator's for ``role="operator"``. Raises live.ConfigError."""
-        config = get_cluster(name, self._env)
-        if role == "operator":
-            config = config.as_operator()
+        or those of ``role`` ("config", "operator"). Raises live.ConfigError, also when the role's
+        principal is not configured on a cluster that authenticates clients."""
+        config = get_cluster(name, self._env).as_role(role)
         key = f"{config.name}\0{config.role}"
         async with self._lock:
             gw = self._gateways.get(key)
@@ -50,13 +57,27 @@ class GatewayPool:
                 self._gateways[key] = gw
             return gw
 
+    def check_role(self, name: str | None, role: str) -> None:
+        """Raise ConfigError (what to set) if ``role``'s principal is not configured for ``name``,
+        without connecting: how an action is refused up front, before its preview reads anything.
+        A cluster that cannot be resolved at all passes here; get() says what is wrong with it."""
+        try:
+            config = get_cluster(name, self._env)
+        except ConfigError:
+            return
+        config.as_role(role)
+
     def connected(self) -> list[tuple[str, str]]:
         """(cluster, role) of every gateway opened so far: which principals this process used."""
         return sorted((cluster, role) for cluster, _, role in (k.partition("\0") for k in self._gateways))
 
     async def operator(self, name: str | None = None) -> AdminGateway:
-        """The gateway a confirmed action changes ``name`` with (operator credentials)."""
+        """The gateway elect-leaders and abort-txn change ``name`` with (operator credentials)."""
         return await self.get(name, role="operator")
+
+    async def config(self, name: str | None = None) -> AdminGateway:
+        """The gateway retention and throttle change ``name`` with (config principal credentials)."""
+        return await self.get(name, role="config")
 
     async def close(self) -> None:
         async with self._lock:

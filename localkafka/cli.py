@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--secure",
         action="store_true",
-        help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/operator principals "
+        help="SASL_SSL (SCRAM-SHA-512) listener, ACLs, observer/config/operator principals "
         "(localkafka/secure.py); give it with every action on that cluster",
     )
     p.set_defaults(func=run)

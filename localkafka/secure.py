@@ -1,6 +1,8 @@
 """The local cluster in secure mode: a SASL_SSL listener (SCRAM-SHA-512 over TLS), the standard
 KRaft authorizer with ``allow.everyone.if.no.acl.found=false``, a super user for the cluster's
-own use and the bot's two principals with least-privilege ACLs.
+own use and the bot's three principals with least-privilege ACLs: the observer (reads), the config
+principal (retention, throttle: ALTER_CONFIGS) and the operator (elect-leaders, abort-txn: ALTER on
+the cluster, which Kafka also accepts for CreateAcls - so no other action uses it).
 
 Listeners (why this shape):
 
@@ -37,11 +39,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from live.acls import NEEDED
+
 from .cluster import ClusterError, LocalCluster, admin_client
 
 SUPER_USER = "kbot-admin"
 OBSERVER = "kbot-observer"
+CONFIG = "kbot-config"
 OPERATOR = "kbot-operator"
+BOT_USERS = (OBSERVER, CONFIG, OPERATOR)
+ROLE_USERS = {"observer": OBSERVER, "config": CONFIG, "operator": OPERATOR}
 MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 CERT_DAYS = 825
@@ -58,38 +65,9 @@ class Grant:
     why: str
 
 
-def _obs(op: str, res: str, name: str, why: str) -> Grant:
-    return Grant(OBSERVER, op, res, name, why)
-
-
-def _op(op: str, res: str, name: str, why: str) -> Grant:
-    return Grant(OPERATOR, op, res, name, why)
-
-
-GRANTS: tuple[Grant, ...] = (
-    _obs(
-        "DESCRIBE",
-        "CLUSTER",
-        "kafka-cluster",
-        "log dirs, reassignments, KRaft quorum, ListGroups/ListTransactions over every broker",
-    ),
-    _obs("DESCRIBE_CONFIGS", "CLUSTER", "kafka-cluster", "broker configs (audit, throttle preview, quorum voters)"),
-    _obs("DESCRIBE", "TOPIC", "*", "metadata, leaders/ISR, log end offsets, ELR"),
-    _obs("DESCRIBE_CONFIGS", "TOPIC", "*", "min.insync.replicas, retention.ms, throttled-replica lists"),
-    _obs("READ", "TOPIC", "*", "DescribeProducers (open transactions on a partition) is authorized as READ"),
-    _obs("DESCRIBE", "GROUP", "*", "consumer lag: DescribeGroups and OffsetFetch"),
-    _obs("DESCRIBE", "TRANSACTIONAL_ID", "*", "hanging-txns: ListTransactions / DescribeTransactions"),
-    _obs("WRITE", "TOPIC", "kbot-audit", "the audit log's Kafka mirror (KBOT_AUDIT_TOPIC; name your own topic)"),
-    _op("ALTER_CONFIGS", "TOPIC", "*", "retention; throttle's leader/follower.replication.throttled.replicas"),
-    _op("ALTER_CONFIGS", "CLUSTER", "kafka-cluster", "throttle's per-broker replication rates"),
-    _op("ALTER", "CLUSTER", "kafka-cluster", "elect-leaders (ElectLeaders) and abort-txn (WriteTxnMarkers, KIP-664)"),
-    _op(
-        "DESCRIBE",
-        "TOPIC",
-        "*",
-        "abort-txn: the client finds the partition's leader in Metadata, which hides undescribable topics",
-    ),
-)
+# One table, live/acls.py NEEDED: the rights each of the bot's roles needs, granted here to the
+# role's user.
+GRANTS: tuple[Grant, ...] = tuple(Grant(ROLE_USERS[r.role], r.operation, r.resource, r.name, r.why) for r in NEEDED)
 
 
 def _run(cmd: list[str], what: str) -> None:
@@ -250,7 +228,8 @@ class SecureState:
 
 
 def ensure_state(base_dir: Path) -> SecureState:
-    """Certificates and passwords, made once per cluster folder (kept across restarts)."""
+    """Certificates and passwords, made once per cluster folder (kept across restarts); a user
+    added since (kbot-config) gets its password on the next start."""
     folder = base_dir / "secure"
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
@@ -283,13 +262,20 @@ def ensure_state(base_dir: Path) -> SecureState:
         _private(p12)
         doc = {
             "keystore_password": ks_pw,
-            "passwords": {u: secrets.token_hex(16) for u in (SUPER_USER, OBSERVER, OPERATOR)},
+            "passwords": {u: secrets.token_hex(16) for u in (SUPER_USER, *BOT_USERS)},
         }
         tmp = folder / "secrets.json.tmp"
         tmp.write_text(json.dumps(doc, indent=1))
         _private(tmp)
         tmp.replace(meta)
     doc = json.loads(meta.read_text())
+    missing = [u for u in (SUPER_USER, *BOT_USERS) if u not in doc["passwords"]]
+    if missing:
+        doc["passwords"].update({u: secrets.token_hex(16) for u in missing})
+        tmp = folder / "secrets.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=1))
+        _private(tmp)
+        tmp.replace(meta)
     return SecureState(folder, folder / "ca.pem", folder / "broker.p12", doc["keystore_password"], doc["passwords"])
 
 
@@ -364,9 +350,48 @@ def apply_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -
     return len(bindings)
 
 
+def prune_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -> int:
+    """Delete the bot users' ALLOW bindings that the grant table does not hold (as the super user):
+    a cluster created before a right moved to another principal (ALTER_CONFIGS from kbot-operator
+    to kbot-config) must not keep the old, wider grants. Returns how many were deleted."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    wanted = {(g.principal, g.operation, g.resource, g.name) for g in grants}
+    stale = []
+    for user in sorted({g.principal for g in grants}):
+        flt = AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            f"User:{user}",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        for b in admin.describe_acls(flt, request_timeout=timeout).result(timeout):
+            rtype = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
+            key = (user, b.operation.name, rtype, b.name)
+            if key not in wanted or b.resource_pattern_type.name != "LITERAL" or b.permission_type.name != "ALLOW":
+                stale.append(
+                    AclBindingFilter(
+                        b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
+                    )
+                )
+    if stale:
+        for fut in admin.delete_acls(stale, request_timeout=timeout).values():
+            fut.result()
+    return len(stale)
+
+
 class SecureCluster(LocalCluster):
     """LocalCluster with the SASL_SSL listener and ACLs. ``up()`` also applies the ACLs, so a
-    cluster started by `kbot cluster up --secure` is ready for the bot's two principals."""
+    cluster started by `kbot cluster up --secure` is ready for the bot's three principals."""
 
     secure = True
 
@@ -432,7 +457,8 @@ class SecureCluster(LocalCluster):
         them restores the logins at once. Cheap (one request each) and idempotent."""
         ensure_scram_users(self.admin(), {u: p for u, p in self.state.passwords.items() if u != SUPER_USER})
         apply_acls(self.admin(), self.acl_grants)
-        for user in (OBSERVER, OPERATOR):
+        prune_acls(self.admin(), self.acl_grants)
+        for user in BOT_USERS:
             self.wait_login(user, timeout=timeout)
         self._provisioned = True
 
@@ -464,15 +490,16 @@ class SecureCluster(LocalCluster):
             "listener": "SASL_SSL",
             "sasl_mechanism": MECHANISM,
             "ca": str(self.state.ca),
-            "users": [SUPER_USER, OBSERVER, OPERATOR],
+            "users": [SUPER_USER, *BOT_USERS],
             "secrets_file": str(self.state.folder / "secrets.json"),
         }
         return st
 
 
 def config_entry(cluster: SecureCluster, role_passwords: bool = True) -> dict:
-    """The cluster's entry for clusters.yaml (live/config.py): the observer reads, the operator
-    acts. The passwords are inlined; for anything but this local cluster use ${VAR} instead."""
+    """The cluster's entry for clusters.yaml (live/config.py): the observer reads, the config
+    principal changes configs, the operator elects leaders and aborts transactions. The passwords
+    are inlined; for anything but this local cluster use ${VAR} instead."""
     st = cluster.state
     return {
         "bootstrap": cluster.bootstrap_servers,
@@ -482,5 +509,6 @@ def config_entry(cluster: SecureCluster, role_passwords: bool = True) -> dict:
         "sasl_password": st.passwords[OBSERVER],
         "ssl_ca": str(st.ca),
         "expected_brokers": sorted(cluster.brokers),
+        "config": {"sasl_username": CONFIG, "sasl_password": st.passwords[CONFIG]},
         "operator": {"sasl_username": OPERATOR, "sasl_password": st.passwords[OPERATOR]},
     }

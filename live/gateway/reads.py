@@ -21,7 +21,7 @@ from confluent_kafka.admin import ConfigEntry, ConfigResource, ResourceType  # t
 from .. import model, probe
 from ..config import ClusterConfig
 from .confluent import latest_offset
-from .convert import config_source, tp_list
+from .convert import config_source, enum_name, tp_list
 from .errors import GatewayError, UnknownTopic
 from .kafkapython import KafkaPythonTransport
 
@@ -368,6 +368,47 @@ class ReadsMixin(KafkaPythonTransport):
                 )
         # (every value is a config by now: the loop above raised on the errors)
         return {n: self._config_values(r) for n in names if not isinstance(r := res[n], KafkaError)}
+
+    async def describe_acls(self, principal: str | None = None) -> list[model.AclBinding]:
+        """Every ACL binding (DescribeAcls), or those of one principal ("User:name", matched
+        exactly: a "User:*" binding is listed only when asked for "User:*"). Kafka authorizes the
+        request as DESCRIBE on the CLUSTER; a cluster without an authorizer answers
+        SECURITY_DISABLED (a GatewayError with that code)."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+        )
+
+        self._check_open()
+        # None = any (name, principal, host); the stubs type them str
+        flt = AclBindingFilter(
+            ResourceType.ANY,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.ANY,
+            principal,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        what = "describe_acls" + (f" of {principal!r}" if principal else "")
+        found = await self._await(self._rdkafka().describe_acls(flt, request_timeout=self.timeout_s), what)
+        out = []
+        for b in found or []:
+            rtype = enum_name(b.restype)
+            out.append(
+                model.AclBinding(
+                    principal=str(b.principal),
+                    host=str(b.host),
+                    operation=enum_name(b.operation),
+                    permission=enum_name(b.permission_type),
+                    resource_type="CLUSTER" if rtype == "BROKER" else rtype,
+                    resource_name=str(b.name),
+                    pattern=enum_name(b.resource_pattern_type),
+                )
+            )
+        return sorted(out, key=lambda a: (a.principal, a.resource_type, a.resource_name, a.operation))
 
     async def broker_configs(self, ids: Iterable[int] | None = None) -> dict[int, dict[str, model.ConfigValue]]:
         """Configs of the given brokers (default: all registered ones). One

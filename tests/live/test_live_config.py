@@ -499,8 +499,11 @@ def test_an_authenticated_cluster_without_an_operator_refuses_changes_up_front()
 @pytest.mark.parametrize(
     "operator, message",
     [
-        ({"sasl_username": "op"}, "the operator needs both sasl_username and sasl_password"),
-        ({"sasl_password": "x", "sasl_username": "op", "ssl_cert": "/c.pem"}, "the operator's mTLS needs both"),
+        ({"sasl_username": "op"}, "the operator principal needs both sasl_username and sasl_password"),
+        (
+            {"sasl_password": "x", "sasl_username": "op", "ssl_cert": "/c.pem"},
+            "the operator principal's mTLS needs both",
+        ),
         ({"password": "x"}, "unknown operator key(s) ['password']"),
     ],
 )

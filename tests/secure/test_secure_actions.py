@@ -12,7 +12,7 @@ from waiting import wait_until
 
 from bot.render import render_json
 from commands.dispatch import answer
-from localkafka.secure import OPERATOR
+from localkafka.secure import CONFIG, OPERATOR
 from localkafka.testing import read_committed
 
 from .securekit import skewed_topic
@@ -69,8 +69,9 @@ async def test_retention_runs_as_the_operator_after_confirmation(ctx, secure, to
         "retention.ms read back",
         interval=0.5,
     )
-    op = await ctx.live.operator("secure")
-    assert op.config.sasl_username == OPERATOR and ("secure", "operator") in ctx.live.connected()
+    changed_by = await ctx.live.config("secure")
+    assert changed_by.config.sasl_username == CONFIG and ("secure", "config") in ctx.live.connected()
+    assert ("secure", "operator") not in ctx.live.connected(), "a config change must not use the cluster ALTER"
     _assert_audited(ctx, "retention")
 
 
@@ -103,6 +104,8 @@ async def test_elect_leaders_moves_leadership_back_as_the_operator(ctx, secure):
         interval=0.5,
     )
     _assert_audited(ctx, "elect-leaders")
+    op = await ctx.live.operator("secure")
+    assert op.config.sasl_username == OPERATOR and ("secure", "operator") in ctx.live.connected()
 
 
 async def test_abort_txn_as_the_operator_with_a_second_approver(ctx, secure):
@@ -123,9 +126,19 @@ async def test_abort_txn_as_the_operator_with_a_second_approver(ctx, secure):
     _assert_audited(ctx, "abort-txn")
 
 
-async def test_without_an_operator_a_change_is_refused_up_front_not_tried_as_the_observer(secure, topic, tmp_path):
-    """The clusters file names only the read-only observer: the preview says what to set, and the
-    topic's config is untouched (nothing was tried with the observer's credentials)."""
+@pytest.mark.parametrize(
+    "dropped, text, setting",
+    [
+        ("config", "retention {topic} 9d", "KBOT_CONFIG_SASL_USERNAME"),
+        ("operator", "elect-leaders {topic}", "KBOT_OPERATOR_SASL_USERNAME"),
+    ],
+)
+async def test_an_action_whose_principal_is_not_configured_is_refused_up_front(
+    secure, topic, tmp_path, dropped, text, setting
+):
+    """The clusters file names no principal for the action's privilege level: the action is refused
+    before its preview, saying what to set, and the cluster is untouched (nothing was tried with
+    another principal's credentials - not the observer's, and not the other acting principal's)."""
     from commands.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
@@ -134,19 +147,21 @@ async def test_without_an_operator_a_change_is_refused_up_front_not_tried_as_the
 
     from .securekit import write_clusters_file
 
-    entry = {k: v for k, v in config_entry(secure).items() if k != "operator"}
+    entry = {k: v for k, v in config_entry(secure).items() if k != dropped}
     clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": entry})
     pool = GatewayPool(env={"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "20"})
     audit = AuditLog(tmp_path / "audit.jsonl")
     ctx = Context(live=pool, gate=ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit))
     before = _topic_config(secure, topic, "retention.ms")
     try:
-        result = await answer(f"retention {topic} 9d", ctx, user="U0ALICE")
+        result = await answer(text.format(topic=topic), ctx, user="U0ALICE")
+        connected = pool.connected()
     finally:
         await pool.close()
         audit.close()
     assert result.outcome == "unavailable", result.reply.verdict
-    assert "no operator principal is configured" in result.reply.verdict
-    assert "KBOT_OPERATOR_SASL_USERNAME" in result.reply.verdict and "refused for" not in result.reply.verdict
+    assert f"no {dropped} principal is configured" in result.reply.verdict
+    assert setting in result.reply.verdict and "refused for" not in result.reply.verdict
     assert not any(a.label == "Confirm" for a in result.reply.actions)
     assert _topic_config(secure, topic, "retention.ms") == before
+    assert not any(role != "observer" for _cluster, role in connected), connected

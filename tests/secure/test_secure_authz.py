@@ -16,10 +16,12 @@ from .securekit import skewed_topic, write_clusters_file
 
 pytestmark = pytest.mark.kafka
 
-# What the real observer and operator hold, minus what a test takes away (localkafka/secure.py GRANTS).
-OPERATOR_RIGHTS = {
+# What the real config principal and operator hold, minus what a test takes away (localkafka/secure.py GRANTS).
+CONFIG_RIGHTS = {
     ("ALTER_CONFIGS", "TOPIC", "*"),
     ("ALTER_CONFIGS", "CLUSTER", "kafka-cluster"),
+}
+OPERATOR_RIGHTS = {
     ("ALTER", "CLUSTER", "kafka-cluster"),
     ("DESCRIBE", "TOPIC", "*"),
 }
@@ -27,12 +29,15 @@ OPERATOR_RIGHTS = {
 
 @pytest.fixture
 def with_principals(secure, tmp_path, kbot_env):
-    """with_principals(observer=None, operator=None) -> (env, user): clusters.yaml whose operator
-    (or observer) is a new user holding the given rights."""
+    """with_principals(observer=None, config=None, operator=None) -> (env, user): clusters.yaml whose
+    operator (or config principal, or observer) is a new user holding the given rights."""
 
-    def make(make_principal, *, operator=None, observer=None):
+    def make(make_principal, *, operator=None, observer=None, config=None):
         entry = config_entry(secure)
         user = None
+        if config is not None:
+            user, password = make_principal(*config)
+            entry["config"] = {"sasl_username": user, "sasl_password": password}
         if operator is not None:
             user, password = make_principal(*operator)
             entry["operator"] = {"sasl_username": user, "sasl_password": password}
@@ -72,11 +77,11 @@ def _confirm_token(result) -> str | None:
 
 
 async def test_retention_without_alter_configs_on_the_topic(secure, topic, make_principal, with_principals, ctx_for):
-    env, user = with_principals(make_principal, operator=OPERATOR_RIGHTS - {("ALTER_CONFIGS", "TOPIC", "*")})
+    env, user = with_principals(make_principal, config=CONFIG_RIGHTS - {("ALTER_CONFIGS", "TOPIC", "*")})
     ctx = ctx_for(env)
     preview = await answer(f"retention {topic} 10d", ctx, user="U0ALICE")
     want = (
-        f"the operator principal needs ALTER_CONFIGS on TOPIC {topic}: incremental_alter_configs topic "
+        f"the config principal needs ALTER_CONFIGS on TOPIC {topic}: incremental_alter_configs topic "
         f"'{topic}' retention.ms was refused for User:{user} on cluster 'secure'"
     )
     dry_run = {e.label: e.value for e in preview.reply.evidence}["validate_only dry run"]
@@ -86,15 +91,13 @@ async def test_retention_without_alter_configs_on_the_topic(secure, topic, make_
 
 
 async def test_throttle_without_alter_configs_on_the_cluster(secure, make_principal, with_principals, ctx_for):
-    env, user = with_principals(
-        make_principal, operator=OPERATOR_RIGHTS - {("ALTER_CONFIGS", "CLUSTER", "kafka-cluster")}
-    )
+    env, user = with_principals(make_principal, config=CONFIG_RIGHTS - {("ALTER_CONFIGS", "CLUSTER", "kafka-cluster")})
     preview = await answer("throttle set 20MB/s", ctx_for(env), user="U0ALICE")
     dry_run = {e.label: e.value for e in preview.reply.evidence}["validate_only dry run"]
     first = dry_run.split("; ")[0]
     broker = min(secure.brokers)
     assert first == (
-        f"broker {broker} leader.replication.throttled.rate: the operator principal needs ALTER_CONFIGS on "
+        f"broker {broker} leader.replication.throttled.rate: the config principal needs ALTER_CONFIGS on "
         f"CLUSTER kafka-cluster: incremental_alter_configs broker '{broker}' leader.replication.throttled.rate "
         f"was refused for User:{user} on cluster 'secure'"
     )

@@ -16,7 +16,7 @@ import pytest
 from bot.render import render_json, render_text
 from commands.dispatch import answer
 from live.config import get_cluster
-from localkafka.secure import OBSERVER, OPERATOR, SUPER_USER, config_entry
+from localkafka.secure import CONFIG, OBSERVER, OPERATOR, SUPER_USER, config_entry
 
 from .securekit import write_clusters_file
 
@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, kbot_env, tmp_path, caplog):
-    passwords = [secure.state.passwords[u] for u in (SUPER_USER, OBSERVER, OPERATOR)] + [secure.state.keystore_password]
+    passwords = [secure.state.passwords[u] for u in (SUPER_USER, OBSERVER, CONFIG, OPERATOR)] + [
+        secure.state.keystore_password
+    ]
     caplog.set_level(logging.DEBUG)
     texts = []
     for text in ("status", f"describe {topic}", "hanging-txns", "lag"):
@@ -54,6 +56,8 @@ async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, k
         json.dumps(config.safe_dict()),
         repr(config.as_operator()),
         json.dumps(config.as_operator().safe_dict()),
+        repr(config.as_config()),
+        json.dumps(config.as_config().safe_dict()),
     ]
     audit = Path(kbot_env["KBOT_STATE_DIR"]) / "audit.jsonl"
     texts.append(audit.read_text() if audit.exists() else "")
@@ -90,7 +94,7 @@ def test_cluster_status_names_the_secrets_file_not_the_secrets(secure):
     assert res.returncode == 0, res.stderr
     st = json.loads(res.stdout)
     assert st["healthy"] and st["security"]["listener"] == "SASL_SSL"
-    assert st["security"]["users"] == [SUPER_USER, OBSERVER, OPERATOR]
+    assert st["security"]["users"] == [SUPER_USER, OBSERVER, CONFIG, OPERATOR]
     for pw in secure.state.passwords.values():
         assert pw not in res.stdout + res.stderr
     assert (secure.base_dir / "secure" / "secrets.json").stat().st_mode & 0o077 == 0

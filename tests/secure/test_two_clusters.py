@@ -131,7 +131,9 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
             by_cluster.setdefault(r["cluster"], set()).add(r["event"])
         assert set(by_cluster) == {"plain", "secure"}
         assert all({"preview", "execution"} <= events for events in by_cluster.values()), by_cluster
-        assert ("plain", "operator") in ctx.live.connected() and ("secure", "operator") in ctx.live.connected()
+        # retention is a config change: it runs as the config principal, never the operator
+        assert ("plain", "config") in ctx.live.connected() and ("secure", "config") in ctx.live.connected()
+        assert ("secure", "operator") not in ctx.live.connected()
     finally:
         await ctx.live.close()
         audit.close()

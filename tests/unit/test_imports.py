@@ -27,14 +27,15 @@ PACKAGES = (
 # runbook and the gateways are the floor, commands sit on them, the confirmation gate (a domain
 # concept: tokens, approvals, the audit trail, the policy) beside them - the commands reach it only
 # through the Gate interface the context hands them - the transports (bot) on both, the failure lab
-# on the transports. The lake's queries may read the lake's schema (a leaf).
+# on the transports. The lake's queries may read the lake's schema (a leaf); the local cluster may
+# read the ACL table the bot needs (live/acls.py, a leaf of data) to grant it.
 # kbot_settings (the one configuration) is a leaf every package may read; tools/ (test and
 # benchmark tooling, not packaged) may use anything, and nothing that ships may import it.
 ALLOWED = {
     "kbot_settings": set(),
     "runbook_kb": {"kbot_settings"},
     "live": {"kbot_settings"},
-    "localkafka": {"kbot_settings"},
+    "localkafka": {"live.acls", "kbot_settings"},
     "spark_queries": {"lake.schema", "kbot_settings"},
     "lake": {"spark_queries", "live", "localkafka", "kbot_settings"},
     # the incident window's questions, answered in process by the lake's embedded reader
