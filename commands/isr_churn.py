@@ -42,9 +42,14 @@ NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTE
 # rejoins may be that one return, which the one-minute rates take minutes to forget.
 RECENT_START_S = 600.0
 FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SHUTDOWN 20)
-# A `why` answer must come in seconds, and a paused broker's exporter never answers: what has not
-# answered by then is reported as silent (which is itself evidence) rather than waited for.
-CHURN_SCRAPE_TIMEOUT_S = 2.0
+# A paused broker's exporter never answers, and a `why` answer must not wait for it: once every node
+# but one has answered, the last one gets LONE_SILENT_S from the start of the reads and is then
+# reported as silent (alone in not answering, it is the finding: a stopped JVM). When they are all
+# slow the host is busy, not one broker stalled, and they get Prometheus's own scrape timeout: in
+# the lab at load 27-50 on 2 cores each exporter took 2 to more than 4 s, and an answer that gave
+# up on them said "no URP" about a broker fenced every 10 s. An idle exporter answers in ~0.1 s.
+CHURN_SCRAPE_TIMEOUT_S = exporters.SCRAPE_TIMEOUT_S
+LONE_SILENT_S = 1.5
 # The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
 CONTROLLER_SHARE = 0.2
 # Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
@@ -58,18 +63,43 @@ class ChurnRead:
 
     def __init__(self, gw: AdminGateway) -> None:
         urls = getattr(gw.config, "metrics_urls", None) or {}
-        self.task: asyncio.Task[exporters.Reading] | None = (
-            asyncio.ensure_future(exporters.read(dict(urls), NAMES, CHURN_SCRAPE_TIMEOUT_S)) if urls else None
-        )
+        self.started = time.monotonic()
+        self.unread: str | None = None  # why no exporter could be read, when none could
+        # one read per node, so one that does not answer does not hold the others' samples back
+        self.tasks: dict[int, asyncio.Task[exporters.Reading]] = {
+            n: asyncio.ensure_future(exporters.read({n: u}, NAMES, CHURN_SCRAPE_TIMEOUT_S)) for n, u in urls.items()
+        }
+
+    async def reading(self) -> exporters.Reading:
+        """Every node's answer, or its silence: each read ends by CHURN_SCRAPE_TIMEOUT_S, and the last
+        one still out once all the others have answered ends LONE_SILENT_S after the reads began."""
+        pending: set[asyncio.Future[exporters.Reading]] = set(self.tasks.values())
+        while pending:
+            lone_until = self.started + LONE_SILENT_S - time.monotonic()
+            if len(pending) == 1 and lone_until <= 0:
+                break
+            _done, pending = await asyncio.wait(
+                pending, timeout=lone_until if len(pending) == 1 else None, return_when=asyncio.FIRST_COMPLETED
+            )
+        out = exporters.Reading()
+        for node, task in sorted(self.tasks.items()):
+            if task in pending:
+                out.failed[node] = f"no answer within {LONE_SILENT_S:g} s while every other node answered"
+                out.silent.add(node)
+            elif not task.cancelled() and task.exception() is None:
+                part = task.result()
+                out.samples += part.samples
+                out.failed.update(part.failed)
+                out.silent |= part.silent
+        return out
 
     async def result(self, snap: Snapshot) -> Churn | None:
         """The churn the meters show, read against ``snap`` (None: none, or nothing was read)."""
-        if self.task is None:
+        if not self.tasks:
             return None
-        try:
-            reading = await self.task
-        except Exception:  # the exporters are extra evidence: the snapshot's answer stands without them
-            return None
+        reading = await self.reading()
+        if not reading.samples:
+            self.unread = "; ".join(f"node {n}: {why}" for n, why in sorted(reading.failed.items())) or "no samples"
         facts = churn_facts(reading, snap)
         found = find(facts, snap.brokers.registered)
         if found is None:
@@ -79,10 +109,11 @@ class ChurnRead:
         return Churn(found, facts, reading, started)
 
     async def close(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+        for task in self.tasks.values():
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
 
 @dataclass(frozen=True)
@@ -128,7 +159,10 @@ def churn_facts(reading: exporters.Reading, snap: Snapshot) -> ChurnFacts:
     states = per_broker(REGISTRATION)
     return ChurnFacts(
         meters=meters,
-        silent=frozenset(b for b in reading.silent if b in registered),
+        # silence names a broker only when it alone is silent: several at once is a busy host
+        silent=frozenset(b for b in reading.silent if b in registered)
+        if len(reading.silent & registered) == 1
+        else frozenset(),
         fenced=frozenset(b for b, v in states.items() if v == FENCED_STATE),
         heartbeat_age_ms={b: v for b, v in per_broker(HEARTBEAT_AGE).items() if b in registered},
         preferred=preferred_leadership(snap.states),

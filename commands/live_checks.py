@@ -558,6 +558,8 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
                 notes=notes,
                 facts=facts,
             )
+        if churn_read.unread:
+            notes.append(f"Whether ISRs keep churning was not checked: no exporter answered ({churn_read.unread}).")
         return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes, facts=facts)
     top = findings[0] if findings else None
     expected: ExpectedCause | None = None

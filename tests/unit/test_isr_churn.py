@@ -44,7 +44,11 @@ def test_what_the_controller_sees_now_names_the_broker_before_the_leaderships():
     assert f is not None and (f.broker, f.named_by, f.cause) == (102, "fenced", "gc-pauses")
     f = churn_rule(_facts(heartbeat_age_ms={101: 200.0, 102: 300.0, 103: 3500.0}), REGISTERED, **RULE)
     assert f is not None and (f.broker, f.named_by) == (103, "heartbeat")
-    f = churn_rule(_facts(silent=frozenset({103})), REGISTERED, **RULE)
+    # a silent exporter names a broker only when nothing steadier does (a busy host's exporter is slow too)
+    f = churn_rule(_facts(silent=frozenset({101})), REGISTERED, **RULE)
+    assert f is not None and (f.broker, f.named_by) == (103, "lost-leadership")
+    leading = {101: (2, 2), 102: (2, 2), 103: (2, 2)}
+    f = churn_rule(_facts(silent=frozenset({103}), preferred=leading), REGISTERED, **RULE)
     assert f is not None and (f.broker, f.named_by) == (103, "silent")
 
 
@@ -160,7 +164,8 @@ async def test_the_same_churn_answers_why_isr_shrinks(exposition):
 async def test_a_stopped_broker_still_in_the_isrs_is_named_by_its_silent_exporter(exposition):
     exposition.pages = _exposition(expands=0.12)
     del exposition.pages[103]  # its JVM is stopped: its exporter does not answer
-    reply = await _why_urp()
+    layout = {"orders": [*LAYOUT["orders"][:2], (103, [103, 101, 102], [101, 102, 103])]}  # it leads its own
+    reply = (await answer("why URP", Context(live=FakePool(MeteredGateway(topics=layout))))).reply
     assert reply.diagnoses[0].entry_id == "gc-pauses"
     assert "broker 103's metrics endpoint, which runs inside its JVM, does not answer" in reply.verdict
 
@@ -184,6 +189,7 @@ async def test_unreadable_exporters_leave_the_snapshot_answer(exposition):
     exposition.pages = {}
     reply = await _why_urp()
     assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
+    assert any(n.startswith("Whether ISRs keep churning was not checked: no exporter answered") for n in reply.notes)
 
 
 async def test_a_cluster_without_metrics_endpoints_is_not_read():
@@ -203,3 +209,12 @@ async def test_a_recent_start_of_the_named_broker_is_said_not_hidden(exposition)
     # (seconds from the fake's start time to the answer: 120 and a little, on a busy machine)
     assert re.search(r"But its process started 1[23]\d s ago: if that was a restart", reply.verdict), reply.verdict
     assert re.match(r"started 1[23]\d s ago", {e.label: e.value for e in reply.evidence}["Broker 103 process"])
+
+
+async def test_several_silent_exporters_are_a_busy_host_and_name_nobody(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    del exposition.pages[101], exposition.pages[103]  # two late: the host is busy, not one JVM stopped
+    layout = {"orders": [*LAYOUT["orders"][:2], (103, [103, 101, 102], [101, 102, 103])]}
+    reply = (await answer("why URP", Context(live=FakePool(MeteredGateway(topics=layout))))).reply
+    assert reply.verdict.startswith("A broker keeps dropping out of the ISRs"), reply.verdict
+    assert "no one broker stands out" in reply.verdict
