@@ -9,6 +9,7 @@ from . import (
     consumer_stop,
     controller_quorum_loss,
     fetch_session_eviction,
+    flapping_broker,
     full_disk,
     handler_saturation,
     hanging_transaction,
@@ -45,6 +46,7 @@ MODES: list[Mode] = [
     unclean_election.MODE,
     full_disk.MODE,
     log_dir_failure.MODE,
+    flapping_broker.MODE,
     *not_here.MODES,
 ]
 
