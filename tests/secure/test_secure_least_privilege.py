@@ -231,3 +231,24 @@ async def ctx_for(tmp_path):
     yield make
     for ctx in made:
         await ctx.live.close()
+
+
+def test_one_log_line_at_bot_start(secure, kbot_env, caplog, monkeypatch):
+    """`kbot run` / `kbot serve` log the self-audit's verdict once when they start (bot/run.py)."""
+    import logging
+
+    import bot.app
+    from bot.run import log_principals
+
+    monkeypatch.setattr(bot.app, "_PRINCIPALS_LOGGED", False)
+    caplog.set_level(logging.INFO, logger="kbot.principals")
+    log_principals(kbot_env)
+    log_principals(kbot_env)  # once per process
+    lines = [r for r in caplog.records if r.name == "kbot.principals"]
+    assert [(r.levelname, r.getMessage()) for r in lines] == [
+        (
+            "INFO",
+            "principals audit (ok): The bot's principals on cluster 'secure' hold exactly what their actions need: "
+            "no escalation path. `kbot audit --principals` shows the rest.",
+        )
+    ]
