@@ -72,19 +72,26 @@ class ChurnRead:
 
     async def reading(self) -> exporters.Reading:
         """Every node's answer, or its silence: each read ends by CHURN_SCRAPE_TIMEOUT_S, and the last
-        one still out once all the others have answered ends LONE_SILENT_S after the reads began."""
+        one still out once all the others have answered gets LONE_SILENT_S, or twice as long as the
+        slowest of the others took (a busy host's slow leader still counts: its meters matter)."""
         pending: set[asyncio.Future[exporters.Reading]] = set(self.tasks.values())
+        slowest = 0.0
         while pending:
-            lone_until = self.started + LONE_SILENT_S - time.monotonic()
+            waited = time.monotonic() - self.started
+            lone_until = max(LONE_SILENT_S, 2 * slowest) - waited
             if len(pending) == 1 and lone_until <= 0:
                 break
-            _done, pending = await asyncio.wait(
+            done, pending = await asyncio.wait(
                 pending, timeout=lone_until if len(pending) == 1 else None, return_when=asyncio.FIRST_COMPLETED
             )
+            if done:
+                slowest = time.monotonic() - self.started
         out = exporters.Reading()
         for node, task in sorted(self.tasks.items()):
             if task in pending:
-                out.failed[node] = f"no answer within {LONE_SILENT_S:g} s while every other node answered"
+                out.failed[node] = (
+                    f"no answer within {time.monotonic() - self.started:.1f} s while every other node answered"
+                )
                 out.silent.add(node)
             elif not task.cancelled() and task.exception() is None:
                 part = task.result()
