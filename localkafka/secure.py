@@ -350,10 +350,8 @@ def apply_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -
     return len(bindings)
 
 
-def prune_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -> int:
-    """Delete the bot users' ALLOW bindings that the grant table does not hold (as the super user):
-    a cluster created before a right moved to another principal (ALTER_CONFIGS from kbot-operator
-    to kbot-config) must not keep the old, wider grants. Returns how many were deleted."""
+def acls_of(principal: str):
+    """A filter that matches every ACL binding of ``principal`` (``User:name``), any resource."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -362,19 +360,21 @@ def prune_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -
         ResourceType,
     )
 
+    return AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+
+
+def prune_acls(admin, grants: tuple[Grant, ...] = GRANTS, timeout: float = 30) -> int:
+    """Delete the bot users' ALLOW bindings that the grant table does not hold (as the super user):
+    a cluster created before a right moved to another principal (ALTER_CONFIGS from kbot-operator
+    to kbot-config) must not keep the old, wider grants. Returns how many were deleted."""
+    from confluent_kafka.admin import AclBindingFilter
+
     wanted = {(g.principal, g.operation, g.resource, g.name) for g in grants}
     stale = []
     for user in sorted({g.principal for g in grants}):
-        flt = AclBindingFilter(
-            ResourceType.ANY,
-            None,
-            ResourcePatternType.ANY,
-            f"User:{user}",
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-        for b in admin.describe_acls(flt, request_timeout=timeout).result(timeout):
+        for b in admin.describe_acls(acls_of(f"User:{user}"), request_timeout=timeout).result(timeout):
             rtype = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
             key = (user, b.operation.name, rtype, b.name)
             if key not in wanted or b.resource_pattern_type.name != "LITERAL" or b.permission_type.name != "ALLOW":

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from waiting import wait_until
 
-from localkafka.secure import Grant, apply_acls, config_entry
+from localkafka.secure import Grant, acls_of, apply_acls, config_entry
 from localkafka.testing import _start, second_test_cluster, secure_test_cluster, stop_test_cluster
 
 from .securekit import write_clusters_file
@@ -97,11 +97,6 @@ def make_principal(secure):
     """make_principal(*grants) -> (user, password): a new SCRAM user with exactly those ACLs
     (``(operation, resource type, name)``), removed again after the test."""
     from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
         ScramCredentialInfo,
         ScramMechanism,
         UserScramCredentialDeletion,
@@ -130,13 +125,5 @@ def make_principal(secure):
             [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]
         ).values():
             fut.result(30)
-        flt = AclBindingFilter(
-            ResourceType.ANY,
-            None,
-            ResourcePatternType.ANY,
-            f"User:{user}",
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
+        flt = acls_of(f"User:{user}")
         admin.delete_acls([flt])[flt].result(30)

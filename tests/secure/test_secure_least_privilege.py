@@ -18,7 +18,7 @@ from bot.render import render_text
 from commands.dispatch import answer
 from live.config import get_cluster
 from live.gateway import AdminGateway, NotAuthorized
-from localkafka.secure import CONFIG, OBSERVER, OPERATOR, Grant, apply_acls, config_entry
+from localkafka.secure import CONFIG, OBSERVER, OPERATOR, Grant, acls_of, apply_acls, config_entry
 
 from .securekit import skewed_topic, write_clusters_file
 
@@ -52,18 +52,7 @@ def _delete_acl(secure, principal: str, op: str, rtype: str, name: str) -> None:
 
 
 def _acls_of(secure, principal: str) -> list:
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
-
-    flt = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
-    )
-    return list(secure.admin().describe_acls(flt).result(30))
+    return list(secure.admin().describe_acls(acls_of(principal)).result(30))
 
 
 @pytest.fixture
