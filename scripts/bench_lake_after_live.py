@@ -24,8 +24,8 @@ Usage::
     .venv/bin/python scripts/bench_lake_after_live.py --port-base 22090 --cluster-dir /tmp/h4-cluster \\
         --lake-dir /tmp/h4-lake [--warmup-s 150] [--after-s 600] [--every-s 15] [--json]
 
-At the end the killed broker is restarted (and the cluster stopped when this run started it), the
-topics it made are deleted, and the lake it wrote is kept in --lake-dir (a temporary folder,
+At the end the killed broker is restarted, the topics it made are deleted (and the cluster stopped
+when this run started it), and the lake it wrote is kept in --lake-dir (a temporary folder,
 removed, without it).  Ctrl-C or SIGTERM ends the run the same way.
 """
 
@@ -460,15 +460,14 @@ def main(argv: list[str] | None = None) -> int:
             cluster.faults.heal(timeout=240)  # restarts dead nodes, stops the producers, waits for full ISRs
         except Exception as exc:  # noqa: BLE001 - the rest of the cleanup goes on
             print(f"heal: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        try:  # the next run on this cluster dir starts with its own topics only
+            fs = cluster.admin().delete_topics(topics, request_timeout=30)
+            for f in fs.values():
+                f.result(30)
+        except Exception as exc:  # noqa: BLE001 - a topic left behind is no failure of the run
+            print(f"deleting the topics: {' '.join(str(exc).split())[:200]}", file=sys.stderr)
         if started:
             cluster.down()
-        else:
-            try:
-                fs = cluster.admin().delete_topics(topics, request_timeout=30)
-                for f in fs.values():
-                    f.result(30)
-            except Exception as exc:  # noqa: BLE001 - a topic left behind is no failure of the run
-                print(f"deleting the topics: {' '.join(str(exc).split())[:200]}", file=sys.stderr)
         if not args.lake_dir:
             shutil.rmtree(lake_dir, ignore_errors=True)
     if doc is None:
