@@ -25,8 +25,10 @@ def default_gate(
     transport: str = "terminal",
     audit: AuditLog | None = None,
     clock: Callable[[], float] = time.time,
+    approvers: Callable[[str, str | None], tuple[list[str], list[str]]] | None = None,
 ) -> ConfirmationGate:
-    """The gate on KBOT_STATE_DIR, as both the terminal and the Slack server use it."""
+    """The gate on KBOT_STATE_DIR, as both the terminal and the Slack server use it. ``approvers``
+    (the RBAC policy's ``Policy.approvers``) names who can approve for a requester who needs a second person."""
     settings = settings or Settings.from_env()
     actor = acting_user = None
     if authorize is None and transport == "terminal":
@@ -34,6 +36,7 @@ def default_gate(
 
         terminal = TerminalAuthorizer.from_settings(settings)
         authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
+        approvers = approvers or terminal.policy.approvers
     audit = audit or open_audit(
         settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets())
     )
@@ -49,4 +52,5 @@ def default_gate(
         clock=clock,
         actor=actor,
         acting_user=acting_user,
+        approvers=approvers,
     )

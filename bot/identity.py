@@ -24,7 +24,7 @@ import pwd
 from dataclasses import dataclass
 from typing import Any
 
-from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict
+from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict, slack_error_code
 
 from .settings import Settings
 
@@ -143,8 +143,7 @@ class TerminalAuthorizer:
                 if self.policy.group_ids():
                     groups |= await directory.groups_of(mapping.slack_user, self.policy.group_ids())
             except Exception as exc:  # Slack refused or is unreachable: fail closed, as the Slack side does
-                err = getattr(exc, "response", None)
-                err = err.get("error") if err is not None else (str(exc) or type(exc).__name__)
+                err = slack_error_code(exc) or str(exc) or type(exc).__name__  # a proxy's text body has no code
                 return Verdict.no(
                     f"{rule} -> Slack error", f"Could not check {mapping.slack_user} with Slack ({err}); try again."
                 )
@@ -152,6 +151,7 @@ class TerminalAuthorizer:
         # grants speak about Slack channels, so they cannot grant it (or refuse it for being nowhere).
         policy = self.policy if record.channel is not None else dataclasses.replace(self.policy, channels=None)
         verdict = policy.check(me.user, groups, record.channel, record.command, mutating=True)
+        verdict = policy.with_break_glass(verdict, me.user, groups, record.channel, record.command)
         return dataclasses.replace(verdict, rule=f"{rule} -> {verdict.rule}")
 
 

@@ -277,7 +277,13 @@ class KafkaBot:
             settings.allowed_enterprise_ids,
         )
         self.gate = gate or default_gate(
-            settings, authorize=self._authorize_action, router=router, transport="slack", audit=self.audit, clock=clock
+            settings,
+            authorize=self._authorize_action,
+            router=router,
+            transport="slack",
+            audit=self.audit,
+            clock=clock,
+            approvers=self.authorizer.policy.approvers,
         )
         self.deliveries = Deliveries()
         # Each thread's incident (commands/followup.py): cluster, entities, window, leading cause,

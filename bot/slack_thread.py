@@ -20,8 +20,9 @@ from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
-from commands.reply import Reply
+from commands.reply import Ask, Reply
 from gate.audit import scrub
+from gate.rbac import SLACK_GROUP_ID, SLACK_USER_ID
 
 from .delivery import Delivery, slack_error
 from .layout import for_transport
@@ -118,7 +119,28 @@ class SlackThread:
                 posted.append(await self._post(page, thread_ts=self.thread_ts, reply=reply))
         if reply.series:
             await self._chart(reply, thread_ts=self.thread_ts or self.ts)
+        if reply.ask is not None:
+            await self._ask(reply.ask, thread_ts=self.thread_ts or self.ts)
         return posted
+
+    async def _ask(self, ask: Ask, *, thread_ts: str | None) -> None:
+        """Ask people in the thread, as a new message: Slack notifies mentions in new messages, not
+        in edits (the answer itself edits the working message). Only well-formed ids become
+        mentions; the text is escaped. A failure is one log line: the answer already names them."""
+        mentions = [f"<@{u}>" for u in ask.users if SLACK_USER_ID.match(u)]
+        mentions += [f"<!subteam^{g}>" for g in ask.groups if SLACK_GROUP_ID.match(g)]
+        if not mentions:
+            return
+        line = _clip(f":raising_hand: {' '.join(mentions)} {slack_escape(ask.text)}", MAX_SECTION_TEXT)
+        try:
+            await self.delivery.post(
+                self.channel,
+                thread_ts=thread_ts,
+                text=line,
+                blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": line}}],
+            )
+        except Exception as exc:  # noqa: BLE001 - the answer is already posted and names them
+            log.warning("could not ask %s in the thread: %s", ", ".join(mentions), slack_error(exc))
 
     async def add(self, reply: Reply) -> list[str]:
         """More of the same answer (the metric lake's part), posted in the answer's thread."""

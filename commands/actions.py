@@ -132,6 +132,9 @@ class Gate:
     async def cancel(self, token: str, request: "CommandRequest") -> "Reply":
         raise NotImplementedError  # pragma: no cover
 
+    async def break_glass(self, token: str, reason: str, request: "CommandRequest", ctx: "Context") -> "Reply":
+        raise NotImplementedError  # pragma: no cover
+
 
 def preview_reply(pending: Pending) -> "Reply":
     """The Reply a mutating command answers with: what would change, and Confirm / Cancel."""

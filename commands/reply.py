@@ -103,6 +103,17 @@ class Action:
 
 
 @dataclass
+class Ask:
+    """People the answer asks for something (a second approver): Slack user ids (U…/W…) and user
+    group ids (S…). Slack posts ``text`` as a new message in the thread that mentions them, so
+    they are notified; the terminal names them."""
+
+    users: list[str]
+    groups: list[str]
+    text: str
+
+
+@dataclass
 class Reply:
     title: str
     severity: Severity = "info"
@@ -120,6 +131,7 @@ class Reply:
     series: list[Series] = field(default_factory=list)
     outcome: Outcome = "answered"
     more_command: str | None = None  # the /kafka text that gives the full answer (--full)
+    ask: Ask | None = None  # whom to notify in the thread (a high-risk action's approvers)
     # Not data: set when slower evidence (the metric lake) is still being gathered; resolves to
     # the complete Reply. Transports that can show it later do; others wait (commands.dispatch).
     later: Optional[Awaitable["Reply"]] = field(default=None, repr=False, compare=False)

@@ -6,7 +6,8 @@ to the same file. A Kafka topic can mirror it (KBOT_AUDIT_TOPIC); the mirror is 
 its failures are logged, never allowed to lose or delay the local line.
 
 Nothing secret is written: a confirm token is stored only as its hash (``token_id``), wherever it
-appears (a ``token`` field, or the text of a "confirm <token>" / "cancel <token>" request or click),
+appears (a ``token`` field, or the text of a "confirm <token>" / "cancel <token>" / "break-glass <token>"
+request or click),
 so the file and its Kafka mirror cannot be used to confirm anything; Slack tokens or keys that a
 user pasted into a command are masked. The file is 0600 in a 0700 folder.
 """
@@ -43,13 +44,13 @@ _Queued = tuple[bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None
 _SECRET_TEXT = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|xoxe(?:\.xox[a-z])?-[A-Za-z0-9-]+)")
 _SECRET_KEYS = re.compile(r"(password|secret|passwd|credential|api_?key|private_?key|^token$|signing)", re.I)
 MASK = "***"
-# "confirm <token>" / "cancel <token>" as typed, clicked (a button's value) or sent with /kafka.
+# "confirm <token>" / "cancel <token>" / "break-glass <token> <reason>" as typed, clicked (a button's value) or sent with /kafka.
 _TOKEN_COMMAND = re.compile(
-    r"^(\s*(?:/kafka\s+)?(?:confirm|cancel)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
+    r"^(\s*(?:/kafka\s+)?(?:confirm|cancel|break-glass)\s+)([\"'\u201c\u201d\u2018\u2019]?)([^\s\"'\u201c\u201d\u2018\u2019]+)",
     re.I,
 )
 # ... and a token-shaped word (gate.confirmation.new_token: 32 url-safe characters) after them anywhere else.
-_TOKEN_ANYWHERE = re.compile(r"(\b(?:confirm|cancel)\s+)()([A-Za-z0-9_-]{32})(?![A-Za-z0-9_-])", re.I)
+_TOKEN_ANYWHERE = re.compile(r"(\b(?:confirm|cancel|break-glass)\s+)()([A-Za-z0-9_-]{32})(?![A-Za-z0-9_-])", re.I)
 # Bodies and response URLs that libraries put in their log lines (Bolt logs a rejected request's
 # body at INFO): a response_url lets anyone post as the bot in that channel for 30 minutes.
 _RESPONSE_URL = re.compile(r"(response_url[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,}]+|https://hooks\.slack\.com/\S+", re.I)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 
 from commands.actions import ActionPlan, ActionResult, ActionSpec, Gate, JsonObject, Pending, Reconciled
-from commands.reply import Evidence, Reply, Section, error_reply
+from commands.reply import Ask, Evidence, Reply, Section, error_reply
 from commands.spec import CommandRequest
 from live.gateway import Timeout as GatewayTimeout
 
@@ -90,7 +90,9 @@ class Record:
 @dataclass(frozen=True)
 class Decision:
     action: Literal["execute", "approve", "refuse"]
-    code: str  # ok | approved | unknown | expired | used | cancelled | not_ready | rbac | wrong_user | self_approval | already_approved
+    # ok | approved | break_glass | unknown | expired | used | cancelled | not_ready | rbac | wrong_user |
+    # self_approval | already_approved | not_needed | no_break_glass | no_reason
+    code: str
     reason: str
 
 
@@ -155,6 +157,45 @@ def decide(
     if have >= approvers_required:
         return Decision("execute", "ok", f"Approved by {user} (requested by {record.requester}).")
     return Decision("approve", "approved", f"Approval recorded; {approvers_required - have} more approver(s) needed.")
+
+
+# A break-glass reason must say something a reviewer can read later: not "x", not "ok".
+MIN_BREAK_GLASS_REASON = 12
+
+
+def decide_break_glass(
+    record: Record | None, user: str, now: float, reason: str, *, permitted: Verdict | None = None
+) -> Decision:
+    """May ``user`` confirm ``record`` alone, on the record, because nobody else can approve in time?
+    Only a high-risk action's own requester, allowed to run it, named by a break_glass rule, with a reason."""
+    if record is None:
+        return _refuse("unknown", "No pending action has that token. Check it, or run the command again.")
+    refusal = _state_refusal(record, now)
+    if refusal is not None:
+        return refusal
+    if not record.plan.ready:
+        return _refuse("not_ready", "The preview showed a failing precondition, so it cannot be confirmed.")
+    if permitted is not None and not permitted.allowed:
+        return _refuse("rbac", f"{permitted.reason} (rule: {permitted.rule})")
+    if not record.needs_second_approver:
+        return _refuse("not_needed", "This action needs no second approver: confirm it with its Confirm button.")
+    if user != record.requester:
+        return _refuse(
+            "wrong_user", f"Break-glass is for the requester ({record.requester}); you can approve it with Confirm."
+        )
+    if permitted is None or not permitted.break_glass:
+        return _refuse(
+            "no_break_glass",
+            "No break_glass rule of the RBAC policy names you for this command, so it still needs a second "
+            "approver. Ask one of the approvers named below.",
+        )
+    if len(" ".join(reason.split())) < MIN_BREAK_GLASS_REASON:
+        return _refuse(
+            "no_reason",
+            f"Say why it cannot wait for a second approver (at least {MIN_BREAK_GLASS_REASON} characters): "
+            "break-glass <token> <reason>. The reason is audited and shown in the incident timeline.",
+        )
+    return Decision("execute", "break_glass", f"Confirmed alone by {user} under {permitted.break_glass}.")
 
 
 def decide_cancel(record: Record | None, user: str, now: float, *, permitted: Verdict | None = None) -> Decision:
@@ -396,6 +437,7 @@ class ConfirmationGate(Gate):
         transport: str = "terminal",
         actor: Mapping[str, Any] | None = None,
         acting_user: str | None = None,
+        approvers: Callable[[str, str | None], tuple[list[str], list[str]]] | None = None,
     ):
         if router is None:
             from commands.registry import ROUTER  # only when needed: the registry loads every command module
@@ -411,6 +453,9 @@ class ConfirmationGate(Gate):
         # The terminal's user as its authorizer sees it (bot/identity.py); bot/cli.py passes it with
         # each command, so the requester and the approver are named the same way everywhere.
         self.acting_user = acting_user
+        # (command, channel) -> (user ids, group ids) the policy lets approve it (Policy.approvers):
+        # named to a requester who needs a second person. None: nobody can be named.
+        self.approvers = approvers
         self._locks: dict[str, asyncio.Lock] = {}
 
     @property
@@ -518,9 +563,10 @@ class ConfirmationGate(Gate):
             )
             # decide() refuses a missing record; "rec is None" is here so the type checker sees it too.
             if d.action == "refuse" or rec is None:
-                return await self._answer_refusal(
+                reply = await self._answer_refusal(
                     d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None
                 )
+                return self._who_can_approve(reply, rec, verdict) if d.code == "self_approval" and rec else reply
             approvals = [*rec.approvals, user] if rec.needs_second_approver else rec.approvals
             if d.action == "approve":
                 await self._db(self.store.transition, token, "pending", "pending", now, approvals=approvals)
@@ -538,6 +584,73 @@ class ConfirmationGate(Gate):
                 return error_reply("This action is already being executed; it runs once.", title="Not confirmed")
         await self._audit("approval", rec, user=user, approvals=approvals, complete=True, reason=d.reason)
         return await self._execute(rec, user, ctx)
+
+    async def break_glass(self, token: str, reason: str, request: CommandRequest, ctx: Context) -> Reply:
+        """The requester confirms a high-risk action alone, with a reason, when a break_glass rule
+        names them: the two-person rule's way out for someone alone at 03:00, on the record."""
+        user = request.user or "unknown"
+        reason = " ".join(reason.split())
+        rec = await self.status(token)
+        verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
+        lock = self._locks.setdefault(token, asyncio.Lock())
+        async with lock:
+            rec = await self.status(token)
+            now = self.clock()
+            d = decide_break_glass(rec, user, now, reason, permitted=verdict)
+            if d.action == "refuse" or rec is None or verdict is None:
+                reply = await self._answer_refusal(
+                    d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None
+                )
+                return self._who_can_approve(reply, rec, verdict) if d.code == "no_break_glass" and rec else reply
+            won = await self._db(self.store.transition, token, "pending", "executing", now, approvals=[user])
+            if not won:
+                await self._audit("refusal", rec, user=user, step="confirm", code="used", reason="lost the race")
+                return error_reply("This action is already being executed; it runs once.", title="Not confirmed")
+        log.warning("break-glass: %s confirmed %s alone under %s", user, rec.plan.kind, verdict.break_glass)
+        await self._audit(
+            "approval",
+            rec,
+            user=user,
+            approvals=[user],
+            complete=True,
+            reason=d.reason,
+            break_glass=verdict.break_glass,
+            break_glass_reason=reason,
+        )
+        reply = await self._execute(rec, user, ctx)
+        reply.notes.insert(0, f'Break-glass: confirmed alone by {user} under {verdict.break_glass}: "{reason}".')
+        return reply
+
+    def _who_can_approve(self, reply: Reply, rec: Record, verdict: Verdict | None) -> Reply:
+        """A requester who needs a second person learns who can approve, and the approvers are
+        asked in the thread; a requester who holds break-glass learns how to use it."""
+        users, groups = self.approvers(rec.command, rec.channel) if self.approvers else ([], [])
+        users = [u for u in users if u != rec.requester]
+        who = [*users, *(f"members of user group {g}" for g in groups)]
+        if who:
+            reply.notes.append(
+                f"Who can approve it: {', '.join(who)} (the grants for '{rec.command}'). They confirm it with "
+                "the Confirm button on the preview, or `confirm <token>`."
+            )
+        else:
+            reply.notes.append(
+                f"The RBAC policy names nobody else who may run '{rec.command}' here: ask the bot's owners "
+                "for a grant, or for a break_glass rule."
+            )
+        if verdict is not None and verdict.break_glass:
+            reply.notes.append(
+                f"Alone and it cannot wait? You may confirm it yourself under {verdict.break_glass}: "
+                f"`break-glass {rec.token} <why it cannot wait>`; the reason is audited and shown in the timeline."
+            )
+        if who:
+            reply.ask = Ask(
+                users,
+                groups,
+                f"{rec.requester} needs a second approver for {rec.plan.kind} on {rec.plan.cluster} "
+                f"({rec.plan.summary}). Review it and press Confirm on the preview in this thread before "
+                f"{_utc(rec.expires_at)} UTC, or Cancel.",
+            )
+        return reply
 
     async def _execute(self, rec: Record, user: str, ctx: Context) -> Reply:
         started = time.monotonic()

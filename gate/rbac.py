@@ -15,6 +15,10 @@ Policy file (KBOT_RBAC_FILE)::
       - name: contractors-no-actions
         users: [U0BOB]
         commands: ["*"]
+    break_glass:                          # who may confirm a two-person action alone, with a reason
+      - name: oncall-lead                 # (`break-glass <token> <reason>`): same fields as a grant;
+        groups: [S0KAFKALEADS]            # the reason is audited and shown in the incident timeline.
+        commands: [abort-txn, retention]  # The user must also hold a grant for the command.
     terminal_users:                       # who a shell on the bot host is, for `kbot ask "confirm ..."`
       alice: U0ALICE                      # OS account (from the process uid, never $USER) -> Slack user:
                                           # grants, deny rules and self-approval apply as to that user
@@ -35,6 +39,7 @@ incident channel does not spend its Web API rate limit on the same lookups.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -55,6 +60,8 @@ class Verdict:
     allowed: bool
     rule: str  # the rule that decided: "grants[oncall-actions]", "default: mutating denied", ...
     reason: str  # one sentence for the user
+    # For an action: the break_glass rule that lets this user confirm it alone ("" when none does).
+    break_glass: str = ""
 
     @classmethod
     def ok(cls, rule: str, reason: str = "") -> "Verdict":
@@ -70,7 +77,8 @@ class PolicyError(ValueError):
 
 
 # Slack user ids: U... in a workspace, W... for Enterprise Grid org-wide users.
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+SLACK_GROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")  # a user group (subteam)
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ def _terminal_users(data: object, source: str) -> dict[str, TerminalUser]:
         if unknown:
             raise PolicyError(f"{where}: unknown field(s) {sorted(unknown)}")
         user = value.get("user")
-        if user is not None and not (isinstance(user, str) and _SLACK_USER.match(user)):
+        if user is not None and not (isinstance(user, str) and SLACK_USER_ID.match(user)):
             raise PolicyError(f"{where}: user must be a Slack user id like U0ALICE, not {user!r}")
         groups = _ids(value.get("groups"), f"{where}.groups")
         if user is None and not groups:
@@ -172,12 +180,13 @@ class Policy:
     deny: tuple[Rule, ...] = ()
     source: str = "built-in default"
     terminal_users: Mapping[str, TerminalUser] = field(default_factory=dict, hash=False)
+    break_glass: tuple[Rule, ...] = ()
 
     @classmethod
     def from_dict(cls, data: object, source: str = "policy") -> "Policy":
         if not isinstance(data, dict):
             raise PolicyError(f"{source}: expected a mapping at the top")
-        unknown = set(data) - {"channels", "read_only", "grants", "deny", "terminal_users"}
+        unknown = set(data) - {"channels", "read_only", "grants", "deny", "terminal_users", "break_glass"}
         if unknown:
             raise PolicyError(f"{source}: unknown field(s) {sorted(unknown)}")
         channels = _ids(data.get("channels"), "channels") if data.get("channels") is not None else None
@@ -191,6 +200,7 @@ class Policy:
             _rules(data.get("deny"), "deny"),
             source,
             _terminal_users(data.get("terminal_users"), source),
+            _rules(data.get("break_glass"), "break_glass"),
         )
 
     @classmethod
@@ -202,7 +212,33 @@ class Policy:
         return cls.from_dict(data, str(path))
 
     def group_ids(self) -> set[str]:
-        return {g for r in (*self.grants, *self.deny) for g in r.groups}
+        return {g for r in (*self.grants, *self.deny, *self.break_glass) for g in r.groups}
+
+    def approvers(self, command: str, channel: str | None) -> tuple[list[str], list[str]]:
+        """Who the grants let confirm ``command`` in ``channel``: (user ids, user group ids), for a
+        requester who needs a second person. Deny rules on a group's members are not resolved here:
+        the approver's own confirm is checked in full."""
+        command = command.lower()
+        rules = [
+            r
+            for r in self.grants
+            if (ANY in r.commands or command in r.commands)
+            and (not r.channels or ANY in r.channels or channel in r.channels)
+        ]
+        denied = {u for r in self.deny if ANY in r.commands or command in r.commands for u in r.users}
+        users = sorted({u for r in rules for u in r.users if u != ANY} - denied)
+        return users, sorted({g for r in rules for g in r.groups})
+
+    def with_break_glass(
+        self, verdict: Verdict, user: str, groups: set[str], channel: str | None, command: str
+    ) -> Verdict:
+        """``verdict`` (an allowed action) naming the break_glass rule that lets ``user`` confirm it alone."""
+        if not verdict.allowed:
+            return verdict
+        for rule in self.break_glass:
+            if rule.matches(user, groups, channel, command.lower()):
+                return dataclasses.replace(verdict, break_glass=f"break_glass[{rule.name}]")
+        return verdict
 
     def check(self, user: str, groups: set[str], channel: str | None, command: str, mutating: bool) -> Verdict:
         """Pure: may ``user`` (member of ``groups``) run ``command`` in ``channel``?"""
@@ -381,7 +417,8 @@ class Authorizer:
             return Verdict.no(
                 "groups: Slack error", f"Could not read user group membership from Slack ({err}); try again."
             )
-        return self.policy.check(user_id, groups, channel, command, mutating)
+        verdict = self.policy.check(user_id, groups, channel, command, mutating)
+        return self.policy.with_break_glass(verdict, user_id, groups, channel, command) if mutating else verdict
 
     async def for_action(self, user_id: str, channel: str | None, command: str) -> Verdict:
         """The gate's question at confirm / cancel time: may this user act on ``command``?"""

@@ -214,12 +214,14 @@ def test_hash_tokens_replaces_confirm_tokens_and_leaves_prose_alone():
             "args": {"token": tok},
             "other": "runbook cancel reassignment stuck",
             "why": f"not at the start: confirm {tok}",
+            "glass": f"break-glass {tok} approver unreachable",
         }
     )
     assert rec["text"] == f"confirm #{token_id(tok)}" and rec["raw"] == f"/kafka CANCEL  #{token_id(tok)}"
     assert rec["args"] == {"token_id": token_id(tok)}
     assert rec["other"] == "runbook cancel reassignment stuck"
     assert rec["why"] == f"not at the start: confirm #{token_id(tok)}"
+    assert rec["glass"] == f"break-glass #{token_id(tok)} approver unreachable"
 
 
 def test_redact_log_text_withholds_bodies_and_response_urls():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from commands.actions import ActionPlan, Precondition
-from gate.confirmation import Record, decide, decide_cancel
-from gate.rbac import Verdict
+from gate.confirmation import Record, decide, decide_break_glass, decide_cancel
+from gate.rbac import Policy, PolicyError, Verdict
 
 NOW = 1_750_000_000.0
 
@@ -125,3 +125,63 @@ def test_cancel_rules():
     assert decide_cancel(record(state="executed"), "U0ALICE", NOW).code == "used"
     assert decide_cancel(record(expires_in=-1), "U0ALICE", NOW).code == "expired"
     assert decide_cancel(None, "U0ALICE", NOW).code == "unknown"
+
+
+# ---- break-glass: the requester alone, on the record -------------------------------------------------
+
+GLASS = Verdict(True, "grants[oncall]", "", break_glass="break_glass[lead]")
+REASON = "approver unreachable, writes failing"
+
+
+@pytest.mark.parametrize(
+    "rec,user,reason,verdict,code",
+    [
+        (None, "U0ALICE", REASON, GLASS, "unknown"),
+        (record(high_risk=True, state="cancelled"), "U0ALICE", REASON, GLASS, "cancelled"),
+        (record(high_risk=True, expires_in=0.0), "U0ALICE", REASON, GLASS, "expired"),
+        (record(high_risk=True, ready=False), "U0ALICE", REASON, GLASS, "not_ready"),
+        (record(high_risk=True), "U0ALICE", REASON, Verdict.no("deny[x]", "denied"), "rbac"),
+        (record(high_risk=False), "U0ALICE", REASON, GLASS, "not_needed"),
+        (record(high_risk=True), "U0BOB", REASON, GLASS, "wrong_user"),
+        (record(high_risk=True), "U0ALICE", REASON, Verdict.ok("grants[oncall]"), "no_break_glass"),
+        (record(high_risk=True), "U0ALICE", "  too   short ", GLASS, "no_reason"),
+    ],
+)
+def test_break_glass_refusals(rec, user, reason, verdict, code):
+    d = decide_break_glass(rec, user, NOW, reason, permitted=verdict)
+    assert (d.action, d.code) == ("refuse", code), d.reason
+
+
+def test_break_glass_lets_the_requester_confirm_alone_with_a_reason():
+    d = decide_break_glass(record(high_risk=True), "U0ALICE", NOW, REASON, permitted=GLASS)
+    assert (d.action, d.code) == ("execute", "break_glass") and "break_glass[lead]" in d.reason
+
+
+def test_policy_names_approvers_and_break_glass_rules():
+    policy = Policy.from_dict(
+        {
+            "grants": [
+                {"name": "alice", "users": ["U0ALICE"], "commands": ["abort-txn"]},
+                {"name": "oncall", "groups": ["S0ONCALL"], "users": ["U0BOB", "U0MAL"], "commands": ["*"]},
+                {"name": "elsewhere", "users": ["U0CAROL"], "channels": ["C0OTHER"], "commands": ["abort-txn"]},
+                {"name": "not-this", "users": ["U0DAN"], "commands": ["retention"]},
+            ],
+            "deny": [{"name": "mal", "users": ["U0MAL"], "commands": ["*"]}],
+            "break_glass": [{"name": "lead", "groups": ["S0LEADS"], "commands": ["abort-txn"]}],
+        }
+    )
+    assert policy.approvers("abort-txn", "C0OPS") == (["U0ALICE", "U0BOB"], ["S0ONCALL"])
+    assert "S0LEADS" in policy.group_ids()  # break-glass membership is read from Slack like the grants'
+    allowed = policy.check("U0BOB", {"S0LEADS"}, "C0OPS", "abort-txn", mutating=True)
+    assert (
+        policy.with_break_glass(allowed, "U0BOB", {"S0LEADS"}, "C0OPS", "abort-txn").break_glass == "break_glass[lead]"
+    )
+    assert policy.with_break_glass(allowed, "U0BOB", set(), "C0OPS", "abort-txn").break_glass == ""
+    assert policy.with_break_glass(allowed, "U0BOB", {"S0LEADS"}, "C0OPS", "retention").break_glass == ""
+    refused = policy.check("U0MAL", {"S0LEADS"}, "C0OPS", "abort-txn", mutating=True)
+    assert policy.with_break_glass(refused, "U0MAL", {"S0LEADS"}, "C0OPS", "abort-txn") == refused
+
+
+def test_a_break_glass_rule_without_commands_is_a_policy_error():
+    with pytest.raises(PolicyError, match="break_glass"):
+        Policy.from_dict({"break_glass": [{"name": "lead", "users": ["U0ALICE"]}]})

@@ -8,6 +8,7 @@ import json
 import sqlite3
 from contextlib import closing
 
+import slack_harness
 from slack_harness import OPS
 
 
@@ -332,3 +333,69 @@ async def test_real_retention_command_through_the_slack_gate(stand, tmp_path):
         assert execution["user"] == "U0BOB" and execution["requester"] == "U0ALICE" and execution["cluster"] == "fake"
     finally:
         await h.close()
+
+
+def _posted_since(slack, n_posts: int) -> str:
+    return _texts(slack.stand.called("chat.postMessage")[n_posts:])
+
+
+async def _slash_answer(slack, text: str, user: str = "U0ALICE") -> str:
+    """Everything the bot posted and edited for one slash command, once it finished."""
+    n_posts, n_updates = len(slack.stand.called("chat.postMessage")), len(slack.stand.called("chat.update"))
+    status, _, _ = await slack.slash(text, user=user)
+    assert status == 200
+    await slack.stand.wait_for(lambda: len(slack.stand.called("chat.postMessage")) > n_posts)
+    await slack.bot.drain(60)
+    return _posted_since(slack, n_posts) + _answers_since(slack, n_updates)
+
+
+async def test_a_lone_requester_learns_who_can_approve_and_they_are_asked_in_the_thread(slack):
+    """Issue 28: "someone other than the requester must approve" was a dead end at 03:00. The
+    refusal names the approvers from the RBAC grants, and a new message in the thread mentions
+    them (Slack notifies mentions in new messages, not in the edited answer)."""
+    message, buttons = await slack.preview("fake-abort orders")
+    n_posts, n_updates = len(slack.stand.called("chat.postMessage")), len(slack.stand.called("chat.update"))
+    await slack.click(buttons["Confirm"], message, user="U0ALICE")
+    await _after_click(slack, n_updates)
+    answer = _answers_since(slack, n_updates)
+    assert "Self-approval is refused" in answer and "members of user group S0ONCALL" in answer, answer
+    assert "break-glass" not in answer  # the policy has no break_glass rule: no hint that cannot work
+    asks = [c for c in slack.stand.thread_replies(message["thread_ts"])[n_posts:] if "subteam" in c.args["text"]]
+    assert len(asks) == 1, _posted_since(slack, n_posts)
+    ask = asks[0].args["text"]
+    assert ask.startswith(":raising_hand: <!subteam^S0ONCALL> U0ALICE needs a second approver for fake-abort"), ask
+    assert "<@U0ALICE>" not in ask  # the requester is not asked to approve their own action
+    # Break-glass without a rule naming the user: refused, the approvers named again, nothing runs.
+    token = buttons["Confirm"]["value"].split()[1]
+    answer = await _slash_answer(slack, f"break-glass {token} approver unreachable for 20 minutes")
+    assert "No break_glass rule of the RBAC policy names you" in answer and "S0ONCALL" in answer, answer
+    assert slack.abort.count("execute") == 0
+    assert (await slack.bot.gate.status(token)).state == "pending"
+
+
+async def test_break_glass_confirms_alone_with_a_reason_that_is_audited(slack):
+    policy = {
+        **slack_harness.POLICY,
+        "break_glass": [{"name": "lead", "users": ["U0ALICE"], "commands": ["fake-abort"]}],
+    }
+    await slack.start_bot(policy)
+    message, buttons = await slack.preview("fake-abort orders")
+    token = buttons["Confirm"]["value"].split()[1]
+    n_updates = len(slack.stand.called("chat.update"))
+    await slack.click(buttons["Confirm"], message, user="U0ALICE")
+    await _after_click(slack, n_updates)
+    assert f"break-glass {token}" in _answers_since(slack, n_updates)  # the way out, for the requester
+    refused = await _slash_answer(slack, f"break-glass {token} asap")
+    assert "Say why it cannot wait" in refused and slack.abort.count("execute") == 0, refused
+    refused = await _slash_answer(slack, f"break-glass {token} I can approve this myself", user="U0BOB")
+    assert "you can approve it with Confirm" in refused and slack.abort.count("execute") == 0, refused
+    reason = "approver unreachable, writes to orders failing for 20 min"
+    answer = await _slash_answer(slack, f"break-glass {token} {reason}")
+    assert "Done: fake-abort" in answer and "Break-glass: confirmed alone by U0ALICE" in answer, answer
+    assert slack.abort.count("execute") == 1
+    approval = [r for r in slack.audit("approval") if r.get("complete")][0]
+    assert approval["user"] == "U0ALICE" and approval["requester"] == "U0ALICE"
+    assert approval["break_glass"] == "break_glass[lead]" and approval["break_glass_reason"] == reason
+    assert token not in slack.bot.audit.path.read_text()  # the request line keeps the token's hash only
+    again = await _slash_answer(slack, f"break-glass {token} {reason}, second try")
+    assert "already used" in again and slack.abort.count("execute") == 1, again
