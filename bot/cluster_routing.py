@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from commands.reply import Action, Reply
 
 # Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
-NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel"})
+NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "timeline"})
 _AT = re.compile(r"^\s*@([A-Za-z0-9][A-Za-z0-9._-]*)(?:\s+|$)")
 _CLUSTER_FLAG = re.compile(r"(^|\s)--cluster(=|\s|$)")
 

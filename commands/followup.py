@@ -60,7 +60,7 @@ TTL_S = 24 * 3600.0
 MAX_NAMED = 20  # values kept per kind, newest last
 
 # Commands that read no cluster (as bot/cluster_routing.NO_CLUSTER): no cluster is bound on them.
-NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "triage answer"})
+NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "triage answer", "timeline"})
 PRONOUNS = frozenset({"it", "that", "this"})
 DETERMINERS = frozenset({"the", "that", "this", "same"})
 KINDS = ("topic", "group", "broker", "partition", "transactional id")

@@ -21,6 +21,7 @@ from . import (  # the confirmation gate's commands  # actions, triage, digest  
     runbook,
     status,
     throttle,
+    timeline,
     triage,
     why,
 )
@@ -50,6 +51,7 @@ COMMANDS: list[Command] = [
     digest.COMMAND,
     hot_partitions.COMMAND,
     history.COMMAND,
+    timeline.COMMAND,
 ]
 
 ROUTER = Router(COMMANDS)
