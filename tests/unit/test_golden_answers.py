@@ -250,6 +250,7 @@ CASES = {
     "preview_abort_txn": Case("abort-txn payments 0", abort_txn_gateway),
     "confirm_unknown_token": Case("confirm no-such-token"),
     "cancel_unknown_token": Case("cancel no-such-token"),
+    "break_glass_unknown_token": Case("break-glass no-such-token approver unreachable at night"),
     "error_unknown_topic": Case("describe no-such-topic"),
     "error_bad_input": Case("frobnicate the cluster"),
 }
