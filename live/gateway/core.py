@@ -259,3 +259,5 @@ class GatewayCore:
         finally:
             if not task.done():
                 task.cancel()
+                # nobody awaits it any more: retrieve its outcome (a cancelled gather's included)
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 
@@ -28,6 +28,8 @@ from .kafkapython import KafkaPythonTransport
 # How long describe_cluster waits for librdkafka's DescribeCluster before it asks every broker
 # for Metadata beside it (see describe_cluster); a healthy cluster answers in milliseconds.
 DESCRIBE_STALL_S = 1.0
+
+T = TypeVar("T")
 
 
 def _address(host: str, port: int) -> str:
@@ -169,6 +171,56 @@ class ReadsMixin(KafkaPythonTransport):
                 for b in unknown:
                     results[b] = found[0]
         return results
+
+    async def _answering_broker(self) -> int | None:
+        """The id of the first known broker whose listener answers a request (live.probe), or None.
+        Returns as soon as one answers: an unreachable broker's probe is not waited for."""
+        if not self._broker_addresses:
+            await self.describe_cluster()
+        tasks = {asyncio.ensure_future(probe.probe(*a)): b for b, a in sorted(self._broker_addresses.items())}
+        pending = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: tasks[t]):
+                    if task.result().state == "answers":
+                        return tasks[task]
+            return None
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _hedged(self, first: Awaitable[T], pinned: Callable[[int], Awaitable[T]]) -> T:
+        """``first`` as usual; when it has not answered within DESCRIBE_STALL_S, the same read
+        pinned to the first broker whose listener answers (``pinned(broker id)``) runs beside it,
+        and the first good answer wins. A request that a client library routed to a broker that is
+        registered but unreachable (cut off by the network, hung) would otherwise hold the answer
+        for the whole admin timeout. When neither answers, ``first``'s error is raised."""
+        asked = asyncio.ensure_future(first)
+        pending: set[asyncio.Future[T]] = {asked}
+        try:
+            done, _ = await asyncio.wait(pending, timeout=DESCRIBE_STALL_S)
+            if not done:
+                try:
+                    broker = await self._answering_broker()
+                except GatewayError:
+                    broker = None
+                if broker is not None and not asked.done():
+                    pending.add(asyncio.ensure_future(pinned(broker)))
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if task.exception() is None:  # (a failed read just loses the race)
+                            return task.result()
+            return await asked
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _quorum_via(self, broker: int) -> Any:
+        """DescribeQuorum sent to ``broker`` (kafka-python's answer shape, as describe_metadata_quorum)."""
+        client = await self._kafka_python()
+        return await self._blocking(f"describe_metadata_quorum via broker {broker}", describe_quorum_on, client, broker)
 
     async def controller_voters(self) -> dict[int, tuple[str, int]]:
         """The KRaft controllers the brokers are configured with (``controller.quorum.voters``, or
@@ -348,14 +400,30 @@ class ReadsMixin(KafkaPythonTransport):
         }
 
     async def topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, model.ConfigValue]]:
+        """The topics' configs. librdkafka sends a DescribeConfigs of topics to the broker its last
+        Metadata answer named controller, which in KRaft is any live broker - also one that is
+        registered but unreachable (a network partition), where the request waits the whole
+        timeout. So a request not answered within DESCRIBE_STALL_S is sent again beside it,
+        pinned to a broker whose listener answers (``_hedged``)."""
         self._check_open()
         names = list(dict.fromkeys([names] if isinstance(names, str) else names))
         if not names:
             return {}
-        futs = self._rdkafka().describe_configs(
-            [ConfigResource(ResourceType.TOPIC, n) for n in names], request_timeout=self.timeout_s
+        return await self._hedged(
+            self._topic_configs_via(names, None), lambda broker: self._topic_configs_via(names, broker)
         )
-        res = await self._await_all({r.name: f for r, f in futs.items()}, "describe_configs (topics)", names)
+
+    async def _topic_configs_via(self, names: list[str], broker: int | None) -> dict[str, dict[str, model.ConfigValue]]:
+        """One DescribeConfigs of ``names``; with ``broker``, sent to that broker: librdkafka sends
+        a request that holds a BROKER resource to that broker, topics and all (its config is
+        read along and dropped)."""
+        resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+        if broker is not None:
+            resources.append(ConfigResource(ResourceType.BROKER, str(int(broker))))
+        futs = self._rdkafka().describe_configs(resources, request_timeout=self.timeout_s)
+        res = await self._await_all(
+            {r.name: f for r, f in futs.items() if r.restype == ResourceType.TOPIC}, "describe_configs (topics)", names
+        )
         missing = [
             n for n, r in res.items() if isinstance(r, KafkaError) and r.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         ]
@@ -467,7 +535,12 @@ class ReadsMixin(KafkaPythonTransport):
 
     # ---- KRaft quorum, log dirs, reassignments (kafka-python) ---------------------------
     async def metadata_quorum(self) -> model.QuorumInfo:
-        res = await self._kp_call("describe_metadata_quorum", "describe_metadata_quorum")
+        """DescribeQuorum, which kafka-python sends to its least loaded broker - also one that is
+        registered but unreachable, where it waits the whole timeout: hedged like topic_configs,
+        the second request pinned to a broker whose listener answers."""
+        res = await self._hedged(
+            self._kp_call("describe_metadata_quorum", "describe_metadata_quorum"), self._quorum_via
+        )
         part = res["topics"][0]["partitions"][0]
         if part.get("error"):
             raise GatewayError(f"describe_metadata_quorum on {self.name!r}: {part['error']}", self.name)
@@ -544,3 +617,26 @@ class ReadsMixin(KafkaPythonTransport):
             ),
             key=lambda r: (r.topic, r.partition),
         )
+
+
+def describe_quorum_on(client: Any, node_id: int) -> dict[str, Any]:
+    """Thread body: DescribeQuorum of the metadata log sent to one broker (kafka-python picks its
+    least loaded one itself), as a dict in the shape of KafkaAdminClient.describe_metadata_quorum."""
+    import kafka.errors as E
+    from kafka.protocol.admin import DescribeQuorumRequest
+
+    topic_t = DescribeQuorumRequest.TopicData
+    request = DescribeQuorumRequest(
+        topics=[topic_t(topic_name="__cluster_metadata", partitions=[topic_t.PartitionData(partition_index=0)])]
+    )
+    response = client._manager.run(client._manager.send, request, node_id)
+    top = E.for_code(response.error_code)
+    if top is not E.NoError:
+        raise top(response.error_message or "")
+    result: dict[str, Any] = response.to_dict()
+    for t in result["topics"]:
+        for part in t["partitions"]:
+            err = E.for_code(part.pop("error_code"))
+            msg = part.pop("error_message", None)
+            part["error"] = None if err is E.NoError else str(err(msg))
+    return result
