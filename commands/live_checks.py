@@ -15,7 +15,7 @@ from typing import TypeVar, cast
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import ConfigValue, LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
 from live.probe import ProbeResult
-from runbook_kb.diagnose import BrokerFacts, PartitionState, cut_off_silently, urp_findings
+from runbook_kb.diagnose import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
 
 from . import isr_churn
 from .audit import min_isr_fix
@@ -57,7 +57,9 @@ async def _enrich_suspects(
     the common healthy case; a silent broker is not asked for its log dirs (it would not answer)."""
     out_of_isr = {b for p in snap.states for b in p.replicas if b not in p.isr}
     missing = snap.brokers.expected - snap.brokers.registered
-    suspects = out_of_isr | missing
+    # the leaders too: followers leave the ISR of a leader they cannot reach (cut off by the network)
+    leaders = {p.leader for p in snap.states if p.leader is not None and any(b not in p.isr for b in p.replicas)}
+    suspects = out_of_isr | missing | (leaders & snap.brokers.registered)
     if not suspects:
         return snap
     try:
@@ -82,8 +84,14 @@ async def _enrich_suspects(
             "[[terminal: `kill -0 <pid>` or its GC log on the host tell the two apart.]]"
             "[[slack: On its host, the process state (kill -0) or its GC log tells the two apart.]]"
         )
+    # a follower out of the ISR only where its leader gives no TCP answer is not suspect itself: it
+    # cannot fetch from that leader (a network partition), and its own disks are not the question
+    cut_leaders = {b for b, r in liveness.items() if r.state == "unreachable" and b in snap.brokers.registered}
+    out_of_isr_elsewhere = {b for p in snap.states if p.leader not in cut_leaders for b in p.replicas if b not in p.isr}
     registered_suspects = sorted(
-        b for b in out_of_isr & snap.brokers.registered if liveness.get(b) is None or liveness[b].state != "silent"
+        b
+        for b in out_of_isr_elsewhere & snap.brokers.registered
+        if liveness.get(b) is None or liveness[b].state not in ("silent", "unreachable")
     )
     failed: dict[int, tuple[str, ...]] = {}
     moving: dict[tuple[str, int], Reassignment] = {}
@@ -426,10 +434,57 @@ _CAUSE_TEXT = {
     "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
     "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
     "unreachable": "not registered and gives no TCP answer (cut off, or its host is down); {n:,} replica(s) out of ISR",
+    "unreachable-registered": "registered and unfenced, yet its listener gives no TCP answer (cut off by the network); "
+    "{n:,} partition(s) it leads lost their followers from the ISR",
     "log-dir-failure": "registered, but its log dir {dirs} failed; {n:,} replica(s) out of ISR",
     "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
     "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
 }
+
+
+def _cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
+    if cut_off_registered(cause, broker, brokers):
+        return "unreachable-registered"
+    return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
+
+
+def partition_evidence(broker: int, urp: list[PartitionState], probed: str) -> list[Evidence]:
+    """What speaks for and against a network partition of a broker that is registered and
+    unfenced but gives no TCP answer, and the observation that would settle it."""
+    led = [p for p in urp if p.leader == broker]
+    alone = [p for p in led if tuple(p.isr) == (broker,)]
+    return [
+        Evidence(
+            f"For a network partition of broker {broker}",
+            f"registered with the controller and unfenced, so its process runs and its own heartbeats get out; "
+            f"its listener gave no TCP answer ({probed}), where a stopped process refuses at once and a paused "
+            "one still completes the handshake; "
+            + (
+                f"{len(alone):,} of the {len(led):,} under-replicated partitions it leads have an ISR of {broker} "
+                f"alone ({name_partitions(alone, 4)}): its followers cannot fetch from it either"
+                if alone
+                else f"the followers of the {len(led):,} partitions it leads left their ISRs ({name_partitions(led, 4)})"
+            ),
+            "live: describe_cluster + TCP probe + metadata",
+            "bad",
+        ),
+        Evidence(
+            f"Against it (broker {broker})",
+            "its outbound connections still work (heartbeats, its fetches from other leaders), so it is not "
+            "isolated entirely: what is cut is the path to its listener (a firewall rule, a security group, one "
+            "direction of a link); and the probe ran from this bot's host, whose path may differ from the clients'",
+            "live: describe_cluster",
+            "neutral",
+        ),
+        Evidence(
+            "What would decide it",
+            f"connect to broker {broker}'s listener from its own host and from a peer broker (nc -vz <host> <port>): "
+            "answers locally but not from a peer means the network or a firewall between them; times out locally "
+            "too means the host's own firewall or a listener that stopped accepting",
+            "kb: network-partition triage",
+            "neutral",
+        ),
+    ]
 
 
 def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
@@ -525,7 +580,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         evidence.append(
             Evidence(
                 f"Broker {f.broker}",
-                _CAUSE_TEXT["unreachable" if cut_off_silently(f.cause, f.broker, snap.brokers) else f.cause].format(
+                _CAUSE_TEXT[_cause_key(f.cause, f.broker, snap.brokers)].format(
                     n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ()))
                 )
                 + f" ({name_partitions(f.partitions, 4)})",
@@ -571,6 +626,30 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             "Do not reassign its replicas: find why it stalled (GC log, a stopped process, swapping); "
             "it rejoins the ISR by itself once it runs again."
         )
+    elif top and cut_off_registered(top.cause, top.broker, snap.brokers):
+        led = [p for p in urp if p.leader == top.broker]
+        alone = [p for p in led if tuple(p.isr) == (top.broker,)]
+        verdict = (
+            f"Broker {top.broker} is cut off by the network, not down: it is registered with the controller and "
+            "unfenced (its own heartbeats get out), but its listener gives no TCP answer, where a stopped process "
+            "would refuse at once; clients and the other brokers cannot reach it. "
+            + (
+                f"{len(alone):,} partition(s) it leads have shrunk their ISR to {top.broker} alone, and acks=all "
+                "writes to them fail. "
+                if alone
+                else f"The followers of {len(led):,} partition(s) it leads left their ISRs. "
+            )
+            + f"Restore the network path to broker {top.broker}; do not move its replicas away, and do not stop or "
+            "restart it"
+            + (
+                f": with the ISR = {{{top.broker}}} that would leave those partitions without an in-sync replica "
+                "(offline, or data loss through an unclean election)."
+                if alone
+                else "."
+            )
+        )
+        probed = next((e.value for e in probes if e.label == f"Broker {top.broker} listener"), "no TCP answer")
+        evidence += partition_evidence(top.broker, urp, probed)
     elif top and cut_off_silently(top.cause, top.broker, snap.brokers):
         verdict = (
             f"Broker {top.broker} cannot be reached: its port gives no TCP answer at all, where a stopped process "

@@ -44,9 +44,16 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             )
         )
     missing = sorted(snap.brokers.expected - snap.brokers.registered)
-    liveness = await _liveness(gw, missing)
-    for b, res in sorted(liveness.items()):
-        evidence.insert(1, Evidence(f"Broker {b} listener", res.describe(), "live: TCP + ApiVersions probe", "bad"))
+    # a registered leader of a partition out of sync may be one its followers cannot reach
+    leaders = sorted(
+        {p.leader for p in snap.states if p.leader is not None and len(p.isr) < len(p.replicas)}
+        & snap.brokers.registered
+    )
+    liveness = await _liveness(gw, sorted(set(missing) | set(leaders)))
+    cut_off = [b for b in leaders if b in liveness and liveness[b].state == "unreachable"]
+    for b, res in sorted(liveness.items(), reverse=True):
+        if b in missing or b in cut_off:
+            evidence.insert(1, Evidence(f"Broker {b} listener", res.describe(), "live: TCP + ApiVersions probe", "bad"))
     by_design = at_min_isr_by_design(cats["AtMinIsr"])
     lost = [p for p in cats["AtMinIsr"] if len(p.isr) < len(p.replicas)]
     problems = []
@@ -63,6 +70,13 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                 "refused": " (not running: its port refuses connections)",
                 "answers": " (its process answers but it is fenced)",
             }.get(state or "", "")
+        )
+    for b in cut_off:
+        alone = [p for p in snap.states if p.leader == b and tuple(p.isr) == (b,) and len(p.replicas) > 1]
+        problems.append(
+            f"broker {b} registered but unreachable (its listener gives no TCP answer: cut off by the network"
+            + (f"; {len(alone):,} partition(s) it leads are down to an ISR of {b} alone" if alone else "")
+            + ")"
         )
     for parts, word in (
         (cats["Offline"], "offline"),

@@ -98,7 +98,12 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
     not answer (paused: a GC pause, SIGSTOP, a hung JVM - registered or already fenced), which
     must not be mistaken for a dead one; then a broker that is not registered (dead, or fenced
     while its process answers: cut off from the controller); then a broker whose log directory
-    failed; else a live follower that is not keeping up."""
+    failed; else a live follower that is not keeping up.
+
+    One exception to "the replica's own broker": a leader that is registered (its heartbeats reach
+    the controller) but gives no TCP answer on its listener is cut off from everyone who would
+    connect to it, its followers included, and they leave its ISRs for that - so those missing
+    replicas are the leader's network partition, listed under the leader, not a slow follower."""
     out: list[MissingReplica] = []
     for p in partitions:
         for b in p.replicas:
@@ -107,6 +112,9 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
             alive = brokers.liveness.get(b)
             if b in p.adding:
                 cause: URPCause = "reassignment"
+            elif p.leader is not None and unreachable_but_registered(p.leader, brokers):
+                out.append(MissingReplica(p.topic, p.partition, p.leader, "network-partition"))
+                continue
             elif alive == "silent":
                 cause = "gc-pauses"
             elif b not in brokers.registered:
@@ -127,6 +135,8 @@ _DETAIL = {
     "network-partition": "broker {b} answers requests but is not registered: fenced, cut off from the controller",
     "unreachable": "broker {b} gives no TCP answer at all (a stopped process would refuse at once): "
     "cut off by the network or a firewall, or its host is down",
+    "unreachable-registered": "broker {b} is registered and unfenced but its listener gives no TCP answer "
+    "(a stopped process would refuse at once): cut off by the network, its followers cannot fetch from it",
     "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
     "reassignment": "broker {b} is being added by a reassignment in progress",
     "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
@@ -142,10 +152,33 @@ _CAUSE_ORDER = {
 }
 
 
+def unreachable_but_registered(broker: int, brokers: BrokerFacts) -> bool:
+    """Registered (and so unfenced: its heartbeats reach the controller) while its listener gives
+    no TCP answer at all: packets to it are dropped, where a dead process would refuse at once and
+    a paused one would still complete the handshake."""
+    return broker in brokers.registered and brokers.liveness.get(broker) == "unreachable"
+
+
 def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
-    """A network-partition finding whose broker gave no TCP answer at all (dropped packets), not one
-    that answers but is fenced: the two are told in different words."""
-    return cause == "network-partition" and brokers.liveness.get(broker) == "unreachable"
+    """A network-partition finding whose broker is not registered and gave no TCP answer at all
+    (dropped packets), not one that answers but is fenced: the two are told in different words."""
+    return (
+        cause == "network-partition"
+        and broker not in brokers.registered
+        and brokers.liveness.get(broker) == "unreachable"
+    )
+
+
+def cut_off_registered(cause: str, broker: int, brokers: BrokerFacts) -> bool:
+    """A network-partition finding whose broker is still registered and unfenced but unreachable:
+    its own connections out work (heartbeats, fetches), connections to it do not."""
+    return cause == "network-partition" and unreachable_but_registered(broker, brokers)
+
+
+def _detail_key(cause: URPCause, broker: int, brokers: BrokerFacts) -> str:
+    if cut_off_registered(cause, broker, brokers):
+        return "unreachable-registered"
+    return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
 
 
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:
@@ -157,8 +190,8 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
         URPFinding(
             cause=cause,
             broker=b,
-            partitions=tuple(sorted(tps)),
-            detail=_DETAIL["unreachable" if cut_off_silently(cause, b, brokers) else cause].format(
+            partitions=tuple(sorted(set(tps))),
+            detail=_DETAIL[_detail_key(cause, b, brokers)].format(
                 b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))
             ),
         )

@@ -310,3 +310,84 @@ async def test_only_the_suspect_slow_is_still_a_stalled_disk():
     reply = (await answer("why URP", Context(live=FakePool(_SlowLogDirs({103}).make())))).reply
     assert "Broker 103 does not answer DescribeLogDirs" in reply.verdict, reply.verdict
     assert not any("the cluster or its host is busy" in n for n in reply.notes)
+
+
+# Recorded on the lab cluster with broker 103's listener port dropped by tc (issue 27, finding 2):
+# 103 stayed registered and unfenced; the two partitions it leads shrank their ISR to 103 alone;
+# the probe of its port timed out ("no TCP answer within 1.5 s") while 101 and 102 answered.
+_CUT_PARTS = [
+    PartitionState("lab-partition", 0, 101, (101, 102, 103), (101, 102, 103), 2),
+    PartitionState("lab-partition", 1, 103, (103, 101, 102), (103,), 2),
+    PartitionState("lab-partition", 3, 103, (103, 102, 101), (103,), 2),
+]
+_CUT_LIVENESS = {101: "answers", 102: "answers", 103: "unreachable"}
+
+
+def test_a_registered_broker_with_no_tcp_answer_is_a_network_partition_named_by_its_leaderships():
+    facts = BrokerFacts(frozenset({101, 102, 103}), frozenset({101, 102, 103}), {}, _CUT_LIVENESS)
+    [finding] = urp_findings(_CUT_PARTS, facts)  # 101 and 102 are not slow followers: they cannot reach 103
+    assert (finding.cause, finding.broker) == ("network-partition", 103)
+    assert finding.partitions == (("lab-partition", 1), ("lab-partition", 3))  # once each, not per follower
+    assert "registered and unfenced but its listener gives no TCP answer" in finding.detail
+    # the same port refusing is a dead process's; answering, a live one: neither is a partition
+    refused = BrokerFacts(frozenset({101, 102, 103}), frozenset({101, 102, 103}), {}, {103: "refused"})
+    assert {f.cause for f in urp_findings(_CUT_PARTS, refused)} == {"slow-follower"}
+    # not probed: nothing says the leader is cut off
+    unprobed = BrokerFacts(frozenset({101, 102, 103}), frozenset({101, 102, 103}))
+    assert {f.broker for f in urp_findings(_CUT_PARTS, unprobed)} == {101, 102}
+
+
+def _cut_gateway():
+    from action_fakes import FakeGateway
+
+    from live.probe import ProbeResult
+
+    class CutOffRegistered(FakeGateway):
+        async def broker_liveness(self, broker_ids):
+            return {
+                b: ProbeResult("127.0.0.1", 16000 + b, "unreachable", 1.5, "no TCP answer within 1.5 s")
+                if _CUT_LIVENESS[b] == "unreachable"
+                else ProbeResult("127.0.0.1", 16000 + b, "answers", 0.01)
+                for b in broker_ids
+            }
+
+    topics = {"lab-partition": [(p.leader, list(p.replicas), list(p.isr)) for p in _CUT_PARTS]}
+    return CutOffRegistered(brokers=(101, 102, 103), topics=topics)
+
+
+async def test_why_urp_on_a_registered_but_unreachable_broker_gives_no_destructive_advice():
+    from action_fakes import FakePool
+
+    from bot.render import render_text
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    reply = (await answer("why URP", Context(live=FakePool(_cut_gateway())))).reply
+    assert reply.verdict.startswith("Broker 103 is cut off by the network, not down"), reply.verdict
+    assert reply.severity == "critical"  # its partitions are under min ISR: acks=all writes fail
+    assert "do not stop or restart it: with the ISR = {103}" in reply.verdict
+    top = reply.diagnoses[0]
+    assert top.entry_id == "network-partition"
+    assert not any(s.destroys_data for s in top.mitigation)
+    assert any(d.startswith("Stop, restart or move replicas away from a broker that is cut off") for d in top.do_not)
+    labels = {e.label: e.value for e in reply.evidence}
+    assert "its ISR" not in labels.get("Broker 101", "") and "Broker 101" not in labels  # no slow follower
+    assert "2 of the 2 under-replicated partitions it leads have an ISR of 103 alone" in labels[
+        "For a network partition of broker 103"
+    ]
+    assert "Against it (broker 103)" in labels and "What would decide it" in labels
+    text = render_text(reply)
+    assert "kafka-reassign-partitions" not in text and "Broker 103 is gone" not in text
+    assert "unclean.leader.election.enable: true" not in text
+
+
+async def test_status_names_the_registered_broker_nobody_can_reach():
+    from action_fakes import FakePool
+
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    reply = (await answer("status", Context(live=FakePool(_cut_gateway())))).reply
+    assert "broker 103 registered but unreachable" in reply.verdict, reply.verdict
+    assert "2 partition(s) it leads are down to an ISR of 103 alone" in reply.verdict
+    assert any(e.label == "Broker 103 listener" and e.status == "bad" for e in reply.evidence)
