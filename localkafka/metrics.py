@@ -67,8 +67,10 @@ BYTES_IN = "kafka_server_brokertopicmetrics_bytesinpersec_total"
 MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesinpersec_total"
 
 
-def scrape(url: str, timeout: float = 3.0) -> str | None:
-    """The exposition text, or None if the endpoint does not answer."""
+def scrape(url: str, timeout: float = 10.0) -> str | None:
+    """The exposition text, or None if the endpoint does not answer within ``timeout`` (Prometheus's
+    default scrape timeout: a JVM exporter on a busy host can take seconds to render, and a 3 s
+    limit read a live broker as silent at load ~24). A dead broker's port refuses at once."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.read().decode()
