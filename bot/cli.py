@@ -205,9 +205,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kbot: configuration: {line}", file=sys.stderr)
         print("kbot: `kbot config` shows every setting and where it came from", file=sys.stderr)
         return EXIT_BAD_INPUT
-    logging.basicConfig(
-        level=settings.kbot_log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from .logs import log_to_file, log_to_screen
+
+    slack = settings.slack_bot_token is not None or settings.slack_app_token is not None
+    if args.command in ("ask", "console", "audit", "incident") or (args.command == "run" and not slack):
+        # a person at a prompt: tracebacks to the state folder's kbot.log, one short line on screen
+        from gate.audit import cluster_secrets
+
+        tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
+        secrets = (*(t.get_secret_value() for t in tokens if t), *cluster_secrets())
+        log_to_file(settings.kbot_log_level, settings.state_dir, secrets)
+    else:
+        log_to_screen(settings.kbot_log_level)
     if settings.kbot_log_level != "DEBUG":
         # kafka-python logs every refused connection; the answer already says the cluster is down.
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
