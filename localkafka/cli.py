@@ -51,6 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"first port of the layout (default: the one the named cluster was created with, "
         f"else {DEFAULT_PORT_BASE})",
     )
+    p.add_argument(
+        "--controllers",
+        type=int,
+        choices=[1, 3],
+        default=None,
+        help="KRaft controllers for `up` on a new cluster: 1, or 3 for a quorum that survives losing one "
+        "(default: as the named cluster was created, else 1)",
+    )
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
     p.add_argument(
         "--secure",
@@ -110,9 +118,13 @@ def run(args) -> int:
         if getattr(args, "secure", False):
             from .secure import SecureCluster
 
-            cluster = SecureCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
+            cluster = SecureCluster(
+                name=args.name, base_dir=args.base_dir, port_base=args.port_base, controllers=args.controllers
+            )
         else:
-            cluster = LocalCluster(name=args.name, base_dir=args.base_dir, port_base=args.port_base)
+            cluster = LocalCluster(
+                name=args.name, base_dir=args.base_dir, port_base=args.port_base, controllers=args.controllers
+            )
         if args.action == "up":
             t0 = time.monotonic()
             cluster.up(timeout=args.timeout)

@@ -158,6 +158,15 @@ def admin_client(bootstrap: str, **extra):
     )
 
 
+def recorded_meta(base_dir: Path) -> dict:
+    """The cluster.json of a cluster created in ``base_dir`` ({} when none was, or it is unreadable)."""
+    try:
+        meta = json.loads((base_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -165,17 +174,19 @@ class LocalCluster:
         base_dir: str | Path | None = None,
         port_base: int = DEFAULT_PORT_BASE,
         *,
-        controllers: int = 1,
+        controllers: int | None = None,
         overrides: dict[str | int, dict[str, str]] | None = None,
         extra_log_dirs: dict[int, list[str | Path]] | None = None,
         brokers: int = 3,
     ):
+        self.name = name
+        self.base_dir = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser().resolve()
+        if controllers is None:  # as the cluster was created (`kbot cluster up --controllers 3`), else one
+            controllers = recorded_meta(self.base_dir).get("controllers", 1)
         if controllers not in (1, 3):
             raise ClusterError(f"controllers must be 1 or 3, not {controllers}")
         if not 1 <= brokers <= len(BROKER_IDS):
             raise ClusterError(f"brokers must be 1 to {len(BROKER_IDS)}, not {brokers}")
-        self.name = name
-        self.base_dir = Path(base_dir or fetch.cache_root() / "clusters" / name).expanduser().resolve()
         self.port_base = port_base
         self.controllers = {}
         for i, cid in enumerate(CONTROLLER_IDS[:controllers]):

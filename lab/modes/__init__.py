@@ -7,6 +7,7 @@ from lab.mode import Mode
 from . import (
     broker_loss,
     consumer_stop,
+    controller_minority_loss,
     controller_quorum_loss,
     fetch_session_eviction,
     flapping_broker,
@@ -35,6 +36,7 @@ MODES: list[Mode] = [
     min_isr_equals_rf.MODE,
     reassignment_throttled.MODE,
     offline_partitions.MODE,
+    controller_minority_loss.MODE,
     controller_quorum_loss.MODE,
     hanging_transaction.MODE,
     producer_fencing.MODE,

@@ -92,3 +92,25 @@ def test_cluster_commands_use_the_port_base_the_named_cluster_was_created_with(t
     assert recorded_port_base("judge", str(folder)) == 25090
     (folder / "cluster.json").write_text("{not json")
     assert recorded_port_base("judge", str(folder)) == DEFAULT_PORT_BASE
+
+
+def test_a_cluster_keeps_the_controller_count_it_was_created_with(tmp_path):
+    """`kbot cluster up --controllers 3` once; `kbot cluster status`, `kbot run` (which name no
+    count) then see all three voters instead of refusing a cluster made with a different quorum."""
+    import json
+
+    import argparse
+
+    from localkafka.cli import add_arguments
+    from localkafka.cluster import LocalCluster
+
+    folder = tmp_path / "q"
+    assert list(LocalCluster(name="q", base_dir=folder).controllers) == [1]  # nothing recorded: one
+    folder.mkdir()
+    (folder / "cluster.json").write_text(json.dumps({"port_base": 25090, "controllers": 3}))
+    assert list(LocalCluster(name="q", base_dir=folder, port_base=25090).controllers) == [1, 2, 3]
+    assert list(LocalCluster(name="q", base_dir=folder, port_base=25090, controllers=1).controllers) == [1]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["up", "--controllers", "3"]).controllers == 3
+    assert parser.parse_args(["status"]).controllers is None  # as recorded

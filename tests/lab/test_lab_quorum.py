@@ -1,5 +1,6 @@
 """The failure lab on the 3-controller lab cluster (controllers 1-3, brokers 101-103; ports from
-KBOT_LAB_QUORUM_PORT_BASE, default 24090): the mode that needs a real quorum to lose."""
+KBOT_LAB_QUORUM_PORT_BASE, default 24090): the modes that need a real quorum, losing one voter
+(the quorum holds) and two (it is lost)."""
 
 import shutil
 
@@ -29,7 +30,7 @@ def runs():
 
 
 def test_quorum_modes_exist():
-    assert ORDER == ["controller-quorum-loss"]
+    assert ORDER == ["controller-minority-loss", "controller-quorum-loss"]
 
 
 @pytest.mark.parametrize("name", ORDER)
