@@ -97,9 +97,8 @@ def test_cluster_commands_use_the_port_base_the_named_cluster_was_created_with(t
 def test_a_cluster_keeps_the_controller_count_it_was_created_with(tmp_path):
     """`kbot cluster up --controllers 3` once; `kbot cluster status`, `kbot run` (which name no
     count) then see all three voters instead of refusing a cluster made with a different quorum."""
-    import json
-
     import argparse
+    import json
 
     from localkafka.cli import add_arguments
     from localkafka.cluster import LocalCluster
