@@ -48,6 +48,12 @@ def unavailable(mode: Mode, cluster: LabCluster | None = None) -> str | None:
     the small filesystem it needs really got mounted (lab/topology.py)."""
     if not mode.feasible:
         return mode.note
+    if "tc" in mode.needs:
+        from . import netcut
+
+        why = netcut.unavailable()
+        if why:
+            return why
     wants_disk = {"disk2", "ext4"} & set(mode.needs)
     if wants_disk and not can_mount():
         return "needs to mount a small filesystem for broker 103's second log dir (root); not allowed here"

@@ -59,7 +59,10 @@ class LabCluster(LocalCluster):
         return super().up(timeout)
 
     def destroy(self) -> None:
+        from . import netcut
+
         self.down()
+        netcut.restore(self.port_base)  # a network-partition cut left in place (keyed by this port base)
         if self.disk2 is not None and _is_mount(self.disk2_mount):
             subprocess.run(["fsfreeze", "-u", str(self.disk2_mount)], capture_output=True, timeout=30)
             subprocess.run(["umount", str(self.disk2_mount)], capture_output=True, timeout=60)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a fresh machine: system packages (Java for Kafka and Spark, Maven for the Kafka jars,
-# Prometheus and Alertmanager for the alert loop),
+# Prometheus and Alertmanager for the alert loop, iproute2's tc for the lab's network partition),
 # the Python virtualenv with the project and its test extras. Idempotent and quick when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,8 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # Prometheus and Alertmanager: the alert loop (`kbot run --alerts`, tests/alerts) runs its own copies on loopback.
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
+# tc (iproute2, in /usr/sbin): the failure lab's network-partition mode drops packets to one broker's ports on lo.
+command -v tc >/dev/null 2>&1 || [ -x /usr/sbin/tc ] || [ -x /sbin/tc ] || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} from Debian packages" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

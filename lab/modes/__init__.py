@@ -17,6 +17,7 @@ from . import (
     hot_partition,
     log_dir_failure,
     min_isr_equals_rf,
+    network_partition,
     not_here,
     offline_partitions,
     paused_broker,
@@ -49,6 +50,7 @@ MODES: list[Mode] = [
     full_disk.MODE,
     log_dir_failure.MODE,
     flapping_broker.MODE,
+    network_partition.MODE,
     *not_here.MODES,
 ]
 

@@ -21,16 +21,6 @@ METADATA_LAG = Mode(
     + " (a delay on the controller port fences all brokers instead)",
 )
 
-NETWORK_PARTITION = Mode(
-    name="network-partition",
-    feasible=False,
-    summary="a broker cut off from the controller or from its peers but not from clients",
-    expect_entry="network-partition",
-    expect_severity="critical",
-    questions=("why URP",),
-    note="needs a network namespace (or firewall rules by peer) per broker; " + _SHARED_LOOPBACK,
-)
-
 PAGE_CACHE = Mode(
     name="page-cache-cold-reads",
     feasible=False,
@@ -42,4 +32,4 @@ PAGE_CACHE = Mode(
     "page cache, which a container may not do; a cold read from a 64 MB test disk is no incident",
 )
 
-MODES = [METADATA_LAG, NETWORK_PARTITION, PAGE_CACHE]
+MODES = [METADATA_LAG, PAGE_CACHE]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lab.modes import MODES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +27,28 @@ def test_list_json_has_every_mode_with_feasibility():
         # a mode that cannot run here says why; one that can has nothing to explain
         assert (r["why_not"] is None) == r["runs_here"], r
     not_here = {r["mode"] for r in rows if not r["runs_here"]}
-    assert {"metadata-lag", "network-partition"} <= not_here
+    assert "metadata-lag" in not_here
+    # the network partition runs wherever tc may shape loopback (root with iproute2), else says why
+    from lab import netcut
+
+    assert ("network-partition" in not_here) == (netcut.unavailable() is not None)
+
+
+def test_network_partition_says_why_it_cannot_run_without_tc_or_root(monkeypatch):
+    from lab import netcut
+    from lab.modes import by_name
+    from lab.runner import run_mode, unavailable
+
+    mode = by_name()["network-partition"]
+    monkeypatch.setattr(netcut.shutil, "which", lambda name: None)
+    assert "needs tc (iproute2)" in unavailable(mode)
+    # run_mode stops before starting a cluster, with the reason and no traceback
+    assert run_mode(mode, cluster=None)["error"].startswith("not run: needs tc (iproute2)")
+    with pytest.raises(netcut.NetcutError, match="needs tc"):
+        netcut.cut(16090, [16093])
+    monkeypatch.setattr(netcut.shutil, "which", lambda name: "/usr/sbin/tc")
+    monkeypatch.setattr(netcut.os, "geteuid", lambda: 1000)
+    assert "needs root (CAP_NET_ADMIN)" in unavailable(mode)
 
 
 def test_list_text_says_why_a_mode_cannot_run():

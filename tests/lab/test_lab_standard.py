@@ -51,6 +51,31 @@ def test_answer(runs, name):
     check_answer(runs.result(MODES[name]))
 
 
+def test_network_partition_answer_moves_nothing_and_status_reads_the_rest(runs):
+    """Broker 103 cut off by tc while registered: the answer must not tell anyone to move its
+    replicas, stop it or elect uncleanly (its partitions' ISR is 103 alone), and `status` must read
+    the quorum through the brokers that answer and name 103 as unreachable. The cut is gone after
+    the heal (the qdisc is machine-wide on lo)."""
+    from lab import netcut
+
+    res = runs.result(MODES["network-partition"])
+    if not res["reproduced"]:
+        pytest.fail(f"network-partition was not reproduced ({res['error']}): nothing to judge")
+    assert res["facts"]["registered"] == [101, 102, 103]  # observed: not fenced
+    why = res["answers"][0]["reply"]
+    top = why["diagnoses"][0]
+    assert not any(step["destroys_data"] for step in top["mitigation"]), top["mitigation"]
+    said = " ".join([why["verdict"], *(m["text"] for m in top["mitigation"])])
+    for wrong in ("kafka-reassign-partitions", "move its replicas to other brokers", "is gone"):
+        assert wrong not in said, said
+    assert "do not move its replicas away, and do not stop or restart it" in why["verdict"]
+    status = res["answers"][1]["reply"]
+    assert "broker 103 registered but unreachable" in status["verdict"], status["verdict"]
+    quorum = next(e for e in status["evidence"] if e["label"] == "Controller quorum")
+    assert quorum["value"].startswith("leader "), quorum  # read, not "not readable: ... Unable to bootstrap"
+    assert not netcut.active(runs.cluster.port_base)
+
+
 def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
     """`kbot lab run MODE --json` in its own process leaves the fault in place for the engineer to
     ask more; `kbot lab heal` (another process) finds it from the state file and undoes it."""
