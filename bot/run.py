@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from kbot_settings import load
 
@@ -54,7 +55,7 @@ def embedded_cluster() -> dict[str, str]:
 
     cluster = LocalCluster(name="dev")
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
-    cluster.up(timeout=300)
+    cluster.up(timeout=300, progress=_say)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
     return local_env(cluster)
 
@@ -87,6 +88,12 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
     # cluster, the lake on), handed down explicitly - never written into os.environ.
     env = dict(os.environ if env is None else env)
     local = False
+    spark = None
+    if not args.no_lake:
+        env.setdefault("KBOT_LAKE", "1")
+        # Spark's server starts while the cluster does (it needs none of the cluster's settings):
+        # the prompt waits for the slower of the two, not for both in a row.
+        spark = ThreadPoolExecutor(1, thread_name_prefix="spark-start").submit(start_connect_server, dict(env))
     if not cluster_configured(env) and not args.no_cluster:
         try:
             env.update(embedded_cluster())
@@ -101,11 +108,11 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
             stack = start_alert_stack(env)
         except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
             _say(f"--alerts: {exc}")
+            _stop_spark(spark.result() if spark is not None else None, env)
             return 2
     connect = None
-    if not args.no_lake:
-        env.setdefault("KBOT_LAKE", "1")
-        connect = start_connect_server(env)
+    if spark is not None:
+        connect = spark.result()
         collector = start_collection(env)
     log_principals(env)
     try:
@@ -113,15 +120,20 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
     finally:
         if collector is not None:
             stop_collection(collector)
-        if connect is not None and connect.started:  # only the server this run started
-            from lake.connect import stop_server
-
-            _say("stopping the lake's Spark server")
-            stop_server(env=env)
+        _stop_spark(connect, env)
         if stack is not None:
             stack.stop()
         if local:  # kept for the next run (a warm start); say so, and how to stop it
             _say(f"the local cluster keeps running at {env.get('KBOT_BOOTSTRAP')}: `kbot cluster down` stops it")
+
+
+def _stop_spark(connect, env: Mapping[str, str]) -> None:
+    """Stop the Spark Connect server this run started (one that was already running stays)."""
+    if connect is not None and connect.started:
+        from lake.connect import stop_server
+
+        _say("stopping the lake's Spark server")
+        stop_server(env=env)
 
 
 # How long the collector may take at exit to ingest its last files and write the pending

@@ -45,6 +45,7 @@ import string
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -397,9 +398,10 @@ class LocalCluster:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def up(self, timeout: float = 180.0) -> "LocalCluster":
+    def up(self, timeout: float = 180.0, progress: Callable[[str], None] | None = None) -> "LocalCluster":
         """Start whatever is not running and wait until healthy. Idempotent:
-        a healthy running cluster is left alone; stale pid files are ignored."""
+        a healthy running cluster is left alone; stale pid files are ignored. ``progress`` hears
+        what the wait is waiting for (see wait_ready)."""
         if self._all_running() and self._healthy(5):
             return self
         libs = fetch.ensure_jars()
@@ -413,20 +415,33 @@ class LocalCluster:
                 if pid and procs.is_stopped(pid):
                     procs.signal_pid(pid, signal.SIGCONT)  # `up` means running
                 self.start_node(n, libs)
-            self.wait_ready(timeout)
+            self.wait_ready(timeout, progress=progress)
         return self
 
     def _all_running(self) -> bool:
         pids = [n.pid() for n in self.nodes]
         return all(pids) and not any(procs.is_stopped(p) for p in pids)
 
-    def wait_ready(self, timeout: float = 120.0, brokers: list[int] | None = None) -> None:
+    def wait_ready(
+        self,
+        timeout: float = 120.0,
+        brokers: list[int] | None = None,
+        progress: Callable[[str], None] | None = None,
+        progress_every_s: float = 10.0,
+    ) -> None:
         """Poll until the controller is active, the wanted brokers are
-        registered and unfenced, and every node's metrics endpoint answers."""
+        registered and unfenced, and every node's metrics endpoint answers. ``progress`` hears
+        what is awaited once the wait passes 2 s: when that changes, and every ``progress_every_s``."""
         want = set(brokers or self.brokers)
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         last = "nothing checked yet"
+        told, told_at = "", started
         while time.monotonic() < deadline:
+            now = time.monotonic()
+            if progress is not None and now - started >= 2 and (last != told or now - told_at >= progress_every_s):
+                progress(f"waiting for the cluster ({now - started:.0f}s): {last}")
+                told, told_at = last, now
             dead = [n.node_id for n in self.nodes if not n.pid()]
             if dead:
                 raise ClusterError(

@@ -113,3 +113,25 @@ def test_a_cluster_keeps_the_controller_count_it_was_created_with(tmp_path):
     add_arguments(parser)
     assert parser.parse_args(["up", "--controllers", "3"]).controllers == 3
     assert parser.parse_args(["status"]).controllers is None  # as recorded
+
+
+def test_waiting_for_the_cluster_says_what_it_waits_for(tmp_path, monkeypatch):
+    """`kbot run` on a busy machine waited minutes in silence after the brokers registered (issue
+    28): every wait over 2 s says what it is waiting for, when that changes and at intervals."""
+    import time
+
+    from localkafka.cluster import LocalCluster, Node
+
+    c = LocalCluster(name="w", base_dir=tmp_path / "w", port_base=29090)
+    monkeypatch.setattr(Node, "pid", lambda self: 4242)
+    start = time.monotonic()
+    monkeypatch.setattr(
+        c, "registered_brokers", lambda timeout=5.0: [] if time.monotonic() - start < 3 else [101, 102, 103]
+    )
+    monkeypatch.setattr(c, "_metrics_up", lambda: time.monotonic() - start > 5)
+    heard: list[str] = []
+    c.wait_ready(30, progress=heard.append, progress_every_s=1.0)
+    assert heard and all(h.startswith("waiting for the cluster (") for h in heard), heard
+    assert any("registered brokers [], want [101, 102, 103]" in h for h in heard), heard
+    assert any("brokers registered, waiting for metrics endpoints" in h for h in heard), heard
+    assert not any(h.startswith("waiting for the cluster (0s)") or "(1s)" in h for h in heard)  # quiet under 2 s
