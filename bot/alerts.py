@@ -64,6 +64,7 @@ from commands.dispatch import run_request
 from commands.reply import Reply, Section
 from commands.router import BadInput, check_group, check_topic
 from commands.spec import CommandRequest
+from commands.timeline import answer_summary
 from gate.state_db import StateDb, state_db
 
 from .delivery import DeliveryFailed
@@ -447,7 +448,26 @@ class AlertThreads:
                 alerts=len(note.alerts),
                 result=result,
                 alertname=note.common_labels.get("alertname") or note.alerts[0].name,
+                **await self._timeline_fields(note, result),
             )
+
+    async def _timeline_fields(self, note: Notification, result: str) -> dict:
+        """What the incident timeline shows of a notification (commands/timeline.py): the thread it
+        went to, severity, summary, what fires and since when."""
+        thread = await asyncio.to_thread(self.store.get, note.group_key) if result != "failed" else None
+        starts = [t for a in note.alerts if (t := _parse_time(a.starts_at)) is not None]
+        ends = [t for a in note.alerts if (t := _parse_time(a.ends_at)) is not None]
+        iso = lambda ts: dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()  # noqa: E731
+        return {
+            "channel": thread.channel if thread is not None and thread.ts else None,
+            "thread_root": thread.ts if thread is not None and thread.ts else None,
+            "severity": note.common_labels.get("severity"),
+            "summary": (note.common_annotations.get("summary") or note.alerts[0].annotations.get("summary") or "")[:300]
+            or None,
+            "entities": [a.entity for a in note.alerts][:MAX_LABELS_SHOWN],
+            "starts_at": iso(min(starts)) if starts else None,
+            "ends_at": iso(max(ends)) if ends and note.status == "resolved" else None,
+        }
 
     async def _process(self, note: Notification) -> str:
         thread = await asyncio.to_thread(self.store.get, note.group_key)
@@ -616,6 +636,8 @@ class AlertThreads:
             latency_ms=round((time.monotonic() - t0) * 1000, 1),
             delivered="thread",
             thread_ts=thread.ts,
+            thread_root=thread.ts,
+            **answer_summary(reply),
         )
 
     async def _close(self, thread: Thread, note: Notification) -> None:

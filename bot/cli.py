@@ -113,6 +113,34 @@ def _approval_rules(settings):
     return rules, unknown, heading
 
 
+def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int:
+    """`kbot incident timeline <thread>`: the `timeline` command (commands/timeline.py) on this host's
+    audit log and state database; bad input is a short line and exit 2, never a traceback."""
+    from commands.context import Context
+    from commands.dispatch import run_request
+    from commands.registry import ROUTER
+    from commands.spec import CommandRequest
+
+    from .gate import default_gate
+    from .render import render_json, render_text
+    from .settings import Settings
+
+    form = "json" if args.json else ("md" if args.markdown else {"markdown": "md"}.get(args.format, args.format))
+    command = ROUTER.find("timeline")
+    assert command is not None  # registered in commands/registry.py
+    request = CommandRequest(command, args={"thread": args.thread}, raw=f"timeline {args.thread}", router=ROUTER)
+    ctx = Context(kb=kb, gate=default_gate(Settings.from_env(env)))
+    result = asyncio.run(run_request(request, ctx))
+    markdown = getattr(result.reply, "markdown", None)
+    if form == "json":
+        print(render_json(result.reply))
+    elif form == "md" and markdown is not None:
+        print(markdown(), end="")
+    else:  # text, or the error of a timeline that could not be built
+        print(render_text(result.reply, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
+    return result.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbot",
@@ -163,6 +191,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--json", action="store_true", help="print the settings as JSON")
     config.add_argument("--markdown", action="store_true", help="print the README's configuration table")
+    incident = sub.add_parser(
+        "incident",
+        help="an incident thread's postmortem timeline: kbot incident timeline C0INC/1700000000.000100",
+        description="`kbot incident timeline <thread>`: the incident in order (alert, questions and verdicts, "
+        "gated actions with requester and approver, resolution) with its durations, from this host's audit "
+        "log and thread store. <thread>: the Slack channel id and the thread's root ts (C0INC/1700000000.000100) "
+        "or the link of the thread's first message.",
+    )
+    incident_sub = incident.add_subparsers(dest="incident_command", metavar="timeline", required=True)
+    timeline = incident_sub.add_parser("timeline", help="the thread's timeline (text, --markdown or --json)")
+    timeline.add_argument("thread", help="C0INC/1700000000.000100, or a Slack link to the thread's first message")
+    timeline.add_argument(
+        "--json", action="store_true", help="print the answer as JSON (the timeline under 'timeline')"
+    )
+    timeline.add_argument("--markdown", action="store_true", help="print the timeline as Markdown, for a postmortem")
+    timeline.add_argument(
+        "--format", choices=("text", "md", "markdown", "json"), default="text", help="the output form"
+    )
     try:
         from localkafka.cli import register as register_cluster
     except ImportError:  # the local cluster tooling is optional at import time
@@ -251,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         from .console import console
 
         return console(args.json, env)
+    if args.command == "incident":
+        return _incident_timeline(args, env, kb)
     if args.command == "check":
         from runbook_kb.lookup import Lookup
 

@@ -58,7 +58,8 @@ from commands.followup import parse_request as parse_followup
 from commands.reply import Reply, error_reply
 from commands.router import Router
 from commands.spec import CommandRequest
-from gate.audit import AuditLog, RedactingFilter, open_audit, scrub
+from commands.timeline import answer_summary
+from gate.audit import AuditLog, RedactingFilter, open_audit, scrub, token_id
 from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
 
@@ -405,6 +406,7 @@ class KafkaBot:
             text=text[:AUDIT_TEXT_CHARS],
             text_len=len(text),
             request_id=rid,
+            thread_ts=thread_ts,  # asked inside a thread (a mention, a click): the timeline finds it by it
         )
         where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, respond=respond)
         try:
@@ -478,6 +480,8 @@ class KafkaBot:
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
             await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)
             return None
+        if request.spec.name == "timeline" and not request.args.get("thread") and channel and where.get("thread_ts"):
+            request.args["thread"] = f"{channel}/{where['thread_ts']}"  # `timeline` in a thread: that thread
         verdict = await self.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
         if not verdict.allowed:
             await self.refuse(verdict, "rbac", **where, command=request.spec.name)
@@ -536,7 +540,16 @@ class KafkaBot:
             )
             if told:
                 await self._audit_answer(
-                    request, result.outcome, started, user, channel, team, delivered="private", request_id=rid
+                    request,
+                    result.outcome,
+                    started,
+                    user,
+                    channel,
+                    team,
+                    delivered="private",
+                    request_id=rid,
+                    thread_root=thread_ts,
+                    reply=result.reply,
                 )
             else:
                 await self._delivery_failed(
@@ -549,6 +562,7 @@ class KafkaBot:
             result = await run_request(request, dataclasses.replace(self.ctx, progress=thread.progress), early=True)
             full = result.request is not None and result.request.full
             posted = await thread.finish(result.reply, full=full)
+            await thread.attach(result.reply)  # files an answer carries (a timeline's exports)
             if result.reply.later is not None:
                 # The live answer is up; the metric lake's part follows in the same thread.
                 early_reply = result.reply
@@ -573,7 +587,9 @@ class KafkaBot:
             team,
             delivered="thread",
             thread_ts=thread.ts,
+            thread_root=thread.thread_ts or thread.ts,  # the thread's first message: the timeline's key
             request_id=rid,
+            reply=result.reply,
         )
         if message:
             await self._settle(message, channel, request, result.outcome, user)
@@ -642,7 +658,12 @@ class KafkaBot:
             request_id=rid,
         )
 
-    async def _audit_answer(self, request, outcome: str, started: float, user, channel, team, **extra) -> None:
+    async def _audit_answer(
+        self, request, outcome: str, started: float, user, channel, team, *, reply: Reply | None = None, **extra
+    ) -> None:
+        if reply is not None:  # what the timeline shows of it (commands/timeline.py); a preview by its token's hash
+            token = _action_token(reply) if request.command.action is not None else None
+            extra = {**answer_summary(reply), **extra, **({"action_token_id": token_id(token)} if token else {})}
         await self.audit.write(
             "answer",
             transport="slack",

@@ -170,6 +170,24 @@ class SlackThread:
         except Exception as exc:  # noqa: BLE001 - the answer is already posted
             log.warning("could not post the chart for %s: %s", reply.title, exc)
 
+    async def attach(self, reply: Reply) -> None:
+        """The files an answer carries (the timeline's Markdown and JSON exports: its
+        ``attachments()``), uploaded into the answer's thread. A courtesy beside the answer, as a
+        chart is: a failure is one log line and never a lost answer."""
+        files = getattr(reply, "attachments", None)
+        if files is None:
+            return
+        try:
+            uploads = [
+                {"content": scrub(text), "filename": name, "title": _clip(title, 200)} for name, title, text in files()
+            ]
+            if uploads:
+                await self.delivery.call(
+                    "files_upload_v2", self.channel, thread_ts=self.thread_ts or self.ts, file_uploads=uploads
+                )
+        except Exception as exc:  # noqa: BLE001 - the answer is already posted
+            log.warning("could not attach the files of %s: %s", reply.title, slack_error(exc))
+
     async def _post(self, page: dict, *, thread_ts: str, reply: Reply) -> str:
         try:
             resp = await self.delivery.post(self.channel, thread_ts=thread_ts, **page)
