@@ -16,9 +16,12 @@ METADATA_LAG = Mode(
     expect_entry="metadata-lag",
     expect_severity="warning",
     questions=("why NOT_LEADER_OR_FOLLOWER",),
-    note="needs one broker's metadata fetches from the controller delayed while its other traffic flows; "
+    note="needs one broker's metadata fetches from the controller delayed while its other traffic flows: "
+    "they travel on that broker's own connection to the controller's port, from an ephemeral source port, "
+    "so a filter by port (how lab/netcut.py cuts a broker's listener) cannot single it out; "
     + _SHARED_LOOPBACK
-    + " (a delay on the controller port fences all brokers instead)",
+    + ", and this kernel offers tc no netem to delay rather than drop (a delay on the controller port would "
+    "slow every broker's heartbeats and fence them all)",
 )
 
 PAGE_CACHE = Mode(
