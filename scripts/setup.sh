@@ -31,8 +31,14 @@ stamp=.venv/.kbot-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python dependencies into .venv (first run downloads Spark, ~1-3 min)" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test,lint]'
+  # pip's and setuptools' own output (a BuildBackendWarning block for the editable install) goes to
+  # a log, not above the console's prompt; on a failure its end is shown.
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[test,lint]'; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "setup: installing the Python dependencies failed; the whole output is in $log" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 
