@@ -152,6 +152,34 @@ async def test_mapped_to_the_requester_the_terminal_cannot_self_approve(slack, t
     assert "Self-approval is refused" in refused.reply.verdict and abort.count("execute") == 0
 
 
+async def test_the_requester_alone_at_the_terminal_breaks_the_glass_with_a_reason(slack, tmp_path):
+    """Alice asked in Slack at 03:00 and nobody answers: mapped to her at the terminal, refused
+    self-approval, then named by a break_glass rule, she confirms alone; the reason is audited."""
+    token = await _slack_preview(slack, "fake-abort orders")  # requested by U0ALICE
+    abort = FakeAction("fake-abort", high_risk=True)
+    router = router_with(abort.command())
+    policy = tmp_path / "rbac.yaml"
+    rules = {**POLICY, "terminal_users": {ME: "U0ALICE"}}
+    policy.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    ctx = Context(kb=default_kb(), gate=_terminal_gate(slack, policy, router))
+    refused = await answer(f"confirm {token}", ctx, user="U0ALICE", router=router)
+    assert "Self-approval is refused" in refused.reply.verdict
+    assert any("members of user group S0ONCALL" in n for n in refused.reply.notes), refused.reply.notes
+    assert not any("break-glass" in n for n in refused.reply.notes)  # no rule names her yet
+    rules["break_glass"] = [{"name": "night-lead", "users": ["U0ALICE"], "commands": ["fake-abort"]}]
+    policy.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    ctx = Context(kb=default_kb(), gate=_terminal_gate(slack, policy, router))
+    hint = await answer(f"confirm {token}", ctx, user="U0ALICE", router=router)
+    assert any(f"break-glass {token}" in n for n in hint.reply.notes), hint.reply.notes
+    done = await answer(f"break-glass {token} pager unanswered for 25 min", ctx, user="U0ALICE", router=router)
+    assert done.reply.title == "Done: fake-abort" and abort.count("execute") == 1, done.reply.verdict
+    approval = [r for r in slack.audit("approval") if r.get("break_glass")][0]
+    assert approval["transport"] == "terminal" and approval["os_user"] == ME
+    assert approval["break_glass"] == "break_glass[night-lead]" and approval["break_glass_reason"] == (
+        "pager unanswered for 25 min"
+    )
+
+
 async def test_an_unmapped_terminal_confirms_and_cancels_its_own_requests_only(slack, tmp_path):
     bump = FakeAction("fake-bump")
     router = router_with(bump.command())
