@@ -36,6 +36,7 @@ import os
 import secrets
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -444,8 +445,16 @@ class SecureCluster(LocalCluster):
             self._provision(timeout)
         return self
 
-    def wait_ready(self, timeout: float = 120.0, brokers: list[int] | None = None) -> None:
-        super().wait_ready(timeout, brokers)
+    def wait_ready(
+        self,
+        timeout: float = 120.0,
+        brokers: list[int] | None = None,
+        progress: Callable[[str], None] | None = None,
+        progress_every_s: float = 10.0,
+    ) -> None:
+        super().wait_ready(timeout, brokers, progress, progress_every_s)
+        if progress is not None:
+            progress("provisioning the bot's SCRAM users and ACLs")
         self._provision(timeout)
 
     def _provision(self, timeout: float) -> None:
