@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -605,8 +608,6 @@ class TimelineReply(Reply):
 
     def attachments(self) -> list[tuple[str, str, str]]:
         """(filename, title, content) of each export."""
-        import json
-
         stem = "incident-timeline-" + str(self.timeline.get("thread_ts", "")).replace(".", "-")
         return [
             (f"{stem}.md", f"Incident timeline {self.timeline.get('thread')} (Markdown)", self.markdown()),
@@ -641,14 +642,25 @@ def _read(ctx: Context, ref: ThreadRef) -> tuple[list[JsonDict], JsonDict | None
     if audit is None:
         raise Unavailable("The timeline reads the bot's audit log, which is not set up here.")
     records: list[JsonDict] = audit.read()
-    memory = None
     db = getattr(gate, "state_db", None)
-    if db is not None:
-        from .followup import ThreadMemories
+    return records, (_memory(db.connect, ref) if db is not None else None)
 
-        found = ThreadMemories(db.connect).get(ref)
-        memory = found.to_dict() if found is not None else None
-    return records, memory
+
+def _memory(connect: Callable[[], sqlite3.Connection], ref: ThreadRef) -> JsonDict | None:
+    """The thread's memory as commands/followup.ThreadMemories stores it (table incident_threads,
+    key "<channel>/<ts>", IncidentMemory.to_dict() as JSON); read here without its 24 h expiry: a
+    postmortem is often written later. None when the thread has none (or the table is not there yet)."""
+    with closing(connect()) as conn:
+        try:
+            row = conn.execute(
+                "SELECT memory FROM incident_threads WHERE thread_key = ?", (thread_name(ref),)
+            ).fetchone()
+        except sqlite3.OperationalError:  # no table: no thread was ever remembered in this state folder
+            return None
+    if row is None:
+        return None
+    found = json.loads(row[0])
+    return found if isinstance(found, dict) else None
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:

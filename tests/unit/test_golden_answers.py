@@ -251,6 +251,7 @@ CASES = {
     "confirm_unknown_token": Case("confirm no-such-token"),
     "cancel_unknown_token": Case("cancel no-such-token"),
     "break_glass_unknown_token": Case("break-glass no-such-token approver unreachable at night"),
+    "timeline_unknown_thread": Case("timeline C0INC/1700000000.000100"),
     "error_unknown_topic": Case("describe no-such-topic"),
     "error_bad_input": Case("frobnicate the cluster"),
 }

@@ -7,9 +7,12 @@ import asyncio
 import json
 
 import pytest
+from block_limits import violations
 
+from bot.render import render_blocks
 from commands.context import Context
 from commands.dispatch import run_request
+from commands.followup import IncidentMemory, ThreadMemories
 from commands.registry import ROUTER
 from commands.reply import Diagnosis, Evidence, Reply
 from commands.router import BadInput
@@ -324,13 +327,16 @@ def test_answer_summary_keeps_verdict_cause_and_evidence():
     assert len(s["verdict"]) == 400 and len(s["evidence"]) == 12 and s["severity"] == "warning"
 
 
-def _run(tmp_path, text: str, records: list[dict] | None = None):
+def _run(tmp_path, text: str, records: list[dict] | None = None, memory: dict | None = None):
     now = [0.0]
     audit = AuditLog(tmp_path / "audit.jsonl", clock=lambda: now[0])
     for r in records or []:
         now[0] = r["ts"]
         audit.record(r["event"], **{k: v for k, v in r.items() if k not in ("ts", "event")})
     gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit, router=ROUTER)
+    if memory is not None:  # the thread's memory, as the Slack app stores it
+        memories = ThreadMemories(gate.state_db.connect, clock=lambda: T0)
+        memories.put((CH, ROOT), IncidentMemory.from_dict({**memory, "updated_at": T0}))
     cmd = ROUTER.find("timeline")
     request = CommandRequest(cmd, args={"thread": text} if text else {}, raw=f"timeline {text}", router=ROUTER)
     return asyncio.run(run_request(request, Context(kb=default_kb(), gate=gate)))
@@ -355,3 +361,18 @@ def test_the_command_answers_from_the_audit_log_with_its_exports(tmp_path):
     assert set(files) == {"incident-timeline-1750000000-000100.md", "incident-timeline-1750000000-000100.json"}
     assert json.loads(files["incident-timeline-1750000000-000100.json"])["thread"] == f"{CH}/{ROOT}"
     assert reply.to_dict()["timeline"]["durations"]["time_to_mitigation_s"] is not None
+
+
+def test_the_threads_memory_comes_from_the_state_database_and_the_answer_fits_slack(tmp_path):
+    result = _run(tmp_path, f"{CH}/{ROOT}", _records(), MEMORY)
+    doc = result.reply.timeline
+    assert doc["cluster"] == "local" and doc["leading_cause"]["entry_id"] == "broker-loss"
+    assert doc["named"] == {"topic": ["orders"]}
+    for full in (False, True):
+        for message in render_blocks(result.reply, full=full):
+            assert violations(message) == []
+
+
+def test_a_known_thread_without_events_says_to_ask_there_first(tmp_path):
+    result = _run(tmp_path, f"{CH}/{ROOT}", [], MEMORY)
+    assert result.outcome == "bad_input" and "no recorded events yet" in result.reply.verdict
