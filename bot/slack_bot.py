@@ -70,6 +70,7 @@ from .render import addition_reply, render_blocks, slack_escape
 from .scheduler import Schedule, Scheduler, parse_schedules
 from .settings import Settings
 from .slack_listeners import Listeners
+from .slack_request import SlackRequest
 from .slack_thread import SlackThread
 
 log = logging.getLogger(__name__)
@@ -373,44 +374,31 @@ class KafkaBot:
         return await self.authorizer.for_action(user, channel, record.command)
 
     # ---- one request --------------------------------------------------------------------------------
-    async def handle_text(self, text: str, **kw) -> None:
+    async def handle_text(self, req: SlackRequest) -> None:
         # A bounded number of requests work at once. Every request still gets its ack at once (the
         # ack path never waits here); the bound keeps a burst's background work from queueing in
         # front of the next acks on the event loop.
         started = time.monotonic()
         rid = uuid.uuid4().hex[:12]  # ties the request's audit records and log lines together
         async with self._slots:
-            await self._handle_text(text, started=started, rid=rid, **kw)
+            await self._handle_text(req, started=started, rid=rid)
 
-    async def _handle_text(
-        self,
-        text: str,
-        *,
-        user: str | None,
-        channel: str | None,
-        team: str | None,
-        source: str,
-        started: float,
-        rid: str,
-        thread_ts: str | None = None,
-        respond: AsyncRespond | None = None,
-        message: dict | None = None,
-    ) -> None:
+    async def _handle_text(self, req: SlackRequest, *, started: float, rid: str) -> None:
+        user, channel, team, text = req.user, req.channel, req.team, req.text
         await self.audit.write(
             "request",
             transport="slack",
-            source=source,
+            source=req.source,
             user=user,
             team=team,
             channel=channel,
             text=text[:AUDIT_TEXT_CHARS],
             text_len=len(text),
             request_id=rid,
-            thread_ts=thread_ts,  # asked inside a thread (a mention, a click): the timeline finds it by it
+            thread_ts=req.thread_ts,  # asked inside a thread (a mention, a click): the timeline finds it by it
         )
-        where = dict(user=user, channel=channel, team=team, text=text, thread_ts=thread_ts, respond=respond)
         try:
-            await self._handle_request(text, where, rid=rid, started=started, message=message)
+            await self._handle_request(req, rid=rid, started=started)
         except Exception as exc:
             # Nothing below expected it (a bug, or a Slack failure no step handles): the request still
             # ends in the audit, so nobody reads it as unanswered-but-pending.
@@ -430,30 +418,29 @@ class KafkaBot:
                 request_id=rid,
             )
 
-    async def _handle_request(self, text: str, where: dict, *, rid: str, started: float, message: dict | None) -> None:
-        user, channel, thread_ts = where["user"], where["channel"], where["thread_ts"]
-        request = await self._admit(text, where)
+    async def _handle_request(self, req: SlackRequest, *, rid: str, started: float) -> None:
+        request = await self._admit(req)
         if request is None:
             return
-        key = _coalesce_key(request, channel) if thread_ts is None else None
+        key = _coalesce_key(request, req.channel) if req.thread_ts is None else None
         entry = None
         if key is not None:
-            leader, entry = self.coalescer.join(key, user)
+            leader, entry = self.coalescer.join(key, req.user)
             if not leader:
-                if await self._point_to(entry, request, rid=rid, started=started, **where):
+                if await self._point_to(entry, request, req, rid=rid, started=started):
                     return
                 entry = None  # the first asker could not start a thread: answer this one ourselves
         ok = False
         try:
-            ok = await self._answer_in_thread(request, rid=rid, started=started, message=message, entry=entry, **where)
+            ok = await self._answer_in_thread(request, req, rid=rid, started=started, entry=entry)
         finally:
             if entry is not None:
                 self.coalescer.finished(key, entry, ok)
 
-    async def _admit(self, text: str, where: dict) -> CommandRequest | None:
+    async def _admit(self, req: SlackRequest) -> CommandRequest | None:
         """The parsed request when its sender may run it: a known member of the workspace, a valid
         command, allowed by RBAC. None once it has been refused (privately, and audited)."""
-        user, channel = where["user"], where["channel"]
+        user, channel, text = req.user, req.channel, req.text
         try:
             identity = await self.authorizer.identity(user)
         except SlackApiError as exc:
@@ -462,29 +449,29 @@ class KafkaBot:
                 f"Could not check your account with Slack ({slack_error(exc)}); try again.",
             )
         if not identity.allowed:
-            await self.refuse(identity, "identity", **where)
+            await self.refuse(identity, "identity", req)
             return None
-        memory = await self._memory(channel, where.get("thread_ts"))
+        memory = await self._memory(channel, req.thread_ts)
         if self.routing is not None:
             # Which cluster: `@name` first, else the channel's mapping; with several clusters and
             # neither, ask (with a button per cluster) rather than answer about the wrong one.
             routed = route(text, channel, self.routing)
             if isinstance(routed, Reply):
                 if memory is None or not memory.cluster or names_cluster(text):
-                    await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", **where, reply=routed)
+                    await self.refuse(Verdict.no("cluster", routed.verdict), "cluster", req, reply=routed)
                     return None
                 # a follow-up in a thread about one cluster: the thread's memory binds it on the request
             else:
                 text = routed.text
         request = parse_followup(text, memory, user=user, channel=channel, router=self.router)
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
-            await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", **where, reply=request.reply)
+            await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", req, reply=request.reply)
             return None
-        if request.spec.name == "timeline" and not request.args.get("thread") and channel and where.get("thread_ts"):
-            request.args["thread"] = f"{channel}/{where['thread_ts']}"  # `timeline` in a thread: that thread
+        if request.spec.name == "timeline" and not request.args.get("thread") and channel and req.thread_ts:
+            request.args["thread"] = f"{channel}/{req.thread_ts}"  # `timeline` in a thread: that thread
         verdict = await self.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
         if not verdict.allowed:
-            await self.refuse(verdict, "rbac", **where, command=request.spec.name)
+            await self.refuse(verdict, "rbac", req, command=request.spec.name)
             return None
         return request
 
@@ -506,21 +493,20 @@ class KafkaBot:
         except Exception as exc:  # sqlite unwritable: the answer is posted already
             log.warning("could not remember the answer in thread %s: %s", root, exc)
 
-    async def handle_thread_message(self, text: str, **kw) -> None:
+    async def handle_thread_message(self, req: SlackRequest) -> None:
         """A plain message in a thread: answered as a follow-up when the bot answers in that
         thread and the message starts with a command; other talk in threads is left alone."""
-        if self.router.command_for(text) is None:
+        if self.router.command_for(req.text) is None:
             return
-        if await self._memory(kw.get("channel"), kw.get("thread_ts")) is None:
+        if await self._memory(req.channel, req.thread_ts) is None:
             return  # a thread the bot did not start or answer in
-        await self.handle_text(text, **kw)
+        await self.handle_text(req)
 
-    async def _answer_in_thread(
-        self, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts, respond, message, entry
-    ) -> bool:
+    async def _answer_in_thread(self, request, req: SlackRequest, *, rid: str, started: float, entry) -> bool:
         """Working message, the command, the answer in its thread; True when the answer was delivered.
         A delivery that fails after its retries is reported (audit + log, with the request id), and
         the working message is marked, so no hourglass is left behind."""
+        user, channel, team, text, thread_ts = req.user, req.channel, req.team, req.text, req.thread_ts
         # Slash command text is private until we echo it: never echo a token someone pasted, nor the
         # gate's or a triage thread's token (confirm <token>), a capability for whoever reads the channel.
         token = request.args.get("token")
@@ -536,7 +522,7 @@ class KafkaBot:
             log.warning("request %s: cannot post in %s (%s); answering privately", rid, channel, slack_error(exc))
             result = await run_request(request, self.ctx)
             told = await self._tell_privately(
-                result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond
+                result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=req.respond
             )
             if told:
                 await self._audit_answer(
@@ -568,7 +554,7 @@ class KafkaBot:
                 early_reply = result.reply
                 result = await complete(result)
                 posted += await thread.add(addition_reply(early_reply, result.reply))
-            await remember_answer_messages(self, request, result.reply, thread, posted, message)
+            await remember_answer_messages(self, request, result.reply, thread, posted, req.message)
             await self._remember(request, result.reply, thread)
         except Exception as exc:
             await thread.fail(
@@ -591,15 +577,14 @@ class KafkaBot:
             request_id=rid,
             reply=result.reply,
         )
-        if message:
-            await self._settle(message, channel, request, result.outcome, user)
+        if req.message:
+            await self._settle(req.message, channel, request, result.outcome, user)
         return True
 
-    async def _point_to(
-        self, entry, request, *, rid: str, started: float, user, channel, team, text: str, thread_ts, respond
-    ) -> bool:
+    async def _point_to(self, entry, request, req: SlackRequest, *, rid: str, started: float) -> bool:
         """Point a repeated question to the thread that answers it (privately: one line for the asker,
         none in the channel). False when the first asker could not start a thread."""
+        user, channel, team = req.user, req.channel, req.team
         where = await entry.where
         if where is None:
             return False
@@ -618,7 +603,7 @@ class KafkaBot:
         place = f"<{slack_escape(link)}|this thread>" if link else "the thread of that question in this channel"
         line = f":information_source: {asked} the same question here moments ago; the answer is in {place}."
         pointer = [{"text": line, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]}]
-        told = await self._tell_privately(pointer, user=user, channel=channel, respond=respond)
+        told = await self._tell_privately(pointer, user=user, channel=channel, respond=req.respond)
         await self._audit_answer(
             request,
             "coalesced",
@@ -705,34 +690,31 @@ class KafkaBot:
         self,
         verdict: Verdict,
         step: str,
-        user,
-        channel,
-        team,
-        text: str,
+        req: SlackRequest,
         *,
-        thread_ts=None,
-        respond: AsyncRespond | None = None,
         reply: Reply | None = None,
         command: str | None = None,
         **extra,
     ) -> None:
         """Answer a refused request privately and audit it (``extra``: more fields for the audit record)."""
         reply = reply or error_reply(verdict.reason, title="Not allowed")
-        await self.audit_refusal(step, verdict, user, channel, team, text, command=command, **extra)
-        await self._tell_privately(reply, user=user, channel=channel, thread_ts=thread_ts, respond=respond)
+        await self.audit_refusal(step, verdict, req, command=command, **extra)
+        await self._tell_privately(
+            reply, user=req.user, channel=req.channel, thread_ts=req.thread_ts, respond=req.respond
+        )
 
-    async def audit_refusal(self, step: str, verdict: Verdict, user, channel, team, text: str, **extra) -> None:
+    async def audit_refusal(self, step: str, verdict: Verdict, req: SlackRequest, **extra) -> None:
         await self.audit.write(
             "refusal",
             transport="slack",
             step=step,
             rule=verdict.rule,
             reason=verdict.reason,
-            user=user,
-            team=team,
-            channel=channel,
-            text=text[:AUDIT_TEXT_CHARS],
-            text_len=len(text),
+            user=req.user,
+            team=req.team,
+            channel=req.channel,
+            text=req.text[:AUDIT_TEXT_CHARS],
+            text_len=len(req.text),
             **extra,
         )
 

@@ -25,96 +25,19 @@ middleware returns when it does not call ``next``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 
+from .slack_request import SlackRequest
+
 if TYPE_CHECKING:
     from .slack_bot import KafkaBot
 
 ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
-_MENTION = re.compile(r"^\s*<@[A-Z0-9]+>\s*")
-
-
-def _enterprise(body: dict) -> str | None:
-    """The Enterprise Grid org of a slash command, interaction or event (None outside Grid)."""
-    ent = body.get("enterprise")
-    found = (
-        body.get("enterprise_id")
-        or (ent.get("id") if isinstance(ent, dict) else None)
-        or ((body.get("team") or {}).get("enterprise_id") if isinstance(body.get("team"), dict) else None)
-    )
-    if not found:
-        for auth in body.get("authorizations") or []:
-            if isinstance(auth, dict) and auth.get("enterprise_id"):
-                return auth["enterprise_id"]
-    return found or None
-
-
-@dataclass(frozen=True)
-class Sender:
-    """Who sent a request, from where, and its /kafka text: read once, the same way for the
-    middleware and the listener, from whichever of the three payload kinds it is."""
-
-    source: str  # "slash", "button", "mention" or "message" (the audit's name for it)
-    text: str
-    user: str | None
-    channel: str | None
-    team: str | None
-    enterprise: str | None
-    api_app_id: str | None
-    thread_ts: str | None = None  # where the answer goes: a button's or a mention's thread
-
-    @classmethod
-    def of(cls, body: dict) -> Sender:
-        common = {"enterprise": _enterprise(body), "api_app_id": body.get("api_app_id")}
-        if body.get("type") == "block_actions":
-            user, channel = body.get("user") or {}, body.get("channel") or {}
-            message, container = body.get("message") or {}, body.get("container") or {}
-            return cls(
-                "button",
-                body["actions"][0].get("value") or "",
-                user=user.get("id"),
-                channel=channel.get("id") or container.get("channel_id"),
-                team=(body.get("team") or {}).get("id") or user.get("team_id"),
-                thread_ts=message.get("thread_ts")
-                or message.get("ts")
-                or container.get("thread_ts")
-                or container.get("message_ts"),
-                **common,
-            )
-        if body.get("type") == "event_callback":
-            event = body["event"]
-            return cls(
-                "mention" if event.get("type") == "app_mention" else "message",
-                _MENTION.sub("", event.get("text") or "", count=1),
-                user=event.get("user"),
-                channel=event.get("channel"),
-                team=body.get("team_id"),
-                thread_ts=event.get("thread_ts") or event.get("ts"),
-                **common,
-            )
-        return cls(
-            "slash",
-            body.get("text") or "",
-            user=body.get("user_id"),
-            channel=body.get("channel_id"),
-            team=body.get("team_id"),
-            **common,
-        )
-
-    def where(self) -> dict:
-        """handle_text's keyword arguments."""
-        return {
-            "user": self.user,
-            "channel": self.channel,
-            "team": self.team,
-            "source": self.source,
-            "thread_ts": self.thread_ts,
-        }
 
 
 class Listeners:
@@ -160,7 +83,7 @@ class Listeners:
         return None
 
     async def check_origin(self, body: dict, ack, respond, next_) -> BoltResponse | None:
-        sender = Sender.of(body)
+        sender = SlackRequest.of(body)
         verdict = self.bot.authorizer.origin(sender.team, sender.api_app_id, sender.enterprise)
         if verdict.allowed:
             await next_()
@@ -169,34 +92,24 @@ class Listeners:
         # no Web API call into a workspace we do not serve; a click is answered privately in its
         # thread (through the response_url where the bot cannot post); a mention is only audited.
         response = await ack(text=f":no_entry: {verdict.reason}") if sender.source == "slash" else await ack()
-        who = (sender.user, sender.channel, sender.team, sender.text)
         if sender.source == "button":
-            self.bot.spawn(
-                self.bot.refuse(
-                    verdict, "origin", *who, thread_ts=sender.thread_ts, respond=respond, api_app_id=sender.api_app_id
-                )
-            )
+            origin = dataclasses.replace(sender, respond=respond)
+            self.bot.spawn(self.bot.refuse(verdict, "origin", origin, api_app_id=sender.api_app_id))
         else:
-            self.bot.spawn(self.bot.audit_refusal("origin", verdict, *who, api_app_id=sender.api_app_id))
+            self.bot.spawn(self.bot.audit_refusal("origin", verdict, sender, api_app_id=sender.api_app_id))
         return response
 
     # ---- listeners ----------------------------------------------------------------------------------
     async def slash(self, ack, body: dict, respond) -> None:
         await ack()
-        sender = Sender.of(body)
-        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where(), respond=respond))
+        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body, respond=respond)))
 
     async def button(self, ack, body: dict, respond) -> None:
         await ack()
-        sender = Sender.of(body)
-        self.bot.spawn(
-            self.bot.handle_text(sender.text, **sender.where(), respond=respond, message=body.get("message") or {})
-        )
+        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body, respond=respond)))
 
     async def mention(self, body: dict) -> None:
-        sender = Sender.of(body)
-        self.bot.spawn(self.bot.handle_text(sender.text, **sender.where()))
+        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body)))
 
     async def message(self, body: dict) -> None:
-        sender = Sender.of(body)
-        self.bot.spawn(self.bot.handle_thread_message(sender.text, **sender.where()))
+        self.bot.spawn(self.bot.handle_thread_message(SlackRequest.of(body)))
