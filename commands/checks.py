@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from runbook_kb import KnowledgeBase
 
-from . import metric_checks
+from . import cold_reads, metric_checks
 from .live_checks import (
     Check,
     check_controller,
@@ -33,6 +33,7 @@ LIVE_CHECKS: dict[str, Check] = {
     "fetch_sessions": metric_checks.check_fetch_sessions,
     "hot_partition": metric_checks.check_hot_partition,
     "disks": metric_checks.check_disks,
+    "cold_reads": cold_reads.check_cold_reads,
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
 }

@@ -54,6 +54,12 @@ def unavailable(mode: Mode, cluster: LabCluster | None = None) -> str | None:
         why = netcut.unavailable()
         if why:
             return why
+    if "memcg" in mode.needs:
+        from . import memcap
+
+        why = memcap.unavailable()
+        if why:
+            return why
     wants_disk = {"disk2", "ext4"} & set(mode.needs)
     if wants_disk and not can_mount():
         return "needs to mount a small filesystem for broker 103's second log dir (root); not allowed here"

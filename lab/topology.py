@@ -59,8 +59,9 @@ class LabCluster(LocalCluster):
         return super().up(timeout)
 
     def destroy(self) -> None:
-        from . import netcut
+        from . import memcap, netcut
 
+        memcap.release(self.port_base)  # a page-cache cap left in place (keyed by this port base)
         self.down()
         netcut.restore(self.port_base)  # a network-partition cut left in place (keyed by this port base)
         if self.disk2 is not None and _is_mount(self.disk2_mount):

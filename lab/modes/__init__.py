@@ -20,6 +20,7 @@ from . import (
     network_partition,
     not_here,
     offline_partitions,
+    page_cache_cold_reads,
     paused_broker,
     producer_fencing,
     reassignment_throttled,
@@ -51,6 +52,7 @@ MODES: list[Mode] = [
     log_dir_failure.MODE,
     flapping_broker.MODE,
     network_partition.MODE,
+    page_cache_cold_reads.MODE,
     *not_here.MODES,
 ]
 

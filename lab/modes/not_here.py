@@ -24,15 +24,4 @@ METADATA_LAG = Mode(
     "slow every broker's heartbeats and fence them all)",
 )
 
-PAGE_CACHE = Mode(
-    name="page-cache-cold-reads",
-    feasible=False,
-    summary="a consumer catching up from old segments evicts the page cache and slows producers",
-    expect_entry="page-cache-cold-reads",
-    expect_severity="warning",
-    questions=("why produce latency",),
-    note="needs a working set larger than RAM (this box has ~24 GB of page cache) or dropping the host's "
-    "page cache, which a container may not do; a cold read from a 64 MB test disk is no incident",
-)
-
-MODES = [METADATA_LAG, PAGE_CACHE]
+MODES = [METADATA_LAG]

@@ -112,3 +112,18 @@ def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
     assert pending(runs.cluster) is None
     assert runs.cluster.registered_brokers(timeout=5) == [101, 102, 103]
     assert not runs.cluster.faults.under_replicated()
+
+
+def test_page_cache_cold_reads_answer_moves_nothing_and_the_cap_is_gone(runs):
+    """Broker 103 capped to a small page cache while a group catches up: the answer names the disk
+    reads, advises no destructive step, and the heal removed the memory cgroup (machine-wide)."""
+    from lab import memcap
+
+    res = runs.result(MODES["page-cache-cold-reads"])
+    if not res["reproduced"]:
+        pytest.fail(f"page-cache-cold-reads was not reproduced ({res['error']}): nothing to judge")
+    why = res["answers"][0]["reply"]
+    top = why["diagnoses"][0]
+    assert not any(step["destroys_data"] for step in top["mitigation"]), top["mitigation"]
+    assert "Broker 103 reads" in why["verdict"] and "from disk" in why["verdict"], why["verdict"]
+    assert not memcap.active(runs.cluster.port_base)
