@@ -100,6 +100,26 @@ def _refuse(code: str, reason: str) -> Decision:
     return Decision("refuse", code, reason)
 
 
+UNKNOWN_TOKEN = "No pending action has that token. Check it, or run the command again."
+
+
+def _cannot_confirm(record: Record, now: float, permitted: Verdict | None) -> Decision | None:
+    """What refuses any confirm of ``record`` (by its requester, an approver, or breaking the
+    glass): its state, a failing precondition, or RBAC."""
+    refusal = _state_refusal(record, now)
+    if refusal is not None:
+        return refusal
+    if not record.plan.ready:
+        return _refuse(
+            "not_ready",
+            "The preview showed a failing precondition, so it cannot be confirmed. "
+            "Fix the cause and run the command again.",
+        )
+    if permitted is not None and not permitted.allowed:
+        return _refuse("rbac", f"{permitted.reason} (rule: {permitted.rule})")
+    return None
+
+
 def _state_refusal(record: Record, now: float) -> Decision | None:
     if record.state == "cancelled":
         return _refuse("cancelled", "This action was cancelled; run the command again for a new preview.")
@@ -126,18 +146,10 @@ def decide(
 ) -> Decision:
     """May ``user`` confirm ``record`` at ``now``? No I/O: the RBAC verdict is passed in."""
     if record is None:
-        return _refuse("unknown", "No pending action has that token. Check it, or run the command again.")
-    refusal = _state_refusal(record, now)
+        return _refuse("unknown", UNKNOWN_TOKEN)
+    refusal = _cannot_confirm(record, now, permitted)
     if refusal is not None:
         return refusal
-    if not record.plan.ready:
-        return _refuse(
-            "not_ready",
-            "The preview showed a failing precondition, so it cannot be confirmed. "
-            "Fix the cause and run the command again.",
-        )
-    if permitted is not None and not permitted.allowed:
-        return _refuse("rbac", f"{permitted.reason} (rule: {permitted.rule})")
     if not record.needs_second_approver:
         if user != record.requester:
             return _refuse(
@@ -169,14 +181,10 @@ def decide_break_glass(
     """May ``user`` confirm ``record`` alone, on the record, because nobody else can approve in time?
     Only a high-risk action's own requester, allowed to run it, named by a break_glass rule, with a reason."""
     if record is None:
-        return _refuse("unknown", "No pending action has that token. Check it, or run the command again.")
-    refusal = _state_refusal(record, now)
+        return _refuse("unknown", UNKNOWN_TOKEN)
+    refusal = _cannot_confirm(record, now, permitted)
     if refusal is not None:
         return refusal
-    if not record.plan.ready:
-        return _refuse("not_ready", "The preview showed a failing precondition, so it cannot be confirmed.")
-    if permitted is not None and not permitted.allowed:
-        return _refuse("rbac", f"{permitted.reason} (rule: {permitted.rule})")
     if not record.needs_second_approver:
         return _refuse("not_needed", "This action needs no second approver: confirm it with its Confirm button.")
     if user != record.requester:
