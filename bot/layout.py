@@ -80,14 +80,22 @@ def _split_do_not(text: str) -> Caution:
 
 
 def _short_step(step: Step) -> Step:
-    return Step(first_sentence(step.text, SHORT_STEP_CHARS), step.command, step.config, step.destroys_data)
+    return Step(
+        first_sentence(step.text, SHORT_STEP_CHARS), step.command, step.config, step.destroys_data, step.confirmed_only
+    )
+
+
+UNDECIDED = "undecided: "  # a cause's why_ranked when the evidence cannot tell it from the top one
 
 
 def _rank_note(top: Diagnosis, other: Diagnosis) -> str:
     """Why ``other`` ranks below ``top``: the evidence behind the top one, or the runbook's order."""
     top_live = top.why_ranked.startswith(("live", "lake"))
     other_live = other.why_ranked.startswith(("live", "lake"))
-    if top_live and not other_live:
+    if other.why_ranked.startswith(UNDECIDED):
+        # a look-alike of the top cause the evidence cannot rule out: say what would decide it
+        basis = other.why_ranked.removeprefix(UNDECIDED)
+    elif top_live and not other_live:
         basis = (
             f"no evidence points at it (runbook match: {other.why_ranked})"
             if other.why_ranked
@@ -115,6 +123,10 @@ def short_answer(reply: Reply) -> ShortAnswer:
             if reply.severity == "unknown" and top.first_steps:
                 answer.heading = f"Check first: {top.title}"
                 answer.steps = [Step(first_sentence(s, SHORT_STEP_CHARS)) for s in top.first_steps[:DO_NOW_STEPS]]
+            elif top.undecided_with:
+                # the evidence fits look-alikes too: its first steps gather what decides between them
+                answer.heading = f"Check first: {' or '.join([top.title, *top.undecided_with])}"
+                answer.steps = [_short_step(s) for s in doable[:DO_NOW_STEPS]]
             else:
                 answer.heading = f"Do now: {top.title}"
                 answer.steps = [_short_step(s) for s in doable[:DO_NOW_STEPS]]

@@ -22,7 +22,13 @@ def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_ste
         cause=entry.cause,
         mechanism=source_lines(kb, entry),
         mitigation=[
-            Step(text=s.action, command=s.command, config=s.config, destroys_data=s.destroys_data)
+            Step(
+                text=s.action,
+                command=s.command,
+                config=s.config,
+                destroys_data=s.destroys_data,
+                confirmed_only=s.confirmed_only,
+            )
             for s in entry.mitigation
         ],
         do_not=[f"{d.action}: {d.why}" for d in entry.do_not],

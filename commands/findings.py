@@ -32,6 +32,18 @@ class ExpectedCause:
     do_not: list[str] = field(default_factory=list)  # "what: why"
 
 
+@dataclass(frozen=True)
+class Undecided:
+    """What the cluster shows fits the cause ranked first and its look-alikes (the runbook's
+    ``look_alikes``) alike, and nothing read from here tells them apart. `why` then withholds that
+    cause's confirmed_only steps (moving replicas away on a guess), puts ``steps`` first (they
+    gather the deciding evidence), and lists each look-alike with its reason."""
+
+    entry: str  # the cause ranked first (the runbook's triage order)
+    reasons: dict[str, str]  # look-alike entry id -> "undecided: cannot be told from here ...: <what decides>"
+    steps: list[Step] = field(default_factory=list)
+
+
 @dataclass
 class LiveFindings:
     verdict: str
@@ -42,3 +54,4 @@ class LiveFindings:
     notes: list[str] = field(default_factory=list)
     facts: LiveFacts | None = None
     expected: ExpectedCause | None = None  # set when no fault explains the symptom, only an operation
+    undecided: Undecided | None = None  # set when the evidence cannot tell the top cause from a look-alike

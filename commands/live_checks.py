@@ -15,12 +15,13 @@ from typing import TypeVar, cast
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import ConfigValue, LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
 from live.probe import ProbeResult
+from runbook_kb import KnowledgeBase, default_kb
 from runbook_kb.diagnose import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
 
 from . import isr_churn
 from .audit import min_isr_fix
 from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
-from .findings import ExpectedCause, LiveFacts, LiveFindings
+from .findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
 from .partial import note_missing
 from .reply import Action, Evidence, Severity, Step
 from .txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
@@ -487,6 +488,68 @@ def partition_evidence(broker: int, urp: list[PartitionState], probed: str) -> l
     ]
 
 
+LOST = "broker-loss"
+
+
+@dataclass(frozen=True)
+class WhyStopped:
+    """Why brokers that are down stopped, as far as it can be told from here (not at all: see
+    ``why_stopped``)."""
+
+    sentence: str  # for the verdict
+    evidence: list[Evidence]
+    lead: list[tuple[str, str]]  # the look-alikes, after the broker-loss line
+    undecided: Undecided
+
+
+def why_stopped(down: list[int], kb: KnowledgeBase | None = None) -> WhyStopped | None:
+    """Brokers that are not registered and whose process does not run (the port refuses) or was
+    not probed: a crash or a kill, and Kafka halting the broker itself once its log dirs failed,
+    leave the same behind. The bot reads neither the broker's log (on its host) nor, while it is
+    down, its log dirs, so it says which causes stay open and what decides between them (the
+    runbook's look_alikes of broker loss), and `why` asks for that evidence before anything moves
+    replicas away."""
+    kb = kb or default_kb()
+    entry = kb.failure_modes.get(LOST)
+    if not down or entry is None or not entry.look_alikes:
+        return None
+    who = broker_list(down)
+    one = down[0] if len(down) == 1 else None
+    titles = [entry.title.lower()]
+    evidence: list[Evidence] = []
+    reasons: dict[str, str] = {}
+    steps: list[Step] = []
+    decides = []
+    for alike in entry.look_alikes:
+        other = kb.failure_modes[alike.entry]
+        titles.append(other.title.lower())
+        said = " ".join(alike.decides.split())
+        decides.append(said)
+        evidence.append(
+            Evidence(
+                f"Why broker {who} stopped",
+                f"{entry.title} or {other.title}: cannot be told from here. {' '.join(alike.when.split())}",
+                f"kb: {LOST} look-alikes",
+                "neutral",
+            )
+        )
+        reasons[alike.entry] = f"undecided: cannot be told from here while broker {who} is down: {said}"
+        for st in alike.steps:
+            steps.append(
+                Step(
+                    " ".join(st.action.split()),
+                    command=st.command.replace("<broker-id>", str(one)) if st.command and one else st.command,
+                    config=dict(st.config) if st.config else None,
+                )
+            )
+    sentence = (
+        f"Whether this is {' or '.join(titles)} cannot be told from here while "
+        f"{'it is' if len(down) == 1 else 'they are'} down; what decides it: {'; '.join(decides)}."
+    )
+    lead = [(eid, why) for eid, why in reasons.items()]
+    return WhyStopped(sentence, evidence, lead, Undecided(LOST, reasons, steps))
+
+
 def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
     """A line per broker whose own metadata disagreed with most brokers' (``reconcile``)."""
     out = []
@@ -618,6 +681,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         return LiveFindings("No under-replicated partitions right now.", "ok", evidence, lead, notes=notes, facts=facts)
     top = findings[0] if findings else None
     expected: ExpectedCause | None = None
+    undecided: Undecided | None = None
     more: list[Action] = []
     if top and top.cause == "gc-pauses":
         verdict = (
@@ -670,6 +734,12 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             + (" (its port refuses connections: the process is not running)" if confirmed else "")
             + f": {len(urp):,} partitions are under-replicated because its replicas left their ISRs."
         )
+        stopped = why_stopped(gone)
+        if stopped is not None:
+            verdict += " " + stopped.sentence
+            evidence += stopped.evidence
+            lead += [x for x in stopped.lead if all(e != x[0] for e, _ in lead)]
+            undecided = stopped.undecided
     elif top and top.cause == "log-dir-failure":
         dirs = ", ".join(snap.brokers.failed_log_dirs.get(top.broker, ())) or "a log directory"
         verdict = (
@@ -707,7 +777,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         Action(f"Describe {example_topic}", f"describe {example_topic}"),
         Action("Cluster status", "status"),
     ]
-    return LiveFindings(verdict, severity, evidence, lead, actions, notes, facts, expected)
+    return LiveFindings(verdict, severity, evidence, lead, actions, notes, facts, expected, undecided)
 
 
 def facts_of(snap: Snapshot) -> LiveFacts:
@@ -756,7 +826,20 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
         f"{len(offline):,} partition(s) have no leader: every replica that could lead is on broker(s) "
         f"{broker_list(down)}, which {'is' if len(down) == 1 else 'are'} down. Bring {'it' if len(down) == 1 else 'them'} back; do not force an unclean election."
     )
-    return LiveFindings(verdict, "critical", evidence, lead, [Action("Cluster status", "status")], facts=facts_of(snap))
+    stopped = why_stopped(down)
+    if stopped is not None:
+        verdict += " " + stopped.sentence
+        evidence += stopped.evidence
+        lead += [(LOST, f"live: broker(s) {broker_list(down)} are not registered"), *stopped.lead]
+    return LiveFindings(
+        verdict,
+        "critical",
+        evidence,
+        lead,
+        [Action("Cluster status", "status")],
+        facts=facts_of(snap),
+        undecided=stopped.undecided if stopped is not None else None,
+    )
 
 
 async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:

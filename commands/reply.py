@@ -45,6 +45,8 @@ class Step:
     command: str | None = None
     config: dict[str, str] | None = None
     destroys_data: bool = False  # never offered as a numbered "do now" step
+    # moves data or weakens durability (or follows such a step): withheld while the cause is undecided
+    confirmed_only: bool = False
 
 
 @dataclass
@@ -83,6 +85,9 @@ class Diagnosis:
     first_steps: list[str] = field(default_factory=list)
     why_ranked: str = ""  # what made this entry match: "symptom UnderReplicatedPartitions", ...
     mechanism_note: str = ""  # why no source line applies, for an entry without mechanism lines
+    # titles of the causes the evidence cannot tell this one apart from (its look-alikes): its
+    # steps are then the ones that gather the deciding evidence
+    undecided_with: list[str] = field(default_factory=list)
 
 
 @dataclass

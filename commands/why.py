@@ -10,6 +10,7 @@ window (--since, default the last 15 minutes) is added as evidence, e.g. URP fla
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from live.gateway import GatewayError
 from runbook_kb.lookup import Match
@@ -20,7 +21,7 @@ from .context import Context
 from .diagnosis import diagnosis
 from .errors import Unavailable
 from .evidence import gateway
-from .findings import ExpectedCause, LiveFindings
+from .findings import ExpectedCause, LiveFindings, Undecided
 from .lake_evidence import LakeFindings
 from .lake_vs_live import check_against_live
 from .live_checks import Check, run_check, unreachable
@@ -155,6 +156,8 @@ def _reply(
     elif lake is not None and lake.lead:
         ranked = _lead_first(lake.lead, ranked)  # no live data: the lake's trend points the way
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[eid], reason=why) for eid, why in ranked[:MAX_DIAGNOSES]]
+    if live is not None and live.undecided is not None:
+        diagnoses = [_undecided(ctx, d, live.undecided) for d in diagnoses]
     followups = [f"/kafka runbook {eid}" for eid, _ in ranked[:2]]
     if live is not None and live.expected is not None:
         # an operation explains the symptom, not a fault: it comes first, the failure modes the
@@ -203,6 +206,19 @@ def _reply(
         followups=followups,
         window=lake.window.label if lake is not None and lake.available else None,
         series=list(getattr(lake, "series", None) or []),  # set by _lake_part when the trend was read
+    )
+
+
+def _undecided(ctx: Context, d: Diagnosis, undecided: Undecided) -> Diagnosis:
+    """The cause the evidence cannot tell from its look-alikes: the steps that gather the deciding
+    evidence first, and none that move data on a guess (the runbook's confirmed_only steps)."""
+    if d.entry_id != undecided.entry:
+        return d
+    kept = [s for s in d.mitigation if not s.confirmed_only]
+    return replace(
+        d,
+        mitigation=[*undecided.steps, *kept],
+        undecided_with=[ctx.kb.failure_modes[e].title for e in undecided.reasons if e in ctx.kb.failure_modes],
     )
 
 

@@ -202,6 +202,11 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
         for i, rel in enumerate(mode.related):
             if rel not in modes:
                 raise KBError(f"{file_of[mode.id]}: field 'related.{i}': no entry with id {rel!r}")
+        for i, alike in enumerate(mode.look_alikes):
+            if alike.entry not in modes or alike.entry == mode.id:
+                raise KBError(
+                    f"{file_of[mode.id]}: field 'look_alikes.{i}.entry': no other entry with id {alike.entry!r}"
+                )
 
     reference: dict[str, Strict] = {}
     for fname, model in REFERENCE_FILES.items():

@@ -91,6 +91,14 @@ class Step(Strict):
             "the numbered 'do now' list, only beside the warnings as a last resort"
         ),
     )
+    confirmed_only: bool = Field(
+        default=False,
+        description=(
+            "The step moves data or weakens durability (replicas reassigned away, min ISR lowered), or "
+            "follows one: answers show it only when the evidence confirms this entry's cause, never while "
+            "a look-alike (look_alikes) cannot be ruled out"
+        ),
+    )
 
     @model_validator(mode="after")
     def _unclean_is_marked(self) -> "Step":
@@ -107,6 +115,16 @@ class Step(Strict):
 class DoNot(Strict):
     action: str = Field(min_length=5)
     why: str = Field(min_length=10)
+
+
+class LookAlike(Strict):
+    """Another entry that the same outside evidence fits: what makes the two look the same, and
+    the observation (and the steps to get it) that tells them apart."""
+
+    entry: str = Field(description="The other failure mode's id")
+    when: str = Field(min_length=10, description="What the bot sees from outside that both causes produce")
+    decides: str = Field(min_length=10, description="The observation that tells them apart, where to read it")
+    steps: list[Step] = Field(min_length=1, description="What gathers the deciding evidence, first")
 
 
 class Empirical(Strict):
@@ -159,6 +177,10 @@ class FailureMode(Strict):
     do_not: list[DoNot] = Field(default_factory=list)
     empirical: list[Empirical] = Field(default_factory=list)
     related: list[str] = Field(default_factory=list)
+    look_alikes: list[LookAlike] = Field(
+        default_factory=list,
+        description="Entries the bot cannot tell this one apart from by what it reads from outside",
+    )
     checks: Bindings = Field(default_factory=Bindings)
 
     @field_validator("id")

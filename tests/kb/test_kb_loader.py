@@ -50,6 +50,9 @@ def test_copy_loads(kb_copy):
         (lambda d: d["mechanism"][0].update(file="Nope.scala"), "'mechanism.0.file'"),
         (lambda d: d["symptoms"][0].update(colour="red"), "'symptoms.0.colour'"),
         (lambda d: d.update(related=["no-such-entry"]), "'related.0'"),
+        (lambda d: d["look_alikes"][0].update(entry="no-such-entry"), "'look_alikes.0.entry'"),
+        (lambda d: d["look_alikes"][0].update(entry="broker-loss"), "'look_alikes.0.entry'"),
+        (lambda d: d["mitigation"][1].update(confirmed_only="sometimes"), "'mitigation.1.confirmed_only'"),
         (lambda d: d.update(id="Broker Loss"), "'id'"),
     ],
 )

@@ -392,3 +392,79 @@ async def test_status_names_the_registered_broker_nobody_can_reach():
     assert "broker 103 registered but unreachable" in reply.verdict, reply.verdict
     assert "2 partition(s) it leads are down to an ISR of 103 alone" in reply.verdict
     assert any(e.label == "Broker 103 listener" and e.status == "bad" for e in reply.evidence)
+
+
+# Recorded on the lab cluster (one-dir-halt, issue 27 finding 4): the partition folders of
+# lab-one-dir-halt were removed under broker 102, its only log dir, while a producer wrote; the next
+# segment roll failed and 102 logged "Shutdown broker because all log dirs in .../node-102/data have
+# failed" and halted. From outside: 102 not registered, its port refusing, out of all three ISRs.
+_HALTED_PARTS = [
+    (101, [101, 102, 103], [101, 103]),
+    (103, [103, 101, 102], [103, 101]),
+    (101, [102, 101, 103], [101, 103]),
+]
+
+
+def _halted_gateway():
+    from action_fakes import FakeGateway
+
+    from live.probe import ProbeResult
+
+    class Halted(FakeGateway):
+        async def broker_liveness(self, broker_ids):
+            return {
+                b: ProbeResult("127.0.0.1", 16090 + b % 100, "refused", 0.001)
+                if b == 102
+                else ProbeResult("127.0.0.1", 16090 + b % 100, "answers", 0.01)
+                for b in broker_ids
+            }
+
+    return Halted(brokers=(101, 103), topics={"lab-one-dir-halt": _HALTED_PARTS})
+
+
+async def test_a_broker_whose_process_is_gone_may_have_crashed_or_halted_on_failed_log_dirs():
+    """The bot reads neither the broker's server.log nor, while it is down, its log dirs: it must
+    say that a crash and a halt on failed log dirs look the same from here, name what decides it,
+    and ask for that before anything moves 102's replicas away."""
+    from action_fakes import FakePool
+
+    from bot.render import render_text
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    reply = (await answer("why URP", Context(live=FakePool(_halted_gateway())))).reply
+    assert reply.verdict.startswith("Broker 102 is gone (its port refuses connections"), reply.verdict
+    assert "cannot be told from here" in reply.verdict
+    assert "server.log" in reply.verdict and "OfflineLogDirectoryCount" in reply.verdict
+    top, second = reply.diagnoses[:2]
+    assert top.entry_id == "broker-loss" and top.undecided_with == ["Log-directory / disk failure"]
+    assert second.entry_id == "log-dir-failure"
+    assert second.why_ranked.startswith("undecided: cannot be told from here while broker 102 is down")
+    # the first steps gather the deciding evidence; nothing moves data on a guess
+    assert "server.log" in (top.mitigation[0].command or "")
+    assert top.mitigation[1].command == (
+        "kafka-log-dirs.sh --bootstrap-server <broker:9092> --describe --broker-list 102"
+    )
+    assert not any(s.confirmed_only or "kafka-reassign-partitions" in (s.command or "") for s in top.mitigation)
+    assert any(e.label == "Why broker 102 stopped" for e in reply.evidence)
+    text = render_text(reply)
+    assert "Check first: Broker loss or Log-directory / disk failure" in text
+    assert "kafka-reassign-partitions" not in text and "move its replicas to other brokers" not in text
+    assert "  - Log-directory / disk failure: cannot be told from here while broker 102 is down: " in text
+    assert "Log-directory / disk failure: no evidence points at it" not in text
+
+
+async def test_why_offline_with_its_broker_down_leaves_the_cause_of_the_stop_open():
+    from action_fakes import FakeGateway, FakePool
+
+    from commands.context import Context
+    from commands.dispatch import answer
+
+    gw = FakeGateway(brokers=(101, 103), topics={"lab-one-dir-halt": [(None, [102], [102])]})
+    reply = (await answer("why offline", Context(live=FakePool(gw)))).reply
+    assert reply.severity == "critical"
+    assert "cannot be told from here while it is down" in reply.verdict, reply.verdict
+    ids = [d.entry_id for d in reply.diagnoses]
+    assert ids[:3] == ["offline-partitions", "broker-loss", "log-dir-failure"], ids
+    lost = reply.diagnoses[1]
+    assert lost.undecided_with and not any(s.confirmed_only for s in lost.mitigation)
