@@ -115,9 +115,12 @@ def judge(
     entry = kb.failure_modes.get(expect_entry)
     want_lines = [ref.label for ref in entry.mechanism] if entry is not None else []
     got_lines = [m.get("label") for m in (top.get("mechanism") or [])] if top else None
+    # an entry that comes first may still have to say something in the verdict (that its cause
+    # cannot be told from a look-alike from here, say)
+    said = expect_verdict in (reply.get("verdict") or "")
     return Judgement(
-        top1=top1,
-        top1_ok=top1 == expect_entry,
+        top1=top1 if said else f"{top1}, verdict without: {expect_verdict}",
+        top1_ok=top1 == expect_entry and said,
         named=list(named),
         named_missing=[n for n in named if not names(text, str(n))],
         mechanism_ok=top1 == expect_entry and got_lines == want_lines,

@@ -29,7 +29,9 @@ class Mode:
     note: str = ""  # why not reproducible here, or what the lab substitutes
     needs: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("tmpfs",): checked before running
     # When no runbook entry is the cause (consumers that stopped are the application's fault, not
-    # Kafka's): what the verdict must say, and the entry that must NOT come first.
+    # Kafka's): what the verdict must say, and the entry that must NOT come first. With an
+    # expect_entry, what the verdict must say besides (e.g. that the cause cannot be told from a
+    # look-alike from outside).
     expect_verdict: str = ""
     not_top: str = ""
 

@@ -76,6 +76,34 @@ def test_network_partition_answer_moves_nothing_and_status_reads_the_rest(runs):
     assert not netcut.active(runs.cluster.port_base)
 
 
+def test_one_dir_halt_answer_leaves_the_cause_open_and_moves_nothing(runs):
+    """Broker 102's only log dir failed (its partition folders removed while producing) and Kafka
+    halted it: from outside that is a stopped process, as after a SIGKILL. The answer must say the
+    cause cannot be told from here, name what decides it (the broker's server.log, its log dirs
+    after a restart), list log-dir failure as open rather than unsupported, and advise nothing that
+    moves 102's replicas away. After the heal 102 is back with its dir online."""
+    from lab.runner import restart_offline_dirs
+
+    res = runs.result(MODES["one-dir-halt"])
+    if not res["reproduced"]:
+        pytest.fail(f"one-dir-halt was not reproduced ({res['error']}): nothing to judge")
+    assert res["facts"]["halt_line"].startswith("Shutdown broker because all log dirs in "), res["facts"]
+    why = res["answers"][0]["reply"]
+    assert "cannot be told from here" in why["verdict"] and "server.log" in why["verdict"], why["verdict"]
+    assert "OfflineLogDirectoryCount" in why["verdict"]
+    top, second = why["diagnoses"][:2]
+    assert top["undecided_with"] == ["Log-directory / disk failure"], top
+    assert second["entry_id"] == "log-dir-failure"
+    assert second["why_ranked"].startswith("undecided: cannot be told from here while broker 102 is down")
+    steps = " ".join(f"{m['text']} {m['command'] or ''}" for m in top["mitigation"])
+    for wrong in ("kafka-reassign-partitions", "move its replicas to other brokers"):
+        assert wrong not in steps, top["mitigation"]
+    assert "--broker-list 102" in steps
+    assert not any(m["destroys_data"] for m in top["mitigation"])
+    assert runs.cluster.registered_brokers(timeout=5) == [101, 102, 103]
+    assert restart_offline_dirs(runs.cluster) == []  # no broker is left with a dir offline
+
+
 def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
     """`kbot lab run MODE --json` in its own process leaves the fault in place for the engineer to
     ask more; `kbot lab heal` (another process) finds it from the state file and undoes it."""
