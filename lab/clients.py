@@ -53,6 +53,30 @@ while os.getppid() == parent:
 """
 
 
+# A steady acks=1 producer writing to some partitions of a topic (``rate`` records a second), so
+# their leader's log end keeps moving. argv: bootstrap, topic, comma list of partitions, rate, parent.
+STEADY_TO_PARTITIONS = r"""
+import os, sys
+from confluent_kafka import Producer
+bootstrap, topic, parts, rate, parent = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+parts = [int(n) for n in parts.split(",")]
+p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "logger": lambda *a, **k: None})
+sent = [0]
+def done(err, msg):
+    if err is None:
+        sent[0] += 1
+        if sent[0] == len(parts):
+            print("READY", flush=True)
+i = 0
+while os.getppid() == parent:
+    try:
+        p.produce(topic, value=b"lab-%d" % i, partition=parts[i % len(parts)], on_delivery=done)
+        i += 1
+    except BufferError:
+        pass
+    p.poll(1.0 / rate)
+"""
+
 # A steady acks=all producer (an application that needs every write acknowledged by the ISR),
 # ``rate`` records a second over the topic's partitions; it keeps going through errors.
 # argv: bootstrap, topic, rate, parent.

@@ -16,13 +16,14 @@ from dataclasses import asdict, dataclass
 ANSWER_BUDGET_S = 3.0
 
 
-def answer_budget(load: float | None = None, cores: int | None = None) -> float:
-    """ANSWER_BUDGET_S, stretched by how many runnable processes share each core: at load 15 on 2
-    cores the bot gets about a seventh of the CPU it has idle, and a lab run on a busy machine (CI, a
-    developer's laptop) must judge the answer, not the machine. The seconds are reported either way."""
+def answer_budget(load: float | None = None, cores: int | None = None, idle_s: float = ANSWER_BUDGET_S) -> float:
+    """``idle_s`` (ANSWER_BUDGET_S), stretched by how many runnable processes share each core: at
+    load 15 on 2 cores the bot gets about a seventh of the CPU it has idle, and a lab run on a busy
+    machine (CI, a developer's laptop) must judge the answer, not the machine. The seconds are
+    reported either way."""
     load = os.getloadavg()[0] if load is None else load
     cores = (os.cpu_count() or 1) if cores is None else cores
-    return ANSWER_BUDGET_S * max(1.0, load / cores)
+    return idle_s * max(1.0, load / cores)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,10 @@ class Mode:
     # look-alike from outside).
     expect_verdict: str = ""
     not_top: str = ""
+    # The idle answer time the judge allows (lab/judge.py ANSWER_BUDGET_S unless the fault itself
+    # costs time to see: a port that gives no answer is known silent only once a probe times out),
+    # stretched by the load as every budget is.
+    answer_budget_s: float | None = None
 
     def questions_for(self, facts: Facts) -> list[str]:
         """Questions may name what the injection made, e.g. 'lag {group}'."""

@@ -91,8 +91,15 @@ def _filters() -> str:
     return _tc("filter", "show", "dev", DEV, "parent", ROOT, check=False).stdout
 
 
-def cut(port_base: int, ports: list[int]) -> dict:
-    """Drop every packet sent to ``ports`` on lo (until :func:`restore`). Raises NetcutError."""
+def _keep_prio(k: int) -> int:
+    """The priority of this cluster's pass filters: just before its drop filters, so seen first."""
+    return k - 1 if k > 1 else k + 1
+
+
+def cut(port_base: int, ports: list[int], keep: tuple[tuple[int, int], ...] = ()) -> dict:
+    """Drop every packet sent to ``ports`` on lo (until :func:`restore`), except the packets of the
+    established connections ``keep`` ((local port, broker port) pairs): a client on the broker's
+    side of the partition that still reaches it. Raises NetcutError."""
     why = unavailable()
     if why:
         raise NetcutError(why)
@@ -110,12 +117,19 @@ def cut(port_base: int, ports: list[int]) -> dict:
         _tc("class", "replace", "dev", DEV, "parent", ROOT, "classid", f"1:{k:x}", "htb", "rate", "100gbit")
         _tc("qdisc", "replace", "dev", DEV, "parent", f"1:{k:x}", "handle", f"{k:x}:", "pfifo", "limit", "0")
         _tc("filter", "del", "dev", DEV, "parent", ROOT, "prio", str(k), check=False)  # a leftover of ours
+        _tc("filter", "del", "dev", DEV, "parent", ROOT, "prio", str(_keep_prio(k)), check=False)
+        for local, port in keep:  # to the default (passing) class, ahead of the drops
+            _tc(
+                "filter", "add", "dev", DEV, "parent", ROOT, "protocol", "ip", "prio", str(_keep_prio(k)),
+                "u32", "match", "ip", "sport", str(int(local)), "0xffff", "match", "ip", "dport", str(int(port)),
+                "0xffff", "flowid", PASS_CLASS,
+            )  # fmt: skip
         for port in ports:
             _tc(
                 "filter", "add", "dev", DEV, "parent", ROOT, "protocol", "ip", "prio", str(k),
                 "u32", "match", "ip", "dport", str(int(port)), "0xffff", "flowid", f"1:{k:x}",
             )  # fmt: skip
-    return {"tc_class": f"1:{k:x}", "tc_prio": k, "dropped_ports": list(ports)}
+    return {"tc_class": f"1:{k:x}", "tc_prio": k, "dropped_ports": list(ports), "kept_connections": list(keep)}
 
 
 def restore(port_base: int) -> bool:
@@ -128,16 +142,38 @@ def restore(port_base: int) -> bool:
     with _locked():
         if not _ours(root_qdisc()):
             return False
-        mine = re.search(rf"\bpref {k}\b", _filters()) is not None
-        if mine:
-            _tc("filter", "del", "dev", DEV, "parent", ROOT, "prio", str(k))
-            removed = True
+        filters = _filters()
+        for prio in (k, _keep_prio(k)):
+            if re.search(rf"\bpref {prio}\b", filters) is not None:
+                _tc("filter", "del", "dev", DEV, "parent", ROOT, "prio", str(prio))
+                removed = True
         if _tc("class", "del", "dev", DEV, "classid", f"1:{k:x}", check=False).returncode == 0:
             removed = True
         if not _filters().strip():
             _tc("qdisc", "del", "dev", DEV, "root", check=False)
             removed = True
     return removed
+
+
+def connections(pid: int, port: int) -> list[int]:
+    """The local ports of process ``pid``'s established TCP connections to 127.0.0.1:``port``
+    (from /proc: its socket inodes, matched in /proc/net/tcp)."""
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir() if fd_dir.exists() else ():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    local_ports = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        cols = line.split()
+        local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
+        if state == "01" and inode in inodes and int(remote.split(":")[1], 16) == port:  # 01: ESTABLISHED
+            local_ports.append(int(local.split(":")[1], 16))
+    return sorted(local_ports)
 
 
 def active(port_base: int) -> bool:

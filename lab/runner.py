@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException
 from runbook_kb import default_kb
 
 from .ask import Asker
-from .judge import judge
+from .judge import answer_budget, judge
 from .mode import Facts, Mode
 from .topology import LabCluster, can_mount, cluster_for
 
@@ -137,6 +137,7 @@ def run_mode(mode: Mode, cluster: LabCluster | None = None, *, heal: bool = True
             kb=kb,
             expect_verdict=mode.expect_verdict,
             not_top=mode.not_top,
+            budget_s=answer_budget(idle_s=mode.answer_budget_s) if mode.answer_budget_s else None,
         )
         result["judgement"] = j.to_dict()
     except (KafkaException, RuntimeError, OSError, TimeoutError) as exc:
