@@ -449,12 +449,31 @@ def _cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
     return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
 
 
-def partition_evidence(broker: int, urp: list[PartitionState], probed: str) -> list[Evidence]:
-    """What speaks for and against a network partition of a broker that is registered and
-    unfenced but gives no TCP answer, and the observation that would settle it."""
+def cut_off_answer(broker: int, urp: list[PartitionState], probed: str) -> tuple[str, list[Evidence]]:
+    """The verdict on a broker that is registered and unfenced but gives no TCP answer (a network
+    partition), what speaks for and against it, and the observation that would settle it."""
     led = [p for p in urp if p.leader == broker]
     alone = [p for p in led if tuple(p.isr) == (broker,)]
-    return [
+    verdict = (
+        f"Broker {broker} is cut off by the network, not down: it is registered with the controller and "
+        "unfenced (its own heartbeats get out), but its listener gives no TCP answer, where a stopped process "
+        "would refuse at once; clients and the other brokers cannot reach it. "
+        + (
+            f"{len(alone):,} partition(s) it leads have shrunk their ISR to {broker} alone, and acks=all "
+            "writes to them fail. "
+            if alone
+            else f"The followers of {len(led):,} partition(s) it leads left their ISRs. "
+        )
+        + f"Restore the network path to broker {broker}; do not move its replicas away, and do not stop or "
+        "restart it"
+        + (
+            f": with the ISR = {{{broker}}} that would leave those partitions without an in-sync replica "
+            "(offline, or data loss through an unclean election)."
+            if alone
+            else "."
+        )
+    )
+    return verdict, [
         Evidence(
             f"For a network partition of broker {broker}",
             f"registered with the controller and unfenced, so its process runs and its own heartbeats get out; "
@@ -691,29 +710,9 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             "it rejoins the ISR by itself once it runs again."
         )
     elif top and cut_off_registered(top.cause, top.broker, snap.brokers):
-        led = [p for p in urp if p.leader == top.broker]
-        alone = [p for p in led if tuple(p.isr) == (top.broker,)]
-        verdict = (
-            f"Broker {top.broker} is cut off by the network, not down: it is registered with the controller and "
-            "unfenced (its own heartbeats get out), but its listener gives no TCP answer, where a stopped process "
-            "would refuse at once; clients and the other brokers cannot reach it. "
-            + (
-                f"{len(alone):,} partition(s) it leads have shrunk their ISR to {top.broker} alone, and acks=all "
-                "writes to them fail. "
-                if alone
-                else f"The followers of {len(led):,} partition(s) it leads left their ISRs. "
-            )
-            + f"Restore the network path to broker {top.broker}; do not move its replicas away, and do not stop or "
-            "restart it"
-            + (
-                f": with the ISR = {{{top.broker}}} that would leave those partitions without an in-sync replica "
-                "(offline, or data loss through an unclean election)."
-                if alone
-                else "."
-            )
-        )
         probed = next((e.value for e in probes if e.label == f"Broker {top.broker} listener"), "no TCP answer")
-        evidence += partition_evidence(top.broker, urp, probed)
+        verdict, partition = cut_off_answer(top.broker, urp, probed)
+        evidence += partition
     elif top and cut_off_silently(top.cause, top.broker, snap.brokers):
         verdict = (
             f"Broker {top.broker} cannot be reached: its port gives no TCP answer at all, where a stopped process "
