@@ -24,6 +24,7 @@ from runbook_kb import default_kb
 
 from .evidence import broker_list
 from .findings import LiveFindings
+from .lag import read_groups
 from .metric_checks import LIVE_SCRAPE_TIMEOUT_S, _failed_evidence, _urls
 from .reply import Action, Evidence
 
@@ -217,7 +218,7 @@ async def _groups_behind(gw: AdminGateway, lag_min: int) -> list[GroupBehind]:
     names = [g.group_id for g in listed.groups]
     if not names:
         return []
-    reads = await gw.consumer_groups_read(names)
+    reads = {g: r if isinstance(r, GatewayError) else r[0] for g, r in (await read_groups(gw, names)).items()}
     topics = sorted(
         {p.topic for r in reads.values() if not isinstance(r, GatewayError) for p in r.lag.partitions if p.lag}
     )
