@@ -22,6 +22,8 @@ COPY pyproject.toml README.md ./
 COPY kbot_settings ./kbot_settings
 COPY gate ./gate
 COPY bot ./bot
+COPY framework ./framework
+COPY diagnosis ./diagnosis
 COPY commands ./commands
 COPY runbook_kb ./runbook_kb
 COPY live ./live

@@ -5,7 +5,7 @@ Alertmanager's webhook receiver (payload version 4) posts one notification per a
 
     first firing notification   a parent message in the channel its labels route to, then in its
                                 thread the diagnosis: the same `why <symptom>` a person would ask
-                                (commands.dispatch), scoped by the labels (a topic gets `describe`,
+                                (framework.dispatch), scoped by the labels (a topic gets `describe`,
                                 a consumer group `lag`), posted through the channel's delivery queue
     same fingerprints again     the parent message is updated (count, last notified); nothing new
                                 is posted
@@ -60,16 +60,15 @@ from typing import Any
 from aiohttp import web
 from slack_sdk.errors import SlackApiError
 
-from commands.dispatch import run_request
-from commands.reply import Reply, Section
-from commands.router import BadInput, check_group, check_topic
-from commands.spec import CommandRequest
+from bot.delivery import DeliveryFailed
+from bot.render import slack_escape
+from bot.slack_thread import SlackThread
 from commands.timeline import answer_summary
+from framework.dispatch import run_request
+from framework.reply import Reply, Section
+from framework.router import BadInput, check_group, check_topic
+from framework.spec import CommandRequest
 from gate.state_db import StateDb, state_db
-
-from .delivery import DeliveryFailed
-from .render import slack_escape
-from .slack_thread import SlackThread
 
 log = logging.getLogger(__name__)
 
@@ -561,7 +560,7 @@ class AlertThreads:
         thread.channel, thread.ts = resp.get("channel") or thread.channel, resp["ts"]
 
     async def _diagnose(self, thread: Thread, alert: Alert, route: Route) -> None:
-        """The same path as `/kafka why <symptom>`: the router's command, run by commands.dispatch,
+        """The same path as `/kafka why <symptom>`: the router's command, run by framework.dispatch,
         posted into the thread through the channel's delivery queue."""
         bot = self.bot
         label = f"alert `{slack_escape(alert.name)}` ({slack_escape(alert.entity)})"

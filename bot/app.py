@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping
 
-from commands.context import Context
+from framework.context import Context
 from kbot_settings import load
 from runbook_kb import default_kb
 
@@ -56,11 +56,10 @@ def make_context(
     """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
     start costs seconds that a single question should not pay."""
+    from bot.gate import default_gate
+    from bot.settings import Settings
     from lake.service import lake_from_env
     from live.pool import GatewayPool
-
-    from .gate import default_gate
-    from .settings import Settings
 
     env = effective_env(env)
     pool = GatewayPool(env=env)
@@ -91,14 +90,14 @@ _PRINCIPALS_LOGGED = False
 
 async def log_principals_audit(ctx: Context) -> None:
     """At bot start, once per process: one log line with the verdict of the bot's audit of its own
-    Kafka principals (commands/principals.py): WARNING when it flags anything, else INFO."""
+    Kafka principals (diagnosis/principals.py): WARNING when it flags anything, else INFO."""
     global _PRINCIPALS_LOGGED
     if _PRINCIPALS_LOGGED or ctx.live is None:
         return
     _PRINCIPALS_LOGGED = True
     import logging
 
-    from commands.principals import startup_line
+    from diagnosis.principals import startup_line
 
     level, line = await startup_line(ctx)
     logging.getLogger("kbot.principals").log(logging.INFO if level == "ok" else logging.WARNING, line)

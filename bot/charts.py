@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from commands.reply import Series
+from framework.reply import Series
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 3.2, 100  # 800x320 per panel: legible when Slack shrinks it to 360 px
 

@@ -98,10 +98,9 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
 def _approval_rules(settings):
     """The gate's effective second-approver rule per action kind (gate/confirmation.py), the
     KBOT_HIGH_RISK_KINDS entries that name no action, and the heading that says how many approve."""
+    from bot.settings import _csv
     from commands.registry import ROUTER
     from gate.confirmation import second_approver_rules
-
-    from .settings import _csv
 
     actions = {c.spec.name: c.action for c in ROUTER.commands if c.action is not None}
     rules, unknown = second_approver_rules(actions, _csv(settings.kbot_high_risk_kinds))
@@ -116,14 +115,13 @@ def _approval_rules(settings):
 def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int:
     """`kbot incident timeline <thread>`: the `timeline` command (commands/timeline.py) on this host's
     audit log and state database; bad input is a short line and exit 2, never a traceback."""
-    from commands.context import Context
-    from commands.dispatch import run_request
+    from bot.gate import default_gate
+    from bot.render import render_json, render_text
+    from bot.settings import Settings
     from commands.registry import ROUTER
-    from commands.spec import CommandRequest
-
-    from .gate import default_gate
-    from .render import render_json, render_text
-    from .settings import Settings
+    from framework.context import Context
+    from framework.dispatch import run_request
+    from framework.spec import CommandRequest
 
     form = "json" if args.json else ("md" if args.markdown else {"markdown": "md"}.get(args.format, args.format))
     command = ROUTER.find("timeline")
@@ -224,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
         register_lab = None
     if register_lab is not None:
         register_lab(sub)
-    from .run import register as register_run
-    from .slack_app import register as register_serve
+    from bot.run import register as register_run
+    from bot.slack_app import register as register_serve
 
     register_run(sub)
     register_serve(sub)
@@ -251,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kbot: configuration: {line}", file=sys.stderr)
         print("kbot: `kbot config` shows every setting and where it came from", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from .logs import log_to_file, log_to_screen
+    from bot.logs import log_to_file, log_to_screen
 
     slack = settings.slack_bot_token is not None or settings.slack_app_token is not None
     if args.command in ("ask", "console", "audit", "incident") or (args.command == "run" and not slack):
@@ -276,25 +274,24 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
-                from commands.reply import error_reply
-
-                from .render import render_json
+                from bot.render import render_json
+                from framework.reply import error_reply
 
                 print(render_json(error_reply(problem[0].upper() + problem[1:] + ".", ["kbot config"])))
             return EXIT_BAD_INPUT
     if args.command == "ask":
-        from .console import ask, split_png
+        from bot.console import ask, split_png
 
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
         return asyncio.run(ask(" ".join(text), args.json, png, env))
     if args.command == "audit":
-        from .console import ask
+        from bot.console import ask
 
         return asyncio.run(ask("audit --principals" if args.principals else "audit", args.json, None, env))
     if args.command == "console":
-        from .console import console
+        from bot.console import console
 
         return console(args.json, env)
     if args.command == "incident":
@@ -328,11 +325,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_lab(args)
     if args.command == "serve":
-        from .slack_app import run as run_serve
+        from bot.slack_app import run as run_serve
 
         return run_serve(args, env)
     if args.command == "run":
-        from .run import run as run_main
+        from bot.run import run as run_main
 
         return run_main(args, env)
     parser.print_help()

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from commands.reply import Action, Reply
+from framework.reply import Action, Reply
 
 # Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
 NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "timeline"})
@@ -42,7 +42,7 @@ class Routing:
 
 @dataclass(frozen=True)
 class Routed:
-    text: str  # what to pass to commands.dispatch.answer
+    text: str  # what to pass to framework.dispatch.answer
     cluster: str | None  # the chosen cluster (None: the command needs none)
     how: str  # "explicit" | "flag" | "channel" | "only" | "none"
 

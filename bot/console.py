@@ -13,15 +13,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from commands.context import Context
-from commands.dispatch import Answer, answer, complete, run_request
-from commands.followup import IncidentMemory, parse_request
-from commands.registry import ROUTER
+from bot.app import close_context, make_context
+from bot.render import render_addition, render_json, render_text
+from bot.spinner import Spinner
+from commands.registry import ROUTER, answer
+from framework.context import Context
+from framework.dispatch import Answer, complete, run_request
+from framework.followup import IncidentMemory, parse_request
 from kbot_settings import load
-
-from .app import close_context, make_context
-from .render import render_addition, render_json, render_text
-from .spinner import Spinner
 
 
 def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
@@ -63,7 +62,7 @@ def _write_png(result: Answer, path: str) -> None:
     if not result.reply.series:
         print(f"kbot: this answer has no time series to chart; {path} not written", file=sys.stderr)
         return
-    from .charts import chart_png
+    from bot.charts import chart_png
 
     try:
         Path(path).write_bytes(chart_png(result.reply.series, result.reply.title))
@@ -88,7 +87,7 @@ async def _answer_and_emit(
 ) -> Answer:
     """Print the answer; when the lake's evidence is still coming, print the live answer first and
     the lake's part when it is in (JSON waits: one document per answer). ``memory``: the console
-    session's incident (commands/followup.py): a question starts from what earlier ones named."""
+    session's incident (framework/followup.py): a question starts from what earlier ones named."""
     # every question shows what it waits on from its start; commands with several steps name each
     # one as they go (the terminal only: in Slack each message is an edit of the working message)
     await SPINNER.progress(f"answering '{_clip(text)}'")

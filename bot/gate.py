@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from bot.identity import TerminalAuthorizer
+from bot.settings import Settings
+from commands.registry import ROUTER
+from framework.router import Router
 from gate.audit import AuditLog, open_audit
 from gate.confirmation import Authorize, ConfirmationGate, PendingStore
 from gate.state_db import FILENAME as STATE_DB_FILE
-
-from .settings import Settings
-
-if TYPE_CHECKING:
-    from commands.router import Router
 
 
 def default_gate(
     settings: Settings | None = None,
     *,
     authorize: Authorize | None = None,
-    router: Router | None = None,
+    router: Router = ROUTER,
     transport: str = "terminal",
     audit: AuditLog | None = None,
     clock: Callable[[], float] = time.time,
@@ -32,8 +30,6 @@ def default_gate(
     settings = settings or Settings.from_env()
     actor = acting_user = None
     if authorize is None and transport == "terminal":
-        from .identity import TerminalAuthorizer
-
         terminal = TerminalAuthorizer.from_settings(settings)
         authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
         approvers = approvers or terminal.policy.approvers

@@ -24,9 +24,8 @@ import pwd
 from dataclasses import dataclass
 from typing import Any
 
+from bot.settings import Settings
 from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict, slack_error_code
-
-from .settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from commands.reply import Diagnosis, Reply, SourceLine, Step
+from framework.reply import Diagnosis, Reply, SourceLine, Step
 
 DO_NOW_STEPS = 3
 SHORT_STEP_CHARS = 200

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from commands.reply import Reply, Section, Series, Table
-
-from .layout import EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize, short_answer
+from bot.layout import EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize, short_answer
+from framework.reply import Reply, Section, Series, Table
 
 # Slack Block Kit limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS_PER_MESSAGE = 50

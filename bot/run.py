@@ -21,9 +21,8 @@ import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from bot.app import cluster_configured, local_env
 from kbot_settings import load
-
-from .app import cluster_configured, local_env
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -183,10 +182,9 @@ def log_principals(env: Mapping[str, str]) -> None:
     """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
     if not cluster_configured(env):
         return
-    from commands.context import Context
+    from bot.app import log_principals_audit
+    from framework.context import Context
     from live.pool import GatewayPool
-
-    from .app import log_principals_audit
 
     async def once() -> None:
         pool = GatewayPool(env=env)
@@ -199,12 +197,12 @@ def log_principals(env: Mapping[str, str]) -> None:
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:
-    from .slack_app import configured
-    from .slack_app import run as run_serve
+    from bot.slack_app import configured
+    from bot.slack_app import run as run_serve
 
     if configured(env):
         return run_serve(args, env)
-    from .console import console
+    from bot.console import console
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
     return console(args.json, env)
@@ -216,10 +214,10 @@ def start_alert_stack(env: dict[str, str]):
     from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
     import secrets
 
-    from .alerts import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
-    from .alerts_stack import RULES, StackError, local_stack
-    from .settings import Settings
-    from .slack_app import configured
+    from bot.alerts import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+    from bot.alerts_stack import RULES, StackError, local_stack
+    from bot.settings import Settings
+    from bot.slack_app import configured
 
     if not configured(env):
         _say(

@@ -32,9 +32,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from bot.settings import Settings
 from gate.audit import RedactingFilter
-
-from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +83,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if as_json:
         import json
 
-        from .alerts import AlertConfig, AlertConfigError
+        from bot.alerts import AlertConfig, AlertConfigError
 
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
@@ -118,7 +117,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONFIGURED
-    from .alerts import AlertConfig, AlertConfigError
+    from bot.alerts import AlertConfig, AlertConfigError
 
     try:
         alerts = AlertConfig.from_env(env)
@@ -158,13 +157,13 @@ async def serve(
 ) -> None:
     from aiohttp import web
 
-    from .slack_bot import KafkaBot
+    from bot.slack_bot import KafkaBot
 
     if ctx is None:
-        from .app import make_context
+        from bot.app import make_context
 
         ctx = make_context(env=env)
-    from .app import log_principals_audit
+    from bot.app import log_principals_audit
 
     principals = asyncio.ensure_future(log_principals_audit(ctx))  # one line; the start does not wait
     principals.add_done_callback(lambda t: None if t.cancelled() else t.exception())

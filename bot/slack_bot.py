@@ -5,7 +5,7 @@
                       allow-lists, is stopped in Bolt listener middleware before its listener runs;
                       the listener acks and hands the text to ``handle_text``, off the ack path
     one request       identity (guest? unknown?) -> parse -> RBAC -> working message ->
-                      commands.dispatch.run_request -> answer in its thread
+                      framework.dispatch.run_request -> answer in its thread
     scheduler         KBOT_DIGEST_SCHEDULES posts the digest to channels
 
 Refusals (bad input, RBAC, guests, other workspaces, orgs or apps) are answered privately and audited;
@@ -51,27 +51,27 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from commands.context import Context
-from commands.dispatch import Answer, answer, complete, parse_request, run_request
-from commands.followup import IncidentMemory, ThreadMemories
-from commands.followup import parse_request as parse_followup
-from commands.reply import Reply, error_reply
-from commands.router import Router
-from commands.spec import CommandRequest
+from bot.cluster_routing import names_cluster, route
+from bot.delivery import Coalescer, Delivery, DeliveryFailed, server_error, slack_error
+from bot.gate import default_gate
+from bot.render import addition_reply, render_blocks, slack_escape
+from bot.scheduler import Schedule, Scheduler, parse_schedules
+from bot.settings import Settings
+from bot.slack_listeners import Listeners
+from bot.slack_request import SlackRequest
+from bot.slack_thread import SlackThread
+from commands.registry import answer, parse_request
 from commands.timeline import answer_summary
+from framework.context import Context
+from framework.dispatch import Answer, complete, run_request
+from framework.followup import IncidentMemory, ThreadMemories
+from framework.followup import parse_request as parse_followup
+from framework.reply import Reply, error_reply
+from framework.router import Router
+from framework.spec import CommandRequest
 from gate.audit import AuditLog, RedactingFilter, open_audit, scrub, token_id
 from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
-
-from .cluster_routing import names_cluster, route
-from .delivery import Coalescer, Delivery, DeliveryFailed, server_error, slack_error
-from .gate import default_gate
-from .render import addition_reply, render_blocks, slack_escape
-from .scheduler import Schedule, Scheduler, parse_schedules
-from .settings import Settings
-from .slack_listeners import Listeners
-from .slack_request import SlackRequest
-from .slack_thread import SlackThread
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class KafkaBot:
             approvers=self.authorizer.policy.approvers,
         )
         self.deliveries = Deliveries()
-        # Each thread's incident (commands/followup.py): cluster, entities, window, leading cause,
+        # Each thread's incident (framework/followup.py): cluster, entities, window, leading cause,
         # so a follow-up in the thread starts from them; kept beside the gate's records, so a restart
         # keeps them.
         state_db = getattr(self.gate, "state_db", None)
@@ -1024,8 +1024,8 @@ async def settle_forever(bot: KafkaBot, interval_s: float | None = None) -> None
 
 def install_routes(bot: KafkaBot, app: web.Application) -> None:
     """/healthz and /metrics (bot/health.py), and the Alertmanager webhook when configured (bot/alerts.py)."""
-    from .alerts import install as install_alerts
-    from .health import install as install_health
+    from bot.alerts import install as install_alerts
+    from bot.health import install as install_health
 
     install_health(bot, app)
     install_alerts(bot, app, bot.settings.env or None)
@@ -1034,9 +1034,8 @@ def install_routes(bot: KafkaBot, app: web.Application) -> None:
 def _routing(env: Mapping[str, str] | None):
     """The cluster routing (bot/cluster_routing.py) when clusters are configured; None routes
     nothing (no cluster: the runbook still answers, and the commands say a cluster is missing)."""
+    from bot.cluster_routing import Routing
     from live.config import ConfigError
-
-    from .cluster_routing import Routing
 
     try:
         routing = Routing.from_env(env)

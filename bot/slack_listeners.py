@@ -9,7 +9,7 @@
                     (the bot's own, edits, channel chatter, other threads) is acked, not answered
 
 A question in a thread the bot answers in is a follow-up: it starts from the thread's incident
-(commands/followup.py; bot/slack_bot.py keeps one memory per thread).
+(framework/followup.py; bot/slack_bot.py keeps one memory per thread).
 
 Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this order):
 
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 
-from .slack_request import SlackRequest
+from bot.slack_request import SlackRequest
 
 if TYPE_CHECKING:
-    from .slack_bot import KafkaBot
+    from bot.slack_bot import KafkaBot
 
 ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
 

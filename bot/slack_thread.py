@@ -20,13 +20,12 @@ from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
-from commands.reply import Ask, Reply
+from bot.delivery import Delivery, slack_error
+from bot.layout import for_transport
+from bot.render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
+from framework.reply import Ask, Reply
 from gate.audit import scrub
 from gate.rbac import SLACK_GROUP_ID, SLACK_USER_ID
-
-from .delivery import Delivery, slack_error
-from .layout import for_transport
-from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +152,7 @@ class SlackThread:
     async def _chart(self, reply: Reply, *, thread_ts: str | None) -> None:
         """The reply's trend as a PNG in the thread. A chart is a courtesy beside the answer: a
         failure is one log line and a note in the thread, never a lost answer."""
-        from .charts import chart_png
+        from bot.charts import chart_png
 
         title = reply.series[0].title if len({s.title for s in reply.series}) == 1 else reply.title
         try:

@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict
 
+from diagnosis.evidence import config_value
+from framework.actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled
+from framework.context import Context
+from framework.errors import NothingToDo, Unavailable
+from framework.gateways import gateway, operator_gateway
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Option, Param
 from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import ConfigValue, ProducerState, TopicInfo
 from runbook_kb import KnowledgeBase
 from runbook_kb.schema import Configs
-
-from .actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled, operator_gateway
-from .context import Context
-from .errors import NothingToDo, Unavailable
-from .evidence import config_value, gateway
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 # The default --min-age-ms is the brokers' transaction.max.timeout.ms: no producer may ask for a
 # longer transaction timeout, so a transaction idle that long is one its coordinator should already

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from diagnosis.entries import diagnosis
+from diagnosis.evidence import name_partitions, snapshot
+from diagnosis.live_checks import stale_view_evidence
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Cell, Evidence, Reply, Section, Severity, Table
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from runbook_kb.schema import PartitionCategories
-
-from .context import Context
-from .diagnosis import diagnosis
-from .evidence import gateway, name_partitions, snapshot
-from .live_checks import stale_view_evidence
-from .reply import Cell, Evidence, Reply, Section, Severity, Table
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("at-min-isr",),

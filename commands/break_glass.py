@@ -8,10 +8,10 @@ action that needs no second approver, is refused with what to do instead.
 
 from __future__ import annotations
 
-from .context import Context
-from .errors import Unavailable
-from .reply import Reply
-from .spec import Command, CommandRequest, CommandSpec, Param
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Reply
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("break-glass",),

@@ -5,10 +5,10 @@ The requester may cancel; so may anyone allowed to run that action (an approver 
 
 from __future__ import annotations
 
-from .context import Context
-from .errors import Unavailable
-from .reply import Reply
-from .spec import Command, CommandRequest, CommandSpec, Param
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Reply
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("cancel",),

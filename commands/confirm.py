@@ -7,10 +7,10 @@ else's approval; a token works once and expires. Works from a terminal too
 
 from __future__ import annotations
 
-from .context import Context
-from .errors import Unavailable
-from .reply import Reply
-from .spec import Command, CommandRequest, CommandSpec, Param
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Reply
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("confirm",),

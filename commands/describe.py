@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runbook_kb.diagnose import categories
-
-from .context import Context
-from .evidence import config_value, gateway, snapshot
-from .reply import Cell, Evidence, Reply, Table
-from .spec import Command, CommandRequest, CommandSpec, Param
+from diagnosis.evidence import config_value, snapshot
+from diagnosis.rules import categories
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Cell, Evidence, Reply, Table
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("describe",),

@@ -3,7 +3,7 @@
 Built for the scheduler as much as for people: every section is gathered on its own and a
 failing call only turns its own section into "could not read: <why>", never the whole digest.
 
-The lake's trends come through LakeService.query (commands/lake_evidence.py, the commands' one way
+The lake's trends come through LakeService.query (diagnosis/lake_evidence.py, the commands' one way
 into the lake), with its time limit: a timed-out query's Spark jobs are cancelled.
 """
 
@@ -13,24 +13,24 @@ import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from diagnosis.durability import audit_topics
+from diagnosis.evidence import Snapshot, name_partitions, snapshot
+from diagnosis.groups import summarize_groups
+from diagnosis.lake_evidence import FRESH_S, HOT_SKEW
+from diagnosis.lake_summary import lake_data_end, lake_rows
+from diagnosis.live_checks import brokers_evidence, transaction_findings
+from diagnosis.txn_evidence import read_open_transactions
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Action, Evidence, Reply, Section, Severity
+from framework.router import BadInput, check_group
+from framework.spec import Command, CommandRequest, CommandSpec, Option
 from kbot_settings import load
 from live.gateway import AdminGateway, ClusterUnreachable
 
-from .audit import audit_topics
-from .context import Context
-from .evidence import Snapshot, gateway, name_partitions, snapshot
-from .lake_evidence import FRESH_S, HOT_SKEW, WindowQuery
-from .live_checks import brokers_evidence, transaction_findings
-from .reply import Action, Evidence, Reply, Section, Severity
-from .router import BadInput, check_group
-from .spec import Command, CommandRequest, CommandSpec, Option
-from .txn_evidence import read_open_transactions
-
 MAX_GROUPS = 20  # one coordinator round trip each; a digest is a summary, not a lag report
 LISTED_GROUPS = 100  # groups read when none are named (batched per coordinator); the rest are counted
-LAKE_TIMEOUT_S = 120.0
 GROUPS_ENV = "KBOT_DIGEST_GROUPS"
 _RANK: dict[str, int] = {"ok": 0, "info": 1, "warning": 2, "critical": 3, "error": 2}
 
@@ -205,7 +205,6 @@ async def _lag(gw: AdminGateway, groups: list[str]) -> Part:
 async def _lag_listed(gw: AdminGateway) -> Part:
     """No groups named: list the cluster's groups (ListGroups on every broker), read up to
     LISTED_GROUPS of them and show the lagging ones; the caught-up ones are counted."""
-    from .lag import summarize_groups
 
     listing = await gw.list_consumer_groups()
     summaries, skipped = await summarize_groups(gw, listing.groups, LISTED_GROUPS)
@@ -262,24 +261,6 @@ async def _lag_listed(gw: AdminGateway) -> Part:
         ],
         actions,
     )
-
-
-async def lake_rows(
-    ctx: Context, cluster: str, hours: int, query: WindowQuery | str, **options: Any
-) -> list[dict[str, Any]] | None:
-    """Rows of the lake's window query ``query`` over the last ``hours`` of one cluster, through
-    LakeService.query (its time limit; a timed-out query's Spark jobs are cancelled); None without
-    a lake."""
-    from .lake_evidence import window_rows
-
-    return await window_rows(ctx, cluster, hours, query, timeout=LAKE_TIMEOUT_S, **options)
-
-
-async def lake_data_end(ctx: Context, cluster: str, hours: int) -> dt.datetime | None:
-    """The newest sample of ``cluster`` in the lake within ``hours``, None without one."""
-    from .lake_evidence import newest_sample
-
-    return await newest_sample(ctx, cluster, hours, timeout=LAKE_TIMEOUT_S)
 
 
 def describe_age(seconds: float) -> str:

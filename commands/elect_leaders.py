@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import re
 
+from framework.actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from framework.context import Context
+from framework.errors import NothingToDo
+from framework.gateways import gateway, operator_gateway
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import TopicInfo
-
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, operator_gateway
-from .context import Context
-from .errors import NothingToDo
-from .evidence import gateway
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 MAX_PARTITIONS = 10_000  # more than any real topic; bounds what a typo like 0-99999999 can expand to
 SETTLE_S = 10.0  # metadata on the broker we ask may trail the controller for a moment

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .context import Context
-from .diagnosis import diagnosis
-from .evidence import gateway
-from .live_checks import transaction_findings
-from .reply import Evidence, Reply
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Option
-from .txn_evidence import read_open_transactions
+from diagnosis.entries import diagnosis
+from diagnosis.live_checks import transaction_findings
+from diagnosis.txn_evidence import read_open_transactions
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Evidence, Reply
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Option
 
 SPEC = CommandSpec(
     words=("hanging-txns",),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from .context import Context
-from .reply import Reply, Section
-from .spec import Command, CommandRequest, CommandSpec, Param
+from framework.context import Context
+from framework.help_text import command_help
+from framework.reply import Reply, Section
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("help",),
@@ -12,21 +14,6 @@ SPEC = CommandSpec(
     params=(Param("command", "a command name, e.g. 'why' or 'throttle set'", kind="text", required=False, rest=True),),
     examples=("help", "help why"),
 )
-
-
-def command_help(spec: CommandSpec) -> Reply:
-    lines = [f"Usage: /kafka {spec.usage()}"]
-    lines += [f"  <{p.name}>  {p.help}" for p in spec.params]
-    lines += [f"  --{o.name}  {o.help}" for o in spec.options]
-    lines += ["  --json  answer as JSON", "  --cluster <name>  ask a configured cluster other than the default"]
-    if spec.mutating:
-        lines.append("Changes the cluster: you get a preview and a Confirm button first.")
-    sections = [Section(heading=spec.name, lines=lines)]
-    if spec.details:
-        sections.append(Section(heading="Details", lines=[spec.details]))
-    if spec.examples:
-        sections.append(Section(heading="Examples", lines=[f"/kafka {e}" for e in spec.examples]))
-    return Reply(title=f"/kafka {spec.name}", severity="info", verdict=spec.summary, sections=sections)
 
 
 def overview(commands: list[Command]) -> Reply:
@@ -49,8 +36,6 @@ def overview(commands: list[Command]) -> Reply:
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    from .router import BadInput
-
     router = request.router  # the router that parsed this request: its commands are the ones to list
     if router is None:
         raise BadInput("help needs the command router that parsed it.", ["help"])

@@ -16,20 +16,18 @@ import datetime as dt
 
 from rapidfuzz import process
 
+from diagnosis import lake_evidence as lake
+from diagnosis.lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
+from diagnosis.trends import MAX_POINTS, broker_series, bucket_for, by_bucket
+from framework.context import Context
+from framework.reply import Evidence, Reply, Section
+from framework.spec import Command, CommandRequest, CommandSpec, Option, Param
 from runbook_kb.lookup import norm
 
-from . import lake_evidence as lake
-from .context import Context
-from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
-from .reply import Evidence, Reply, Section, Series
-from .spec import Command, CommandRequest, CommandSpec, Option, Param
-
-MAX_LINES = 120
 MAX_BROKER_COLUMNS = 8
 PER_PARTITION = frozenset(
     {"LogEndOffset", "LogStartOffset", "Size", "LastStableOffsetLag", "CommittedOffset", "ConsumerLag"}
 )
-BUCKETS_S = (60, 120, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 
 SPEC = CommandSpec(
     words=("history",),
@@ -71,11 +69,6 @@ def resolve_metric(ctx: Context, text: str) -> tuple[str, bool]:
     if target is not None and target.lower() in by_lower:
         return by_lower[target.lower()], True
     return text, False
-
-
-def bucket_for(since: dt.timedelta) -> int:
-    secs = since.total_seconds()
-    return next((b for b in BUCKETS_S if secs / b <= MAX_LINES), BUCKETS_S[-1])
 
 
 def _clip(text: str, n: int = 60) -> str:
@@ -160,20 +153,20 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     counter = metric.endswith("PerSec")
     brokers = sorted({r["broker"] for r in rows})
     clusters = sorted({r["cluster"] for r in rows})
-    by_bucket = _by_bucket(rows)
+    buckets = by_bucket(rows)
     width = "minute" if bucket_s == 60 else lake.describe_since(dt.timedelta(seconds=bucket_s))
     lines = []
-    for b in sorted(by_bucket)[-MAX_LINES:]:
+    for b in sorted(buckets)[-MAX_POINTS:]:
         t = dt.datetime.fromtimestamp(b, dt.timezone.utc)
-        values = by_bucket[b]
+        values = buckets[b]
         if len(brokers) <= MAX_BROKER_COLUMNS:
             cells = "  ".join(f"{_who(k)} {_fmt(values.get(k), counter, bucket_s)}" for k in brokers)
         else:
             top = max(values.items(), key=lambda kv: kv[1])
             cells = f"max {_fmt(top[1], counter, bucket_s)} on {_who(top[0])} ({len(values)} brokers)"
         lines.append(f"{t:%H:%M}  {cells}")
-    last_bucket = max(by_bucket)
-    latest = by_bucket[last_bucket]
+    last_bucket = max(buckets)
+    latest = buckets[last_bucket]
     peak = max(rows, key=lambda r: r["value"])
     unit = f"events per {width}" if counter else f"largest sample per {width}"
     verdict = (
@@ -184,7 +177,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     evidence = [
         Evidence(
             "Series",
-            f"{len(by_bucket)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
+            f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
             "lake: metric_history",
             "neutral",
         ),
@@ -216,55 +209,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         notes=notes,
         window=window.label,
         # a meter's chart in the unit it is labelled with: events per bucket, as the lines show
-        series=_series(metric, scope, unit, by_bucket, brokers, scale=bucket_s if counter else 1),
+        series=broker_series(metric, scope, unit, buckets, brokers, scale=bucket_s if counter else 1),
     )
     return reply if young is None else LakeAgeReply(**vars(reply), lake=young.as_dict())
-
-
-def _by_bucket(rows: list[lake.Row]) -> dict[int, dict[int, float]]:
-    """History rows (bucket, broker, value) as {bucket: {broker: value}}."""
-    out: dict[int, dict[int, float]] = {}
-    for r in rows:
-        out.setdefault(r["bucket"], {})[r["broker"]] = r["value"]
-    return out
-
-
-def trend_series(metric: str, rows: list[lake.Row], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
-    """A metric's history rows as one series per broker, for a chart; the incident window ``mark``
-    (UTC ISO times) is shaded."""
-    return _series(metric, "", unit, _by_bucket(rows), sorted({r["broker"] for r in rows}), mark)
-
-
-def _series(
-    metric: str,
-    scope: str,
-    unit: str,
-    by_bucket: dict[int, dict[int, float]],
-    brokers: list[int],
-    mark: tuple[str, str] | None = None,
-    scale: float = 1,
-) -> list[Series]:
-    """One line per broker (the busiest few when there are many), for the chart; values times
-    ``scale`` (a meter's per-second rate as events per bucket)."""
-    totals = {b: sum(v.get(b, 0.0) for v in by_bucket.values()) for b in brokers}
-    shown = sorted(brokers, key=lambda b: -totals[b])[:MAX_CHART_LINES]
-
-    def iso(ts: int) -> str:
-        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat()
-
-    return [
-        Series(
-            f"{metric}{scope}",
-            unit,
-            [(iso(t), float(by_bucket[t][b]) * scale) for t in sorted(by_bucket) if b in by_bucket[t]],
-            window=mark,
-            label="cluster" if b == -1 else f"broker {b}",
-        )
-        for b in sorted(shown)
-    ]
-
-
-MAX_CHART_LINES = 8  # lines a chart stays readable with at Slack's thumbnail size
 
 
 COMMAND = Command(SPEC, run)

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import asyncio
 
+from diagnosis import lake_evidence as lake
+from diagnosis.entries import diagnosis
+from diagnosis.lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Evidence, Reply, Series, Table
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Option, Param
 from live.gateway import UnknownTopic
-
-from . import lake_evidence as lake
-from .context import Context
-from .diagnosis import diagnosis
-from .errors import Unavailable
-from .lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
-from .reply import Evidence, Reply, Series, Table
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Option, Param
 
 DEFAULT_TOP = 10
 MAX_TOP = 50
@@ -56,9 +55,8 @@ async def _live_leaders(
     """(topic, partition) -> leader from the cluster's metadata; {} without a cluster."""
     if ctx.live is None or not topics:
         return {}
+    from framework.gateways import gateway
     from live.gateway import GatewayError, UnknownTopic
-
-    from .evidence import gateway
 
     try:
         gw = await gateway(ctx, request.cluster)
@@ -126,10 +124,9 @@ async def _live_instead(
     and why the lake could not answer.  ``young``: the lake's age, being told while the cluster is
     read (it turns "no samples" into "not enough data yet").  Without a cluster, or when it fails
     too, the lake's own answer stands (with the cluster's error)."""
+    from diagnosis.metric_checks import hot_partition_findings, ranked_rates, read_partition_rates
+    from framework.gateways import gateway
     from live.gateway import GatewayError
-
-    from .evidence import gateway
-    from .metric_checks import hot_partition_findings, ranked_rates, read_partition_rates
 
     try:
         if ctx.live is None:

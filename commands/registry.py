@@ -1,8 +1,9 @@
-"""The one explicit list of subcommands. Adding a command means adding its module here."""
+"""The one explicit list of subcommands, and the dispatcher bound to it. Adding a command means adding
+its module here."""
 
 from __future__ import annotations
 
-from . import (  # the confirmation gate's commands  # actions, triage, digest  # metric lake
+from commands import (
     abort_txn,
     at_min_isr,
     audit,
@@ -25,8 +26,10 @@ from . import (  # the confirmation gate's commands  # actions, triage, digest  
     triage,
     why,
 )
-from .router import Router
-from .spec import Command
+from framework import dispatch
+from framework.context import Context
+from framework.router import Router
+from framework.spec import Command, CommandRequest
 
 COMMANDS: list[Command] = [
     help.COMMAND,
@@ -55,3 +58,26 @@ COMMANDS: list[Command] = [
 ]
 
 ROUTER = Router(COMMANDS)
+
+
+def parse(text: str, router: Router = ROUTER) -> CommandRequest:
+    return dispatch.parse(text, router)
+
+
+def parse_request(
+    text: str, *, user: str | None = None, channel: str | None = None, router: Router = ROUTER
+) -> CommandRequest | dispatch.Answer:
+    return dispatch.parse_request(text, router=router, user=user, channel=channel)
+
+
+async def answer(
+    text: str,
+    ctx: Context,
+    *,
+    user: str | None = None,
+    channel: str | None = None,
+    router: Router = ROUTER,
+    early: bool = False,
+) -> dispatch.Answer:
+    """One line of /kafka text answered with every command (``framework.dispatch.answer``)."""
+    return await dispatch.answer(text, ctx, router=router, user=user, channel=channel, early=early)

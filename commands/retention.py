@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import re
 
+from diagnosis.evidence import config_value
+from framework.actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from framework.context import Context
+from framework.gateways import config_gateway, gateway
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from live.gateway import AdminGateway, GatewayError, Timeout, UnknownTopic
 from live.model import ConfigValue
-
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, config_gateway
-from .context import Context
-from .evidence import config_value, gateway
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 KEY = "retention.ms"
 SETTLE_S = 10.0  # how long execute reads the config back before calling the change missing

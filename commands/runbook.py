@@ -3,15 +3,14 @@ reference topic a question is about (KIP-427 categories, the acks matrix, latenc
 
 from __future__ import annotations
 
+from diagnosis.entries import diagnosis
+from diagnosis.reference import reference_reply
+from framework.context import Context
+from framework.reply import Reply, Section
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from runbook_kb import KnowledgeBase
 from runbook_kb.schema import FailureMode
-
-from .context import Context
-from .diagnosis import diagnosis
-from .reference import reference_reply
-from .reply import Reply, Section
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("runbook",),

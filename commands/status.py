@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+from diagnosis.evidence import Snapshot, at_min_isr_by_design, name_partitions, snapshot
+from diagnosis.live_checks import brokers_evidence, read_quorum, stale_view_evidence
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Action, Cell, Evidence, Reply, Severity, Table
+from framework.spec import Command, CommandRequest, CommandSpec
 from live.gateway import AdminGateway, GatewayError
 from live.probe import ProbeResult
-
-from .context import Context
-from .evidence import Snapshot, at_min_isr_by_design, gateway, name_partitions, snapshot
-from .live_checks import brokers_evidence, read_quorum, stale_view_evidence
-from .reply import Action, Cell, Evidence, Reply, Severity, Table
-from .spec import Command, CommandRequest, CommandSpec
 
 SPEC = CommandSpec(
     words=("status",),

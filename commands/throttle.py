@@ -17,15 +17,14 @@ import asyncio
 import re
 from collections.abc import Mapping
 
+from framework.actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
+from framework.context import Context
+from framework.errors import NothingToDo
+from framework.gateways import config_gateway, gateway
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from live.gateway import AdminGateway, GatewayError
 from live.model import ConfigValue, Reassignment
-
-from .actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled, config_gateway
-from .context import Context
-from .errors import NothingToDo
-from .evidence import gateway
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")

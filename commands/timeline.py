@@ -7,7 +7,7 @@ The timeline is read from what the bot already keeps durably, so it survives a r
   answer (``answer``: verdict, severity, leading cause, an evidence snapshot), and every gated
   action proposed from it (the gate's ``preview`` / ``approval`` / ``refusal`` / ``execution`` /
   ``cancel`` / ``expiry`` / ``reconciled`` records, found by the preview's ``token_id``);
-* the thread's memory (commands/followup.py, table ``incident_threads``): its cluster, the
+* the thread's memory (framework/followup.py, table ``incident_threads``): its cluster, the
   entities its answers named and the leading cause.
 
 A thread is named ``<channel>/<root ts>`` (``C0INC/1700000000.000100``), or by a Slack link to
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from .context import Context
-from .errors import Unavailable
-from .reply import Reply, Section, Table
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Reply, Section, Table
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SCHEMA = 1
 EVIDENCE_KEPT = 12  # evidence lines an answer's audit record keeps

@@ -12,23 +12,23 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+from diagnosis import lake_evidence
+from diagnosis.checks import check_for
+from diagnosis.entries import diagnosis
+from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
+from diagnosis.lake_evidence import LakeFindings
+from diagnosis.lake_vs_live import check_against_live
+from diagnosis.live_checks import Check, run_check, unreachable
+from diagnosis.reference import reference_reply
+from diagnosis.trends import bucket_for, trend_series
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.gateways import gateway
+from framework.reply import Diagnosis, Evidence, Reply
+from framework.router import BadInput
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 from live.gateway import GatewayError
 from runbook_kb.lookup import Match
-
-from . import lake_evidence
-from .checks import check_for
-from .context import Context
-from .diagnosis import diagnosis
-from .errors import Unavailable
-from .evidence import gateway
-from .findings import ExpectedCause, LiveFindings, Undecided
-from .lake_evidence import LakeFindings
-from .lake_vs_live import check_against_live
-from .live_checks import Check, run_check, unreachable
-from .reference import reference_reply
-from .reply import Diagnosis, Evidence, Reply
-from .router import BadInput
-from .spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("why",),
@@ -117,8 +117,6 @@ async def _lake_part(ctx: Context, request: CommandRequest, entry_id: str) -> La
     metric = TREND_METRIC.get(entry.checks.lake or "") if entry is not None else None
     if findings is None or metric is None or not findings.available or not findings.has_data:
         return findings
-    from .history import bucket_for, trend_series
-
     window = findings.window
     try:
         facts = await lake_evidence.window_trend(ctx, request, window, metric, bucket_for(window.since))
@@ -191,7 +189,7 @@ def _reply(
             severity = lake.severity if lake.severity != "info" else severity
     if lake is not None:
         # the lake ends before the live read: its lines say where, and any that the cluster as it
-        # is now contradicts says so (commands.lake_vs_live)
+        # is now contradicts says so (diagnosis.lake_vs_live)
         lake = check_against_live(lake, live.facts if live is not None else None, ctx.clock())
         evidence += lake.evidence
         notes += lake.notes

@@ -1,7 +1,7 @@
 """The confirmation gate: nothing changes a cluster until the right person confirms, once.
 
 A domain package, not a transport one: the terminal and the Slack app both hand the same gate to
-the commands through their context (commands.actions.Gate is the interface the commands see).
+the commands through their context (framework.actions.Gate is the interface the commands see).
 
     confirmation  tokens, expiry, who may confirm, second approvers, single-use execution
     rbac          the policy that says who may run and approve what, where

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from .files import private_dir, private_file
+from gate.files import private_dir, private_file
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer

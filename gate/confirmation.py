@@ -39,18 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 
-from commands.actions import ActionPlan, ActionResult, ActionSpec, Gate, JsonObject, Pending, Reconciled
-from commands.reply import Ask, Evidence, Reply, Section, error_reply
-from commands.spec import CommandRequest
+from framework.actions import ActionPlan, ActionResult, ActionSpec, Gate, JsonObject, Pending, Reconciled
+from framework.reply import Ask, Evidence, Reply, Section, error_reply
+from framework.spec import CommandRequest
+from gate.audit import AuditLog, token_id
+from gate.rbac import Verdict
+from gate.state_db import StateDb
 from live.gateway import Timeout as GatewayTimeout
 
-from .audit import AuditLog, token_id
-from .rbac import Verdict
-from .state_db import StateDb
-
 if TYPE_CHECKING:
-    from commands.context import Context
-    from commands.router import Router
+    from framework.context import Context
+    from framework.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +435,7 @@ class ConfirmationGate(Gate):
         store: PendingStore,
         audit: AuditLog,
         *,
-        router: Router | None = None,
+        router: Router,
         clock: Callable[[], float] = time.time,
         ttl_s: float = DEFAULT_TTL_S,
         high_risk_kinds: frozenset[str] = frozenset({"abort-txn"}),
@@ -447,10 +446,6 @@ class ConfirmationGate(Gate):
         acting_user: str | None = None,
         approvers: Callable[[str, str | None], tuple[list[str], list[str]]] | None = None,
     ):
-        if router is None:
-            from commands.registry import ROUTER  # only when needed: the registry loads every command module
-
-            router = ROUTER
         self.store, self.audit, self.router, self.clock = store, audit, router, clock
         self.ttl_s, self.high_risk_kinds, self.approvers_required = ttl_s, high_risk_kinds, approvers_required
         # None: no RBAC (tests of the gate alone); the terminal and Slack always pass one (default_gate).

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .files import private_dir, private_file
+from gate.files import private_dir, private_file
 
 FILENAME = "pending.sqlite3"  # the name predates the triage tables; kept so existing state is found
 BUSY_TIMEOUT_S = 30.0

@@ -1,7 +1,7 @@
 """Ask the bot a question the way the console does, in process, and time the answer.
 
 The console (bot/cli.py) builds one Context with the live gateway pool and hands each typed line
-to commands.dispatch.answer; the lab does the same, with a pool whose environment points at the
+to framework.dispatch.answer; the lab does the same, with a pool whose environment points at the
 lab's cluster (so the engineer's own KBOT_* settings never leak into a lab run), and judges the
 JSON form of the Reply from the outside.
 """
@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from bot.render import render_json
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from live.pool import GatewayPool
 from runbook_kb import default_kb
 
@@ -30,7 +30,7 @@ def cluster_env(cluster) -> dict[str, str]:
 @dataclass
 class Asked:
     question: str
-    outcome: str  # commands.dispatch outcome: answered / bad_input / unavailable / failed
+    outcome: str  # framework.dispatch outcome: answered / bad_input / unavailable / failed
     reply: dict  # Reply.to_dict(), via the product's JSON renderer
     seconds: float  # from handing over the text to having the rendered JSON
 

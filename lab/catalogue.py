@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .modes import MODES
-from .runner import unavailable
-from .topology import can_mount
+from lab.modes import MODES
+from lab.runner import unavailable
+from lab.topology import can_mount
 
 
 def catalogue() -> list[dict]:

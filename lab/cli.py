@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from .judge import ANSWER_BUDGET_S
+from lab.judge import ANSWER_BUDGET_S
 
 EXIT_BAD_INPUT = 2
 
@@ -87,7 +87,7 @@ def run(args) -> int:
 
 
 def _list(as_json: bool) -> int:
-    from .catalogue import catalogue
+    from lab.catalogue import catalogue
 
     rows = catalogue()
     if as_json:
@@ -108,15 +108,15 @@ def _list(as_json: bool) -> int:
 
 
 def _unknown(name: str) -> int:
-    from .modes import by_name
+    from lab.modes import by_name
 
     _say(f"unknown mode {name!r}; modes: {', '.join(by_name())}")
     return EXIT_BAD_INPUT
 
 
 def _run(name: str, heal: bool, as_json: bool) -> int:
-    from .modes import by_name
-    from .runner import run_mode
+    from lab.modes import by_name
+    from lab.runner import run_mode
 
     mode = by_name().get(name)
     if mode is None:
@@ -172,8 +172,8 @@ def format_result(result: dict) -> str:
 
 
 def _heal(as_json: bool) -> int:
-    from .runner import heal_pending
-    from .topology import TOPOLOGIES, cluster_for
+    from lab.runner import heal_pending
+    from lab.topology import TOPOLOGIES, cluster_for
 
     done = {}
     for topo in TOPOLOGIES:
@@ -194,7 +194,7 @@ def _heal(as_json: bool) -> int:
 
 
 def _down(as_json: bool) -> int:
-    from .topology import TOPOLOGIES, cluster_for
+    from lab.topology import TOPOLOGIES, cluster_for
 
     done = []
     for topo in TOPOLOGIES:

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from lab.ask import Asker
+from lab.judge import answer_budget, judge
+from lab.mode import Facts, Mode
+from lab.topology import LabCluster, can_mount, cluster_for
 from runbook_kb import default_kb
-
-from .ask import Asker
-from .judge import answer_budget, judge
-from .mode import Facts, Mode
-from .topology import LabCluster, can_mount, cluster_for
 
 OFFLINE_LOG_DIRS = "kafka_log_logmanager_offlinelogdirectorycount"
 
@@ -49,13 +48,13 @@ def unavailable(mode: Mode, cluster: LabCluster | None = None) -> str | None:
     if not mode.feasible:
         return mode.note
     if "tc" in mode.needs:
-        from . import netcut
+        from lab import netcut
 
         why = netcut.unavailable()
         if why:
             return why
     if "memcg" in mode.needs:
-        from . import memcap
+        from lab import memcap
 
         why = memcap.unavailable()
         if why:
@@ -222,7 +221,7 @@ def delete_topics(cluster: LabCluster, topics: list[str], timeout: float = 60) -
 
 def heal_pending(cluster: LabCluster) -> dict | None:
     """Undo whatever fault the last `kbot lab run` left in place on ``cluster``."""
-    from .modes import by_name
+    from lab.modes import by_name
 
     state = pending(cluster)
     if state is None:

@@ -59,7 +59,7 @@ class LabCluster(LocalCluster):
         return super().up(timeout)
 
     def destroy(self) -> None:
-        from . import memcap, netcut
+        from lab import memcap, netcut
 
         memcap.release(self.port_base)  # a page-cache cap left in place (keyed by this port base)
         self.down()

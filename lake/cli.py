@@ -137,7 +137,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _layout(args):
-    from .ingest import LakeLayout
+    from lake.ingest import LakeLayout
 
     return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
 
@@ -166,7 +166,7 @@ def _cluster_name(args) -> str:
 
 
 def _targets(args):
-    from .collector import parse_targets, targets_from_env, targets_from_urls
+    from lake.collector import parse_targets, targets_from_env, targets_from_urls
 
     if args.local:
         from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
@@ -177,7 +177,7 @@ def _targets(args):
 
 
 def _session(master: str | None):
-    from .spark import build_session
+    from lake.spark import build_session
 
     spark = build_session(master or _settings().kbot_spark_master or "local[2]", app_name="kbot-lake-ingest")
     try:
@@ -225,8 +225,8 @@ def _stop_on_sigterm() -> _Stopping:
 
 
 async def _collect(args) -> int:
-    from .collector import Collector
-    from .ingest import IngestBusy, Ingestor
+    from lake.collector import Collector
+    from lake.ingest import IngestBusy, Ingestor
 
     layout = _layout(args)
     targets = _targets(args)
@@ -243,7 +243,7 @@ async def _collect(args) -> int:
     )
     ingestor = follower = None
     if args.ingest_follow:
-        from .ingest import ContinuousIngest
+        from lake.ingest import ContinuousIngest
 
         ingestor = Ingestor(_session(args.master), layout, rollup_every_s=60)
         follower = ContinuousIngest(
@@ -254,7 +254,7 @@ async def _collect(args) -> int:
     last_ingest = last_maintain = time.monotonic()
     retention = None
     if ingestor is not None and args.maintain_every:
-        from .maintenance import retention_from_env
+        from lake.maintenance import retention_from_env
 
         retention = retention_from_env()  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
     if not args.json:
@@ -294,7 +294,7 @@ async def _collect(args) -> int:
                 print(f"ingest skipped: {exc}", file=sys.stderr)
         if ingestor is not None and args.maintain_every and time.monotonic() - last_maintain >= args.maintain_every:
             last_maintain = time.monotonic()
-            from .maintenance import maintain
+            from lake.maintenance import maintain
 
             rep = await asyncio.to_thread(maintain, ingestor.spark, layout.table, retention=retention)
             _print({"maintain": rep.summary()}, args.json, f"maintain: {rep.summary()}")
@@ -320,7 +320,7 @@ async def _collect(args) -> int:
 
 
 def _ingest(args) -> int:
-    from .ingest import Ingestor
+    from lake.ingest import Ingestor
 
     layout = _layout(args)
     spark = _session(args.master)
@@ -346,7 +346,7 @@ def _ingest(args) -> int:
 
 
 def _maintain(args) -> int:
-    from .maintenance import maintain, parse_retention, retention_from_env
+    from lake.maintenance import maintain, parse_retention, retention_from_env
 
     layout = _layout(args)
     retention = parse_retention(args.retention) if args.retention else retention_from_env()
@@ -369,7 +369,7 @@ def _maintain(args) -> int:
 
 
 def _status(args) -> int:
-    from .ingest import layout_status
+    from lake.ingest import layout_status
 
     st = layout_status(_layout(args))
     lines = [
@@ -402,7 +402,7 @@ def _freshness(table: str) -> dict:
     """How far the lake's samples reach: the newest in the last two hours and its age."""
     import datetime as dt
 
-    from .embedded import READ_ERRORS, TableNotFound, WindowReader
+    from lake.embedded import READ_ERRORS, TableNotFound, WindowReader
 
     now = dt.datetime.now(dt.timezone.utc)
     try:
@@ -422,8 +422,8 @@ def _freshness(table: str) -> dict:
 
 
 def _serve(args) -> int:
-    from . import connect
-    from .service import ensure_server
+    from lake import connect
+    from lake.service import ensure_server
 
     lake_dir = args.lake_dir
     if args.status:

@@ -251,7 +251,7 @@ def collected(
     readers: Mapping[str, WindowReader], start: _dt.datetime, end: _dt.datetime, cluster: str | None
 ) -> dict[str, Any]:
     """How much the lake holds, for telling a young lake (its collector started inside [start,
-    end), or nothing is ingested yet) from a window that has no such samples (``commands.lake_age``).
+    end), or nothing is ingested yet) from a window that has no such samples (``diagnosis.lake_age``).
 
     ``minutes``: the minutes of the window that the raw table's files cover (each file spans its
     first to its last sample: a batch of consecutive scrape rounds, so a pause in collecting

@@ -1,8 +1,8 @@
 """Live evidence from a real Kafka cluster: connection settings (``live.config``),
 the async admin gateway (``live.gateway``) and what it returns (``live.model``)."""
 
-from .config import ClusterConfig, ConfigError, Secret, UnknownCluster, get_cluster, load_clusters, load_config
-from .gateway import (
+from live.config import ClusterConfig, ConfigError, Secret, UnknownCluster, get_cluster, load_clusters, load_config
+from live.gateway import (
     AdminGateway,
     AuthenticationFailed,
     ClusterUnreachable,

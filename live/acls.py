@@ -1,6 +1,6 @@
 """The ACLs each of the bot's principals needs, one privilege level per principal - the one table
 behind docs/security.md, the local secured cluster's grants (``localkafka.secure.GRANTS``) and the
-self-audit (``commands/principals.py``, `kbot audit --principals`).
+self-audit (``diagnosis/principals.py``, `kbot audit --principals`).
 
 What Kafka's authorizer lets each right do beyond the call the bot makes with it (checked against
 Kafka's sources: ``AclApis.handleCreateAcls`` / ``handleDeleteAcls`` authorize ALTER on the

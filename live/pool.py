@@ -15,9 +15,8 @@ import os
 from collections.abc import Mapping
 
 from kbot_settings import load
-
-from .config import ConfigError, get_cluster, load_config
-from .gateway import AdminGateway
+from live.config import ConfigError, get_cluster, load_config
+from live.gateway import AdminGateway
 
 
 class GatewayPool:

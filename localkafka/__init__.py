@@ -1,6 +1,6 @@
 """A real local Apache Kafka (KRaft) cluster from Maven Central jars, plus fault injection."""
 
-from .cluster import ClusterError, LocalCluster
-from .fetch import JarsError, ensure_jars
+from localkafka.cluster import ClusterError, LocalCluster
+from localkafka.fetch import JarsError, ensure_jars
 
 __all__ = ["LocalCluster", "ClusterError", "ensure_jars", "JarsError"]

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import fetch
-from .cluster import DEFAULT_PORT_BASE, LocalCluster
-from .fetch import JarsError
+from localkafka import fetch
+from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
+from localkafka.fetch import JarsError
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -116,7 +116,7 @@ def run(args) -> int:
         args.port_base = recorded_port_base(args.name, args.base_dir)
     try:
         if getattr(args, "secure", False):
-            from .secure import SecureCluster
+            from localkafka.secure import SecureCluster
 
             cluster = SecureCluster(
                 name=args.name, base_dir=args.base_dir, port_base=args.port_base, controllers=args.controllers

@@ -50,9 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fetch, procs
-from .common import ClusterError, quiet_logger  # noqa: F401 (re-exported: callers import them from here)
-from .metrics import ACTIVE_CONTROLLERS, metric_value, scrape  # noqa: F401 (re-exported)
+from localkafka import fetch, procs
+from localkafka.common import ClusterError, quiet_logger
+from localkafka.metrics import ACTIVE_CONTROLLERS, metric_value, scrape
 
 CONFIG_DIR = Path(__file__).with_name("config")
 CONTROLLER_ID = 1
@@ -239,7 +239,7 @@ class LocalCluster:
 
     @property
     def faults(self):
-        from .faults import FaultInjector
+        from localkafka.faults import FaultInjector
 
         if self._faults is None:
             self._faults = FaultInjector(self)

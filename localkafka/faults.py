@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
-from . import procs
-from .common import ClusterError, quiet_logger
+from localkafka import procs
+from localkafka.common import ClusterError, quiet_logger
 
 if TYPE_CHECKING:
-    from .cluster import LocalCluster
+    from localkafka.cluster import LocalCluster
 
 
 class FaultInjector:

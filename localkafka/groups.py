@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .cluster import LocalCluster
+from localkafka.cluster import LocalCluster
 
 # A member of a storming group. argv: bootstrap, group, topic, parent pid, max seconds.
 _CHURN = r"""

@@ -41,8 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from live.acls import NEEDED
-
-from .cluster import ClusterError, LocalCluster, admin_client
+from localkafka.cluster import ClusterError, LocalCluster, admin_client
 
 SUPER_USER = "kbot-admin"
 OBSERVER = "kbot-observer"
@@ -476,7 +475,7 @@ class SecureCluster(LocalCluster):
         brokers through the metadata log. A Metadata request needs no ACL."""
         from confluent_kafka.admin import AdminClient
 
-        from .cluster import quiet_logger
+        from localkafka.cluster import quiet_logger
 
         deadline = time.monotonic() + timeout
         for broker in self.brokers.values():

@@ -23,9 +23,9 @@ import shutil
 
 import pytest
 
-from .cluster import LocalCluster
-from .fetch import cache_root
-from .secure import SecureCluster
+from localkafka.cluster import LocalCluster
+from localkafka.fetch import cache_root
+from localkafka.secure import SecureCluster
 
 TEST_NAME = "pytest"
 

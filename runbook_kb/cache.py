@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the loader imports this module; these names are for the annotations only
-    from .loader import KnowledgeBase
-    from .lookup import Lookup
+    from runbook_kb.loader import KnowledgeBase
+    from runbook_kb.lookup import Lookup
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from .schema import (
+from runbook_kb.schema import (
     REFERENCE_FILES,
     Configs,
     Durability,
@@ -31,7 +31,7 @@ from .schema import (
 )
 
 if TYPE_CHECKING:  # the lookup imports this module; the name is for an annotation only
-    from .lookup import Lookup
+    from runbook_kb.lookup import Lookup
 
 M = TypeVar("M", bound=Strict)
 
@@ -260,7 +260,7 @@ def default_kb() -> KnowledgeBase:
     """The packaged knowledge base, loaded and validated once per process (or, when neither the data
     nor the code changed since, taken with its built lookup from the cache an earlier process left)."""
     global fresh_default
-    from . import cache
+    from runbook_kb import cache
 
     built = cache.load(DATA_DIR)
     if built is not None:

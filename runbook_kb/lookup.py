@@ -38,10 +38,10 @@ from typing import Literal
 
 from rapidfuzz import fuzz, process
 
-from .loader import KnowledgeBase, table_rows
-from .ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
-from .schema import Configs, FailureMode, PartitionCategories, ReferenceTopic, Signals
-from .text import (
+from runbook_kb.loader import KnowledgeBase, table_rows
+from runbook_kb.ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
+from runbook_kb.schema import Configs, FailureMode, PartitionCategories, ReferenceTopic, Signals
+from runbook_kb.text import (
     CONFIG_KEY,
     IDENT,
     PAREN,
@@ -233,7 +233,7 @@ class Lookup:
         every time, and the build (~100 ms of indexing and training the word model) should not be paid per question."""
         cached = _BUILT.get(id(kb))
         if cached is None or cached[0] is not kb:
-            from . import cache, loader
+            from runbook_kb import cache, loader
 
             prebuilt = loader.prebuilt_lookups.pop(id(kb), None)
             if prebuilt is not None:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from .loader import DATA_DIR, KBError, KnowledgeBase
-from .text import PAREN
+from runbook_kb.loader import DATA_DIR, KBError, KnowledgeBase
+from runbook_kb.text import PAREN
 
 EXAMPLES_FILE = DATA_DIR / "examples.yaml"  # the tune split's questions (scripts/kb_eval.py folds them)
 WRITTEN_FILE = DATA_DIR / "examples_written.yaml"  # written for the model, in every fold

@@ -134,7 +134,7 @@ class Empirical(Strict):
 
 class Bindings(Strict):
     """Which of the bot's functions gather evidence for an entry, by the names they are registered
-    under (commands/live_checks.py, commands/lake_evidence.py, commands/triage/probes.py). The runbook says
+    under (diagnosis/live_checks.py, diagnosis/lake_evidence.py, commands/triage/probes.py). The runbook says
     what to check; the Python side only holds the functions. A test fails when a name here has no
     function or a function is bound to no entry."""
 

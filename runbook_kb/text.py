@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel
 
-from .loader import KnowledgeBase
+from runbook_kb.loader import KnowledgeBase
 
 
 def iter_strings(value: object) -> Iterator[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .loader import DATA_DIR, KBError, _check_sources, _read_source_paths, _validate, load_kb
-from .schema import REFERENCE_FILES, FailureMode
+from runbook_kb.loader import DATA_DIR, KBError, _check_sources, _read_source_paths, _validate, load_kb
+from runbook_kb.schema import REFERENCE_FILES, FailureMode
 
 
 def validate_file(path: Path) -> str:
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     try:
         if not argv:
             kb = load_kb()
-            from .lookup import Lookup
+            from runbook_kb.lookup import Lookup
 
             Lookup(kb)  # the search's word model trains on the example-question files: check them too
             print(f"knowledge base ok: {len(kb.failure_modes)} failure modes, {len(kb.reference)} reference files")

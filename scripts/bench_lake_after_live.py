@@ -13,7 +13,7 @@ packaged runbook, the live cluster, the gate), with that lake.
 
 After --warmup-s of collection one broker is SIGKILLed (``faults.kill_broker``, as the fault
 tests do), and for --after-s `why URP --since 5m` is asked every --every-s through
-``commands.dispatch.answer(..., early=True)``, as the terminal and Slack ask it: the live part
+``framework.dispatch.answer(..., early=True)``, as the terminal and Slack ask it: the live part
 first, the lake's part from ``reply.later``.  Per ask it records the seconds to the live part,
 the seconds from the live part to the lake part (0 when the lake part came with the live part),
 whether the lake part timed out or was missing, and the 1-minute load average.  Asks during the
@@ -150,7 +150,8 @@ def judge(reply: Any) -> tuple[bool, bool, str | None, str | None]:
 async def ask_once(ctx: Any, phase: str, t_s: float, lake_budget_s: float) -> Ask:
     """One `why URP` as a transport asks it (bot/console.py _answer_and_emit): the live part, then
     the lake's part when it was not ready with it."""
-    from commands.dispatch import answer, complete
+    from commands.registry import answer
+    from framework.dispatch import complete
 
     t0 = time.monotonic()
     result = await answer(QUESTION, ctx, user=getattr(ctx.gate, "acting_user", None), early=True)

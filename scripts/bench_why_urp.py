@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.render import render_blocks  # noqa: E402
-from commands.context import Context  # noqa: E402
-from commands.dispatch import answer  # noqa: E402
+from commands.registry import answer  # noqa: E402
+from framework.context import Context  # noqa: E402
 from live.pool import GatewayPool  # noqa: E402
 from localkafka.cluster import LocalCluster  # noqa: E402
 from localkafka.fetch import ensure_jars  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The static checks (issue 12), run before the tests by scripts/test.sh and by the pre-commit hook:
-# ruff (lint + import order), ruff's formatter, mypy strict on commands/, runbook_kb/, live/, gate/,
+# ruff (lint + import order), ruff's formatter, mypy strict on commands/, framework/, diagnosis/, runbook_kb/, live/, gate/,
 # kbot_settings/, window_queries/ (configured in pyproject.toml). Needs .venv (scripts/setup.sh installs the tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."

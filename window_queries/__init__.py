@@ -3,7 +3,7 @@
 Each module defines its questions once, in SQL over the view ``w`` (the window's samples:
 ts, broker, metric, topic, partition, labels, value, cluster) as a ``lake.embedded.Question``:
 the metrics it reads and the function that answers it from a ``lake.embedded.Window``. Commands
-ask them through ``LakeService.ask_window`` (``commands.lake_evidence``). A question answered
+ask them through ``LakeService.ask_window`` (``diagnosis.lake_evidence``). A question answered
 here is not also written for Spark: ``spark_queries`` holds the ones Spark answers (histories
 over the rollups, the ingest's rollups, long windows).
 

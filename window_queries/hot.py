@@ -500,7 +500,7 @@ def _floor_minute(t: _dt.datetime) -> _dt.datetime:
 
 
 #: ``ask(question, start, end, *args)``: a window question answered over [start, end) (for the
-#: bot, ``LakeService.ask_window`` through ``commands.lake_evidence``).
+#: bot, ``LakeService.ask_window`` through ``diagnosis.lake_evidence``).
 AskWindow = Callable[..., Awaitable[dict[str, Any]]]
 
 

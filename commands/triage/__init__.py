@@ -14,12 +14,12 @@ to_reply(state, ctx.kb)                          # question as Actions, or the d
 
 from __future__ import annotations
 
-from .command import ANSWER, ANSWER_SPEC, COMMAND, SPEC, run, run_answer
-from .engine import MAX_QUESTIONS, answer, start
-from .probes import PROBES, SHARE, LiveProbes, Probe
-from .state import LABELS, Conclusion, Outcome, Question, Record, TriageState
-from .store import KEEP_S, Stored, TriageStore, store_for
-from .view import to_reply
+from commands.triage.command import ANSWER, ANSWER_SPEC, COMMAND, SPEC, run, run_answer
+from commands.triage.engine import MAX_QUESTIONS, answer, start
+from commands.triage.probes import PROBES, SHARE, LiveProbes, Probe
+from commands.triage.state import LABELS, Conclusion, Outcome, Question, Record, TriageState
+from commands.triage.store import KEEP_S, Stored, TriageStore, store_for
+from commands.triage.view import to_reply
 
 __all__ = [
     "ANSWER",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from ..context import Context
-from ..evidence import gateway, snapshot
-from ..reply import Reply
-from ..spec import Command, CommandRequest, CommandSpec, Param
-from .engine import answer, start
-from .store import store_for
-from .view import to_reply
+from commands.triage.engine import answer, start
+from commands.triage.store import store_for
+from commands.triage.view import to_reply
+from diagnosis.evidence import snapshot
+from framework.context import Context
+from framework.gateways import gateway
+from framework.reply import Reply
+from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SPEC = CommandSpec(
     words=("triage",),

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 import secrets
 
+from commands.triage.probes import PROBES, LiveProbes, suspect
+from commands.triage.state import ALREADY_ANSWERED, LABELS, Outcome, Question, Record, Status, TriageState
+from diagnosis.evidence import broker_list
+from framework.context import Context
+from framework.gateways import gateway
+from framework.router import BadInput
 from live.gateway import ClusterUnreachable, GatewayError
-
-from ..context import Context
-from ..evidence import broker_list, gateway
-from ..router import BadInput
-from .probes import PROBES, LiveProbes, suspect
-from .state import ALREADY_ANSWERED, LABELS, Outcome, Question, Record, Status, TriageState
 
 MAX_QUESTIONS = 12  # a triage that needs more is better read as the runbook itself
 MAX_PASSES = 100  # every pass advances a step, switches entry or stops: this only bounds a bug

@@ -14,9 +14,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..context import Context
-from ..evidence import Snapshot, broker_list, name_partitions, snapshot
-from .state import Outcome, TriageState
+from commands.triage.state import Outcome, TriageState
+from diagnosis.evidence import Snapshot, broker_list, name_partitions, snapshot
+from diagnosis.lake_summary import lake_rows
+from framework.context import Context
 
 if TYPE_CHECKING:  # types only: the gateway module pulls in the Kafka clients
     from live.gateway import AdminGateway
@@ -147,7 +148,7 @@ async def _g_hanging(live: LiveProbes, state: TriageState) -> Fact:
     # Every open transaction that holds a partition's last stable offset back, however young: the
     # person triaging stuck read_committed consumers needs to see it now. Whether it is hanging
     # (nothing will abort it) or will be aborted by its coordinator is judged per transaction.
-    from ..txn_evidence import read_open_transactions
+    from diagnosis.txn_evidence import read_open_transactions
 
     report = await read_open_transactions(live.gw)
     now = report.now_ms
@@ -364,8 +365,6 @@ def _j_racks(f: Fact, entry: str) -> Outcome:
 
 async def _g_urp_shape(live: LiveProbes, state: TriageState) -> Fact | None:
     """From the lake when there is one; implied by a missing broker; else the human is asked."""
-    from ..digest import lake_rows
-
     if live.ctx.lake is not None:
         try:
             rows = await lake_rows(live.ctx, live.gw.name, 1, "urp_trend")

@@ -32,10 +32,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..actions import StateDatabase
-from ..context import Context
-from ..router import BadInput
-from .state import ALREADY_ANSWERED, TOKEN, TriageState
+from commands.triage.state import ALREADY_ANSWERED, TOKEN, TriageState
+from framework.actions import StateDatabase
+from framework.context import Context
+from framework.router import BadInput
 
 log = logging.getLogger(__name__)
 

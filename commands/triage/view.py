@@ -3,12 +3,11 @@ gated actions it suggests. Transport-neutral (a Reply), like every command's ans
 
 from __future__ import annotations
 
+from commands.triage.state import LABELS, TriageState
+from diagnosis.entries import diagnosis
+from diagnosis.evidence import broker_list
+from framework.reply import Action, Evidence, Reply
 from runbook_kb import KnowledgeBase, default_kb
-
-from ..diagnosis import diagnosis
-from ..evidence import broker_list
-from ..reply import Action, Evidence, Reply
-from .state import LABELS, TriageState
 
 THROTTLE_KEY = "reassignment_throttle_bytes_per_s"  # broker-loss's threshold for re-replication
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from lab.mode import Mode
-
-from . import (
+from lab.modes import (
     broker_loss,
     consumer_stop,
     controller_minority_loss,

@@ -4,9 +4,8 @@ right answer is not "quorum loss": it names the dead voter, says the quorum hold
 that it tolerates no further loss (warning, not critical)."""
 
 from lab.mode import Mode
+from lab.modes.controller_quorum_loss import _active
 from localkafka import procs
-
-from .controller_quorum_loss import _active
 
 
 def inject(cluster):

@@ -8,8 +8,7 @@ import errno
 import os
 
 from lab.mode import Mode
-
-from . import _disk
+from lab.modes import _disk
 
 TOPIC = "lab-full-disk"
 FILLER = "lab-filler.bin"

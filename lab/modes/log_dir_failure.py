@@ -13,8 +13,7 @@ busy machine the dir can fail first (CI saw 103 stay in the ISR for 90 s that wa
 import shutil
 
 from lab.mode import Mode
-
-from . import _disk
+from lab.modes import _disk
 
 TOPIC = "lab-log-dir"
 TRAP = "replication-offset-checkpoint.tmp"

@@ -6,8 +6,7 @@ critical, naming the topic, and says the floor equal to RF is why one broker sto
 
 from lab import clients, probes
 from lab.mode import Mode
-
-from .under_min_isr import acks_all_rejected
+from lab.modes.under_min_isr import acks_all_rejected
 
 TOPIC = "lab-min-isr-rf"
 BROKER = 103

@@ -11,8 +11,7 @@ catch-up of a lagging follower but cannot push an in-sync one out."""
 import subprocess
 
 from lab.mode import Mode
-
-from . import _disk
+from lab.modes import _disk
 
 TOPIC = "lab-slow-follower"
 BROKER = _disk.BROKER

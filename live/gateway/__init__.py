@@ -53,9 +53,9 @@ seams. ``errors`` and ``convert`` hold no state and are plain modules.
 
 from __future__ import annotations
 
-from .actions import ActionsMixin
-from .core import GRACE_S, PROBE_TIMEOUT_S
-from .errors import (
+from live.gateway.actions import ActionsMixin
+from live.gateway.core import GRACE_S, PROBE_TIMEOUT_S
+from live.gateway.errors import (
     CLUSTER_RESOURCE,
     AuthenticationFailed,
     ClusterUnreachable,
@@ -68,9 +68,9 @@ from .errors import (
     UnknownTransactionalId,
     required_operation,
 )
-from .groups import GroupsMixin
-from .kafkapython import COORDINATOR_RETRY_S, STALE_RETRY_S
-from .transactions import TransactionsMixin
+from live.gateway.groups import GroupsMixin
+from live.gateway.kafkapython import COORDINATOR_RETRY_S, STALE_RETRY_S
+from live.gateway.transactions import TransactionsMixin
 
 __all__ = [
     "AdminGateway",

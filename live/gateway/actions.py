@@ -13,10 +13,10 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicParti
 # confluent_kafka.admin re-exports these from private modules without listing them in __all__
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
-from .. import model
-from .convert import enum_name, tp_list
-from .errors import UnknownTopic
-from .kafkapython import KafkaPythonTransport, alter_cluster_default
+from live import model
+from live.gateway.convert import enum_name, tp_list
+from live.gateway.errors import UnknownTopic
+from live.gateway.kafkapython import KafkaPythonTransport, alter_cluster_default
 
 
 class ActionsMixin(KafkaPythonTransport):

@@ -26,9 +26,9 @@ from confluent_kafka import KafkaError, KafkaException
 # confluent_kafka.admin re-exports these from private modules without listing them in __all__
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec  # type: ignore[attr-defined]
 
-from ..config import ClusterConfig
-from .core import GatewayCore
-from .errors import AUTHZ_RESOURCE, GatewayError, UnknownTopic
+from live.config import ClusterConfig
+from live.gateway.core import GatewayCore
+from live.gateway.errors import AUTHZ_RESOURCE, GatewayError, UnknownTopic
 
 log = logging.getLogger(__name__)
 rdlog = logging.getLogger("live.rdkafka")

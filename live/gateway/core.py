@@ -18,9 +18,9 @@ import time
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
-from .. import tls
-from ..config import ClusterConfig, get_cluster
-from .errors import (
+from live import tls
+from live.config import ClusterConfig, get_cluster
+from live.gateway.errors import (
     AUTHZ_RESOURCE,
     CLUSTER_RESOURCE,
     AuthenticationFailed,

@@ -25,12 +25,12 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
 
-from .. import model
-from .confluent import latest_offset
-from .convert import enum_name, snake
-from .errors import ClusterUnreachable, GatewayError, UnknownGroup
-from .kafkapython import COORDINATOR_RETRY_S, KP_COORDINATOR_RETRIABLE
-from .reads import ReadsMixin
+from live import model
+from live.gateway.confluent import latest_offset
+from live.gateway.convert import enum_name, snake
+from live.gateway.errors import ClusterUnreachable, GatewayError, UnknownGroup
+from live.gateway.kafkapython import COORDINATOR_RETRY_S, KP_COORDINATOR_RETRIABLE
+from live.gateway.reads import ReadsMixin
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaException
 
-from .. import probe
-from ..config import ClusterConfig
-from .confluent import ConfluentTransport
-from .errors import (
+from live import probe
+from live.config import ClusterConfig
+from live.gateway.confluent import ConfluentTransport
+from live.gateway.errors import (
     AUTHZ_RESOURCE,
     AuthenticationFailed,
     ClusterUnreachable,

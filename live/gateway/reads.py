@@ -18,12 +18,12 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # confluent_kafka.admin re-exports these from private modules without listing them in __all__
 from confluent_kafka.admin import ConfigEntry, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
-from .. import model, probe
-from ..config import ClusterConfig
-from .confluent import latest_offset
-from .convert import config_source, enum_name, tp_list
-from .errors import GatewayError, UnknownTopic
-from .kafkapython import KafkaPythonTransport
+from live import model, probe
+from live.config import ClusterConfig
+from live.gateway.confluent import latest_offset
+from live.gateway.convert import config_source, enum_name, tp_list
+from live.gateway.errors import GatewayError, UnknownTopic
+from live.gateway.kafkapython import KafkaPythonTransport
 
 # How long describe_cluster waits for librdkafka's DescribeCluster before it asks every broker
 # for Metadata beside it (see describe_cluster); a healthy cluster answers in milliseconds.
@@ -264,7 +264,7 @@ class ReadsMixin(KafkaPythonTransport):
         applying updates (seen with a broker whose log dir stalled: the lab's slow-follower)
         keeps answering with the old ISRs; the single read of :meth:`describe_topics` lands on
         one broker chosen by librdkafka, so it can report "in sync" for a replica the others have
-        already dropped.  The views let a caller compare (``commands.evidence.reconcile``).
+        already dropped.  The views let a caller compare (``diagnosis.evidence.reconcile``).
         A broker that does not answer within ``budget_s`` (paused, unreachable) is left out: the
         caller must not wait on it.  ``brokers``: the registered ones (describe_cluster) when None;
         at most ``most`` of them are asked (the lowest ids): enough to outvote one broker's old

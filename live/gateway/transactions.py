@@ -11,10 +11,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .. import model
-from .errors import GatewayError, UnknownTopic, UnknownTransactionalId
-from .kafkapython import COORDINATOR_RETRY_S
-from .reads import ReadsMixin
+from live import model
+from live.gateway.errors import GatewayError, UnknownTopic, UnknownTransactionalId
+from live.gateway.kafkapython import COORDINATOR_RETRY_S
+from live.gateway.reads import ReadsMixin
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ def healed(actions_cluster):
 
 @pytest.fixture
 async def ctx(actions_cluster, tmp_path):
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     pool = GatewayPool(

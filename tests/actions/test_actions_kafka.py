@@ -12,10 +12,10 @@ import pytest
 from waiting import wait_until
 
 from commands import abort_txn, elect_leaders, retention, throttle, triage
-from commands.actions import ActionPlan
-from commands.dispatch import answer as dispatch
-from commands.errors import NothingToDo
 from commands.registry import ROUTER
+from commands.registry import answer as dispatch
+from framework.actions import ActionPlan
+from framework.errors import NothingToDo
 from localkafka.testing import produce_one, read_committed
 
 pytestmark = pytest.mark.kafka
@@ -206,7 +206,9 @@ async def test_triage_on_a_killed_broker_ends_at_broker_loss(ctx, healed, tmp_pa
     from gate.confirmation import ConfirmationGate, PendingStore
 
     # The terminal's context: a confirmation gate, whose sqlite file keeps the triage thread too.
-    gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"))
+    gate = ConfirmationGate(
+        PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"), router=ROUTER
+    )
     ctx = dataclasses.replace(ctx, gate=gate)
     topic = _name("tri")
     healed.faults.create_topic(topic, partitions=3, replication_factor=3)

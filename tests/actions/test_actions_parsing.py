@@ -5,8 +5,8 @@ import pytest
 from commands.elect_leaders import MAX_PARTITIONS, parse_partitions
 from commands.registry import ROUTER
 from commands.retention import MAX_MS, MIN_MS, lowers, parse_retention_ms
-from commands.router import BadInput
 from commands.throttle import MAX_RATE, parse_rate
+from framework.router import BadInput
 
 
 @pytest.mark.parametrize(

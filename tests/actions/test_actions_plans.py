@@ -8,12 +8,11 @@ from action_fakes import FakeGateway, FakePool, cv, producer
 
 from bot.render import render_text
 from commands import abort_txn, elect_leaders, retention, throttle
-from commands.actions import ActionPlan
-from commands.context import Context
-from commands.dispatch import answer
-from commands.errors import NothingToDo
-from commands.registry import ROUTER
-from commands.router import BadInput
+from commands.registry import ROUTER, answer
+from framework.actions import ActionPlan
+from framework.context import Context
+from framework.errors import NothingToDo
+from framework.router import BadInput
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore
 from live.model import PartitionInfo, Reassignment, TopicInfo
@@ -244,7 +243,9 @@ async def test_elect_with_no_preferred_replica_in_isr_is_a_failed_precondition()
 )
 async def test_a_change_already_in_place_is_an_ok_answer_with_nothing_to_confirm(tmp_path, text, gw, needle):
     """Not an [ERROR] preview with a Cancel button: the cluster is already as asked."""
-    gate = ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"))
+    gate = ConfirmationGate(
+        PendingStore(tmp_path / "pending.sqlite3"), AuditLog(tmp_path / "audit.jsonl"), router=ROUTER
+    )
     result = await answer(text, dataclasses.replace(ctx_for(gw), gate=gate), user="U0ALICE")
     assert result.outcome == "answered" and result.reply.severity == "ok", result.reply.verdict
     assert needle in result.reply.verdict and not result.reply.actions

@@ -11,9 +11,10 @@ import pytest
 from action_fakes import FakeGateway, FakePool, producer
 
 from commands import digest, triage
-from commands.context import Context
-from commands.dispatch import answer as dispatch
-from commands.router import BadInput
+from commands.registry import ROUTER
+from commands.registry import answer as dispatch
+from framework.context import Context
+from framework.router import BadInput
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore
 from live.model import HangingTransaction
@@ -43,7 +44,9 @@ def ctx_for(gw) -> Context:
 
 def gated(ctx: Context, state_dir: Path) -> Context:
     """The context with a real confirmation gate on ``state_dir``, as the terminal and Slack have."""
-    gate = ConfirmationGate(PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"))
+    gate = ConfirmationGate(
+        PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"), router=ROUTER
+    )
     return dataclasses.replace(ctx, gate=gate)
 
 

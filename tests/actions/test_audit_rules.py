@@ -3,9 +3,9 @@
 import pytest
 from action_fakes import FakeGateway, FakePool, cv
 
-from commands.audit import audit_topic
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from diagnosis.durability import audit_topic
+from framework.context import Context
 
 
 def _findings(rf, min_isr, unclean=False):

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from commands import triage
-from commands.context import Context
-from commands.dispatch import answer as dispatch
-from commands.router import BadInput
+from commands.registry import ROUTER
+from commands.registry import answer as dispatch
 from commands.triage.store import KEEP_S, TriageStore
+from framework.context import Context
+from framework.router import BadInput
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore
 from gate.state_db import StateDb
@@ -25,7 +26,9 @@ from gate.state_db import StateDb
 
 def gated(state_dir: Path) -> Context:
     """No cluster (every step is a question) and a real confirmation gate on ``state_dir``."""
-    gate = ConfirmationGate(PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"))
+    gate = ConfirmationGate(
+        PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"), router=ROUTER
+    )
     return Context(gate=gate)
 
 

@@ -91,8 +91,8 @@ async def test_terminal_confirm_in_another_process_updates_the_slack_message(har
         from slack_fakes import FakeAction, router_with
         from gate.audit import AuditLog
         from gate.confirmation import ConfirmationGate, PendingStore
-        from commands.context import Context
-        from commands.dispatch import answer
+        from framework.context import Context
+        from framework.dispatch import answer
         bump = FakeAction()
         router = router_with(bump.command())
         state = Path({str(harness.state_dir)!r})

@@ -2,8 +2,7 @@
 
 import pytest
 
-from runbook_kb import default_kb
-from runbook_kb.diagnose import (
+from diagnosis.rules import (
     BrokerFacts,
     PartitionState,
     categories,
@@ -12,6 +11,7 @@ from runbook_kb.diagnose import (
     missing_brokers,
     urp_findings,
 )
+from runbook_kb import default_kb
 
 
 def P(isr, replicas=(0, 1, 2), min_isr=2, leader=0, topic="t", partition=0, adding=()):

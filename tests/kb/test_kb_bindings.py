@@ -4,9 +4,9 @@ probe answers it, because the binding is by step number, not by matching the pro
 
 from __future__ import annotations
 
-from commands.checks import LIVE_CHECKS
-from commands.lake_evidence import LAKE_CHECKS
 from commands.triage import PROBES
+from diagnosis.checks import LIVE_CHECKS
+from diagnosis.lake_evidence import LAKE_CHECKS
 from runbook_kb import default_kb
 
 KB = default_kb()
@@ -46,8 +46,8 @@ def test_the_urp_entries_share_one_live_check():
 
 
 def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_threshold_is_read():
-    from commands import cold_reads, lake_evidence
     from commands.triage import view
+    from diagnosis import cold_reads, lake_evidence
 
     read = {
         ("handler-saturation", lake_evidence.IDLE_BELOW),

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commands.context import Context
-from commands.dispatch import answer
-from commands.reference import reference_reply
+from commands.registry import answer
+from diagnosis.reference import reference_reply
+from framework.context import Context
 from runbook_kb import KBError, default_kb, load_kb
 from runbook_kb.loader import DATA_DIR
 from runbook_kb.text import kb_text

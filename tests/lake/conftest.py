@@ -56,7 +56,7 @@ def lake_service(spark, synthetic_lake):
 @pytest.fixture
 def ctx_at(lake_service):
     """Context factory: the synthetic lake, the clock at ``t``, optional live pool."""
-    from commands.context import Context
+    from framework.context import Context
 
     def make(t: dt.datetime, live=None, lake=lake_service) -> Context:
         return Context(lake=lake, live=live, clock=clock_at(t))

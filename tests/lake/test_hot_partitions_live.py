@@ -20,9 +20,9 @@ from commandkit import cluster_env
 from waiting import async_wait_until, wait_until
 
 from bot.render import render_json, render_text
-from commands.context import Context
-from commands.dispatch import answer
-from commands.errors import Unavailable
+from commands.registry import answer
+from framework.context import Context
+from framework.errors import Unavailable
 from lake.service import LakeService
 from tools.synthetic import first_commits_in_flight
 

@@ -15,8 +15,8 @@ from askkit import kbot, no_traceback
 from commandkit import cluster_env
 
 from bot.render import render_blocks, render_json, render_text
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 
 pytestmark = [pytest.mark.kafka]
 

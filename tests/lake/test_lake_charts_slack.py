@@ -14,7 +14,7 @@ from slack_harness import OPS, Harness  # tests/slack's stand-in and its harness
 from slack_stand_in import running_stand
 
 from bot.charts import chart_png
-from commands.dispatch import answer
+from commands.registry import answer
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -50,7 +50,7 @@ async def test_history_chart_arrives_in_the_thread_as_a_png(stand, tmp_path, lak
 
 
 async def test_the_history_reply_carries_one_series_per_broker(lake_service):
-    from commands.context import Context
+    from framework.context import Context
 
     reply = (await answer("history URP --since 30m", Context(lake=lake_service, clock=clock_at(hhmm(10, 30))))).reply
     assert [s.label for s in reply.series] == ["broker 1", "broker 3", "broker 4", "broker 2"][
@@ -68,7 +68,7 @@ async def test_the_history_reply_carries_one_series_per_broker(lake_service):
 
 
 async def test_why_urp_carries_the_urp_trend_with_the_window_marked(lake_service):
-    from commands.context import Context
+    from framework.context import Context
 
     reply = (await answer("why URP --since 30m", Context(lake=lake_service, clock=clock_at(hhmm(10, 30))))).reply
     assert reply.series, "the URP trend for the chart"

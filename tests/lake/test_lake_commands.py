@@ -1,4 +1,4 @@
-"""Lake-backed answers through commands.dispatch.answer, on the synthetic lake (see conftest):
+"""Lake-backed answers through framework.dispatch.answer, on the synthetic lake (see conftest):
 why URP with lake evidence, hot-partitions, history, lag window verdicts; empty lake; lake
 unavailable; injection attempts."""
 
@@ -9,9 +9,9 @@ import datetime as dt
 import pytest
 from lakekit import clock_at, hhmm
 
-from commands.context import Context
-from commands.dispatch import answer
-from commands.errors import Unavailable
+from commands.registry import answer
+from framework.context import Context
+from framework.errors import Unavailable
 from live.model import GroupLag, PartitionLag
 
 pytestmark = pytest.mark.spark
@@ -512,7 +512,7 @@ async def test_lag_on_a_lake_with_nothing_ingested_says_not_enough_data(spark, t
 
 
 def test_since_parsing():
-    from commands.lake_evidence import describe_since, parse_since
+    from diagnosis.lake_evidence import describe_since, parse_since
 
     assert parse_since("15m") == dt.timedelta(minutes=15)
     assert parse_since("1h30m") == dt.timedelta(minutes=90)

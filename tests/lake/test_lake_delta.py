@@ -12,8 +12,8 @@ import os
 import pytest
 from lakekit import clock_at, hhmm
 
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from lake.collector import write_landing_file
 from lake.ingest import Ingestor, LakeLayout
 
@@ -91,7 +91,7 @@ async def test_a_7_day_trend_reads_hour_rollups_and_never_raw_samples(spark, wee
 async def test_window_rows_go_through_the_service(spark, week_lake):
     """The digest's and triage's way in: a Spark window query through LakeService.query (its time
     limit), and a question answered in process (the URP shapes) through LakeService.ask_window."""
-    from commands.lake_evidence import window_rows
+    from diagnosis.lake_evidence import window_rows
     from lake.service import LakeService
 
     lake = LakeService(week_lake.table, spark=spark, warm=False).start()

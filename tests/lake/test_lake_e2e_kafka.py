@@ -13,8 +13,8 @@ import uuid
 import pytest
 from waiting import async_wait_until
 
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from lake.collector import Collector, targets_from_urls
 from lake.ingest import Ingestor, LakeLayout
 from lake.service import LakeService

@@ -16,9 +16,9 @@ import pytest
 from commandkit import cluster_env
 from waiting import async_wait_until
 
-from commands.context import Context
-from commands.dispatch import answer
-from commands.lake_vs_live import URP_SOURCES
+from commands.registry import answer
+from diagnosis.lake_vs_live import URP_SOURCES
+from framework.context import Context
 from lake.collector import Collector, targets_from_urls
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 from lake.service import LakeService

@@ -29,8 +29,8 @@ from slack_stand_in import running_stand
 from waiting import async_wait_until
 
 from bot.render import render_blocks, render_json, render_text
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from lake.service import LakeService
 from tools.synthetic import first_commits_in_flight
 

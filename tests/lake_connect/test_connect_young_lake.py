@@ -21,8 +21,8 @@ from askkit import kbot, no_traceback, private_cache
 from connectkit import free_port
 
 from bot.render import render_text
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from lake import connect
 from lake.service import LakeService, LakeView
 from tools.synthetic import first_commits_in_flight

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from commands.digest import describe_age, freshness
-from commands.lake_evidence import FRESH_S
+from diagnosis.lake_evidence import FRESH_S
 
 END = dt.datetime(2024, 5, 1, 10, 42, 10, tzinfo=dt.timezone.utc)
 

@@ -172,8 +172,8 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(
 
     # the digest's trends say how old the lake's data is: its newest instant, and the age at the
     # digest's clock (35 s after it)
-    from commands.context import Context
     from commands.digest import _lake
+    from framework.context import Context
 
     newest = max(r.prometheus.windows[-1][1] for r in rounds if r.prometheus and r.prometheus.rows)
     lake = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=180, warm=False).start()

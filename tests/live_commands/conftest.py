@@ -9,7 +9,7 @@ from commandkit import cluster_env
 
 @pytest.fixture
 async def ctx(kafka_cluster):
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=cluster_env(kafka_cluster))

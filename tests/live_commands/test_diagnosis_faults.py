@@ -14,8 +14,7 @@ from commandkit import unique_name as _name
 from waiting import wait_until
 
 from commands import abort_txn
-from commands.dispatch import answer
-from commands.registry import ROUTER
+from commands.registry import ROUTER, answer
 from localkafka import procs
 from localkafka.testing import produce_one, read_committed
 
@@ -192,8 +191,8 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     # Ask the paused broker's coordinator explicitly, as a listing made just before the fence would.
     listings, unread = await gw.list_transactions_partial(broker_ids=[101, 102, 103])
     assert 102 in unread
-    from commands.live_checks import transaction_findings
-    from commands.txn_evidence import TxnReport
+    from diagnosis.live_checks import transaction_findings
+    from diagnosis.txn_evidence import TxnReport
 
     report = TxnReport(
         unread={f"coordinator on broker {b}": why for b, why in unread.items()}, now_ms=int(time.time() * 1000)

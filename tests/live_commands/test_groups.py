@@ -21,9 +21,9 @@ from commandkit import unique_name as _name
 from waiting import wait_until
 
 from bot.render import render_json
-from commands.context import Context
-from commands.dispatch import answer
-from commands.lag import GroupFacts, LagSignals, rank, signals_from_kb
+from commands.registry import answer
+from diagnosis.groups import GroupFacts, LagSignals, rank, signals_from_kb
+from framework.context import Context
 from runbook_kb import default_kb
 
 ROOT = Path(__file__).resolve().parents[2]

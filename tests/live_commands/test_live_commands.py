@@ -10,8 +10,8 @@ import pytest
 from commandkit import unique_name as _name
 from waiting import async_wait_until, wait_until
 
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from live.pool import GatewayPool
 
 pytestmark = pytest.mark.kafka

@@ -8,8 +8,8 @@ import socket
 import time
 
 from bot.render import render_blocks, render_text
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from live.pool import GatewayPool
 
 ADMIN_TIMEOUT_S = 10

@@ -11,10 +11,10 @@ import uuid
 import pytest
 from waiting import wait_until
 
+from commands.registry import ROUTER
 from localkafka.secure import Grant, acls_of, apply_acls, config_entry
 from localkafka.testing import _start, second_test_cluster, secure_test_cluster, stop_test_cluster
-
-from .securekit import write_clusters_file
+from tests.secure.securekit import write_clusters_file
 
 pytestmark = pytest.mark.kafka
 
@@ -79,14 +79,14 @@ def kbot_env(secure, tmp_path):
 @pytest.fixture
 async def ctx(kbot_env, tmp_path):
     """The bot's context: a gateway pool on that file and a confirmation gate with its audit log."""
-    from commands.context import Context
+    from framework.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=kbot_env)
     audit = AuditLog(tmp_path / "state" / "audit.jsonl")
-    gate = ConfirmationGate(PendingStore(tmp_path / "state" / "pending.sqlite3"), audit)
+    gate = ConfirmationGate(PendingStore(tmp_path / "state" / "pending.sqlite3"), audit, router=ROUTER)
     yield Context(live=pool, gate=gate)
     await pool.close()
     audit.close()

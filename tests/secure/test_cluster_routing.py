@@ -6,7 +6,7 @@ import pytest
 
 from bot.cluster_routing import Routed, Routing, route
 from commands.registry import ROUTER
-from commands.reply import Reply
+from framework.reply import Reply
 from live.config import ConfigError
 
 TWO = Routing(("plain", "prod"), {"C0PROD": "prod"})

@@ -11,11 +11,10 @@ import pytest
 from waiting import wait_until
 
 from bot.render import render_json
-from commands.dispatch import answer
+from commands.registry import ROUTER, answer
 from localkafka.secure import CONFIG, OPERATOR
 from localkafka.testing import read_committed
-
-from .securekit import skewed_topic
+from tests.secure.securekit import skewed_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -139,19 +138,18 @@ async def test_an_action_whose_principal_is_not_configured_is_refused_up_front(
     """The clusters file names no principal for the action's privilege level: the action is refused
     before its preview, saying what to set, and the cluster is untouched (nothing was tried with
     another principal's credentials - not the observer's, and not the other acting principal's)."""
-    from commands.context import Context
+    from framework.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
     from localkafka.secure import config_entry
-
-    from .securekit import write_clusters_file
+    from tests.secure.securekit import write_clusters_file
 
     entry = {k: v for k, v in config_entry(secure).items() if k != dropped}
     clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": entry})
     pool = GatewayPool(env={"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "20"})
     audit = AuditLog(tmp_path / "audit.jsonl")
-    ctx = Context(live=pool, gate=ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit))
+    ctx = Context(live=pool, gate=ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit, router=ROUTER))
     before = _topic_config(secure, topic, "retention.ms")
     try:
         result = await answer(text.format(topic=topic), ctx, user="U0ALICE")

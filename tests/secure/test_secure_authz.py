@@ -9,10 +9,9 @@ import uuid
 import pytest
 
 from bot.render import render_json, render_text
-from commands.dispatch import answer
+from commands.registry import ROUTER, answer
 from localkafka.secure import config_entry
-
-from .securekit import skewed_topic, write_clusters_file
+from tests.secure.securekit import skewed_topic, write_clusters_file
 
 pytestmark = pytest.mark.kafka
 
@@ -52,7 +51,7 @@ def with_principals(secure, tmp_path, kbot_env):
 
 @pytest.fixture
 async def ctx_for(tmp_path):
-    from commands.context import Context
+    from framework.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
@@ -62,7 +61,10 @@ async def ctx_for(tmp_path):
     def make(env):
         state = tmp_path / f"state-{len(made)}"
         audit = AuditLog(state / "audit.jsonl")
-        ctx = Context(live=GatewayPool(env=env), gate=ConfirmationGate(PendingStore(state / "pending.sqlite3"), audit))
+        ctx = Context(
+            live=GatewayPool(env=env),
+            gate=ConfirmationGate(PendingStore(state / "pending.sqlite3"), audit, router=ROUTER),
+        )
         made.append((ctx, audit))
         return ctx
 

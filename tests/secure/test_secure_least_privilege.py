@@ -15,12 +15,11 @@ import pytest
 from waiting import async_wait_until, wait_until
 
 from bot.render import render_text
-from commands.dispatch import answer
+from commands.registry import answer
 from live.config import get_cluster
 from live.gateway import AdminGateway, NotAuthorized
 from localkafka.secure import CONFIG, OBSERVER, OPERATOR, Grant, acls_of, apply_acls, config_entry
-
-from .securekit import skewed_topic, write_clusters_file
+from tests.secure.securekit import skewed_topic, write_clusters_file
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +206,7 @@ async def test_the_audit_names_a_missing_principal_and_what_it_cannot_read(
 
 @pytest.fixture
 async def ctx_for(tmp_path):
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     made = []

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from commands.dispatch import answer
+from commands.registry import answer
 from localkafka.secure import OBSERVER
 
 pytestmark = pytest.mark.kafka

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.render import render_json, render_text
-from commands.dispatch import answer
+from commands.registry import answer
 from live.config import get_cluster
 from localkafka.secure import CONFIG, OBSERVER, OPERATOR, SUPER_USER, config_entry
-
-from .securekit import write_clusters_file
+from tests.secure.securekit import write_clusters_file
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +39,7 @@ async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, k
     # a failed login (wrong operator password) on the way
     bad = {**config_entry(secure), "sasl_password": "wrong-observer-pw"}
     env = {**kbot_env, "KBOT_CLUSTERS_FILE": str(write_clusters_file(tmp_path / "bad.yaml", {"secure": bad}))}
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=env)

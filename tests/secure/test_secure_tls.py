@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from commands.dispatch import answer
+from commands.registry import answer
 from localkafka.secure import OBSERVER, config_entry, make_ca, sign_cert
-
-from .securekit import write_clusters_file
+from tests.secure.securekit import write_clusters_file
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +28,7 @@ def _env(kbot_env, tmp_path, name: str, entry: dict) -> dict:
 
 
 async def _status_line(env) -> str:
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=env)

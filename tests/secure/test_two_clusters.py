@@ -16,10 +16,9 @@ import pytest
 from waiting import async_wait_until, wait_until
 
 from bot.cluster_routing import Routed, Routing, route
-from commands.dispatch import answer
+from commands.registry import ROUTER, answer
 from localkafka.secure import config_entry
-
-from .securekit import write_clusters_file
+from tests.secure.securekit import write_clusters_file
 
 pytestmark = pytest.mark.kafka
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +79,7 @@ def test_without_a_cluster_the_terminal_says_which_exist(two):
 
 
 async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path):
-    from commands.context import Context
+    from framework.context import Context
     from gate.audit import AuditLog
     from gate.confirmation import ConfirmationGate, PendingStore
     from live.gateway import UnknownTopic
@@ -93,7 +92,8 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
 
     audit = AuditLog(tmp_path / "two-state" / "audit.jsonl")
     ctx = Context(
-        live=GatewayPool(env=two), gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit)
+        live=GatewayPool(env=two),
+        gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit, router=ROUTER),
     )
     try:
         by_name = route("@plain status --json", "C0OTHER", routing)
@@ -140,7 +140,7 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
 
 
 async def test_the_digest_is_per_cluster(two):
-    from commands.context import Context
+    from framework.context import Context
     from live.pool import GatewayPool
 
     pool = GatewayPool(env=two)

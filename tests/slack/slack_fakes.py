@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from commands.actions import ActionPlan, ActionResult, ActionSpec, Precondition
 from commands.registry import COMMANDS
-from commands.reply import Reply, Section
-from commands.router import Router
-from commands.spec import Command, CommandSpec, Param
+from framework.actions import ActionPlan, ActionResult, ActionSpec, Precondition
+from framework.reply import Reply, Section
+from framework.router import Router
+from framework.spec import Command, CommandSpec, Param
 
 
 @dataclass

@@ -16,7 +16,7 @@ from slack_stand_in import APP_ID, TEAM, StandIn
 
 from bot.settings import Settings
 from bot.slack_bot import KafkaBot
-from commands.context import Context
+from framework.context import Context
 from gate.rbac import Policy
 from runbook_kb import default_kb
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commands.actions import ActionPlan, Precondition
+from framework.actions import ActionPlan, Precondition
 from gate.confirmation import Record, decide, decide_break_glass, decide_cancel
 from gate.rbac import Policy, PolicyError, Verdict
 

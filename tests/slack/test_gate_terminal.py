@@ -1,4 +1,4 @@
-"""The same gate from a terminal: `confirm <token>` through commands.dispatch.answer, across processes."""
+"""The same gate from a terminal: `confirm <token>` through framework.dispatch.answer, across processes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from slack_fakes import FakeAction, router_with
 
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore, new_token
 from runbook_kb import default_kb
@@ -78,8 +78,8 @@ async def test_confirm_in_another_process_uses_the_durable_store(tmp_path):
         from slack_fakes import FakeAction, router_with
         from gate.audit import AuditLog
         from gate.confirmation import ConfirmationGate, PendingStore
-        from commands.context import Context
-        from commands.dispatch import answer
+        from framework.context import Context
+        from framework.dispatch import answer
         bump = FakeAction()
         router = router_with(bump.command())
         state = Path({str(tmp_path)!r})

@@ -351,7 +351,7 @@ async def test_stand_in_refuses_blocks_past_the_ceiling_and_the_answer_still_arr
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.slack_thread import SlackThread
-    from commands.reply import Reply
+    from framework.reply import Reply
 
     client = AsyncWebClient(token=BOT_TOKEN, base_url=stand.url + "/api/")
     too_long = [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 2900}} for _ in range(5)]

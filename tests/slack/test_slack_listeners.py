@@ -10,8 +10,8 @@ import pytest_asyncio
 from slack_fakes import router_with
 from slack_harness import OPS, Harness
 
-from commands.reply import Reply, Section
-from commands.spec import Command, CommandSpec
+from framework.reply import Reply, Section
+from framework.spec import Command, CommandSpec
 
 RETRY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 SLACK_RESPONSE_URL_LIMIT = 5  # Slack accepts at most 5 posts per response_url (api.slack.com/interactivity/handling)

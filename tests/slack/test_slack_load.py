@@ -20,8 +20,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery import MAX_RATE_LIMITED, Coalescer, Delivery, DeliveryFailed
-from commands.reply import Reply, Section
-from commands.spec import Command, CommandSpec
+from framework.reply import Reply, Section
+from framework.spec import Command, CommandSpec
 
 PART = re.compile(r"part (\d+) of (\d+)")
 

@@ -22,8 +22,8 @@ from slack_harness import BOT_TOKEN, POLICY
 from bot.gate import default_gate
 from bot.identity import TERMINAL_PREFIX, terminal_user
 from bot.settings import Settings
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 from gate.rbac import Policy, PolicyError
 from runbook_kb import default_kb
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.reply import Evidence, Reply
+from framework.reply import Evidence, Reply
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 

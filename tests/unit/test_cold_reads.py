@@ -1,11 +1,11 @@
-"""The page-cache cold-reads rule (commands/cold_reads.py) on evidence recorded from the lab's
+"""The page-cache cold-reads rule (diagnosis/cold_reads.py) on evidence recorded from the lab's
 page-cache-cold-reads mode (broker 103 capped to ~48 MB of page cache, a group catching up on a
 192 MB topic it leads): 103 read ~6 MiB/s from disk, 101 and 102 nothing, the group ~1,300
 records of 100 kB behind."""
 
 from __future__ import annotations
 
-from commands import cold_reads as cr
+from diagnosis import cold_reads as cr
 from live import exporters
 
 RATE, LAG = cr.thresholds()

@@ -7,11 +7,11 @@ from __future__ import annotations
 from action_fakes import FakeGateway, FakePool, cv
 
 from bot.render import render_text
-from commands.context import Context
-from commands.dispatch import answer
-from commands.live_checks import move_progress, throttle_lines
+from commands.registry import answer
+from diagnosis.live_checks import move_progress, throttle_lines
+from diagnosis.rules import PartitionState
+from framework.context import Context
 from live.model import LogDir, LogDirPartition, Reassignment
-from runbook_kb.diagnose import PartitionState
 
 
 def _moving(throttled: bool = True) -> FakeGateway:

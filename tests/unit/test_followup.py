@@ -1,4 +1,4 @@
-"""The memory rules of follow-ups (commands/followup.py, issue 28): explicit input wins, pronouns
+"""The memory rules of follow-ups (framework/followup.py, issue 28): explicit input wins, pronouns
 refer by the parameter's kind, unknown kinds are left alone, nothing is invented, and the thread
 store stays bounded (LRU, 24 h) and survives a new process when it has a database."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from commands.followup import IncidentMemory, ThreadMemories, refers
 from commands.registry import ROUTER
-from commands.reply import Action, Diagnosis, Evidence, Reply, Table
-from commands.router import BadInput
+from framework.followup import IncidentMemory, ThreadMemories, refers
+from framework.reply import Action, Diagnosis, Evidence, Reply, Table
+from framework.router import BadInput
 
 
 def _memory() -> IncidentMemory:

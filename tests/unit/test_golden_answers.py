@@ -25,12 +25,13 @@ from action_fakes import FakeGateway, FakePool, GroupReadingGateway, cv, produce
 from block_limits import violations  # noqa: E402
 
 from bot.render import render_blocks, render_text  # noqa: E402
-from commands import hot_partitions, metric_checks  # noqa: E402
-from commands.actions import Pending  # noqa: E402
-from commands.context import Context  # noqa: E402
-from commands.dispatch import answer  # noqa: E402
-from commands.router import BadInput  # noqa: E402
+from commands import hot_partitions
+from commands.registry import ROUTER, answer
 from commands.triage import engine as triage_engine  # noqa: E402
+from diagnosis import metric_checks
+from framework.actions import Pending
+from framework.context import Context
+from framework.router import BadInput
 from gate.audit import AuditLog  # noqa: E402
 from gate.confirmation import ConfirmationGate, PendingStore  # noqa: E402
 from live.model import HangingTransaction, LogDir, LogDirPartition, PartitionOffsets, Reassignment  # noqa: E402
@@ -263,7 +264,10 @@ class FixedTokenGate(ConfirmationGate):
 
     def __init__(self, state_dir: Path):
         super().__init__(
-            PendingStore(state_dir / "pending.sqlite3"), AuditLog(state_dir / "audit.jsonl"), clock=lambda: NOW
+            PendingStore(state_dir / "pending.sqlite3"),
+            AuditLog(state_dir / "audit.jsonl"),
+            router=ROUTER,
+            clock=lambda: NOW,
         )
 
     async def propose(self, plan, request) -> Pending:
@@ -343,7 +347,6 @@ async def test_errors_are_short_and_say_what_to_do(tmp_path):
 
 def test_every_registered_command_has_a_golden_case():
     """Adding a command means its module, its registry line and its golden case here (issue 25)."""
-    from commands.registry import ROUTER
 
     covered = set()
     for case in CASES.values():

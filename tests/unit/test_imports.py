@@ -16,6 +16,8 @@ PACKAGES = (
     "spark_queries",
     "lake",
     "window_queries",
+    "framework",
+    "diagnosis",
     "commands",
     "gate",
     "bot",
@@ -24,10 +26,12 @@ PACKAGES = (
 )
 
 # What each package may import besides itself. Lower layers know nothing of higher ones: the
-# runbook and the gateways are the floor, commands sit on them, the confirmation gate (a domain
-# concept: tokens, approvals, the audit trail, the policy) beside them - the commands reach it only
-# through the Gate interface the context hands them - the transports (bot) on both, the failure lab
-# on the transports. The lake's queries may read the lake's schema (a leaf); the local cluster may
+# runbook and the gateways are the floor; the command framework (spec, router, reply, context,
+# dispatch) sits on them, the diagnosis (evidence and rules) on the framework, the commands on
+# both; the confirmation gate (a domain concept: tokens, approvals, the audit trail, the policy)
+# sits on the framework beside the diagnosis - the commands reach it only through the Gate
+# interface the context hands them - the transports (bot) on all of them, the failure lab on the
+# transports. The lake's queries may read the lake's schema (a leaf); the local cluster may
 # read the ACL table the bot needs (live/acls.py, a leaf of data) to grant it.
 # kbot_settings (the one configuration) is a leaf every package may read; tools/ (test and
 # benchmark tooling, not packaged) may use anything, and nothing that ships may import it.
@@ -40,17 +44,41 @@ ALLOWED = {
     "lake": {"spark_queries", "live", "localkafka", "kbot_settings"},
     # the incident window's questions, answered in process by the lake's embedded reader
     "window_queries": {"lake.embedded", "lake.schema", "kbot_settings"},
-    "commands": {"runbook_kb", "live", "kbot_settings"},
-    "gate": {"commands", "live", "kbot_settings"},
-    "bot": {"commands", "gate", "runbook_kb", "live", "lake", "localkafka", "spark_queries", "kbot_settings"},
-    "lab": {"bot", "gate", "commands", "runbook_kb", "live", "lake", "localkafka", "kbot_settings"},
+    "framework": {"runbook_kb", "live", "kbot_settings"},
+    "diagnosis": {"framework", "runbook_kb", "live", "kbot_settings"},
+    "commands": {"framework", "diagnosis", "runbook_kb", "live", "kbot_settings"},
+    "gate": {"framework", "live", "kbot_settings"},
+    "bot": {
+        "commands",
+        "framework",
+        "diagnosis",
+        "gate",
+        "runbook_kb",
+        "live",
+        "lake",
+        "localkafka",
+        "spark_queries",
+        "kbot_settings",
+    },
+    "lab": {
+        "bot",
+        "gate",
+        "commands",
+        "framework",
+        "diagnosis",
+        "runbook_kb",
+        "live",
+        "lake",
+        "localkafka",
+        "kbot_settings",
+    },
     "tools": set(PACKAGES) - {"tools"},
 }
 # Named exceptions, each one module wide: the command line registers every tool's subcommands, and
-# commands/lake_evidence.py is the commands' one way into the metric lake (LakeService.query with
+# diagnosis/lake_evidence.py is the diagnosis's one way into the metric lake (LakeService.query with
 # the lake's named queries, LakeService.ask_window with the window's questions); no other command
 # module may import the lake's code.
-ENTRY_POINTS = {"bot.cli": {"lab"}, "commands.lake_evidence": {"lake", "spark_queries", "window_queries"}}
+ENTRY_POINTS = {"bot.cli": {"lab"}, "diagnosis.lake_evidence": {"lake", "spark_queries", "window_queries"}}
 
 
 def _modules() -> dict[str, Path]:
@@ -144,5 +172,19 @@ def test_no_package_imports_one_above_it():
 def test_the_walker_sees_deferred_imports(tmp_path):
     """The check must be able to fail: an import inside a function is found."""
     source = tmp_path / "mod.py"
-    source.write_text("def f():\n    from commands import dispatch\n")
-    assert "commands.dispatch" in _imports("runbook_kb.mod", source, {"commands.dispatch", "commands"})
+    source.write_text("def f():\n    from framework import dispatch\n")
+    assert "framework.dispatch" in _imports("runbook_kb.mod", source, {"framework.dispatch", "framework"})
+
+
+def test_commands_are_one_layer():
+    """A command module never imports another command (what two commands share lives in the
+    framework or the diagnosis); only the registry, which lists them, imports them all."""
+    wrong = []
+    for module, deps in _graph().items():
+        if not module.startswith("commands.") or module == "commands.registry":
+            continue
+        own = module.split(".")[:2]  # a command that is a package (commands.triage) may import its own parts
+        for dep in deps:
+            if dep.startswith("commands.") and dep.split(".")[:2] != own:
+                wrong.append(f"{module} -> {dep}")
+    assert not wrong, "commands importing commands:\n" + "\n".join(sorted(wrong))

@@ -1,6 +1,6 @@
 """ISR churn (issue 27): a broker that keeps being fenced and coming back is back in every ISR in
 most snapshots; `why URP` must still see it, from the leaders' ISR meters and the controller's view
-(runbook_kb.diagnose.isr_churn, commands/isr_churn.py), and never answer "no URP, all fine"."""
+(diagnosis.rules.isr_churn, diagnosis/isr_churn.py), and never answer "no URP, all fine"."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from action_fakes import FakeGateway, FakePool
 
 from bot.render import render_text
-from commands import isr_churn
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from diagnosis import isr_churn
+from diagnosis.rules import ChurnFacts, IsrMeters, preferred_leadership
+from diagnosis.rules import isr_churn as churn_rule
+from framework.context import Context
 from live import exporters
-from runbook_kb.diagnose import ChurnFacts, IsrMeters, preferred_leadership
-from runbook_kb.diagnose import isr_churn as churn_rule
 
 REGISTERED = frozenset({101, 102, 103})
 RULE = {"min_rejoins_per_s": 0.05, "controller_share": 0.2, "late_heartbeat_ms": 3000.0}
@@ -64,7 +64,7 @@ def test_no_broker_is_named_without_grounds():
 
 
 def test_preferred_leadership_counts_the_first_replica():
-    from runbook_kb.diagnose import PartitionState
+    from diagnosis.rules import PartitionState
 
     parts = [
         PartitionState("t", 0, 101, (101, 102, 103), (101, 102, 103)),

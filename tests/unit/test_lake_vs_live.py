@@ -1,11 +1,11 @@
-"""The lake's lines checked against the live read of the same answer (commands.lake_vs_live)."""
+"""The lake's lines checked against the live read of the same answer (diagnosis.lake_vs_live)."""
 
 import datetime as dt
 
-from commands.findings import LiveFacts
-from commands.lake_evidence import LakeFindings, Window
-from commands.lake_vs_live import check_against_live
-from commands.reply import Evidence
+from diagnosis.findings import LiveFacts
+from diagnosis.lake_evidence import LakeFindings, Window
+from diagnosis.lake_vs_live import check_against_live
+from framework.reply import Evidence
 
 END = dt.datetime(2026, 11, 27, 3, 15, tzinfo=dt.timezone.utc)
 WINDOW = Window(END - dt.timedelta(minutes=15), END, dt.timedelta(minutes=15))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from commands.actions import ActionPlan
-from commands.principals import evaluate, may_describe_acls, verdict_line
 from commands.registry import ROUTER
+from diagnosis.principals import evaluate, may_describe_acls, verdict_line
+from framework.actions import ActionPlan
 from gate.confirmation import needs_second_approver, second_approver_rules
 from live.acls import NEEDED
 from live.config import ClusterConfig, ConfigError, get_cluster

@@ -3,11 +3,11 @@ quorum's observers, transactions from a report, and the URP cause of a paused or
 
 from __future__ import annotations
 
-from commands.live_checks import metadata_lag_findings, quorum_view, transaction_findings
-from commands.txn_evidence import OpenTxn, TxnReport
+from diagnosis.live_checks import metadata_lag_findings, quorum_view, transaction_findings
+from diagnosis.rules import BrokerFacts, PartitionState, urp_findings
+from diagnosis.txn_evidence import OpenTxn, TxnReport
 from live.model import PartitionOffsets, QuorumInfo, QuorumVoter, TransactionDescription
 from live.probe import ProbeResult, api_versions_request, parse_addresses, parse_voters
-from runbook_kb.diagnose import BrokerFacts, PartitionState, urp_findings
 
 NOW = 1_800_000_000_000
 
@@ -135,7 +135,7 @@ def test_urp_cause_follows_the_probe():
 
 
 def test_fencing_names_the_transactional_id_that_was_taken_over():
-    from commands.live_checks import fencing_findings
+    from diagnosis.live_checks import fencing_findings
 
     fresh = TransactionDescription("app-a", 101, "Empty", 4, 0, 60_000, -1, [])
     taken = TransactionDescription("app-b", 102, "Ongoing", 9, 1, 60_000, NOW - 5_000, [("orders", 1)])
@@ -154,7 +154,7 @@ def _part(p: int, isr: tuple[int, ...], leader: int | None = 101) -> PartitionSt
 
 
 def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker():
-    from commands.evidence import reconcile
+    from diagnosis.evidence import reconcile
 
     # the gateway's one read landed on 103, which still lists itself in sync on partition 1
     states = [_part(0, (101, 102, 103)), _part(1, (101, 102, 103))]
@@ -185,8 +185,8 @@ def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker(
 
 def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
     """The read landed on a broker that still names a leader the others no longer have."""
-    from commands.evidence import Snapshot, reconcile
-    from commands.live_checks import stale_view_evidence
+    from diagnosis.evidence import Snapshot, reconcile
+    from diagnosis.live_checks import stale_view_evidence
     from live.model import Broker, ClusterInfo
 
     states, stale = reconcile(
@@ -207,8 +207,8 @@ def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
 
 
 def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
-    from commands.evidence import Snapshot, reconcile
-    from commands.live_checks import stale_view_evidence
+    from diagnosis.evidence import Snapshot, reconcile
+    from diagnosis.live_checks import stale_view_evidence
     from live.model import Broker, ClusterInfo
 
     states, stale = reconcile(
@@ -237,8 +237,8 @@ async def test_a_broker_with_no_tcp_answer_is_cut_off_not_lost_and_no_replica_is
     from action_fakes import FakeGateway, FakePool
 
     from bot.render import render_text
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
     from live.probe import ProbeResult
 
     class CutOff(FakeGateway):
@@ -272,7 +272,7 @@ class _SlowLogDirs:
 
         from action_fakes import FakeGateway
 
-        from commands.live_checks import LOG_DIRS_BUDGET_S
+        from diagnosis.live_checks import LOG_DIRS_BUDGET_S
         from live.model import LogDir
 
         slow = self.slow
@@ -293,8 +293,8 @@ async def test_a_busy_cluster_is_not_read_as_a_stalled_disk():
     dir is still found, asked again with the full timeout, instead of calling its disk stalled."""
     from action_fakes import FakePool
 
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     reply = (await answer("why URP", Context(live=FakePool(_SlowLogDirs(None).make())))).reply
     assert reply.verdict.startswith("Broker 103 is up but lost its log directory /data/b"), reply.verdict
@@ -304,8 +304,8 @@ async def test_a_busy_cluster_is_not_read_as_a_stalled_disk():
 async def test_only_the_suspect_slow_is_still_a_stalled_disk():
     from action_fakes import FakePool
 
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     reply = (await answer("why URP", Context(live=FakePool(_SlowLogDirs({103}).make())))).reply
     assert "Broker 103 does not answer DescribeLogDirs" in reply.verdict, reply.verdict
@@ -359,8 +359,8 @@ async def test_why_urp_on_a_registered_but_unreachable_broker_gives_no_destructi
     from action_fakes import FakePool
 
     from bot.render import render_text
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     reply = (await answer("why URP", Context(live=FakePool(_cut_gateway())))).reply
     assert reply.verdict.startswith("Broker 103 is cut off by the network, not down"), reply.verdict
@@ -385,8 +385,8 @@ async def test_why_urp_on_a_registered_but_unreachable_broker_gives_no_destructi
 async def test_status_names_the_registered_broker_nobody_can_reach():
     from action_fakes import FakePool
 
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     reply = (await answer("status", Context(live=FakePool(_cut_gateway())))).reply
     assert "broker 103 registered but unreachable" in reply.verdict, reply.verdict
@@ -429,8 +429,8 @@ async def test_a_broker_whose_process_is_gone_may_have_crashed_or_halted_on_fail
     from action_fakes import FakePool
 
     from bot.render import render_text
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     reply = (await answer("why URP", Context(live=FakePool(_halted_gateway())))).reply
     assert reply.verdict.startswith("Broker 102 is gone (its port refuses connections"), reply.verdict
@@ -457,8 +457,8 @@ async def test_a_broker_whose_process_is_gone_may_have_crashed_or_halted_on_fail
 async def test_why_offline_with_its_broker_down_leaves_the_cause_of_the_stop_open():
     from action_fakes import FakeGateway, FakePool
 
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
 
     gw = FakeGateway(brokers=(101, 103), topics={"lab-one-dir-halt": [(None, [102], [102])]})
     reply = (await answer("why offline", Context(live=FakePool(gw)))).reply

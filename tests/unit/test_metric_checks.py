@@ -3,7 +3,7 @@ bounds, per-partition rates and the hot-partition rule."""
 
 from __future__ import annotations
 
-from commands import metric_checks as mc
+from diagnosis import metric_checks as mc
 from live import exporters
 from live.model import PartitionOffsets
 

@@ -4,8 +4,8 @@ a spinner and Slack as an edit of the working message."""
 
 from __future__ import annotations
 
-from commands.context import Context
-from commands.dispatch import answer
+from commands.registry import answer
+from framework.context import Context
 
 
 def _recording() -> tuple[Context, list[str]]:

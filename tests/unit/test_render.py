@@ -18,7 +18,7 @@ from bot.render import (
     render_text,
     series_line,
 )
-from commands.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
+from framework.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from commands.registry import ROUTER
-from commands.router import MAX_INPUT_CHARS, BadInput, normalize
+from framework.router import MAX_INPUT_CHARS, BadInput, normalize
 
 PARSES = [
     # text, command, args, json
@@ -214,8 +214,8 @@ def test_help_as_the_last_word_of_free_text():
 )
 async def test_the_issue_27_inputs_are_answered_end_to_end(text, first):
     """Parsed by the real router and answered by the real command, from the runbook (no cluster)."""
-    from commands.context import Context
-    from commands.dispatch import answer
+    from commands.registry import answer
+    from framework.context import Context
     from runbook_kb import default_kb
 
     done = await answer(text, Context(live=None), user="U0ALICE")

@@ -10,14 +10,14 @@ import pytest
 from block_limits import violations
 
 from bot.render import render_blocks
-from commands.context import Context
-from commands.dispatch import run_request
-from commands.followup import IncidentMemory, ThreadMemories
 from commands.registry import ROUTER
-from commands.reply import Diagnosis, Evidence, Reply
-from commands.router import BadInput
-from commands.spec import CommandRequest
 from commands.timeline import answer_summary, build, parse_thread, render_markdown, select
+from framework.context import Context
+from framework.dispatch import run_request
+from framework.followup import IncidentMemory, ThreadMemories
+from framework.reply import Diagnosis, Evidence, Reply
+from framework.router import BadInput
+from framework.spec import CommandRequest
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore
 from runbook_kb import default_kb

@@ -129,7 +129,7 @@ class Reply:
     actions: list[Action] = field(default_factory=list)
     followups: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # parts of the answer not read for want of a right, each naming the grant (commands/partial.py)
+    # parts of the answer not read for want of a right, each naming the grant (framework/partial.py)
     missing: list[str] = field(default_factory=list)
     window: str | None = None  # the time window the evidence covers, when it has one
     tables: list[Table] = field(default_factory=list)
@@ -138,7 +138,7 @@ class Reply:
     more_command: str | None = None  # the /kafka text that gives the full answer (--full)
     ask: Ask | None = None  # whom to notify in the thread (a high-risk action's approvers)
     # Not data: set when slower evidence (the metric lake) is still being gathered; resolves to
-    # the complete Reply. Transports that can show it later do; others wait (commands.dispatch).
+    # the complete Reply. Transports that can show it later do; others wait (framework.dispatch).
     later: Optional[Awaitable["Reply"]] = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

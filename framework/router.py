@@ -23,7 +23,7 @@ import shlex
 
 from rapidfuzz import fuzz, process
 
-from .spec import ArgValue, Command, CommandRequest, CommandSpec, Param, Referents
+from framework.spec import ArgValue, Command, CommandRequest, CommandSpec, Param, Referents
 
 MAX_INPUT_CHARS = 4000
 MAX_NAME_CHARS = 249  # Kafka's limit for topic names (Topic.MAX_NAME_LENGTH)
@@ -137,7 +137,7 @@ class Router:
 
     def parse(self, text: str, referents: Referents | None = None) -> CommandRequest:
         """``referents``: what a follow-up in a thread may refer to ("describe it"), and the
-        remembered values of parameters left out (commands/followup.py); None reads the text alone."""
+        remembered values of parameters left out (framework/followup.py); None reads the text alone."""
         line = normalize(text)
         # The subcommand is found among the words between spaces: quoting never matters for it, and
         # the rest of the line is read according to the command it names.

@@ -12,7 +12,7 @@ what it holds began inside it. A lake that holds older data and nothing in the w
 collecting, or never saw such samples: that is the window's own answer ("no data for this
 window"), not this one.
 
-Commands reach the lake through ``commands.lake_evidence``; this module adds the lake's age on
+Commands reach the lake through ``diagnosis.lake_evidence``; this module adds the lake's age on
 top: :func:`young` (the error a young lake gives, or None) and :func:`guarded` (a lake question
 whose table is not there yet, in Spark or in the in-process window reader, becomes that error,
 never an internal error).
@@ -25,11 +25,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from . import lake_evidence as lake
-from .context import Context
-from .errors import Unavailable
-from .reply import Evidence, Reply
-from .spec import CommandRequest
+from diagnosis import lake_evidence as lake
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Evidence, Reply
+from framework.spec import CommandRequest
 
 T = TypeVar("T")
 

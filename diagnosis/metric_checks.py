@@ -17,16 +17,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from diagnosis.evidence import Snapshot, broker_list, config_value
+from diagnosis.findings import LiveFindings
+from diagnosis.live_checks import check_offline
+from diagnosis.rules import PartitionState
+from diagnosis.thresholds import alert_bounds
+from framework.reply import Action, Evidence, Severity
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from live.model import PartitionOffsets
-from runbook_kb.diagnose import PartitionState
-
-from .evidence import Snapshot, broker_list, config_value
-from .findings import LiveFindings
-from .live_checks import check_offline
-from .reply import Action, Evidence, Severity
-from .thresholds import alert_bounds
 
 HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
 HOT_MIN_RATE = 20.0  # records/s: below this nothing is hot, however uneven (idle topics)
@@ -53,7 +52,7 @@ def _worst(severities: Iterable[Severity]) -> Severity:
     return max(severities, key=lambda s: order[s], default="ok")
 
 
-def _urls(gw: AdminGateway) -> dict[int, str]:
+def exporter_urls(gw: AdminGateway) -> dict[int, str]:
     urls = gw.config.metrics_urls
     if not urls:
         raise GatewayError(
@@ -64,7 +63,7 @@ def _urls(gw: AdminGateway) -> dict[int, str]:
     return urls
 
 
-def _failed_evidence(reading: exporters.Reading) -> list[Evidence]:
+def failed_evidence(reading: exporters.Reading) -> list[Evidence]:
     return [
         Evidence(f"Node {n} exporter", why, "live: JMX exporter", "bad") for n, why in sorted(reading.failed.items())
     ]
@@ -79,7 +78,7 @@ QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
 
 async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
     reading = await exporters.read(
-        _urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S
+        exporter_urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S
     )
     bounds = alert_bounds("RequestHandlerAvgIdlePercent")
     net_bounds = alert_bounds("NetworkProcessorAvgIdlePercent")
@@ -108,7 +107,7 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
             evidence.append(
                 Evidence(f"Broker {s.node} network threads idle", f"{s.value:.0%}", "live: JMX exporter", "bad")
             )
-    evidence += _failed_evidence(reading)
+    evidence += failed_evidence(reading)
     if not busy:
         if not reading.named(HANDLER_IDLE):
             return LiveFindings("No broker's request-handler idle time could be read.", "warning", evidence)
@@ -136,7 +135,7 @@ SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
 
 async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
     reading, configs = await asyncio.gather(
-        exporters.read(_urls(gw), frozenset({EVICTIONS, SESSIONS}), LIVE_SCRAPE_TIMEOUT_S),
+        exporters.read(exporter_urls(gw), frozenset({EVICTIONS, SESSIONS}), LIVE_SCRAPE_TIMEOUT_S),
         gw.broker_configs(),
         return_exceptions=True,
     )
@@ -166,7 +165,7 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
         )
         if bad:
             evicting.append((s.node, s.value))
-    evidence += _failed_evidence(reading)
+    evidence += failed_evidence(reading)
     if not evicting:
         return LiveFindings("No broker is evicting incremental fetch sessions.", "ok", evidence)
     node, rate = evicting[0]
@@ -387,7 +386,9 @@ class UncleanCount:
 
 async def unclean_elections(gw: AdminGateway) -> UncleanCount:
     """The controllers' own count of unclean elections (exporter), and since when it counts."""
-    reading = await exporters.read(_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE, STARTED}), LIVE_SCRAPE_TIMEOUT_S)
+    reading = await exporters.read(
+        exporter_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE, STARTED}), LIVE_SCRAPE_TIMEOUT_S
+    )
     rates = {s.node: s.value for s in reading.named(UNCLEAN_RATE)}
     starts = {s.node: s.value for s in reading.named(STARTED)}
     out = UncleanCount()
@@ -425,7 +426,7 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
     """The controllers' count of unclean elections (it only grows while a controller runs, so any
     count is an election that happened) with the partitions where it most likely happened, plus
     what check_offline sees. An unclean election loses acknowledged records: critical."""
-    from .evidence import name_partitions, snapshot
+    from diagnosis.evidence import name_partitions, snapshot
 
     offline, counted, snap = await asyncio.gather(
         check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"), return_exceptions=True

@@ -17,7 +17,7 @@ The rules:
 * Explicit input always wins: memory fills only what the user left out, or what the user's words
   refer to. Nothing is silent: the answer carries one note line naming what it took ("From this
   thread: topic orders, window 30m"), set on the request as ``context_note`` and added by
-  commands.dispatch.
+  framework.dispatch.
 * Only what the command really has is filled, by the declared kind: positional parameters of kind
   topic and group; the options ``since``, and ``topic`` / ``broker`` / ``partition`` only when the
   user's value refers (``--topic it``): ``history URP --broker 103`` because broker 103 was named
@@ -29,7 +29,7 @@ The rules:
   partition columns, a ``Broker N`` evidence line); an answer that lists several topics leaves
   "the topic" unset, and "it" then asks which one instead of guessing.
 * The values are bound on the parsed request (the router asks :class:`Binding` while it binds,
-  commands.spec.Referents), never pasted into the text and parsed again.
+  framework.spec.Referents), never pasted into the text and parsed again.
 
 Where memory lives is the transport's business: bot/slack_bot.py keeps one per Slack thread
 (channel + thread ts) in :class:`ThreadMemories` (LRU, 500 threads, 24 h, written through to the
@@ -49,11 +49,11 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import dispatch
-from .dispatch import Answer
-from .reply import Reply, error_reply
-from .router import BadInput, Router
-from .spec import ArgValue, CommandRequest, CommandSpec, Param, ParamKind
+from framework import dispatch
+from framework.dispatch import Answer
+from framework.reply import Reply, error_reply
+from framework.router import BadInput, Router
+from framework.spec import ArgValue, CommandRequest, CommandSpec, Param, ParamKind
 
 MAX_THREADS = 500
 TTL_S = 24 * 3600.0
@@ -204,7 +204,7 @@ class IncidentMemory:
 
 
 class Binding:
-    """commands.spec.Referents for one parse: resolves references and left-out values from the
+    """framework.spec.Referents for one parse: resolves references and left-out values from the
     memory, and records what it took for the note."""
 
     def __init__(self, memory: IncidentMemory):
@@ -431,7 +431,7 @@ class ThreadMemories:
 def parse_request(
     text: str, memory: IncidentMemory | None, *, user: str | None, channel: str | None, router: Router
 ) -> CommandRequest | Answer:
-    """commands.dispatch.parse_request with the thread's memory: the request, or the bad_input
+    """framework.dispatch.parse_request with the thread's memory: the request, or the bad_input
     Answer saying why it is not one ("it" naming nothing known included)."""
     if memory is None:
         return dispatch.parse_request(text, user=user, channel=channel, router=router)

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from .actions import ActionSpec
-    from .context import Context
-    from .reply import Reply
-    from .router import Router
+    from framework.actions import ActionSpec
+    from framework.context import Context
+    from framework.reply import Reply
+    from framework.router import Router
 
 ParamKind = Literal["text", "topic", "group", "int", "word"]
 
@@ -59,7 +59,7 @@ class CommandSpec:
 
 
 class Referents(Protocol):
-    """What a follow-up's words may refer to (commands/followup.py): the router asks it while it
+    """What a follow-up's words may refer to (framework/followup.py): the router asks it while it
     binds a request, so remembered values are bound on the request, never pasted into the text."""
 
     def refer(self, words: Sequence[str], spec: CommandSpec, name: str, kind: ParamKind) -> tuple[int, ArgValue] | None:
@@ -103,7 +103,7 @@ class CommandRequest:
     user: str | None = None  # Slack user id, or the local user on a terminal
     channel: str | None = None
     router: "Router | None" = None  # the router that parsed this request: `help` lists its commands
-    # What a follow-up took from its thread's memory (commands/followup.py), as the one note line
+    # What a follow-up took from its thread's memory (framework/followup.py), as the one note line
     # the answer carries ("From this thread: topic orders, window 30m"); None when nothing was.
     context_note: str | None = None
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .reply import Action, Evidence, Severity, Step
+from framework.reply import Action, Evidence, Severity, Step
 
 
 @dataclass(frozen=True)
 class LiveFacts:
     """What a live read counted, for checking the metric lake's lines in the same answer against
-    it (``commands.lake_vs_live``): the lake's data always ends before the live read, and a line
+    it (``diagnosis.lake_vs_live``): the lake's data always ends before the live read, and a line
     that disagrees with the cluster as it is now must say so."""
 
     under_replicated: int

@@ -13,7 +13,7 @@ controller remember what a snapshot cannot:
 
 The read is started beside the snapshot and awaited only when the snapshot leaves the question
 open (no URP right now, or a follower out of sync while its broker is up). The thresholds come from
-the runbook's alert table (reference/signals.yaml); the rule is ``runbook_kb.diagnose.isr_churn``.
+the runbook's alert table (reference/signals.yaml); the rule is ``diagnosis.rules.isr_churn``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from diagnosis.evidence import Snapshot, broker_list
+from diagnosis.rules import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
+from diagnosis.thresholds import alert_bounds
+from framework.reply import Evidence
 from live import exporters
 from live.gateway import AdminGateway
-from runbook_kb.diagnose import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
-
-from .evidence import Snapshot, broker_list
-from .reply import Evidence
-from .thresholds import alert_bounds
 
 EXPANDS = "kafka_server_replicamanager_isrexpandspersec_oneminuterate"
 SHRINKS = "kafka_server_replicamanager_isrshrinkspersec_oneminuterate"

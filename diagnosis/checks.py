@@ -1,16 +1,14 @@
 """The live checks by the name the runbook binds them under (an entry's `checks.live`).
 
 The runbook says which check gathers an entry's evidence; this module holds the functions, from
-commands/live_checks.py (metadata, the quorum, transactions) and commands/metric_checks.py (the
+diagnosis/live_checks.py (metadata, the quorum, transactions) and diagnosis/metric_checks.py (the
 brokers' JMX exporters). tests/kb/test_kb_bindings.py keeps the two in step.
 """
 
 from __future__ import annotations
 
-from runbook_kb import KnowledgeBase
-
-from . import cold_reads, metric_checks
-from .live_checks import (
+from diagnosis import cold_reads, metric_checks
+from diagnosis.live_checks import (
     Check,
     check_controller,
     check_fencing,
@@ -20,6 +18,7 @@ from .live_checks import (
     check_under_min_isr,
     check_urp,
 )
+from runbook_kb import KnowledgeBase
 
 # The live checks by the name the runbook binds them under (an entry's `checks.live`).
 LIVE_CHECKS: dict[str, Check] = {

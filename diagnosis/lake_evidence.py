@@ -28,6 +28,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from framework.context import Context
+from framework.errors import Unavailable
+from framework.reply import Evidence, Series, Severity
+from framework.router import BadInput
+from framework.spec import CommandRequest, Option
 from lake.embedded import Question, TableNotFound
 from lake.errors import LakeUnavailable
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
@@ -37,12 +42,6 @@ from window_queries.saturation import SATURATION_QUESTION
 from window_queries.trend import gauge_trend
 from window_queries.txn import HANGING_QUESTION
 from window_queries.urp import URP_QUESTION, URP_TREND_QUESTION
-
-from .context import Context
-from .errors import Unavailable
-from .reply import Evidence, Series, Severity
-from .router import BadInput
-from .spec import CommandRequest, Option
 
 # A row of a lake query (a collected Spark Row as a dict): its values differ by column.
 Row = dict[str, Any]
@@ -347,7 +346,7 @@ def _q(name: str) -> Callable[..., Facts]:
 FRESH_S = 180.0
 
 
-def _hms(epoch: float) -> str:
+def hms(epoch: float) -> str:
     return f"{dt.datetime.fromtimestamp(epoch, dt.timezone.utc):%H:%M:%S}"
 
 
@@ -362,7 +361,7 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
     if data_end >= limit:
         return out
     out.data_end = data_end
-    line = f"lake data ends {_hms(data_end)} UTC, before this began"
+    line = f"lake data ends {hms(data_end)} UTC, before this began"
     if not out.lead:
         out.evidence = [e for e in out.evidence if e.status == "bad"]
         out.evidence.insert(
@@ -853,7 +852,7 @@ async def history(
 
 async def collected(ctx: Context, request: CommandRequest, window: Window) -> Facts:
     """``LakeService.collected`` over ``window``: the minutes of it the lake holds and whether it
-    holds anything older (``commands.lake_age`` tells a young lake with it), read in process from
+    holds anything older (``diagnosis.lake_age`` tells a young lake with it), read in process from
     the tables' Delta logs.  Raises Unavailable."""
     lake = _lake_or_unavailable(ctx)
     try:

@@ -26,11 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from framework.context import Context
+from framework.reply import Evidence, Reply, Section, Severity, Table
 from live.acls import AUDIT_TOPIC, NEEDED, OPTIONAL, Right
 from live.model import AclBinding
-
-from .context import Context
-from .reply import Evidence, Reply, Section, Severity, Table
 
 ROLE_ACTIONS = {
     "observer": "reads",
@@ -240,10 +239,9 @@ CONTAIN = (
 
 
 async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
+    from framework.gateways import gateway
     from live.config import ClusterConfig
     from live.gateway import GatewayError, NotAuthorized
-
-    from .evidence import gateway
 
     gw = await gateway(ctx, cluster)
     config = getattr(gw, "config", None)
@@ -350,7 +348,7 @@ async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
 async def startup_line(ctx: Context, cluster: str | None = None) -> tuple[str, str]:
     """The one log line the bot writes about its principals when it starts: ("ok" | "warning",
     text). Never raises: a cluster that cannot be read yet is said so, and the bot starts anyway."""
-    from .errors import Unavailable
+    from framework.errors import Unavailable
 
     try:
         reply = await audit_principals(ctx, cluster)

@@ -2,7 +2,7 @@
 
 A snapshot is a single metadata read of every partition plus the facts the diagnosis needs
 (registered brokers, min.insync.replicas per topic), turned into the pure
-``runbook_kb.diagnose`` inputs. Extra calls (log dirs, reassignments) are made only when the
+``diagnosis.rules`` inputs. Extra calls (log dirs, reassignments) are made only when the
 first read says they could change the answer, which keeps `why URP` fast on large clusters.
 """
 
@@ -13,13 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import overload
 
+from diagnosis.rules import BrokerFacts, PartitionState, categories
+from framework.partial import note_missing
 from live.gateway import AdminGateway, NotAuthorized
 from live.model import BrokerViews, ClusterInfo, ConfigValue, PartitionView, TopicInfo
-from runbook_kb.diagnose import BrokerFacts, PartitionState, categories
-
-from .context import Context
-from .errors import Unavailable
-from .partial import note_missing
 
 #: how long a cross-checked snapshot waits for the brokers' own views: a healthy broker answers a
 #: Metadata request in milliseconds, and a paused one must not hold the answer
@@ -27,29 +24,6 @@ VIEWS_BUDGET_S = 1.0
 #: {broker: [((topic, partition), its view, the view most brokers share)]} (``reconcile``)
 StaleViews = dict[int, list[tuple[tuple[str, int], PartitionView, PartitionView]]]
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
-
-
-async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
-    """The admin gateway of ``cluster`` (a request's --cluster, or the cluster a plan was made on;
-    None: the default one)."""
-    if ctx.live is None:
-        raise Unavailable(
-            "No Kafka cluster is configured."
-            "[[terminal: Set KBOT_BOOTSTRAP=host:port (or a clusters file), or start the local one with `kbot cluster up`.]]"
-            "[[slack: Whoever runs the bot points it at a cluster (KBOT_BOOTSTRAP or a clusters file).]]"
-        )
-    from live.config import ConfigError
-
-    try:
-        gw = await ctx.live.get(cluster)
-    except ConfigError as exc:
-        raise Unavailable(str(exc)) from None
-    # Nothing listening at any bootstrap address is known in a millisecond (the gateway's probe),
-    # not after the admin timeout. An in-memory gateway in tests has no addresses to probe.
-    check = getattr(gw, "raise_if_nothing_listens", None)
-    if check is not None:
-        await check()
-    return gw
 
 
 @dataclass

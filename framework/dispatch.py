@@ -1,7 +1,8 @@
 """Run one line of /kafka text end to end: parse, run, and turn every failure into a short Reply.
 
-Transports (terminal, Slack) call ``answer``; they never see a traceback, only a Reply and an
-outcome they can map to an exit code or an audit record.
+Transports (terminal, Slack) call ``answer`` through ``commands.registry``, which binds it to the
+router of every command; they never see a traceback, only a Reply and an outcome they can map to an
+exit code or an audit record. The framework knows no command: the router is always passed in.
 """
 
 from __future__ import annotations
@@ -10,6 +11,16 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from framework import partial
+from framework.actions import ActionSpec, preview_reply
+from framework.context import Context
+from framework.errors import NothingToDo, Unavailable
+from framework.gateways import require_principal
+from framework.help_text import command_help
+from framework.reply import Outcome as ReplyOutcome
+from framework.reply import Reply, error_reply
+from framework.router import BadInput, Router
+from framework.spec import CommandRequest
 from live.gateway import (
     AuthenticationFailed,
     GatewayError,
@@ -18,17 +29,6 @@ from live.gateway import (
     UnknownTopic,
     UnknownTransactionalId,
 )
-
-from . import partial
-from .actions import ActionSpec, preview_reply, require_principal
-from .context import Context
-from .errors import NothingToDo, Unavailable
-from .help import command_help
-from .registry import ROUTER
-from .reply import Outcome as ReplyOutcome
-from .reply import Reply, error_reply
-from .router import BadInput, Router
-from .spec import CommandRequest
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Answer:
         return EXIT_CODES[self.outcome]
 
 
-def parse(text: str, router: Router = ROUTER) -> CommandRequest:
+def parse(text: str, router: Router) -> CommandRequest:
     return router.parse(text)
 
 
@@ -151,7 +151,7 @@ async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) ->
 
 
 def parse_request(
-    text: str, *, user: str | None = None, channel: str | None = None, router: Router = ROUTER
+    text: str, *, router: Router, user: str | None = None, channel: str | None = None
 ) -> CommandRequest | Answer:
     """The request the text asks for, or the bad_input Answer saying why it is not one. Every
     transport parses here, so a mistake reads the same in the terminal and in Slack."""
@@ -168,8 +168,8 @@ async def answer(
     ctx: Context,
     *,
     user: str | None = None,
+    router: Router,
     channel: str | None = None,
-    router: Router = ROUTER,
     early: bool = False,
 ) -> Answer:
     parsed = parse_request(text, user=user, channel=channel, router=router)

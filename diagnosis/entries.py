@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from framework.reply import Diagnosis, SourceLine, Step
 from runbook_kb import KnowledgeBase
 from runbook_kb.schema import FailureMode
-
-from .reply import Diagnosis, SourceLine, Step
 
 
 def source_lines(kb: KnowledgeBase, entry: FailureMode) -> list[SourceLine]:

@@ -24,11 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from live.gateway import AdminGateway
-
-    from .context import Context
-    from .reply import Reply
-    from .spec import CommandRequest
+    from framework.context import Context
+    from framework.reply import Reply
+    from framework.spec import CommandRequest
 
 # A plan's arguments and an action's before / after states: JSON objects the gate stores and the
 # audit log records. Their fields differ per action; each action reads its own.
@@ -138,7 +136,7 @@ class Gate:
 
 def preview_reply(pending: Pending) -> "Reply":
     """The Reply a mutating command answers with: what would change, and Confirm / Cancel."""
-    from .reply import Action, Evidence, Reply, Section
+    from framework.reply import Action, Evidence, Reply, Section
 
     plan = pending.plan
     evidence = [Evidence(p.name, p.detail, "live: precondition", "ok" if p.ok else "bad") for p in plan.preconditions]
@@ -176,51 +174,3 @@ def _clock(ts: float) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S")
-
-
-async def action_gateway(ctx: "Context", cluster: str | None, role: str) -> "AdminGateway":
-    """The gateway an action changes ``cluster`` with: the credentials of ``role``'s principal
-    ("config": retention, throttle; "operator": elect-leaders, abort-txn; live/config.py). Reads -
-    previews, rechecks, read-backs - use the observer's (commands.evidence.gateway), so the rights
-    to change the cluster are used only for the change itself and its validate_only dry run, which
-    changes nothing but proves the principal may. A principal that is not configured is refused here,
-    up front, with what to set (Unavailable); the change is never tried with another one's rights."""
-    from live.config import ConfigError
-
-    from .errors import Unavailable
-    from .evidence import gateway
-
-    pool = ctx.live
-    get: Callable[..., Awaitable[AdminGateway]] | None = getattr(pool, "get", None)
-    if pool is None or get is None or not hasattr(pool, "operator"):  # a pool with one principal per cluster
-        return await gateway(ctx, cluster)
-    try:
-        return await get(cluster, role=role)
-    except ConfigError as exc:
-        raise Unavailable(str(exc)) from None
-
-
-def require_principal(ctx: "Context", cluster: str | None, role: str) -> None:
-    """Refuse an action up front (Unavailable, naming what to set) when the principal it runs as is
-    not configured for the cluster; dispatch calls this before the preview reads anything."""
-    from live.config import ConfigError
-
-    from .errors import Unavailable
-
-    check: Callable[[str | None, str], None] | None = getattr(ctx.live, "check_role", None)
-    if check is None:
-        return
-    try:
-        check(cluster, role)
-    except ConfigError as exc:
-        raise Unavailable(str(exc)) from None
-
-
-async def operator_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
-    """The operator principal's gateway (elect-leaders, abort-txn): :func:`action_gateway`."""
-    return await action_gateway(ctx, cluster, "operator")
-
-
-async def config_gateway(ctx: "Context", cluster: str | None) -> "AdminGateway":
-    """The config principal's gateway (retention, throttle): :func:`action_gateway`."""
-    return await action_gateway(ctx, cluster, "config")

@@ -8,6 +8,7 @@ names any, so "default of num.io.threads" answers with one row, not a hundred.
 
 from __future__ import annotations
 
+from framework.reply import Reply, Section
 from runbook_kb import KnowledgeBase
 from runbook_kb.loader import table_rows
 from runbook_kb.lookup import tokens
@@ -21,8 +22,6 @@ from runbook_kb.schema import (
     Strict,
     TopicSource,
 )
-
-from .reply import Reply, Section
 
 # Above this many rows a whole table is listed one short line per row.
 COMPACT_ABOVE = 12

@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .findings import LiveFacts
-from .lake_evidence import LakeFindings, _hms
-from .reply import Evidence
+from diagnosis.findings import LiveFacts
+from diagnosis.lake_evidence import LakeFindings, hms
+from framework.reply import Evidence
 
 _BROKER = re.compile(r"\bbroker (\d+)\b")
 #: The lake's lines about under-replication, by source (a line's evidence source).
@@ -33,7 +33,7 @@ OFFLINE_SOURCES = frozenset({"lake: offline_timeline"})
 
 
 def _hm(epoch: float) -> str:
-    return f"{_hms(epoch)} UTC"
+    return f"{hms(epoch)} UTC"
 
 
 def _age(seconds: float) -> str:

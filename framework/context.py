@@ -11,10 +11,9 @@ from runbook_kb import KnowledgeBase, default_kb
 from runbook_kb.lookup import Lookup
 
 if TYPE_CHECKING:  # types only: importing these at run time would pull Kafka and Spark into every command
+    from framework.actions import Gate
     from lake.service import LakeService
     from live.pool import GatewayPool
-
-    from .actions import Gate
 
 
 async def _no_progress(_message: str) -> None:

@@ -18,15 +18,14 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from diagnosis.evidence import broker_list
+from diagnosis.findings import LiveFindings
+from diagnosis.groups import read_groups
+from diagnosis.metric_checks import LIVE_SCRAPE_TIMEOUT_S, exporter_urls, failed_evidence
+from framework.reply import Action, Evidence
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from runbook_kb import default_kb
-
-from .evidence import broker_list
-from .findings import LiveFindings
-from .lag import read_groups
-from .metric_checks import LIVE_SCRAPE_TIMEOUT_S, _failed_evidence, _urls
-from .reply import Action, Evidence
 
 ENTRY = "page-cache-cold-reads"
 RATE_KEY = "disk_read_bytes_per_s_cold"  # a broker reading this much from disk misses its cache
@@ -250,7 +249,7 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
     """Two reads of every broker's disk-read gauge GAP_S apart (the group reads run in between),
     the latency split of each broker, and the groups far behind with their partitions' leaders."""
     rate_min, lag_min = thresholds()
-    urls = _urls(gw)
+    urls = exporter_urls(gw)
     names = frozenset({DISK_READ, *STAGES})
     first = await exporters.read(urls, frozenset({DISK_READ}), LIVE_SCRAPE_TIMEOUT_S)
     groups_task = asyncio.ensure_future(_groups_behind(gw, lag_min))
@@ -273,6 +272,6 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
         for n in sorted(registered & set(urls))  # brokers only: a controller serves no fetches
     ]
     found = cold_read_findings(brokers, groups, rate_min=rate_min, lag_min=lag_min, gap_s=second.at - first.at)
-    found.evidence += _failed_evidence(second)
+    found.evidence += failed_evidence(second)
     found.notes += notes
     return found

@@ -1,6 +1,6 @@
 """What the live cluster says about a symptom, for `why` and the category commands.
 
-Each check reads the cluster, applies the pure rules of runbook_kb.diagnose and returns
+Each check reads the cluster, applies the pure rules of diagnosis.rules and returns
 evidence, a verdict, and the runbook entries the data points at (in the runbook's triage order).
 """
 
@@ -12,19 +12,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar, cast
 
+from diagnosis import isr_churn
+from diagnosis.durability import min_isr_fix
+from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
+from diagnosis.findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
+from diagnosis.rules import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
+from diagnosis.txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
+from framework.partial import note_missing
+from framework.reply import Action, Evidence, Severity, Step
 from live.gateway import AdminGateway, GatewayError, NotAuthorized
 from live.model import ConfigValue, LogDir, PartitionView, QuorumInfo, Reassignment, TransactionDescription
 from live.probe import ProbeResult
 from runbook_kb import KnowledgeBase, default_kb
-from runbook_kb.diagnose import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
-
-from . import isr_churn
-from .audit import min_isr_fix
-from .evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
-from .findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
-from .partial import note_missing
-from .reply import Action, Evidence, Severity, Step
-from .txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
 
 
 def brokers_evidence(snap: Snapshot) -> Evidence:
@@ -601,7 +600,7 @@ def _view_difference(theirs: PartitionView, chosen: PartitionView) -> str:
 
 async def check_urp(gw: AdminGateway) -> LiveFindings:
     # The brokers' ISR meters, read beside the snapshot: a broker that flaps is back in the ISRs in
-    # most snapshots, and only the meters remember it left (commands/isr_churn.py).
+    # most snapshots, and only the meters remember it left (diagnosis/isr_churn.py).
     churn_read = isr_churn.ChurnRead(gw)
     try:
         return await _check_urp(gw, churn_read)
