@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from diagnosis import lake_evidence
 from diagnosis.checks import check_for
-from diagnosis.entries import diagnosis
+from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
@@ -212,10 +212,10 @@ def _undecided(ctx: Context, d: Diagnosis, undecided: Undecided) -> Diagnosis:
     evidence first, and none that move data on a guess (the runbook's confirmed_only steps)."""
     if d.entry_id != undecided.entry:
         return d
-    kept = [s for s in d.mitigation if not s.confirmed_only]
+    kept, _ = hold_unconfirmed(d)
     return replace(
-        d,
-        mitigation=[*undecided.steps, *kept],
+        kept,
+        mitigation=[*undecided.steps, *kept.mitigation],
         undecided_with=[ctx.kb.failure_modes[e].title for e in undecided.reasons if e in ctx.kb.failure_modes],
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from framework.reply import Diagnosis, SourceLine, Step
 from runbook_kb import KnowledgeBase
 from runbook_kb.schema import FailureMode
@@ -35,3 +37,12 @@ def diagnosis(kb: KnowledgeBase, entry: FailureMode, reason: str = "", first_ste
         why_ranked=reason,
         mechanism_note=" ".join((entry.no_source_line or "").split()),
     )
+
+
+def hold_unconfirmed(d: Diagnosis) -> tuple[Diagnosis, list[str]]:
+    """The diagnosis without the steps the runbook gives only for a confirmed cause (they move data
+    or weaken durability: reassign away, unclean election), and the first sentence of each one held
+    back. A cause reached without the confirming evidence (an undecided `why`, a triage walk on
+    the engineer's answers) must not advise them."""
+    held = [s.text.split(". ")[0].rstrip(".") for s in d.mitigation if s.confirmed_only]
+    return replace(d, mitigation=[s for s in d.mitigation if not s.confirmed_only]), held

@@ -4,7 +4,7 @@ gated actions it suggests. Transport-neutral (a Reply), like every command's ans
 from __future__ import annotations
 
 from commands.triage.state import LABELS, TriageState
-from diagnosis.entries import diagnosis
+from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.evidence import broker_list
 from framework.reply import Action, Evidence, Reply
 from runbook_kb import KnowledgeBase, default_kb
@@ -91,12 +91,21 @@ def to_reply(state: TriageState, kb: KnowledgeBase | None = None) -> Reply:
         )
     )
     planned = " Planned maintenance: wait for it to return." if state.facts.get("maintenance") == "yes" else ""
+    # the walk ends on the engineer's answers, not on evidence that confirms the cause: the steps
+    # that move data or weaken durability wait for `why`, which reads that evidence
+    found, held = hold_unconfirmed(diagnosis(kb, entry, reason="triage: " + reason))
+    if held:
+        notes = [
+            *notes,
+            "Not advised on a triage walk: " + "; ".join(held) + ". The runbook gives these only once "
+            f"the cause is confirmed: `/kafka why {state.symptom}` reads the evidence that would.",
+        ]
     return Reply(
         title=title,
         severity="warning",
         verdict=f"{entry.title}{who}: {reason}.{planned}",
         evidence=evidence,
-        diagnoses=[diagnosis(kb, entry, reason="triage: " + reason)],
+        diagnoses=[found],
         actions=_suggested(state, kb) + [Action(f"Runbook: {entry.title}", f"runbook {entry_id}")],
         notes=notes,
         more_command=f"runbook {entry_id} --full",  # the whole entry the triage ended at

@@ -77,6 +77,10 @@ async def test_broker_loss_is_answered_from_live_data():
     reply = triage.to_reply(state)
     assert reply.verdict.startswith("Broker loss (broker 103): broker 103 not registered")
     assert reply.diagnoses[0].entry_id == "broker-loss"
+    # the walk ends on the engineer's answers: moving the replicas away waits for the confirming evidence
+    steps = reply.diagnoses[0].mitigation
+    assert steps and not any(s.confirmed_only or "kafka-reassign-partitions" in (s.command or "") for s in steps)
+    assert any(n.startswith("Not advised on a triage walk: If the broker will not come back") for n in reply.notes)
     mutating = [a for a in reply.actions if a.mutating]
     assert [a.command for a in mutating] == ["elect-leaders orders", "throttle set 50MB/s"]
     assert mutating[0].label.startswith("After broker 103 is back")
