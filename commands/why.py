@@ -63,7 +63,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         # A question about how Kafka works (the acks x min ISR matrix, KIP-16, latency parts):
         # the reference topic answers it; failure modes are offered as the next reads.
         others = [f"/kafka runbook {h.id}  ({h.title})" for h in hits[1:]]
-        return reference_reply(ctx.kb, hits[0].id, symptom, reason=hits[0].reason, others=others)
+        ref = reference_reply(ctx.kb, hits[0].id, symptom, reason=hits[0].reason, others=others)
+        return await _with_live(ctx, request, symptom, hits[0].id, ref)
     matches = ctx.lookup.search(symptom, limit=MAX_DIAGNOSES)
     if not matches:
         raise BadInput(
@@ -99,6 +100,30 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             early.later = asyncio.ensure_future(_after_lake(ctx, symptom, matches, ranked, check, live, lake_task))
             return early
     return _reply(ctx, symptom, matches, ranked, check, live, await lake_task)
+
+
+async def _with_live(ctx: Context, request: CommandRequest, symptom: str, topic_id: str, ref: Reply) -> Reply:
+    """A reference answer led by what the cluster shows now, when the runbook binds the topic to a
+    live check (the latency map: every broker's p99 split) and a cluster is configured."""
+    check = check_for(ctx.kb, topic_id)
+    if check is None or ctx.live is None:
+        return ref
+    await ctx.progress(f"reading the cluster for '{symptom}'")
+    try:
+        gw = await gateway(ctx, request.cluster)
+    except GatewayError as exc:
+        live = unreachable(exc)
+    else:
+        live = await run_check(check, gw)
+    points = [f"/kafka why {e}" for e, _ in live.lead if e in ctx.kb.failure_modes]
+    return replace(
+        ref,
+        severity=live.severity,
+        verdict=live.verdict,
+        evidence=[*live.evidence, *ref.evidence],
+        notes=[*live.notes, *ref.notes],
+        followups=[*points, *ref.followups],
+    )
 
 
 LAKE_GRACE_S = 0.3  # how long a live answer waits for a lake query that is almost done

@@ -7,7 +7,7 @@ brokers' JMX exporters). tests/kb/test_kb_bindings.py keeps the two in step.
 
 from __future__ import annotations
 
-from diagnosis import cold_reads, metric_checks
+from diagnosis import cold_reads, latency, metric_checks
 from diagnosis.live_checks import (
     Check,
     check_controller,
@@ -35,11 +35,14 @@ LIVE_CHECKS: dict[str, Check] = {
     "cold_reads": cold_reads.check_cold_reads,
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
+    "latency": latency.check_latency,
 }
 
 
 def check_for(kb: KnowledgeBase, entry_id: str) -> Check | None:
-    """The live check the runbook binds to ``entry_id`` (None when it names none)."""
+    """The live check the runbook binds to ``entry_id``, a failure mode or a reference topic (None
+    when it names none)."""
     entry = kb.failure_modes.get(entry_id)
-    name = entry.checks.live if entry is not None else None
+    topic = kb.topics.get(entry_id)
+    name = entry.checks.live if entry is not None else topic.live if topic is not None else None
     return LIVE_CHECKS[name] if name else None

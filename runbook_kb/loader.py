@@ -141,6 +141,12 @@ def _check_topics(reference: dict[str, Strict], modes: dict[str, FailureMode]) -
     holder = reference.get("topics")
     if not isinstance(holder, ReferenceTopics):
         return
+    # the latency map's parts name the failure modes they point at
+    latency = reference.get("latency")
+    for i, comp in enumerate(latency.components if isinstance(latency, Latency) else []):
+        for j, eid in enumerate(comp.entries):
+            if eid not in modes:
+                raise KBError(f"latency.yaml: field 'components.{i}.entries.{j}': no failure mode with id {eid!r}")
     seen: set[str] = set()
     shown_facts: set[tuple[str, str]] = set()
     shown_tables: set[str] = set()

@@ -271,6 +271,9 @@ class Durability(Strict):
 
 class LatencyComponent(Strict):
     metric: str
+    entries: list[str] = Field(
+        default_factory=list, description="Failure-mode ids a high value of this part points at, most likely first"
+    )
     mbean: str | None = None
     stage: str
     high_means: str
@@ -279,6 +282,10 @@ class LatencyComponent(Strict):
 
 class Latency(Strict):
     components: list[LatencyComponent] = Field(min_length=1)
+    alert_p99_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="Request type -> the TotalTimeMs p99 (ms) above which a broker is warned about",
+    )
     facts: list[Fact] = Field(default_factory=list)
 
 
@@ -356,6 +363,9 @@ class ReferenceTopic(Strict):
     summary: str = Field(min_length=40, description="The short answer, in our words")
     sources: list[TopicSource] = Field(min_length=1)
     related: list[str] = Field(default_factory=list, description="Failure-mode ids to open next")
+    live: str | None = Field(
+        default=None, description="the live check `why` runs for this topic, shown above the reference answer"
+    )
 
     @field_validator("id")
     @classmethod
