@@ -16,7 +16,14 @@ from diagnosis import isr_churn
 from diagnosis.durability import min_isr_fix
 from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
-from diagnosis.rules import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
+from diagnosis.rules import (
+    BrokerFacts,
+    PartitionState,
+    cut_off_registered,
+    cut_off_silently,
+    replicas_lost,
+    urp_findings,
+)
 from diagnosis.txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
 from framework.partial import note_missing
 from framework.reply import Action, Evidence, Severity, Step
@@ -429,25 +436,6 @@ async def _reassignment_answer(
     return evidence, verdict, expected, actions
 
 
-_CAUSE_TEXT = {
-    "broker-loss": "not registered: its replicas are gone from {n:,} ISR(s)",
-    "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
-    "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
-    "unreachable": "not registered and gives no TCP answer (cut off, or its host is down); {n:,} replica(s) out of ISR",
-    "unreachable-registered": "registered and unfenced, yet its listener gives no TCP answer (cut off by the network); "
-    "{n:,} partition(s) it leads lost their followers from the ISR",
-    "log-dir-failure": "registered, but its log dir {dirs} failed; {n:,} replica(s) out of ISR",
-    "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
-    "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
-}
-
-
-def _cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
-    if cut_off_registered(cause, broker, brokers):
-        return "unreachable-registered"
-    return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
-
-
 def cut_off_answer(broker: int, urp: list[PartitionState], probed: str) -> tuple[str, list[Evidence]]:
     """The verdict on a broker that is registered and unfenced but gives no TCP answer (a network
     partition), what speaks for and against it, and the observation that would settle it."""
@@ -661,9 +649,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         evidence.append(
             Evidence(
                 f"Broker {f.broker}",
-                _CAUSE_TEXT[_cause_key(f.cause, f.broker, snap.brokers)].format(
-                    n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ()))
-                )
+                replicas_lost(f.cause, f.broker, snap.brokers, len(f.partitions))
                 + f" ({name_partitions(f.partitions, 4)})",
                 "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""),
                 "bad",

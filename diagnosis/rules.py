@@ -1,4 +1,5 @@
-"""Pure diagnosis: cluster evidence in, categories and ranked causes out. No I/O, no clock.
+"""Pure diagnosis: cluster evidence in, categories and ranked causes out. No clock, and no I/O but
+the runbook's (the packaged KB, loaded once), which states each cause and orders them.
 
 The rules mirror the broker's own code, as the runbook cites it:
 - a partition is under-replicated when RF - |ISR| > 0 on its leader (Partition.scala:232);
@@ -13,6 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
+
+from runbook_kb import default_kb
+from runbook_kb.schema import MissingReplicas
 
 Category = Literal["InSync", "UnderReplicated", "AtMinIsr", "UnderMinIsr", "Offline"]
 
@@ -129,27 +133,13 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
     return out
 
 
-_DETAIL = {
-    "broker-loss": "broker {b} is not registered with the cluster",
-    "gc-pauses": "broker {b} holds its port but does not answer: paused (GC, SIGSTOP) or hung, not dead",
-    "network-partition": "broker {b} answers requests but is not registered: fenced, cut off from the controller",
-    "unreachable": "broker {b} gives no TCP answer at all (a stopped process would refuse at once): "
-    "cut off by the network or a firewall, or its host is down",
-    "unreachable-registered": "broker {b} is registered and unfenced but its listener gives no TCP answer "
-    "(a stopped process would refuse at once): cut off by the network, its followers cannot fetch from it",
-    "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
-    "reassignment": "broker {b} is being added by a reassignment in progress",
-    "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
-}
-# When several causes are present, the order in which to chase them (the runbook's triage order).
-_CAUSE_ORDER = {
-    "gc-pauses": 0,
-    "broker-loss": 0,
-    "network-partition": 0,
-    "log-dir-failure": 1,
-    "slow-follower": 2,
-    "reassignment": 3,
-}
+def replica_causes() -> MissingReplicas:
+    """Why a replica is out of its ISR, cause by cause: how answers state it and which to chase
+    first (the runbook's reference/missing_replicas.yaml)."""
+    table = default_kb().reference["missing_replicas"]
+    if not isinstance(table, MissingReplicas):  # the loader validates it against this model
+        raise TypeError("reference/missing_replicas.yaml is not a table of causes")
+    return table
 
 
 def unreachable_but_registered(broker: int, brokers: BrokerFacts) -> bool:
@@ -175,10 +165,24 @@ def cut_off_registered(cause: str, broker: int, brokers: BrokerFacts) -> bool:
     return cause == "network-partition" and unreachable_but_registered(broker, brokers)
 
 
-def _detail_key(cause: URPCause, broker: int, brokers: BrokerFacts) -> str:
+def cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
+    """The row of reference/missing_replicas.yaml that states a finding: its cause, or for a network
+    partition what the probe saw of the broker's listener (no TCP answer, registered or not)."""
     if cut_off_registered(cause, broker, brokers):
         return "unreachable-registered"
     return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
+
+
+def broker_state(cause: str, broker: int, brokers: BrokerFacts) -> str:
+    """What the cause says of the broker ("not registered with the cluster"), to follow "broker <id> is"."""
+    row = replica_causes().cause(cause_key(cause, broker, brokers))
+    return row.state.format(dirs=", ".join(brokers.failed_log_dirs.get(broker, ())))
+
+
+def replicas_lost(cause: str, broker: int, brokers: BrokerFacts, n: int) -> str:
+    """The broker's state and what it costs, for the evidence beside it: "...; 3 replica(s) out of ISR"."""
+    row = replica_causes().cause(cause_key(cause, broker, brokers))
+    return f"{broker_state(cause, broker, brokers)}; {row.count.format(n=n)}"
 
 
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:
@@ -191,13 +195,12 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
             cause=cause,
             broker=b,
             partitions=tuple(sorted(set(tps))),
-            detail=_DETAIL[_detail_key(cause, b, brokers)].format(
-                b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))
-            ),
+            detail=f"broker {b} is {broker_state(cause, b, brokers)}",
         )
         for (cause, b), tps in grouped.items()
     ]
-    return sorted(findings, key=lambda f: (_CAUSE_ORDER[f.cause], -len(f.partitions), f.broker))
+    table = replica_causes()
+    return sorted(findings, key=lambda f: (table.cause(f.cause).rank, -len(f.partitions), f.broker))
 
 
 def missing_brokers(brokers: BrokerFacts) -> list[int]:
