@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from diagnosis.thresholds import handler_idle_saturated_below, hot_rule
 from framework.context import Context
 from framework.errors import Unavailable
 from framework.reply import Evidence, Series, Severity
@@ -600,14 +601,11 @@ async def hanging(
     return apply_freshness(out, facts["data_end"], began)
 
 
-# the handler-saturation entry's threshold for a saturated handler pool (mean idle fraction under it)
-IDLE_BELOW = "handler_idle_saturated_below"
-
-
 async def saturation(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    idle_below = ctx.kb.failure_modes["handler-saturation"].checks.thresholds[IDLE_BELOW]
+    # the same bound the live check alerts on (the runbook's alert table): mean idle under it
+    idle_below = handler_idle_saturated_below(ctx.kb)
     try:
         facts = await ask_window(ctx, lake_cluster(request, ctx), SATURATION_QUESTION, window, idle_below)
     except NotEnoughData:
@@ -714,9 +712,6 @@ async def ask_hot_partitions(
     return await ask_hot(ask, window.start, window.end, topic, top, rank_by, chart)
 
 
-HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
-
-
 async def hot_symptom(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
@@ -728,6 +723,7 @@ async def hot_symptom(
     if not rows:
         return LakeFindings.without_data(window, "lake: hot_partitions", "LogEndOffset samples")
     out = LakeFindings(window)
+    rule = hot_rule(ctx.kb)
     for r in rows:
         skew = r["skew"]
         out.evidence.append(
@@ -738,10 +734,10 @@ async def hot_symptom(
                 + f"; window mean {_n(r['records_per_sec'], 1)}/s"
                 + f"; leader broker {r['leader_broker']}",
                 "lake: hot_partitions",
-                "bad" if (skew or 0) >= HOT_SKEW else "neutral",
+                "bad" if rule.is_hot(r["peak_records_per_sec"], skew) else "neutral",
             )
         )
-    if (rows[0]["skew"] or 0) >= HOT_SKEW:
+    if rule.is_hot(rows[0]["peak_records_per_sec"], rows[0]["skew"]):
         out.lead.append(
             (
                 "hot-partition",
