@@ -18,6 +18,7 @@ import asyncio
 
 from diagnosis import lake_evidence as lake
 from diagnosis.entries import diagnosis
+from diagnosis.entry_ids import HOT_PARTITION
 from diagnosis.lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
 from diagnosis.thresholds import hot_rule
 from framework.context import Context
@@ -301,7 +302,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             )
     hottest = rows[0]
     hot = rule.is_hot(_ranked(hottest, rank_by), hottest["skew"])
-    entry = ctx.kb.failure_modes.get("hot-partition")
+    entry = ctx.kb.failure_modes.get(HOT_PARTITION)
     diagnoses = []
     ranked = _ranked(hottest, rank_by)
     if hot:

@@ -18,6 +18,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from diagnosis.entry_ids import (
+    FETCH_SESSION_EVICTION,
+    FULL_DISK,
+    HANDLER_SATURATION,
+    HOT_PARTITION,
+    LOG_DIR_FAILURE,
+    UNCLEAN_ELECTION,
+)
 from diagnosis.evidence import Snapshot, broker_list, config_value
 from diagnosis.findings import LiveFindings
 from diagnosis.live_checks import check_offline
@@ -121,7 +129,7 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
         f"(idle {worst[1]:.0%} on broker {worst[0]}, alert below {limit:.0%}): requests queue before any work starts. "
         "Find what the handlers are busy with (request rates per type, TotalTimeMs split) before adding threads."
     )
-    lead = [("handler-saturation", f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
+    lead = [(HANDLER_SATURATION, f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
     return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
 
 
@@ -178,7 +186,7 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
         verdict,
         "warning",
         evidence,
-        [("fetch-session-eviction", f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")],
+        [(FETCH_SESSION_EVICTION, f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")],
     )
 
 
@@ -296,7 +304,7 @@ def hot_partition_findings(live: LiveRates) -> LiveFindings:
         evidence,
         [
             (
-                "hot-partition",
+                HOT_PARTITION,
                 f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median",
             )
         ],
@@ -344,10 +352,10 @@ async def check_disks(gw: AdminGateway) -> LiveFindings:
     if full:
         full.sort(key=lambda x: -x[2])
         b, path, used, _sev = full[0]
-        lead.append(("full-disk", f"live: {path} on broker {b} is {used:.0%} full"))
+        lead.append((FULL_DISK, f"live: {path} on broker {b} is {used:.0%} full"))
     if failed:
         lead.append(
-            ("log-dir-failure", f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})")
+            (LOG_DIR_FAILURE, f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})")
         )
     if not lead:
         return LiveFindings("Every log directory has room and none has failed.", "ok", evidence)
@@ -477,7 +485,7 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
         if suspects
         else ""
     )
-    offline.lead.insert(0, ("unclean-election", f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
+    offline.lead.insert(0, (UNCLEAN_ELECTION, f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
     offline.severity = "critical"
     offline.verdict = (
         f"{counted.total:,.0f} unclean leader election(s) {when}: an out-of-sync replica became leader, "

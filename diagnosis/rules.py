@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
+from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, LOG_DIR_FAILURE, NETWORK_PARTITION, SLOW_FOLLOWER
 from runbook_kb import default_kb
 from runbook_kb.schema import MissingReplicas
 
@@ -117,18 +118,18 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
             if b in p.adding:
                 cause: URPCause = "reassignment"
             elif p.leader is not None and unreachable_but_registered(p.leader, brokers):
-                out.append(MissingReplica(p.topic, p.partition, p.leader, "network-partition"))
+                out.append(MissingReplica(p.topic, p.partition, p.leader, NETWORK_PARTITION))
                 continue
             elif alive == "silent":
-                cause = "gc-pauses"
+                cause = GC_PAUSES
             elif b not in brokers.registered:
                 # A stopped process refuses at once; a port that answers, or gives no TCP answer at
                 # all (dropped packets), is cut off, not dead: never the broker-loss steps on that.
-                cause = "network-partition" if alive in ("answers", "unreachable") else "broker-loss"
+                cause = NETWORK_PARTITION if alive in ("answers", "unreachable") else BROKER_LOSS
             elif brokers.failed_log_dirs.get(b):
-                cause = "log-dir-failure"
+                cause = LOG_DIR_FAILURE
             else:
-                cause = "slow-follower"
+                cause = SLOW_FOLLOWER
             out.append(MissingReplica(p.topic, p.partition, b, cause))
     return out
 
@@ -153,7 +154,7 @@ def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
     """A network-partition finding whose broker is not registered and gave no TCP answer at all
     (dropped packets), not one that answers but is fenced: the two are told in different words."""
     return (
-        cause == "network-partition"
+        cause == NETWORK_PARTITION
         and broker not in brokers.registered
         and brokers.liveness.get(broker) == "unreachable"
     )
@@ -162,7 +163,7 @@ def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
 def cut_off_registered(cause: str, broker: int, brokers: BrokerFacts) -> bool:
     """A network-partition finding whose broker is still registered and unfenced but unreachable:
     its own connections out work (heartbeats, fetches), connections to it do not."""
-    return cause == "network-partition" and unreachable_but_registered(broker, brokers)
+    return cause == NETWORK_PARTITION and unreachable_but_registered(broker, brokers)
 
 
 def cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
@@ -308,7 +309,7 @@ def isr_churn(
     by_controller = shrinks <= controller_share * rejoins
     stalled = named_by in ("fenced", "heartbeat", "silent") or by_controller
     return ChurnFinding(
-        cause="gc-pauses" if stalled else "slow-follower",
+        cause=GC_PAUSES if stalled else SLOW_FOLLOWER,
         broker=picked[0] if picked else None,
         named_by=named_by,
         rejoins_per_s=rejoins,
