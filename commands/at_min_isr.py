@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnosis.entries import diagnosis
+from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.evidence import name_partitions, snapshot
 from diagnosis.live_checks import stale_view_evidence
 from framework.context import Context
@@ -69,7 +70,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         [f"{c.name}: {c.definition}" for c in cat_ref.categories] if isinstance(cat_ref, PartitionCategories) else []
     )
     diagnoses = (
-        [diagnosis(ctx.kb, ctx.kb.failure_modes["under-min-isr"], reason="live: partitions at or under min ISR")]
+        [diagnosis(ctx.kb, ctx.kb.failure_modes[UNDER_MIN_ISR], reason="live: partitions at or under min ISR")]
         if (at or under)
         else []
     )

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from diagnosis.durability import audit_topics
 from diagnosis.evidence import Snapshot, name_partitions, snapshot
 from diagnosis.groups import summarize_groups
-from diagnosis.lake_evidence import FRESH_S, HOT_SKEW
+from diagnosis.lake_evidence import FRESH_S
 from diagnosis.lake_summary import lake_data_end, lake_rows
 from diagnosis.live_checks import brokers_evidence, transaction_findings
+from diagnosis.thresholds import hot_rule
 from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
 from framework.gateways import gateway
@@ -289,9 +290,10 @@ async def _lake(ctx: Context, cluster: str, hours: int) -> Part:
         return Part(Section("Trends (metric lake)", ["No lake data: no metric lake is configured."]), "info")
     hot = await lake_rows(ctx, cluster, hours, "hot_partitions", top=5)
     urp = await lake_rows(ctx, cluster, hours, "urp_trend")
-    # "Hot" only past the same skew as hot-partitions; idle partitions (0 rec/s) are not listed
+    # "Hot" by the same rule as hot-partitions; idle partitions (0 rec/s) are not listed
+    rule = hot_rule(ctx.kb)
     lines = [
-        f"{'Hot' if (r['skew'] or 0) >= HOT_SKEW else 'Busiest'}: {r['topic']}-{r['partition']} "
+        f"{'Hot' if rule.is_hot(r['records_per_sec'], r['skew']) else 'Busiest'}: {r['topic']}-{r['partition']} "
         f"{r['records_per_sec']:,.1f} rec/s" + (f" (skew {r['skew']:,.1f}x)" if r.get("skew") else "")
         for r in hot or []
         if (r["records_per_sec"] or 0) > 0

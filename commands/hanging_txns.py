@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnosis.entries import diagnosis
+from diagnosis.entry_ids import HANGING_TRANSACTION
 from diagnosis.live_checks import transaction_findings
 from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
@@ -34,7 +35,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         raise BadInput("--min-age-ms cannot be negative.")
     found = transaction_findings(await read_open_transactions(gw), int(min_age) if min_age is not None else None)
     diagnoses = (
-        [diagnosis(ctx.kb, ctx.kb.failure_modes["hanging-transaction"], reason=found.lead[0][1])] if found.lead else []
+        [diagnosis(ctx.kb, ctx.kb.failure_modes[HANGING_TRANSACTION], reason=found.lead[0][1])] if found.lead else []
     )
     return Reply(
         title="Open and hanging transactions",
@@ -44,7 +45,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         diagnoses=diagnoses,
         actions=found.actions,
         notes=found.notes,
-        followups=["/kafka runbook hanging-transaction"],
+        followups=[f"/kafka runbook {HANGING_TRANSACTION}"],
     )
 
 

@@ -18,7 +18,9 @@ import asyncio
 
 from diagnosis import lake_evidence as lake
 from diagnosis.entries import diagnosis
+from diagnosis.entry_ids import HOT_PARTITION
 from diagnosis.lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
+from diagnosis.thresholds import hot_rule
 from framework.context import Context
 from framework.errors import Unavailable
 from framework.reply import Evidence, Reply, Series, Table
@@ -203,6 +205,12 @@ def _rates(r: lake.Row, rank_by: str) -> str:
     return f"{peak_text}, {mean_text}" if rank_by == "peak" else f"{mean_text}, {peak_text}"
 
 
+def _ranked(r: lake.Row, rank_by: str) -> float | None:
+    """The rate the ranking is on (and the hot rule applies to): the peak minute's, or the mean."""
+    rate = r.get("peak_records_per_sec") if rank_by == "peak" else r.get("records_per_sec")
+    return None if rate is None else float(rate)
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(float(x), 1)
 
@@ -256,6 +264,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         ["#", "partition", "peak rec/s", "peak at (UTC)", "mean rec/s", "KiB/s", "x topic median", "leader"],
     )
     evidence: list[Evidence] = []
+    rule = hot_rule(ctx.kb)
     for r in rows:
         live_leader = leaders.get((r["topic"], r["partition"]))
         leader = (
@@ -288,14 +297,14 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                     f"{r['topic']}-{r['partition']}",
                     f"{rate}, {skew_text}{median}, {leader}",
                     "lake: hot_partitions",
-                    "bad" if (skew or 0) >= lake.HOT_SKEW else "neutral",
+                    "bad" if rule.is_hot(_ranked(r, rank_by), skew) else "neutral",
                 )
             )
     hottest = rows[0]
-    hot = (hottest["skew"] or 0) >= lake.HOT_SKEW
-    entry = ctx.kb.failure_modes.get("hot-partition")
+    hot = rule.is_hot(_ranked(hottest, rank_by), hottest["skew"])
+    entry = ctx.kb.failure_modes.get(HOT_PARTITION)
     diagnoses = []
-    ranked = hottest["peak_records_per_sec"] if rank_by == "peak" else hottest["records_per_sec"]
+    ranked = _ranked(hottest, rank_by)
     if hot:
         live_leader = leaders.get((hottest["topic"], hottest["partition"]))
         hot_leader = live_leader if live_leader is not None else hottest["leader_broker"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.evidence import Snapshot, at_min_isr_by_design, name_partitions, snapshot
 from diagnosis.live_checks import brokers_evidence, read_quorum, stale_view_evidence
 from framework.context import Context
@@ -120,7 +121,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     if cats["Offline"]:
         actions.append(Action("Why offline", "why offline"))
     if cats["UnderMinIsr"]:
-        actions.append(Action("Why under min ISR", "why under-min-isr"))
+        actions.append(Action("Why under min ISR", f"why {UNDER_MIN_ISR}"))
     if cats["UnderReplicated"]:
         actions.append(Action("Why URP", "why URP"))
     return Reply(

@@ -18,6 +18,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from diagnosis.entry_ids import PAGE_CACHE_COLD_READS
 from diagnosis.evidence import broker_list
 from diagnosis.findings import LiveFindings
 from diagnosis.groups import read_groups
@@ -27,7 +28,7 @@ from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from runbook_kb import default_kb
 
-ENTRY = "page-cache-cold-reads"
+ENTRY = PAGE_CACHE_COLD_READS
 RATE_KEY = "disk_read_bytes_per_s_cold"  # a broker reading this much from disk misses its cache
 LAG_KEY = "catch_up_lag_records"  # a group this far behind on a partition is catching up
 DISK_READ = "kafka_server_kafkaserver_linux_disk_read_bytes"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnosis.entry_ids import OFFLINE_PARTITIONS, UNCLEAN_ELECTION, UNDER_MIN_ISR
 from diagnosis.evidence import config_value
 from live.model import ConfigValue, TopicInfo
 
@@ -35,7 +36,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 f"min.insync.replicas={min_isr} > RF={rf}: silently clamped to {rf}, "
                 f"so acks=all is satisfied by {rf} cop{'y' if rf == 1 else 'ies'}{stop}. "
                 f"Change: {min_isr_fix(rf, min_isr)}",
-                "under-min-isr",
+                UNDER_MIN_ISR,
             )
         )
     elif min_isr == rf and rf > 1:
@@ -46,7 +47,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 f"min.insync.replicas={min_isr} = RF={rf}: acks=all needs every replica in sync, so one broker "
                 f"down, restarting or lagging stops every acks=all write (NOT_ENOUGH_REPLICAS). "
                 f"Change: {min_isr_fix(rf, min_isr)}",
-                "under-min-isr",
+                UNDER_MIN_ISR,
             )
         )
     if rf == 1:
@@ -55,7 +56,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 "critical",
                 name,
                 "RF=1: one broker or disk loss loses data and makes partitions offline",
-                "offline-partitions",
+                OFFLINE_PARTITIONS,
             )
         )
     elif rf == 2 and min_isr < 2:
@@ -64,7 +65,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 "warning",
                 name,
                 "RF=2 with min.insync.replicas=1: acks=all can be satisfied by one copy; a second failure loses data",
-                "under-min-isr",
+                UNDER_MIN_ISR,
             )
         )
     if rf >= 3 and min_isr == 1:
@@ -73,7 +74,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 "warning",
                 name,
                 f"min.insync.replicas=1 with RF={rf}: acks=all waits for the leader alone",
-                "under-min-isr",
+                UNDER_MIN_ISR,
             )
         )
     if unclean:
@@ -82,7 +83,7 @@ def audit_topic(name: str, rf: int, min_isr: int, unclean: bool) -> list[Finding
                 "critical",
                 name,
                 "unclean.leader.election.enable=true: an out-of-sync replica may become leader and drop acknowledged writes",
-                "unclean-election",
+                UNCLEAN_ELECTION,
             )
         )
     return out

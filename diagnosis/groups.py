@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from diagnosis import lake_evidence
+from diagnosis.entry_ids import HOT_PARTITION, REBALANCE_STORM
 from framework.reply import Severity
 from live.gateway import AdminGateway, GatewayError
 from live.model import GroupLag, GroupListing, GroupRead
@@ -60,9 +61,9 @@ class LagSignals:
     """Severity and runbook entries of the KB's alerts for a lagging and a rebalancing group."""
 
     lag_severity: Severity = "warning"
-    lag_entries: tuple[str, ...] = ("rebalance-storm",)
+    lag_entries: tuple[str, ...] = (REBALANCE_STORM,)
     rebalance_severity: Severity = "warning"
-    rebalance_entries: tuple[str, ...] = ("rebalance-storm",)
+    rebalance_entries: tuple[str, ...] = (REBALANCE_STORM,)
     stopped_entry: str | None = None  # a runbook entry for stopped consumers, once the KB has one
 
 
@@ -138,7 +139,7 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     rebalancing = sum(s in REBALANCING for s in f.states)
     reads = len(f.states)
     trend = trend_text(change, f.seconds)
-    others = [e for e in sig.lag_entries if e != "rebalance-storm"]
+    others = [e for e in sig.lag_entries if e != REBALANCE_STORM]
 
     if no_members and lag > 0:
         reason = (
@@ -147,8 +148,8 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
         causes = [
             Cause("consumers-stopped", sig.stopped_entry, "Consumers stopped / no members", reason),
             Cause(
-                "rebalance-storm",
-                "rebalance-storm",
+                REBALANCE_STORM,
+                REBALANCE_STORM,
                 "Consumer rebalance storm",
                 "ranks lower because the group has no members: nothing is rebalancing",
                 considered=True,
@@ -172,7 +173,7 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
             ids = set().union(*known)
             seen.append(f"{len(ids)} different member ids in {f.seconds:.1f} s (members joining and leaving)")
         reason = "; ".join(seen) + f"; lag {lag:,} ({trend})"
-        causes = [Cause("rebalance-storm", "rebalance-storm", "Consumer rebalance storm", reason)]
+        causes = [Cause(REBALANCE_STORM, REBALANCE_STORM, "Consumer rebalance storm", reason)]
         causes += [
             Cause(
                 e,
@@ -202,15 +203,15 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
     slow = growing or window is not None
     watched = trend + (f"; metric lake over its window: {window}" if window else "")
     causes = []
-    concentrated = "hot-partition" in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
+    concentrated = HOT_PARTITION in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
     # A lag that is not growing is the records in flight: its skew is worth a look, but it does not
     # make the key's design the thing to fix now (the "Do now" of a ranked cause)
     if concentrated:
         causes.append(
             Cause(
-                "hot-partition",
-                "hot-partition",
-                "hot-partition",
+                HOT_PARTITION,
+                HOT_PARTITION,
+                HOT_PARTITION,
                 f"{f.worst_share:.0%} of the lag is on {f.worst_partition}"
                 + ("" if slow else ", but the lag is not growing: watch the key's skew, nothing to change now"),
                 considered=not slow,
@@ -235,12 +236,12 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
             considered=not slow,
         )
         for e in others
-        if not (concentrated and e == "hot-partition")
+        if not (concentrated and e == HOT_PARTITION)
     ]
     causes.append(
         Cause(
-            "rebalance-storm",
-            "rebalance-storm",
+            REBALANCE_STORM,
+            REBALANCE_STORM,
             "Consumer rebalance storm",
             f"ranks lower: {stable}, no rebalance seen",
             considered=True,

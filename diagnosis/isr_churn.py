@@ -23,6 +23,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from diagnosis.entry_ids import GC_PAUSES
 from diagnosis.evidence import Snapshot, broker_list
 from diagnosis.rules import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
 from diagnosis.thresholds import alert_bounds
@@ -304,7 +305,7 @@ def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: di
         if age is not None
         else ""
     )
-    if f.cause == "gc-pauses":
+    if f.cause == GC_PAUSES:
         return (
             f"{who} keeps dropping out of the ISRs and coming back: {now} {rates}, so the controller took them out, "
             f"as it does with a broker that misses its heartbeats; {named_because(f, facts)}. A broker whose whole "

@@ -28,6 +28,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from diagnosis.entry_ids import (
+    BROKER_LOSS,
+    HANDLER_SATURATION,
+    HANGING_TRANSACTION,
+    HOT_PARTITION,
+    SLOW_FOLLOWER,
+    UNDER_MIN_ISR,
+)
+from diagnosis.thresholds import handler_idle_saturated_below, hot_rule
 from framework.context import Context
 from framework.errors import Unavailable
 from framework.reply import Evidence, Series, Severity
@@ -475,7 +484,7 @@ def urp_findings(facts: Facts, window: Window, ctx: Context) -> LakeFindings:
             (r["shape"] for r in shaped if (r["cluster"], r["broker"]) == (top[0]["cluster"], top[0]["broker"])), None
         )
     shape = lead_shape or ("flat" if shapes == {"flat"} else "fluctuating")
-    entry = "broker-loss" if shape == "flat" else "slow-follower"
+    entry = BROKER_LOSS if shape == "flat" else SLOW_FOLLOWER
     title = ctx.kb.failure_modes[entry].title if entry in ctx.kb.failure_modes else entry
     out.lead.append((entry, f"lake: URP {shape} on broker(s) {brokers} over the last {describe_since(window.since)}"))
     out.verdict = (
@@ -531,7 +540,7 @@ async def under_min_isr(
         )
     else:
         out.lead.append(
-            ("under-min-isr", "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad))
+            (UNDER_MIN_ISR, "lake: partitions under min ISR on broker(s) " + ", ".join(str(r["broker"]) for r in bad))
         )
     return apply_freshness(out, facts["data_end"], began)
 
@@ -592,7 +601,7 @@ async def hanging(
             )
         )
     if facts["growing"] or facts["late"]:
-        out.lead.append(("hanging-transaction", "lake: LastStableOffsetLag growing without coming down"))
+        out.lead.append((HANGING_TRANSACTION, "lake: LastStableOffsetLag growing without coming down"))
     else:
         out.evidence.append(
             Evidence("LastStableOffsetLag", "no partition's LSO lag kept growing", "lake: last_stable_offset_lag", "ok")
@@ -600,14 +609,11 @@ async def hanging(
     return apply_freshness(out, facts["data_end"], began)
 
 
-# the handler-saturation entry's threshold for a saturated handler pool (mean idle fraction under it)
-IDLE_BELOW = "handler_idle_saturated_below"
-
-
 async def saturation(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
-    idle_below = ctx.kb.failure_modes["handler-saturation"].checks.thresholds[IDLE_BELOW]
+    # the same bound the live check alerts on (the runbook's alert table): mean idle under it
+    idle_below = handler_idle_saturated_below(ctx.kb)
     try:
         facts = await ask_window(ctx, lake_cluster(request, ctx), SATURATION_QUESTION, window, idle_below)
     except NotEnoughData:
@@ -639,7 +645,7 @@ async def saturation(
     if sat:
         out.lead.append(
             (
-                "handler-saturation",
+                HANDLER_SATURATION,
                 f"lake: request handler idle below {idle_below:.0%} on broker(s) "
                 + ", ".join(str(r["broker"]) for r in sat),
             )
@@ -714,9 +720,6 @@ async def ask_hot_partitions(
     return await ask_hot(ask, window.start, window.end, topic, top, rank_by, chart)
 
 
-HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
-
-
 async def hot_symptom(
     ctx: Context, request: CommandRequest, window: Window, began: dt.datetime | None = None
 ) -> LakeFindings:
@@ -728,6 +731,7 @@ async def hot_symptom(
     if not rows:
         return LakeFindings.without_data(window, "lake: hot_partitions", "LogEndOffset samples")
     out = LakeFindings(window)
+    rule = hot_rule(ctx.kb)
     for r in rows:
         skew = r["skew"]
         out.evidence.append(
@@ -738,13 +742,13 @@ async def hot_symptom(
                 + f"; window mean {_n(r['records_per_sec'], 1)}/s"
                 + f"; leader broker {r['leader_broker']}",
                 "lake: hot_partitions",
-                "bad" if (skew or 0) >= HOT_SKEW else "neutral",
+                "bad" if rule.is_hot(r["peak_records_per_sec"], skew) else "neutral",
             )
         )
-    if (rows[0]["skew"] or 0) >= HOT_SKEW:
+    if rule.is_hot(rows[0]["peak_records_per_sec"], rows[0]["skew"]):
         out.lead.append(
             (
-                "hot-partition",
+                HOT_PARTITION,
                 f"lake: {rows[0]['topic']}-{rows[0]['partition']} peaked at {rows[0]['skew']:.1f}x its topic's median",
             )
         )

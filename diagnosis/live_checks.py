@@ -14,9 +14,30 @@ from typing import TypeVar, cast
 
 from diagnosis import isr_churn
 from diagnosis.durability import min_isr_fix
+from diagnosis.entry_ids import (
+    BROKER_LOSS,
+    CONTROLLER_QUORUM_LOSS,
+    GC_PAUSES,
+    HANGING_TRANSACTION,
+    LOG_DIR_FAILURE,
+    METADATA_LAG,
+    NETWORK_PARTITION,
+    OFFLINE_PARTITIONS,
+    PRODUCER_FENCING,
+    SLOW_FOLLOWER,
+    UNCLEAN_ELECTION,
+    UNDER_MIN_ISR,
+)
 from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
-from diagnosis.rules import BrokerFacts, PartitionState, cut_off_registered, cut_off_silently, urp_findings
+from diagnosis.rules import (
+    BrokerFacts,
+    PartitionState,
+    cut_off_registered,
+    cut_off_silently,
+    replicas_lost,
+    urp_findings,
+)
 from diagnosis.txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
 from framework.partial import note_missing
 from framework.reply import Action, Evidence, Severity, Step
@@ -429,25 +450,6 @@ async def _reassignment_answer(
     return evidence, verdict, expected, actions
 
 
-_CAUSE_TEXT = {
-    "broker-loss": "not registered: its replicas are gone from {n:,} ISR(s)",
-    "gc-pauses": "paused, not dead: holds its port but answers nothing; {n:,} replica(s) out of ISR",
-    "network-partition": "fenced while its process answers (cut off from the controller); {n:,} replica(s) out of ISR",
-    "unreachable": "not registered and gives no TCP answer (cut off, or its host is down); {n:,} replica(s) out of ISR",
-    "unreachable-registered": "registered and unfenced, yet its listener gives no TCP answer (cut off by the network); "
-    "{n:,} partition(s) it leads lost their followers from the ISR",
-    "log-dir-failure": "registered, but its log dir {dirs} failed; {n:,} replica(s) out of ISR",
-    "slow-follower": "registered and alive, yet {n:,} of its replicas are out of ISR (not keeping up)",
-    "reassignment": "being added by a reassignment in progress: {n:,} replica(s) still catching up",
-}
-
-
-def _cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
-    if cut_off_registered(cause, broker, brokers):
-        return "unreachable-registered"
-    return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
-
-
 def cut_off_answer(broker: int, urp: list[PartitionState], probed: str) -> tuple[str, list[Evidence]]:
     """The verdict on a broker that is registered and unfenced but gives no TCP answer (a network
     partition), what speaks for and against it, and the observation that would settle it."""
@@ -500,13 +502,10 @@ def cut_off_answer(broker: int, urp: list[PartitionState], probed: str) -> tuple
             f"connect to broker {broker}'s listener from its own host and from a peer broker (nc -vz <host> <port>): "
             "answers locally but not from a peer means the network or a firewall between them; times out locally "
             "too means the host's own firewall or a listener that stopped accepting",
-            "kb: network-partition triage",
+            f"kb: {NETWORK_PARTITION} triage",
             "neutral",
         ),
     ]
-
-
-LOST = "broker-loss"
 
 
 @dataclass(frozen=True)
@@ -528,7 +527,7 @@ def why_stopped(down: list[int], kb: KnowledgeBase | None = None) -> WhyStopped 
     runbook's look_alikes of broker loss), and `why` asks for that evidence before anything moves
     replicas away."""
     kb = kb or default_kb()
-    entry = kb.failure_modes.get(LOST)
+    entry = kb.failure_modes.get(BROKER_LOSS)
     if not down or entry is None or not entry.look_alikes:
         return None
     who = broker_list(down)
@@ -547,7 +546,7 @@ def why_stopped(down: list[int], kb: KnowledgeBase | None = None) -> WhyStopped 
             Evidence(
                 f"Why broker {who} stopped",
                 f"{entry.title} or {other.title}: cannot be told from here. {' '.join(alike.when.split())}",
-                f"kb: {LOST} look-alikes",
+                f"kb: {BROKER_LOSS} look-alikes",
                 "neutral",
             )
         )
@@ -565,7 +564,7 @@ def why_stopped(down: list[int], kb: KnowledgeBase | None = None) -> WhyStopped 
         f"{'it is' if len(down) == 1 else 'they are'} down; what decides it: {'; '.join(decides)}."
     )
     lead = [(eid, why) for eid, why in reasons.items()]
-    return WhyStopped(sentence, evidence, lead, Undecided(LOST, reasons, steps))
+    return WhyStopped(sentence, evidence, lead, Undecided(BROKER_LOSS, reasons, steps))
 
 
 def stale_view_evidence(snap: Snapshot) -> list[Evidence]:
@@ -661,17 +660,15 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         evidence.append(
             Evidence(
                 f"Broker {f.broker}",
-                _CAUSE_TEXT[_cause_key(f.cause, f.broker, snap.brokers)].format(
-                    n=len(f.partitions), dirs=", ".join(snap.brokers.failed_log_dirs.get(f.broker, ()))
-                )
+                replicas_lost(f.cause, f.broker, snap.brokers, len(f.partitions))
                 + f" ({name_partitions(f.partitions, 4)})",
-                "live: metadata" + (" + log dirs" if f.cause == "log-dir-failure" else ""),
+                "live: metadata" + (" + log dirs" if f.cause == LOG_DIR_FAILURE else ""),
                 "bad",
             )
         )
-    if any(f.cause == "slow-follower" for f in findings):
+    if any(f.cause == SLOW_FOLLOWER for f in findings):
         evidence += await _throttle_evidence(
-            gw, sorted({f.broker for f in findings if f.cause == "slow-follower"}), notes
+            gw, sorted({f.broker for f in findings if f.cause == SLOW_FOLLOWER}), notes
         )
     lead: list[tuple[str, str]] = []
     for f in findings:
@@ -680,7 +677,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     facts = facts_of(snap)
     top_cause = findings[0].cause if findings else None
     # no URP now, or a live follower out of sync: the meters say whether it keeps happening
-    churn = await churn_read.result(snap) if not urp or top_cause == "slow-follower" else None
+    churn = await churn_read.result(snap) if not urp or top_cause == SLOW_FOLLOWER else None
     if churn is not None:
         evidence += churn.evidence()
     if not urp:
@@ -701,7 +698,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     expected: ExpectedCause | None = None
     undecided: Undecided | None = None
     more: list[Action] = []
-    if top and top.cause == "gc-pauses":
+    if top and top.cause == GC_PAUSES:
         verdict = (
             f"Broker {top.broker} is paused, not dead: its listener accepts connections but answers nothing "
             f"(a long GC pause, SIGSTOP or a hung JVM), so {len(urp):,} partitions lost it from their ISR. "
@@ -719,13 +716,13 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             "partitions are under-replicated. Do not move its replicas on this: whether its host answers "
             "(ping, ssh, its other ports) decides between a network partition and a lost host."
         )
-    elif top and top.cause == "network-partition":
+    elif top and top.cause == NETWORK_PARTITION:
         verdict = (
             f"Broker {top.broker} answers requests but is not registered with the controller (fenced): it is "
             f"cut off from the controller quorum or still recovering; {len(urp):,} partitions are under-replicated."
         )
-    elif top and top.cause == "broker-loss":
-        gone = sorted({f.broker for f in findings if f.cause == "broker-loss"})
+    elif top and top.cause == BROKER_LOSS:
+        gone = sorted({f.broker for f in findings if f.cause == BROKER_LOSS})
         confirmed = all(snap.brokers.liveness.get(b) == "refused" for b in gone)
         verdict = (
             f"Broker {broker_list(gone)} is gone"
@@ -738,7 +735,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             evidence += stopped.evidence
             lead += [x for x in stopped.lead if all(e != x[0] for e, _ in lead)]
             undecided = stopped.undecided
-    elif top and top.cause == "log-dir-failure":
+    elif top and top.cause == LOG_DIR_FAILURE:
         dirs = ", ".join(snap.brokers.failed_log_dirs.get(top.broker, ())) or "a log directory"
         verdict = (
             f"Broker {top.broker} is up but lost its log directory {dirs}: its {len(top.partitions):,} replica(s) "
@@ -746,7 +743,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             "errors to Kafka): check free space on that filesystem first, then the disk's health. Only a broker "
             "restart brings the directory back."
         )
-    elif top and top.cause == "slow-follower":
+    elif top and top.cause == SLOW_FOLLOWER:
         verdict = (
             f"Every broker is up, but broker {top.broker} is not keeping up: "
             f"{len(top.partitions):,} of its replicas are out of ISR."
@@ -814,12 +811,12 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
         evidence.append(Evidence("Unclean election enabled on", ", ".join(unclean), "live: topic configs", "bad"))
     lead = [
         (
-            "offline-partitions",
+            OFFLINE_PARTITIONS,
             f"live: {len(offline):,} partitions without a leader; replicas down on broker(s) {broker_list(down)}",
         )
     ]
     if unclean:
-        lead.append(("unclean-election", "live: unclean.leader.election.enable=true on " + ", ".join(unclean)))
+        lead.append((UNCLEAN_ELECTION, "live: unclean.leader.election.enable=true on " + ", ".join(unclean)))
     verdict = (
         f"{len(offline):,} partition(s) have no leader: every replica that could lead is on broker(s) "
         f"{broker_list(down)}, which {'is' if len(down) == 1 else 'are'} down. Bring {'it' if len(down) == 1 else 'them'} back; do not force an unclean election."
@@ -828,7 +825,7 @@ async def check_offline(gw: AdminGateway) -> LiveFindings:
     if stopped is not None:
         verdict += " " + stopped.sentence
         evidence += stopped.evidence
-        lead += [(LOST, f"live: broker(s) {broker_list(down)} are not registered"), *stopped.lead]
+        lead += [(BROKER_LOSS, f"live: broker(s) {broker_list(down)} are not registered"), *stopped.lead]
     return LiveFindings(
         verdict,
         "critical",
@@ -879,11 +876,11 @@ async def check_under_min_isr(gw: AdminGateway) -> LiveFindings:
     lead: list[tuple[str, str]] = []
     if under:
         lead.append(
-            ("under-min-isr", f"live: {len(under):,} partitions have fewer in-sync replicas than min.insync.replicas")
+            (UNDER_MIN_ISR, f"live: {len(under):,} partitions have fewer in-sync replicas than min.insync.replicas")
         )
         down = sorted(snap.brokers.expected - snap.brokers.registered)
         if down:
-            lead.append(("broker-loss", f"live: broker(s) {broker_list(down)} are not registered"))
+            lead.append((BROKER_LOSS, f"live: broker(s) {broker_list(down)} are not registered"))
         # A floor equal to the replica count leaves none to spare: one replica out stops acks=all
         # (the audit's finding; here it is the reason this partition is under min ISR at all).
         no_spare = {p.topic: len(p.replicas) for p in under if len(p.replicas) > 1 and p.min_isr == len(p.replicas)}
@@ -953,7 +950,7 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
     def lag(t: OpenTxn) -> str:
         return f"{t.offsets.lso_lag:,}" if t.offsets is not None else "?"
 
-    lead = [("hanging-transaction", "live: " + describe_txn(t, now)) for t in shown[:1]]
+    lead = [(HANGING_TRANSACTION, "live: " + describe_txn(t, now)) for t in shown[:1]]
     actions = [
         Action(f"Abort on {t.where}", f"abort-txn {t.topic} {t.partition} --producer-id {t.producer_id}", mutating=True)
         for t in (hanging or shown)[:3]
@@ -1100,7 +1097,7 @@ async def read_quorum(gw: AdminGateway) -> QuorumView:
 
 async def check_controller(gw: AdminGateway) -> LiveFindings:
     view = await read_quorum(gw)
-    lead = [("controller-quorum-loss", "live: " + view.verdict)] if view.lost else []
+    lead = [(CONTROLLER_QUORUM_LOSS, "live: " + view.verdict)] if view.lost else []
     verdict = view.verdict or "The controller quorum has an active leader and every voter answers."
     return LiveFindings(verdict, view.severity, view.evidence, lead, [Action("Cluster status", "status")])
 
@@ -1144,7 +1141,7 @@ def metadata_lag_findings(quorum: QuorumInfo, registered: set[int], now_ms: int)
         verdict,
         "warning",
         evidence,
-        [("metadata-lag", f"live: broker {b} {lag:,} metadata records behind for {since / 1000:,.0f} s")],
+        [(METADATA_LAG, f"live: broker {b} {lag:,} metadata records behind for {since / 1000:,.0f} s")],
     )
 
 
@@ -1203,7 +1200,7 @@ def fencing_findings(descs: list[TransactionDescription], now_ms: int) -> LiveFi
         evidence,
         [
             (
-                "producer-fencing",
+                PRODUCER_FENCING,
                 f"live: {top.transactional_id} re-initialised (producer {top.producer_id}, epoch {top.producer_epoch})",
             )
         ],

@@ -11,24 +11,31 @@ bot pages on the same numbers the runbook tells people to alert on.
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from diagnosis.entry_ids import (
+    FETCH_SESSION_EVICTION,
+    FULL_DISK,
+    HANDLER_SATURATION,
+    HOT_PARTITION,
+    LOG_DIR_FAILURE,
+    UNCLEAN_ELECTION,
+)
 from diagnosis.evidence import Snapshot, broker_list, config_value
 from diagnosis.findings import LiveFindings
 from diagnosis.live_checks import check_offline
 from diagnosis.rules import PartitionState
-from diagnosis.thresholds import alert_bounds
+from diagnosis.thresholds import HANDLER_IDLE_ALERT, alert_bounds, hot_rule
 from framework.reply import Action, Evidence, Severity
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from live.model import PartitionOffsets
 
-HOT_SKEW = 3.0  # a partition written this many times faster than its topic's median is "hot"
-HOT_MIN_RATE = 20.0  # records/s: below this nothing is hot, however uneven (idle topics)
 RATE_GAP_S = 1.0  # between the two end-offset reads of the hot-partition check
 # A live answer must come in seconds: an exporter that does not answer in this time is reported
 # (its JVM may be paused) rather than waited for. The lake's collector uses the full 10 s.
@@ -80,7 +87,7 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
     reading = await exporters.read(
         exporter_urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S
     )
-    bounds = alert_bounds("RequestHandlerAvgIdlePercent")
+    bounds = alert_bounds(HANDLER_IDLE_ALERT)
     net_bounds = alert_bounds("NetworkProcessorAvgIdlePercent")
     evidence: list[Evidence] = []
     busy: list[tuple[int, float, Severity]] = []
@@ -122,7 +129,7 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
         f"(idle {worst[1]:.0%} on broker {worst[0]}, alert below {limit:.0%}): requests queue before any work starts. "
         "Find what the handlers are busy with (request rates per type, TotalTimeMs split) before adding threads."
     )
-    lead = [("handler-saturation", f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
+    lead = [(HANDLER_SATURATION, f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
     return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
 
 
@@ -179,7 +186,7 @@ async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
         verdict,
         "warning",
         evidence,
-        [("fetch-session-eviction", f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")],
+        [(FETCH_SESSION_EVICTION, f"live: IncrementalFetchSessionEvictionsPerSec {rate:.2f} on broker {node}")],
     )
 
 
@@ -199,14 +206,18 @@ def partition_rates(
 
 
 def hot_partitions(rates: dict[tuple[str, int], float]) -> list[tuple[tuple[str, int], float, float]]:
-    """(partition, rate, topic median) for partitions written HOT_SKEW x faster than their topic's median."""
+    """(partition, rate, topic median) for the hot partitions (the runbook's rule, :func:`hot_rule`):
+    written many times faster than the median of their topic (of more than one partition)."""
+    rule = hot_rule()
     by_topic: dict[str, list[float]] = defaultdict(list)
     for (topic, _p), r in rates.items():
         by_topic[topic].append(r)
     out = []
     for key, r in rates.items():
         median = statistics.median(by_topic[key[0]])
-        if r >= HOT_MIN_RATE and len(by_topic[key[0]]) > 1 and r >= HOT_SKEW * max(median, 1e-9):
+        # a topic whose median partition is idle: any partition written at all is infinitely skewed
+        skew = r / median if median > 0 else math.inf
+        if len(by_topic[key[0]]) > 1 and rule.is_hot(r, skew):
             out.append((key, r, median))
     return sorted(out, key=lambda x: -x[1])
 
@@ -257,7 +268,7 @@ async def check_hot_partition(gw: AdminGateway, topic: str | None = None) -> Liv
 
 
 def hot_partition_findings(live: LiveRates) -> LiveFindings:
-    """A partition written :data:`HOT_SKEW` x faster than its topic's median, from live rates."""
+    """A partition written many times faster than its topic's median (:func:`hot_partitions`), from live rates."""
     rates, leaders, took = live.rates, live.leaders, live.seconds
     hot = hot_partitions(rates)
     evidence = [
@@ -293,7 +304,7 @@ def hot_partition_findings(live: LiveRates) -> LiveFindings:
         evidence,
         [
             (
-                "hot-partition",
+                HOT_PARTITION,
                 f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median",
             )
         ],
@@ -341,10 +352,10 @@ async def check_disks(gw: AdminGateway) -> LiveFindings:
     if full:
         full.sort(key=lambda x: -x[2])
         b, path, used, _sev = full[0]
-        lead.append(("full-disk", f"live: {path} on broker {b} is {used:.0%} full"))
+        lead.append((FULL_DISK, f"live: {path} on broker {b} is {used:.0%} full"))
     if failed:
         lead.append(
-            ("log-dir-failure", f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})")
+            (LOG_DIR_FAILURE, f"live: {failed[0].path} on broker {failed[0].broker} failed ({failed[0].error})")
         )
     if not lead:
         return LiveFindings("Every log directory has room and none has failed.", "ok", evidence)
@@ -474,7 +485,7 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
         if suspects
         else ""
     )
-    offline.lead.insert(0, ("unclean-election", f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
+    offline.lead.insert(0, (UNCLEAN_ELECTION, f"live: {counted.total:,.0f} unclean leader election(s) {when}"))
     offline.severity = "critical"
     offline.verdict = (
         f"{counted.total:,.0f} unclean leader election(s) {when}: an out-of-sync replica became leader, "

@@ -1,4 +1,5 @@
-"""Pure diagnosis: cluster evidence in, categories and ranked causes out. No I/O, no clock.
+"""Pure diagnosis: cluster evidence in, categories and ranked causes out. No clock, and no I/O but
+the runbook's (the packaged KB, loaded once), which states each cause and orders them.
 
 The rules mirror the broker's own code, as the runbook cites it:
 - a partition is under-replicated when RF - |ISR| > 0 on its leader (Partition.scala:232);
@@ -13,6 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
+
+from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, LOG_DIR_FAILURE, NETWORK_PARTITION, SLOW_FOLLOWER
+from runbook_kb import default_kb
+from runbook_kb.schema import MissingReplicas
 
 Category = Literal["InSync", "UnderReplicated", "AtMinIsr", "UnderMinIsr", "Offline"]
 
@@ -113,43 +118,29 @@ def missing_replicas(partitions: list[PartitionState], brokers: BrokerFacts) -> 
             if b in p.adding:
                 cause: URPCause = "reassignment"
             elif p.leader is not None and unreachable_but_registered(p.leader, brokers):
-                out.append(MissingReplica(p.topic, p.partition, p.leader, "network-partition"))
+                out.append(MissingReplica(p.topic, p.partition, p.leader, NETWORK_PARTITION))
                 continue
             elif alive == "silent":
-                cause = "gc-pauses"
+                cause = GC_PAUSES
             elif b not in brokers.registered:
                 # A stopped process refuses at once; a port that answers, or gives no TCP answer at
                 # all (dropped packets), is cut off, not dead: never the broker-loss steps on that.
-                cause = "network-partition" if alive in ("answers", "unreachable") else "broker-loss"
+                cause = NETWORK_PARTITION if alive in ("answers", "unreachable") else BROKER_LOSS
             elif brokers.failed_log_dirs.get(b):
-                cause = "log-dir-failure"
+                cause = LOG_DIR_FAILURE
             else:
-                cause = "slow-follower"
+                cause = SLOW_FOLLOWER
             out.append(MissingReplica(p.topic, p.partition, b, cause))
     return out
 
 
-_DETAIL = {
-    "broker-loss": "broker {b} is not registered with the cluster",
-    "gc-pauses": "broker {b} holds its port but does not answer: paused (GC, SIGSTOP) or hung, not dead",
-    "network-partition": "broker {b} answers requests but is not registered: fenced, cut off from the controller",
-    "unreachable": "broker {b} gives no TCP answer at all (a stopped process would refuse at once): "
-    "cut off by the network or a firewall, or its host is down",
-    "unreachable-registered": "broker {b} is registered and unfenced but its listener gives no TCP answer "
-    "(a stopped process would refuse at once): cut off by the network, its followers cannot fetch from it",
-    "log-dir-failure": "broker {b} is up but has failed log dir(s): {dirs}",
-    "reassignment": "broker {b} is being added by a reassignment in progress",
-    "slow-follower": "broker {b} is registered but its replicas are not in the ISR",
-}
-# When several causes are present, the order in which to chase them (the runbook's triage order).
-_CAUSE_ORDER = {
-    "gc-pauses": 0,
-    "broker-loss": 0,
-    "network-partition": 0,
-    "log-dir-failure": 1,
-    "slow-follower": 2,
-    "reassignment": 3,
-}
+def replica_causes() -> MissingReplicas:
+    """Why a replica is out of its ISR, cause by cause: how answers state it and which to chase
+    first (the runbook's reference/missing_replicas.yaml)."""
+    table = default_kb().reference["missing_replicas"]
+    if not isinstance(table, MissingReplicas):  # the loader validates it against this model
+        raise TypeError("reference/missing_replicas.yaml is not a table of causes")
+    return table
 
 
 def unreachable_but_registered(broker: int, brokers: BrokerFacts) -> bool:
@@ -163,7 +154,7 @@ def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
     """A network-partition finding whose broker is not registered and gave no TCP answer at all
     (dropped packets), not one that answers but is fenced: the two are told in different words."""
     return (
-        cause == "network-partition"
+        cause == NETWORK_PARTITION
         and broker not in brokers.registered
         and brokers.liveness.get(broker) == "unreachable"
     )
@@ -172,13 +163,27 @@ def cut_off_silently(cause: str, broker: int, brokers: BrokerFacts) -> bool:
 def cut_off_registered(cause: str, broker: int, brokers: BrokerFacts) -> bool:
     """A network-partition finding whose broker is still registered and unfenced but unreachable:
     its own connections out work (heartbeats, fetches), connections to it do not."""
-    return cause == "network-partition" and unreachable_but_registered(broker, brokers)
+    return cause == NETWORK_PARTITION and unreachable_but_registered(broker, brokers)
 
 
-def _detail_key(cause: URPCause, broker: int, brokers: BrokerFacts) -> str:
+def cause_key(cause: str, broker: int, brokers: BrokerFacts) -> str:
+    """The row of reference/missing_replicas.yaml that states a finding: its cause, or for a network
+    partition what the probe saw of the broker's listener (no TCP answer, registered or not)."""
     if cut_off_registered(cause, broker, brokers):
         return "unreachable-registered"
     return "unreachable" if cut_off_silently(cause, broker, brokers) else cause
+
+
+def broker_state(cause: str, broker: int, brokers: BrokerFacts) -> str:
+    """What the cause says of the broker ("not registered with the cluster"), to follow "broker <id> is"."""
+    row = replica_causes().cause(cause_key(cause, broker, brokers))
+    return row.state.format(dirs=", ".join(brokers.failed_log_dirs.get(broker, ())))
+
+
+def replicas_lost(cause: str, broker: int, brokers: BrokerFacts, n: int) -> str:
+    """The broker's state and what it costs, for the evidence beside it: "...; 3 replica(s) out of ISR"."""
+    row = replica_causes().cause(cause_key(cause, broker, brokers))
+    return f"{broker_state(cause, broker, brokers)}; {row.count.format(n=n)}"
 
 
 def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list[URPFinding]:
@@ -191,13 +196,12 @@ def urp_findings(partitions: list[PartitionState], brokers: BrokerFacts) -> list
             cause=cause,
             broker=b,
             partitions=tuple(sorted(set(tps))),
-            detail=_DETAIL[_detail_key(cause, b, brokers)].format(
-                b=b, dirs=", ".join(brokers.failed_log_dirs.get(b, ()))
-            ),
+            detail=f"broker {b} is {broker_state(cause, b, brokers)}",
         )
         for (cause, b), tps in grouped.items()
     ]
-    return sorted(findings, key=lambda f: (_CAUSE_ORDER[f.cause], -len(f.partitions), f.broker))
+    table = replica_causes()
+    return sorted(findings, key=lambda f: (table.cause(f.cause).rank, -len(f.partitions), f.broker))
 
 
 def missing_brokers(brokers: BrokerFacts) -> list[int]:
@@ -305,7 +309,7 @@ def isr_churn(
     by_controller = shrinks <= controller_share * rejoins
     stalled = named_by in ("fenced", "heartbeat", "silent") or by_controller
     return ChurnFinding(
-        cause="gc-pauses" if stalled else "slow-follower",
+        cause=GC_PAUSES if stalled else SLOW_FOLLOWER,
         broker=picked[0] if picked else None,
         named_by=named_by,
         rejoins_per_s=rejoins,

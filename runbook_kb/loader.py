@@ -21,6 +21,7 @@ from runbook_kb.schema import (
     Durability,
     FailureMode,
     Latency,
+    MissingReplicas,
     PartitionCategories,
     ReferenceTopic,
     ReferenceTopics,
@@ -226,6 +227,11 @@ def load_kb(data_dir: Path = DATA_DIR) -> KnowledgeBase:
             for rid in alert.runbook:
                 if rid not in modes:
                     raise KBError(f"signals.yaml: field 'alerts.{i}.runbook': no entry with id {rid!r}")
+    missing = reference.get("missing_replicas")
+    if isinstance(missing, MissingReplicas):
+        for i, cause in enumerate(missing.causes):
+            if cause.entry is not None and cause.entry not in modes:
+                raise KBError(f"missing_replicas.yaml: field 'causes.{i}.entry': no entry with id {cause.entry!r}")
     configs = reference.get("configs")
     if isinstance(configs, Configs):
         for i, cfg in enumerate(configs.configs):

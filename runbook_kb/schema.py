@@ -8,6 +8,7 @@ error, not silently ignored knowledge.
 from __future__ import annotations
 
 import re
+import string
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -323,6 +324,54 @@ class Signals(Strict):
     alerts: list[Alert] = Field(min_length=1)
 
 
+def _fields_of(template: str) -> set[str]:
+    return {name for _lit, name, _spec, _conv in string.Formatter().parse(template) if name is not None}
+
+
+class ReplicaCause(Strict):
+    """One reason a replica is out of its ISR that the live checks tell apart (diagnosis/rules.py
+    missing_replicas), and how an answer states it: ``broker {b} is <state>`` where the rules say
+    why, ``<state>; <count>`` beside the broker in the evidence."""
+
+    id: str = Field(description="The cause as the rules name it: a failure-mode id, or a finer case of one")
+    entry: str | None = Field(
+        description="The failure mode it concludes; none for a cause that is no fault (a reassignment)"
+    )
+    rank: int = Field(ge=0, description="When several causes are present, which to chase first (lowest first)")
+    state: str = Field(min_length=10, description="Completes 'broker {b} is ...'; {dirs}: its failed log directories")
+    count: str = Field(min_length=10, description="What it costs; {n}: the replicas (or partitions) concerned")
+
+    @field_validator("state")
+    @classmethod
+    def _state_fields(cls, v: str) -> str:
+        if not _fields_of(v) <= {"dirs"}:
+            raise ValueError(f"state may only use {{dirs}}, not {sorted(_fields_of(v) - {'dirs'})}")
+        return v
+
+    @field_validator("count")
+    @classmethod
+    def _count_fields(cls, v: str) -> str:
+        if _fields_of(v) != {"n"}:
+            raise ValueError("count must use {n} (the replicas or partitions concerned), and nothing else")
+        return v
+
+
+class MissingReplicas(Strict):
+    """Why replicas are out of their ISRs: one row per cause, each stated once."""
+
+    causes: list[ReplicaCause] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "MissingReplicas":
+        ids = [c.id for c in self.causes]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"cause ids must be unique: {sorted({i for i in ids if ids.count(i) > 1})}")
+        return self
+
+    def cause(self, cause_id: str) -> ReplicaCause:
+        return next(c for c in self.causes if c.id == cause_id)
+
+
 class Topics(Strict):
     """Free reference topics (ISR membership, HW/LEO, elections...) as lists of facts."""
 
@@ -390,4 +439,5 @@ REFERENCE_FILES: dict[str, type[Strict]] = {
     "isr_membership.yaml": Topics,
     "broker_internals.yaml": Topics,
     "topics.yaml": ReferenceTopics,
+    "missing_replicas.yaml": MissingReplicas,
 }

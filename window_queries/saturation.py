@@ -1,8 +1,8 @@
 """Request-path saturation over the window: handler-thread idle and request queue time.
 
 ``RequestHandlerAvgIdlePercent`` is the fraction (0..1) of time the broker's I/O (request
-handler) threads were idle.  Below the runbook's line (the handler-saturation entry's
-``checks.thresholds.handler_idle_saturated_below``, passed in by the caller) requests wait in
+handler) threads were idle.  Below the runbook's line (the warning bound of its alert on
+RequestHandlerAvgIdlePercent, reference/signals.yaml, passed in by the caller) requests wait in
 the request queue for a free handler thread, which shows up as ``RequestQueueTimeMs`` growing
 for every request type on that broker.
 """

@@ -18,6 +18,7 @@ import secrets
 
 from commands.triage.probes import PROBES, LiveProbes, suspect
 from commands.triage.state import ALREADY_ANSWERED, LABELS, Outcome, Question, Record, Status, TriageState
+from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, SLOW_FOLLOWER
 from diagnosis.evidence import broker_list
 from framework.context import Context
 from framework.gateways import gateway
@@ -47,7 +48,7 @@ def _human_question(state: TriageState, ctx: Context, text: str) -> None:
             f"Did the GC log of broker {who} show long pauses lined up with the ISR shrinks?",
             ["yes", "no", "unknown"],
             "gc",
-            refs or (["gc-pauses"] if state.entry != "gc-pauses" else []),
+            refs or ([GC_PAUSES] if state.entry != GC_PAUSES else []),
         )
     elif "?" in text:
         _ask(state, text, ["yes", "no", "unknown"], "step", refs)
@@ -82,7 +83,7 @@ def _apply(state: TriageState, ctx: Context, o: Outcome, text: str, step: int) -
 
 def _conclude(state: TriageState, ctx: Context) -> None:
     missing = state.facts.get("brokers", {}).get("missing")
-    if state.entry == "broker-loss" and missing and "maintenance" not in state.facts and state.asked < MAX_QUESTIONS:
+    if state.entry == BROKER_LOSS and missing and "maintenance" not in state.facts and state.asked < MAX_QUESTIONS:
         _ask(
             state,
             f"Is broker {broker_list(missing)} down for planned maintenance (a rolling restart, an upgrade)?",
@@ -200,12 +201,12 @@ async def answer(state: TriageState, question_id: str, choice: str, ctx: Context
     yes, no = choice in ("yes", "confirms", "level"), choice in ("no", "rules-out")
     target = None
     if q.kind == "urp-shape":
-        target = "broker-loss" if choice == "level" else "slow-follower" if choice == "moving" else None
+        target = BROKER_LOSS if choice == "level" else SLOW_FOLLOWER if choice == "moving" else None
     elif yes:
         target = q.refs[0] if q.refs else state.entry
     # "No" to a question rules nothing out by itself (the step asked about one branch); "it rules
     # this out" to an instruction does, and so does "no" to the GC question inside gc-pauses.
-    rules_out = choice == "rules-out" or (no and q.kind == "gc" and state.entry == "gc-pauses")
+    rules_out = choice == "rules-out" or (no and q.kind == "gc" and state.entry == GC_PAUSES)
     _apply(
         state,
         ctx,

@@ -15,6 +15,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from commands.triage.state import Outcome, TriageState
+from diagnosis.entry_ids import (
+    BROKER_LOSS,
+    CONTROLLER_QUORUM_LOSS,
+    FULL_DISK,
+    HANGING_TRANSACTION,
+    LOG_DIR_FAILURE,
+    NETWORK_PARTITION,
+    OFFLINE_PARTITIONS,
+    SLOW_FOLLOWER,
+    UNDER_MIN_ISR,
+)
 from diagnosis.evidence import Snapshot, broker_list, name_partitions, snapshot
 from diagnosis.lake_summary import lake_rows
 from framework.context import Context
@@ -73,13 +84,13 @@ def _j_brokers(f: Fact, entry: str) -> Outcome:
             f"{broker_list(f['registered'])})",
             "live: describe_cluster",
             "bad",
-            points_to="broker-loss",
+            points_to=BROKER_LOSS,
         )
     return Outcome(
         f"all {len(f['registered'])} expected brokers are registered",
         "live: describe_cluster",
         "ok",
-        rules_out=entry == "broker-loss",
+        rules_out=entry == BROKER_LOSS,
     )
 
 
@@ -140,7 +151,7 @@ def _j_min_isr(f: Fact, entry: str) -> Outcome:
         text,
         "live: metadata + topic configs",
         "bad" if under or f["at"] else "ok",
-        rules_out=entry == "under-min-isr" and not under,
+        rules_out=entry == UNDER_MIN_ISR and not under,
     )
 
 
@@ -202,14 +213,14 @@ def _j_hanging(f: Fact, entry: str) -> Outcome:
             + f", open {t['age_s']:,} s{lag}",
             "live: list_offsets + describe_producers + describe_transactions",
             "bad",
-            points_to="hanging-transaction",
+            points_to=HANGING_TRANSACTION,
         )
     partial = f" (not read: {', '.join(f['unread'])})" if f.get("unread") else ""
     return Outcome(
         "no open transaction holds any partition's last stable offset back" + partial,
         "live: list_offsets + describe_producers",
         "neutral" if partial else "ok",
-        rules_out=entry == "hanging-transaction" and not partial,
+        rules_out=entry == HANGING_TRANSACTION and not partial,
     )
 
 
@@ -228,7 +239,7 @@ def _j_producers(f: Fact, entry: str) -> Outcome:
         ),
         "live: describe_producers",
         "bad",
-        points_to="hanging-transaction",
+        points_to=HANGING_TRANSACTION,
     )
 
 
@@ -242,7 +253,7 @@ def _j_coordinator(f: Fact, entry: str) -> Outcome:
             "abort it by itself",
             "live: list/describe_transactions",
             "bad",
-            points_to="hanging-transaction",
+            points_to=HANGING_TRANSACTION,
         )
     if t["status"] == "past-timeout":
         return Outcome(
@@ -250,7 +261,7 @@ def _j_coordinator(f: Fact, entry: str) -> Outcome:
             "end by itself",
             "live: list/describe_transactions",
             "bad",
-            points_to="hanging-transaction",
+            points_to=HANGING_TRANSACTION,
         )
     at = time.strftime("%H:%M:%S UTC", time.gmtime(t["abort_at_ms"] / 1000)) if t["abort_at_ms"] else "its timeout"
     return Outcome(
@@ -272,9 +283,9 @@ def _j_offline(f: Fact, entry: str) -> Outcome:
             f"{len(off)} partition(s) without a leader: {name_partitions(off, 4)}",
             "live: metadata",
             "bad",
-            points_to="offline-partitions" if entry == "offline-partitions" else None,
+            points_to=OFFLINE_PARTITIONS if entry == OFFLINE_PARTITIONS else None,
         )
-    return Outcome("every partition has a leader", "live: metadata", "ok", rules_out=entry == "offline-partitions")
+    return Outcome("every partition has a leader", "live: metadata", "ok", rules_out=entry == OFFLINE_PARTITIONS)
 
 
 async def _g_quorum(live: LiveProbes, state: TriageState) -> Fact:
@@ -288,14 +299,14 @@ def _j_quorum(f: Fact, entry: str) -> Outcome:
             f"the controller quorum has no leader (voters {broker_list(f['voters'])})",
             "live: describe_metadata_quorum",
             "bad",
-            points_to="controller-quorum-loss",
+            points_to=CONTROLLER_QUORUM_LOSS,
         )
     return Outcome(
         f"controller quorum leader {f['leader']}, voters {broker_list(f['voters'])}"
         + (f", lagging {broker_list(f['lagging'])}" if f["lagging"] else ""),
         "live: describe_metadata_quorum",
         "ok",
-        rules_out=entry == "controller-quorum-loss",
+        rules_out=entry == CONTROLLER_QUORUM_LOSS,
     )
 
 
@@ -315,14 +326,14 @@ def _j_log_dirs(f: Fact, entry: str) -> Outcome:
             "nearly full: " + ", ".join(f"broker {b} {p}" for b, p in f["full"]),
             "live: describe_log_dirs",
             "bad",
-            points_to="full-disk",
+            points_to=FULL_DISK,
         )
     if f["failed"]:
         return Outcome(
             "failed log dir(s): " + ", ".join(f"broker {b} {p} ({e})" for b, p, e in f["failed"]),
             "live: describe_log_dirs",
             "bad",
-            points_to="log-dir-failure",
+            points_to=LOG_DIR_FAILURE,
         )
     if not f["count"]:
         return Outcome("no broker reported a log dir", "live: describe_log_dirs", "neutral")
@@ -330,7 +341,7 @@ def _j_log_dirs(f: Fact, entry: str) -> Outcome:
         f"all {f['count']} log dirs are online with space left",
         "live: describe_log_dirs",
         "ok",
-        rules_out=entry in ("log-dir-failure", "full-disk"),
+        rules_out=entry in (LOG_DIR_FAILURE, FULL_DISK),
     )
 
 
@@ -349,7 +360,7 @@ def _j_racks(f: Fact, entry: str) -> Outcome:
             "no broker is missing and no replica is out of its ISR: nothing is cut off",
             "live: metadata",
             "ok",
-            rules_out=entry == "network-partition",
+            rules_out=entry == NETWORK_PARTITION,
         )
     racks: dict[str, str | None] = f["racks"]
     known = {r for r in racks.values() if r}
@@ -384,8 +395,8 @@ async def _g_urp_shape(live: LiveProbes, state: TriageState) -> Fact | None:
 
 def _j_urp_shape(f: Fact, entry: str) -> Outcome:
     if f["shape"] == "flat":
-        return Outcome("URP is level (flat)", f["source"], "bad", points_to="broker-loss")
-    return Outcome("URP moves up and down", f["source"], "bad", points_to="slow-follower")
+        return Outcome("URP is level (flat)", f["source"], "bad", points_to=BROKER_LOSS)
+    return Outcome("URP moves up and down", f["source"], "bad", points_to=SLOW_FOLLOWER)
 
 
 # The probes by the name the runbook binds them to triage steps under (an entry's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from commands.triage.state import LABELS, TriageState
 from diagnosis.entries import diagnosis, hold_unconfirmed
+from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, HANGING_TRANSACTION, LOG_DIR_FAILURE, SLOW_FOLLOWER
 from diagnosis.evidence import broker_list
 from framework.reply import Action, Evidence, Reply
 from runbook_kb import KnowledgeBase, default_kb
@@ -17,15 +18,15 @@ def _suggested(state: TriageState, kb: KnowledgeBase) -> list[Action]:
     entry = state.conclusion["entry"] if state.conclusion else None
     f = state.facts
     out: list[Action] = []
-    if entry in ("broker-loss", "slow-follower", "gc-pauses", "log-dir-failure"):
+    if entry in (BROKER_LOSS, SLOW_FOLLOWER, GC_PAUSES, LOG_DIR_FAILURE):
         missing = f.get("brokers", {}).get("missing")
         when = f"After broker {broker_list(missing)} is back: " if missing else ""
         out += [
             Action(f"{when}elect preferred leaders on {t}", f"elect-leaders {t}", mutating=True)
             for t in f.get("brokers", {}).get("not_preferred", [])[:3]
         ]
-        if entry == "broker-loss" and f.get("maintenance") == "no":
-            rate = kb.failure_modes["broker-loss"].checks.thresholds[THROTTLE_KEY]
+        if entry == BROKER_LOSS and f.get("maintenance") == "no":
+            rate = kb.failure_modes[BROKER_LOSS].checks.thresholds[THROTTLE_KEY]
             rate_text = f"{rate / 1e6:g}MB/s"  # the throttle command reads MB as 1000^2
             out.append(
                 Action(
@@ -34,7 +35,7 @@ def _suggested(state: TriageState, kb: KnowledgeBase) -> list[Action]:
                     mutating=True,
                 )
             )
-    if entry == "hanging-transaction":
+    if entry == HANGING_TRANSACTION:
         out += [
             Action(
                 f"Abort producer {p['producer_id']} on {p['topic']}-{p['partition']}",
@@ -83,10 +84,10 @@ def to_reply(state: TriageState, kb: KnowledgeBase | None = None) -> Reply:
     missing = state.facts.get("brokers", {}).get("missing")
     who = (
         f" (broker {broker_list(missing)})"
-        if entry_id == "broker-loss" and missing
+        if entry_id == BROKER_LOSS and missing
         else (
             f" (broker {state.facts['suspect']})"
-            if state.facts.get("suspect") and entry_id in ("slow-follower", "gc-pauses")
+            if state.facts.get("suspect") and entry_id in (SLOW_FOLLOWER, GC_PAUSES)
             else ""
         )
     )

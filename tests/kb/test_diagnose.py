@@ -82,3 +82,16 @@ def test_urp_causes_follow_the_triage_order():
 
 def test_healthy_cluster_has_no_findings():
     assert urp_findings([P((0, 1, 2))], BrokerFacts(frozenset({0, 1, 2}), frozenset({0, 1, 2}))) == []
+
+
+def test_every_cause_the_rules_give_is_stated_once_in_the_kb():
+    """The prose both the reason and the evidence use comes from reference/missing_replicas.yaml:
+    every cause (and every network-partition case the probe tells apart) has its row."""
+    from typing import get_args
+
+    from diagnosis.rules import URPCause, replica_causes
+
+    rows = {c.id: c for c in replica_causes().causes}
+    assert set(get_args(URPCause)) | {"unreachable", "unreachable-registered"} == set(rows)
+    for cause in get_args(URPCause):
+        assert rows[cause].entry in (cause, None)

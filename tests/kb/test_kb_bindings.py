@@ -48,10 +48,11 @@ def test_the_urp_entries_share_one_live_check():
 
 def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_threshold_is_read():
     from commands.triage import view
-    from diagnosis import cold_reads, lake_evidence
+    from diagnosis import cold_reads, thresholds
 
     read = {
-        ("handler-saturation", lake_evidence.IDLE_BELOW),
+        ("hot-partition", thresholds.HOT_SKEW_KEY),
+        ("hot-partition", thresholds.HOT_MIN_RATE_KEY),
         ("broker-loss", view.THROTTLE_KEY),
         (cold_reads.ENTRY, cold_reads.RATE_KEY),
         (cold_reads.ENTRY, cold_reads.LAG_KEY),
@@ -61,3 +62,18 @@ def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_thres
         assert isinstance(value, (int, float)), f"{entry}: checks.thresholds.{key} missing or not a number"
     in_kb = {(e.id, k) for e in KB.failure_modes.values() for k in e.checks.thresholds}
     assert in_kb == read, f"thresholds in the KB that no code reads: {in_kb - read}"
+
+
+def test_the_live_and_lake_checks_read_one_bound_each():
+    """Handler saturation: the alert table's bounds (the lake takes the warning one for the window's
+    mean); hot partitions: the hot-partition entry's skew and minimum rate, for live rates, the lake's
+    ranking and the digest alike."""
+    from diagnosis import thresholds
+
+    assert (
+        thresholds.handler_idle_saturated_below()
+        == thresholds.alert_bounds("RequestHandlerAvgIdlePercent")["warning"][1]
+    )
+    rule = thresholds.hot_rule()
+    assert (rule.skew, rule.min_rate) == (3.0, 20.0)
+    assert rule.is_hot(30.0, 3.0) and not rule.is_hot(19.0, 10.0) and not rule.is_hot(100.0, None)

@@ -85,6 +85,21 @@ def test_reference_file_field_errors_are_named(kb_copy):
         load_kb(kb_copy)
 
 
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d["causes"][0].update(entry="no-such-entry"), "field 'causes.0.entry': no entry with id"),
+        (lambda d: d["causes"][0].update(count="replicas out of ISR"), "field 'causes.0.count'"),
+        (lambda d: d["causes"][0].update(state="paused on {broker}"), "field 'causes.0.state'"),
+        (lambda d: d["causes"].append(dict(d["causes"][0])), "field '\\(top level\\)'.*unique"),
+    ],
+)
+def test_missing_replica_causes_are_checked(kb_copy, change, message):
+    _edit(kb_copy / "reference" / "missing_replicas.yaml", change)
+    with pytest.raises(KBError, match=f"missing_replicas.yaml: {message}"):
+        load_kb(kb_copy)
+
+
 def test_catalogue_must_list_every_entry(kb_copy):
     _edit(kb_copy / "meta.yaml", lambda d: d["catalogue"].remove("gc-pauses"))
     with pytest.raises(KBError, match="catalogue.*gc-pauses"):
