@@ -16,9 +16,9 @@ from . import (
     hanging_transaction,
     hot_partition,
     log_dir_failure,
+    metadata_lag,
     min_isr_equals_rf,
     network_partition,
-    not_here,
     offline_partitions,
     one_dir_halt,
     page_cache_cold_reads,
@@ -55,7 +55,7 @@ MODES: list[Mode] = [
     flapping_broker.MODE,
     network_partition.MODE,
     page_cache_cold_reads.MODE,
-    *not_here.MODES,
+    metadata_lag.MODE,
 ]
 
 
