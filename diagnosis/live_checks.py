@@ -1102,13 +1102,21 @@ async def check_controller(gw: AdminGateway) -> LiveFindings:
     return LiveFindings(verdict, view.severity, view.evidence, lead, [Action("Cluster status", "status")])
 
 
-# A broker fetches metadata from the controller quorum about twice a second; one that has not
-# caught up for this long is working from stale routing (the runbook's metadata-lag signature).
-METADATA_STALE_MS = 5_000
+# How long a broker may go without catching up with the metadata log before it counts as behind:
+# the runbook entry's number (metadata-lag: checks.thresholds).
+METADATA_STALE_KEY = "metadata_stale_ms"
 
 
-def metadata_lag_findings(quorum: QuorumInfo, registered: set[int], now_ms: int) -> LiveFindings:
-    """Pure: the quorum's observers (brokers) -> which registered broker is behind on metadata."""
+def metadata_stale_ms(kb: KnowledgeBase | None = None) -> float:
+    return (kb or default_kb()).failure_modes[METADATA_LAG].checks.thresholds[METADATA_STALE_KEY]
+
+
+def metadata_lag_findings(
+    quorum: QuorumInfo, registered: set[int], now_ms: int, stale_ms: float | None = None
+) -> LiveFindings:
+    """Pure: the quorum's observers (brokers) -> which registered broker is behind on metadata
+    (``stale_ms``: the runbook's threshold unless given)."""
+    stale_ms = metadata_stale_ms() if stale_ms is None else stale_ms
     evidence: list[Evidence] = []
     behind: list[tuple[int, int, int]] = []
     for o in quorum.observers:
@@ -1117,7 +1125,7 @@ def metadata_lag_findings(quorum: QuorumInfo, registered: set[int], now_ms: int)
             if o.last_caught_up_timestamp and o.last_caught_up_timestamp > 0
             else None
         )
-        stale = since is not None and since > METADATA_STALE_MS and o.lag > 0
+        stale = since is not None and since > stale_ms and o.lag > 0
         evidence.append(
             Evidence(
                 f"Broker {o.id} metadata",

@@ -64,6 +64,7 @@ class LabCluster(LocalCluster):
         memcap.release(self.port_base)  # a page-cache cap left in place (keyed by this port base)
         self.down()
         netcut.restore(self.port_base)  # a network-partition cut left in place (keyed by this port base)
+        netcut.release(self.port_base)  # a metadata-lag hold left in place (keyed the same way)
         if self.disk2 is not None and _is_mount(self.disk2_mount):
             subprocess.run(["fsfreeze", "-u", str(self.disk2_mount)], capture_output=True, timeout=30)
             subprocess.run(["umount", str(self.disk2_mount)], capture_output=True, timeout=60)

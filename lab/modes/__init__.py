@@ -15,9 +15,9 @@ from lab.modes import (
     hanging_transaction,
     hot_partition,
     log_dir_failure,
+    metadata_lag,
     min_isr_equals_rf,
     network_partition,
-    not_here,
     offline_partitions,
     one_dir_halt,
     page_cache_cold_reads,
@@ -54,7 +54,7 @@ MODES: list[Mode] = [
     flapping_broker.MODE,
     network_partition.MODE,
     page_cache_cold_reads.MODE,
-    *not_here.MODES,
+    metadata_lag.MODE,
 ]
 
 

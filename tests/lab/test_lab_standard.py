@@ -155,3 +155,37 @@ def test_page_cache_cold_reads_answer_moves_nothing_and_the_cap_is_gone(runs):
     assert not any(step["destroys_data"] for step in top["mitigation"]), top["mitigation"]
     assert "Broker 103 reads" in why["verdict"] and "from disk" in why["verdict"], why["verdict"]
     assert not memcap.active(runs.cluster.port_base)
+
+
+def test_metadata_lag_answer_names_the_laggard_and_moves_nothing(runs):
+    """Broker 103's metadata fetches held on loopback (tc, matched by the request) while its
+    heartbeats flow: it stays unfenced and falls behind, a leadership change passes it by (the
+    others name 103 as leader of partition 0, 103 still names 101) and a record sent there is
+    refused with NOT_LEADER_OR_FOLLOWER. The answer names 103 as behind on metadata and advises
+    nothing destructive; after the heal the hold is gone (it is machine-wide on lo) and 103 is
+    caught up."""
+    from lab import netcut
+    from lab.modes.metadata_lag import observers, outside_admin
+
+    res = runs.result(MODES["metadata-lag"])
+    if not res["reproduced"]:
+        pytest.fail(f"metadata-lag was not reproduced ({res['error']}): nothing to judge")
+    facts = res["facts"]
+    assert facts["fenced_broker_count"] == 0  # observed: lag alone never fences a broker
+    assert facts["leader_seen_by"] == {"101": 103, "102": 103, "103": 101}, facts
+    assert facts["produce_to_partition_0"] == "NotLeaderForPartitionError", facts
+    assert facts["observers"]["103"]["lag"] > 0 and facts["observers"]["101"]["caught_up_s_ago"] < 2, facts
+    why = res["answers"][0]["reply"]
+    assert "Broker 103 is behind on metadata" in why["verdict"], why["verdict"]
+    top = why["diagnoses"][0]
+    assert not any(step["destroys_data"] for step in top["mitigation"]), top["mitigation"]
+    for wrong in ("kafka-reassign-partitions", "unclean"):
+        assert wrong not in why["verdict"], why["verdict"]
+    assert netcut.held(runs.cluster.port_base) is None
+    admin = outside_admin(runs.cluster)
+    try:
+        runs.cluster.faults.wait_for(
+            lambda: observers(admin)[103]["lag"] < 5, 30, "broker 103 to catch up after the heal"
+        )
+    finally:
+        admin.close()
