@@ -623,7 +623,7 @@ class AlertThreads:
             await slack_thread.fail("the diagnosis could not be posted; it is in the bot's log and audit")
             raise
         if request is not None:  # the alert's thread remembers its incident: follow-ups start from it
-            await bot._remember(request, reply, slack_thread)
+            await bot.remember(request, reply, slack_thread)
         await bot.audit.write(
             "answer",
             transport="alertmanager",
