@@ -17,8 +17,10 @@ from commands.context import Context
 from commands.dispatch import Answer, answer, complete, run_request
 from commands.followup import IncidentMemory, parse_request
 from commands.registry import ROUTER
+from commands.reply import Reply
 from kbot_settings import load
 
+from .answer_parts import show_in_parts
 from .app import close_context, make_context
 from .render import render_addition, render_json, render_text
 from .spinner import Spinner
@@ -83,6 +85,23 @@ async def _answer(text: str, ctx: Context, memory: IncidentMemory | None) -> Ans
     return await run_request(parsed, ctx, early=True)
 
 
+async def _show(result: Answer) -> None:
+    _emit(result, as_json=False)
+    sys.stdout.flush()
+
+
+async def _add(addition: Reply) -> None:
+    print(render_addition(addition), end="")
+
+
+async def _complete_with_spinner(result: Answer) -> Answer:
+    await SPINNER.progress("adding the metric lake's evidence")
+    try:
+        return await complete(result)
+    finally:
+        SPINNER.stop()
+
+
 async def _answer_and_emit(
     text: str, ctx: Context, as_json: bool, *, compact_json: bool = False, memory: IncidentMemory | None = None
 ) -> Answer:
@@ -96,21 +115,11 @@ async def _answer_and_emit(
         result = await _answer(text, ctx, memory)
     finally:
         SPINNER.stop()
-    final = result
-    if result.reply.later is None:
-        _emit(result, as_json, compact_json)
-    elif as_json or (result.request is not None and result.request.json):
-        final = await complete(result)
+    if as_json or (result.request is not None and result.request.json):
+        final = await complete(result)  # JSON waits for the lake: one document per answer
         _emit(final, as_json, compact_json)
     else:
-        _emit(result, as_json)
-        sys.stdout.flush()
-        await SPINNER.progress("adding the metric lake's evidence")
-        try:
-            final = await complete(result)
-        finally:
-            SPINNER.stop()
-        print(render_addition(result.reply, final.reply), end="")
+        final = await show_in_parts(result, _show, _add, complete_with=_complete_with_spinner)
     if memory is not None and final.request is not None:
         memory.remember(final.request, final.reply)
     return final

@@ -264,9 +264,8 @@ def addition_reply(early: Reply, final: Reply) -> Reply:
     )
 
 
-def render_addition(early: Reply, final: Reply) -> str:
-    """The lake's part for a terminal that already printed the early answer."""
-    add = addition_reply(early, final)
+def render_addition(add: Reply) -> str:
+    """The lake's part (``addition_reply``) for a terminal that already printed the early answer."""
     out = [f"+ {add.title}: {add.verdict}"]
     out += [f"  {TEXT_MARK[e.status]} {e.label}: {e.value}  ({e.source})" for e in add.evidence]
     out += [f"  {series_line(s)}" for s in add.series]

@@ -1,10 +1,10 @@
 """Answering one admitted Slack request: a working message, the command, the answer in its thread.
 
 A top-level question gets a working message in the channel and its answer in that message's
-thread (bot/slack_thread.py); the metric lake's part, when slower, follows in the same thread.
-A working message Slack will not take is answered privately instead; a delivery that fails after
-the queue's retries is reported (audit and log, with the request id) and the working message is
-marked, so no hourglass is left behind. A question already being
+thread (bot/slack_thread.py); the metric lake's part, when slower, follows in the same thread
+(bot/answer_parts.py). A working message Slack will not take is answered privately instead; a
+delivery that fails after the queue's retries is reported (audit and log, with the request id)
+and the working message is marked, so no hourglass is left behind. A question already being
 answered in the channel is pointed to the first asker's thread (``point_to``).
 """
 
@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 
-from commands.dispatch import complete, run_request
+from commands.dispatch import Answer, run_request
 from commands.reply import Reply
 from commands.timeline import answer_summary
 from gate.audit import scrub, token_id
 from gate.rbac import SLACK_USER_ID
 
+from .answer_parts import show_in_parts
 from .delivery import DeliveryFailed, slack_error
-from .render import addition_reply, slack_escape
+from .render import slack_escape
 from .slack_messages import action_token, tell_privately
 from .slack_request import SlackRequest
 from .slack_thread import SlackThread
@@ -88,16 +89,18 @@ class Answering:
             return False
         if entry is not None:
             bot.coalescer.started(entry, (thread.channel, thread.ts))
+        posted: list[str] = []
+
+        async def show(first: Answer) -> None:
+            posted.extend(await thread.finish(first.reply, full=first.request is not None and first.request.full))
+            await thread.attach(first.reply)  # files an answer carries (a timeline's exports)
+
+        async def add(addition: Reply) -> None:
+            posted.extend(await thread.add(addition))
+
         try:
             result = await run_request(request, dataclasses.replace(bot.ctx, progress=thread.progress), early=True)
-            full = result.request is not None and result.request.full
-            posted = await thread.finish(result.reply, full=full)
-            await thread.attach(result.reply)  # files an answer carries (a timeline's exports)
-            if result.reply.later is not None:
-                # The live answer is up; the metric lake's part follows in the same thread.
-                early_reply = result.reply
-                result = await complete(result)
-                posted += await thread.add(addition_reply(early_reply, result.reply))
+            result = await show_in_parts(result, show, add)
             await bot.messages.remember_answer_messages(request, result.reply, thread, posted, req.message)
             await bot.remember(request, result.reply, thread)
         except Exception as exc:
