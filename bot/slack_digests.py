@@ -7,7 +7,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from commands.dispatch import Answer, answer, parse_request
+from commands.dispatch import Answer, parse_request, run_request
+from commands.followup import parse_request as parse_followup
 from commands.reply import Reply
 
 from .cluster_routing import route
@@ -48,21 +49,24 @@ class Digests:
         """A schedule's command in its channel: about the channel's cluster; with several clusters
         and no mapping, one post per cluster (a digest of each)."""
         routing = self.bot.routing
-        texts = [schedule.text]
+        text = schedule.text
+        clusters: list[str | None] = [None]
         if routing is not None:
             routed = route(schedule.text, schedule.channel, routing)
-            texts = (
-                [routed.text]
-                if not isinstance(routed, Reply)
-                else [f"{schedule.text} --cluster {name}" for name in routing.clusters]
-            )
-        for text in texts:
-            await self._post(schedule, due, text)
+            if isinstance(routed, Reply):
+                clusters = list(routing.clusters)
+            else:
+                text, clusters = routed.text, [routed.cluster]
+        for cluster in clusters:
+            await self._post(schedule, due, text, cluster)
 
-    async def _post(self, schedule: Schedule, due, text: str) -> None:
+    async def _post(self, schedule: Schedule, due, text: str, cluster: str | None) -> None:
         bot = self.bot
         started = time.monotonic()
-        result = await answer(text, bot.ctx, user="scheduler", channel=schedule.channel, router=bot.router)
+        request = parse_followup(
+            text, None, user="scheduler", channel=schedule.channel, router=bot.router, cluster=cluster
+        )
+        result = request if isinstance(request, Answer) else await run_request(request, bot.ctx)
         pages = render_blocks(result.reply, full=True)  # a digest is read at leisure: all of it
         first = await bot.delivery.post(schedule.channel, **pages[0])
         for page in pages[1:]:
@@ -73,6 +77,7 @@ class Digests:
             schedule=schedule.source,
             channel=schedule.channel,
             text=text,
+            cluster=cluster,
             due=due.isoformat(),
             outcome=result.outcome,
             latency_ms=round((time.monotonic() - started) * 1000, 1),

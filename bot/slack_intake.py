@@ -122,6 +122,7 @@ class Intake:
             await self.refuse(identity, "identity", req)
             return None
         memory = await self.bot.memory(channel, req.thread_ts)
+        cluster = None
         if self.bot.routing is not None:
             # Which cluster: `@name` first, else the channel's mapping; with several clusters and
             # neither, ask (with a button per cluster) rather than answer about the wrong one.
@@ -132,8 +133,8 @@ class Intake:
                     return None
                 # a follow-up in a thread about one cluster: the thread's memory binds it on the request
             else:
-                text = routed.text
-        request = parse_followup(text, memory, user=user, channel=channel, router=self.bot.router)
+                text, cluster = routed.text, routed.cluster
+        request = parse_followup(text, memory, user=user, channel=channel, router=self.bot.router, cluster=cluster)
         if isinstance(request, Answer):  # not a command: dispatch's answer says why, as in the terminal
             await self.refuse(Verdict.no("bad_input", request.reply.verdict), "bad_input", req, reply=request.reply)
             return None
