@@ -12,7 +12,7 @@ from commands.followup import parse_request as parse_followup
 from commands.reply import Reply
 
 from .cluster_routing import route
-from .render import render_blocks
+from .render_slack import render_blocks
 from .scheduler import Schedule, Scheduler, parse_schedules
 
 if TYPE_CHECKING:

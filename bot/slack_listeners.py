@@ -37,7 +37,7 @@ from .slack_request import SlackRequest
 if TYPE_CHECKING:
     from .slack_bot import KafkaBot
 
-ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
+ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render_slack.py names every Reply button this way
 
 
 class Listeners:

@@ -27,7 +27,8 @@ from gate.audit import scrub
 from gate.rbac import SLACK_USER_ID
 
 from .delivery import Delivery, DeliveryFailed, slack_error
-from .render import render_blocks, slack_escape
+from .render import slack_escape
+from .render_slack import render_blocks
 
 if TYPE_CHECKING:
     from slack_bolt.context.respond.async_respond import AsyncRespond

@@ -26,7 +26,8 @@ from gate.rbac import SLACK_GROUP_ID, SLACK_USER_ID
 
 from .delivery import Delivery, slack_error
 from .layout import for_transport
-from .render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
+from .render import render_text, slack_escape
+from .render_slack import MAX_SECTION_TEXT, render_blocks
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ import json
 import socket
 import time
 
-from bot.render import render_blocks, render_text
+from bot.render import render_text
+from bot.render_slack import render_blocks
 from commands.context import Context
 from commands.dispatch import answer
 from live.pool import GatewayPool

@@ -24,7 +24,8 @@ import pytest
 from action_fakes import FakeGateway, FakePool, GroupReadingGateway, cv, producer  # noqa: E402
 from block_limits import violations  # noqa: E402
 
-from bot.render import render_blocks, render_text  # noqa: E402
+from bot.render import render_text  # noqa: E402
+from bot.render_slack import render_blocks
 from commands import hot_partitions, metric_checks  # noqa: E402
 from commands.actions import Pending  # noqa: E402
 from commands.context import Context  # noqa: E402

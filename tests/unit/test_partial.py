@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bot.render import render_blocks, render_json, render_text
+from bot.render import render_json, render_text
+from bot.render_slack import render_blocks
 from commands.partial import collecting, note_missing
 from commands.reply import Reply
 from live.gateway import NotAuthorized

@@ -9,7 +9,7 @@ import json
 import pytest
 from block_limits import violations
 
-from bot.render import render_blocks
+from bot.render_slack import render_blocks
 from commands.context import Context
 from commands.dispatch import run_request
 from commands.followup import IncidentMemory, ThreadMemories
