@@ -216,7 +216,7 @@ def start_alert_stack(env: dict[str, str]):
     from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
     import secrets
 
-    from .alerts import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+    from .alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
     from .alerts_stack import RULES, StackError, local_stack
     from .settings import Settings
     from .slack_app import configured

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if as_json:
         import json
 
-        from .alerts import AlertConfig, AlertConfigError
+        from .alertmanager import AlertConfig, AlertConfigError
 
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONFIGURED
-    from .alerts import AlertConfig, AlertConfigError
+    from .alertmanager import AlertConfig, AlertConfigError
 
     try:
         alerts = AlertConfig.from_env(env)
