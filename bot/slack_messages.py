@@ -158,14 +158,19 @@ class ActionMessages:
         if request.spec.name not in ("confirm", "cancel"):
             return
         token = str(request.args.get("token", ""))
-        self.in_flight.discard(token)
-        rec = await self.gate.status(token)
-        if rec is None:
-            return
-        if thread.ts:  # the working message is this answer now: never edited again
-            await self.gate.mark_settled(token, thread.channel, thread.ts, rec.state)
-        if (message or {}).get("ts") and rec.state not in ("pending", "executing"):
-            await self.gate.mark_settled(token, thread.channel, message["ts"], rec.state)
+        # Out of flight only once its messages are marked, and not in the middle of a sweep that
+        # read them unsettled: either would edit the clicked preview a second time.
+        async with self.settling:
+            try:
+                rec = await self.gate.status(token)
+                if rec is None:
+                    return
+                if thread.ts:  # the working message is this answer now: never edited again
+                    await self.gate.mark_settled(token, thread.channel, thread.ts, rec.state)
+                if (message or {}).get("ts") and rec.state not in ("pending", "executing"):
+                    await self.gate.mark_settled(token, thread.channel, message["ts"], rec.state)
+            finally:
+                self.in_flight.discard(token)
 
     async def retire_clicked(self, message: dict, channel: str, request, outcome: str, user: str) -> None:
         """Take the buttons off the message clicked once they are spent, so nobody clicks a dead
