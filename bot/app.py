@@ -74,10 +74,9 @@ def make_context(
         kb=default_kb(),
         live=pool if pool.configured() else None,
         gate=default_gate(Settings.from_env(env)),
-        # a one-shot ask does not warm an in-process Spark up first (the lake's query paths run
-        # once before READY): its own question is the first query.  KBOT_LAKE=1 without the
-        # Connect server, alternated on 2 cores: 31.6-33.8 s with the warm-up, past the 30 s
-        # lake timeout; 24.8-27.2 s without
+        # a one-shot ask does not warm an in-process Spark up first: its own question is the first
+        # query, and a warm-up would push a cold start past the lake's 30 s timeout (figures in
+        # docs/lake-connect.md)
         lake=lake_from_env(env, warm=None if lake else False) if want_lake else None,
     )
     if progress is not None:

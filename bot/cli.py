@@ -27,9 +27,8 @@ from runbook_kb import KBError, default_kb
 EXIT_BAD_INPUT = 2
 
 
-def _choose_cluster(name: str, env: dict[str, str]) -> str | None:
-    """``--cluster NAME``: make NAME the default cluster of ``env`` (KBOT_CLUSTER, which
-    live/config.py honours), after checking it is configured. Returns the problem, if any."""
+def _unknown_cluster(name: str, env: dict[str, str]) -> str | None:
+    """``--cluster NAME``: the problem when NAME is not a configured cluster, else None."""
     from live.config import ConfigError, load_clusters
 
     try:
@@ -38,7 +37,6 @@ def _choose_cluster(name: str, env: dict[str, str]) -> str | None:
         return str(exc)
     if name not in known:
         return f"unknown Kafka cluster {name!r}; configured clusters: {', '.join(known) or 'none'}"
-    env["KBOT_CLUSTER"] = name
     return None
 
 
@@ -270,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
         return 1
     if args.command in ("ask", "console", "audit") and args.cluster is not None:
-        problem = _choose_cluster(args.cluster, env)
+        problem = _unknown_cluster(args.cluster, env)
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
@@ -285,15 +283,16 @@ def main(argv: list[str] | None = None) -> int:
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(ask(" ".join(text), args.json, png, env))
+        return asyncio.run(ask(" ".join(text), args.json, png, env, cluster=args.cluster))
     if args.command == "audit":
         from bot.console import ask
 
-        return asyncio.run(ask("audit --principals" if args.principals else "audit", args.json, None, env))
+        text = "audit --principals" if args.principals else "audit"
+        return asyncio.run(ask(text, args.json, None, env, cluster=args.cluster))
     if args.command == "console":
         from bot.console import console
 
-        return console(args.json, env)
+        return console(args.json, env, cluster=args.cluster)
     if args.command == "incident":
         return _incident_timeline(args, env, kb)
     if args.command == "check":

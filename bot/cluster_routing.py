@@ -4,12 +4,13 @@ one cluster is configured - that one. With several clusters and neither, the bot
 guessing: on call, an answer about the wrong cluster is worse than a question.
 
 Pure: :func:`route` takes the text, the channel and a :class:`Routing` (the configuration read
-once), and returns either the text to run - with ``--cluster NAME`` added, which the command
-router already understands - or the "which cluster?" Reply. The Slack handler calls::
+once), and returns either the text to parse and the cluster to bind on the parsed request, or
+the "which cluster?" Reply. The cluster travels as a value, as the terminal's ``--cluster`` does
+(framework.followup.parse_request's ``cluster``)::
 
     routed = route(text, channel_id, routing)
     if isinstance(routed, Reply): post it
-    else: answer(routed.text, ctx, user=..., channel=...)
+    else: parse_request(routed.text, memory, cluster=routed.cluster, ...)
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class Routing:
 
 @dataclass(frozen=True)
 class Routed:
-    text: str  # what to pass to framework.dispatch.answer
-    cluster: str | None  # the chosen cluster (None: the command needs none)
+    text: str  # what to parse: the text without its leading @name
+    # the cluster to bind on the request; None when the text names it (--cluster), the command
+    # reads none, or the only one configured is the default anyway
+    cluster: str | None
     how: str  # "explicit" | "flag" | "channel" | "only" | "none"
 
 
@@ -53,10 +56,6 @@ def _first_word(text: str) -> str:
     except ValueError:
         words = text.split()
     return words[0].lower() if words else ""
-
-
-def _with_cluster(text: str, name: str) -> str:
-    return f"{text.rstrip()} --cluster {shlex.quote(name)}"
 
 
 def names_cluster(text: str) -> bool:
@@ -82,16 +81,16 @@ def route(text: str, channel: str | None, routing: Routing) -> Routed | Reply:
                 outcome="bad_input",
                 verdict=f"The command names a cluster twice (@{name} and --cluster); keep one.",
             )
-        return Routed(_with_cluster(rest, name), name, "explicit")
+        return Routed(rest, name, "explicit")
     if _CLUSTER_FLAG.search(text):
         return Routed(text, None, "flag")  # the router validates the name and says if it is unknown
     if _first_word(text) in NO_CLUSTER or not text.strip():
         return Routed(text, None, "none")
     mapped = routing.channels.get(channel or "")
     if mapped:
-        return Routed(_with_cluster(text, mapped), mapped, "channel")
+        return Routed(text, mapped, "channel")
     if len(routing.clusters) == 1:
-        return Routed(text, routing.clusters[0], "only")
+        return Routed(text, None, "only")
     return which_cluster_reply(text, routing, channel)
 
 

@@ -13,13 +13,15 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from bot.answer_parts import show_in_parts
 from bot.app import close_context, make_context
 from bot.render import render_addition, render_json, render_text
 from bot.spinner import Spinner
-from commands.registry import ROUTER, answer
+from commands.registry import ROUTER
 from framework.context import Context
 from framework.dispatch import Answer, complete, run_request
 from framework.followup import IncidentMemory, parse_request
+from framework.reply import Reply
 from kbot_settings import load
 
 
@@ -72,53 +74,72 @@ def _write_png(result: Answer, path: str) -> None:
     print(f"chart written to {path}", file=sys.stderr)
 
 
-async def _answer(text: str, ctx: Context, memory: IncidentMemory | None) -> Answer:
+async def _answer(text: str, ctx: Context, memory: IncidentMemory | None, cluster: str | None) -> Answer:
     user = ctx.gate.acting_user if ctx.gate is not None else None  # the OS account, never $USER
-    if memory is None:
-        return await answer(text, ctx, user=user, early=True)
-    parsed = parse_request(text, memory, user=user, channel=None, router=ROUTER)
+    parsed = parse_request(text, memory, user=user, channel=None, router=ROUTER, cluster=cluster)
     if isinstance(parsed, Answer):
         return parsed
     return await run_request(parsed, ctx, early=True)
 
 
+async def _show(result: Answer) -> None:
+    _emit(result, as_json=False)
+    sys.stdout.flush()
+
+
+async def _add(addition: Reply) -> None:
+    print(render_addition(addition), end="")
+
+
+async def _complete_with_spinner(result: Answer) -> Answer:
+    await SPINNER.progress("adding the metric lake's evidence")
+    try:
+        return await complete(result)
+    finally:
+        SPINNER.stop()
+
+
 async def _answer_and_emit(
-    text: str, ctx: Context, as_json: bool, *, compact_json: bool = False, memory: IncidentMemory | None = None
+    text: str,
+    ctx: Context,
+    as_json: bool,
+    *,
+    compact_json: bool = False,
+    memory: IncidentMemory | None = None,
+    cluster: str | None = None,
 ) -> Answer:
     """Print the answer; when the lake's evidence is still coming, print the live answer first and
     the lake's part when it is in (JSON waits: one document per answer). ``memory``: the console
-    session's incident (framework/followup.py): a question starts from what earlier ones named."""
+    session's incident (commands/followup.py): a question starts from what earlier ones named.
+    ``cluster``: the cluster `--cluster` chose (None: the default one), unless the text names one."""
     # every question shows what it waits on from its start; commands with several steps name each
     # one as they go (the terminal only: in Slack each message is an edit of the working message)
     await SPINNER.progress(f"answering '{_clip(text)}'")
     try:
-        result = await _answer(text, ctx, memory)
+        result = await _answer(text, ctx, memory, cluster)
     finally:
         SPINNER.stop()
-    final = result
-    if result.reply.later is None:
-        _emit(result, as_json, compact_json)
-    elif as_json or (result.request is not None and result.request.json):
-        final = await complete(result)
+    if as_json or (result.request is not None and result.request.json):
+        final = await complete(result)  # JSON waits for the lake: one document per answer
         _emit(final, as_json, compact_json)
     else:
-        _emit(result, as_json)
-        sys.stdout.flush()
-        await SPINNER.progress("adding the metric lake's evidence")
-        try:
-            final = await complete(result)
-        finally:
-            SPINNER.stop()
-        print(render_addition(result.reply, final.reply), end="")
+        final = await show_in_parts(result, _show, _add, complete_with=_complete_with_spinner)
     if memory is not None and final.request is not None:
         memory.remember(final.request, final.reply)
     return final
 
 
-async def ask(text: str, as_json: bool, png: str | None = None, env: Mapping[str, str] | None = None) -> int:
+async def ask(
+    text: str,
+    as_json: bool,
+    png: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    cluster: str | None = None,
+) -> int:
     ctx = make_context(lake=False, progress=_progress, env=env)
     try:
-        result = await _answer_and_emit(text, ctx, as_json)
+        result = await _answer_and_emit(text, ctx, as_json, cluster=cluster)
     finally:
         await close_context(ctx)
     if png:
@@ -163,7 +184,7 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
         print("\nCancelled.", file=sys.stderr)
 
 
-def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
+def console(as_json: bool, env: Mapping[str, str] | None = None, *, cluster: str | None = None) -> int:
     env = dict(os.environ if env is None else env)
     settings = load(env)
     # Spark's JVM (the lake, started in the background) writes its start-up warnings to a log in
@@ -184,7 +205,9 @@ def console(as_json: bool, env: Mapping[str, str] | None = None) -> int:
                 continue
             if text.lower() in ("exit", "quit", r"\q"):
                 break
-            _run_cancellable(loop, _answer_and_emit(text, ctx, as_json, compact_json=True, memory=memory))
+            _run_cancellable(
+                loop, _answer_and_emit(text, ctx, as_json, compact_json=True, memory=memory, cluster=cluster)
+            )
             sys.stdout.flush()
     finally:
         loop.run_until_complete(close_context(ctx))

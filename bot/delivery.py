@@ -18,6 +18,10 @@ queue, not race: every chat.postMessage / chat.update for a channel goes through
 A Slack error that is an answer (not_in_channel, invalid_blocks, ...) is raised to the caller at
 once: retrying it cannot help, and the caller knows the fallback (answer privately, post as text).
 
+``make_client``: the app's one AsyncWebClient, whose retry handlers retry a 429 after its
+Retry-After and a dropped connection or a 5xx, for our calls and Bolt's alike; the queues use it
+through ``queue_client``, which leaves 429s and 5xx to them.
+
 ``Coalescer``: when the same read-only question about the same cluster is asked in a channel while
 its answer is being built, or was posted less than ``window_s`` ago, the first asker's thread answers
 everyone; the others are pointed to it instead of building the same answer N times.
@@ -31,11 +35,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
 
 from gate.rbac import slack_error_code
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +130,48 @@ def _server_wait(exc: SlackApiError, backoff_s: float) -> float:
         return min(max(0.0, float(_header(exc, "retry-after"))), MAX_SERVER_RETRY_AFTER_S)
     except (TypeError, ValueError):
         return backoff_s
+
+
+class AsyncServerErrorRetryHandler(AsyncRetryHandler):
+    """A 5xx, whatever its body (Slack's JSON, a proxy's plain text or HTML page), is retried like a
+    dropped connection; slack_sdk's own server-error handler knows 500 and 503 only."""
+
+    async def _can_retry_async(self, *, state, request, response=None, error=None) -> bool:
+        if response is not None:
+            return response.status_code >= 500
+        return error is not None and server_error(error)  # a 5xx whose JSON did not parse
+
+
+def make_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    return AsyncWebClient(
+        token=settings.bot_token,
+        base_url=settings.api_url,
+        timeout=30,
+        # One shared session keeps connections to Slack alive; without it slack_sdk opens (and
+        # TLS-handshakes) a new connection for every call, which dominates a burst's CPU time.
+        session=session,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+    )
+
+
+def queue_client(client: AsyncWebClient) -> AsyncWebClient:
+    """The same client (token, URL, session), minus the rate-limit and 5xx retry handlers: the
+    delivery queue retries those itself, paced and reported per channel."""
+    return AsyncWebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=client.timeout,
+        session=client.session,
+        retry_handlers=[
+            h
+            for h in client.retry_handlers
+            if not isinstance(h, (AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler))
+        ],
+    )
 
 
 @dataclass

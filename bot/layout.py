@@ -6,7 +6,7 @@ An on-call engineer reads the first lines and acts, so a diagnosis answer is lai
    them (a step that destroys data is never numbered: it sits with the warnings, as a last resort),
 3. the evidence, 4. why (one source line), 5. other causes considered (one line each),
 6. more (the full runbook, next commands, actions).
-The renderers (bot/render.py) draw this for the terminal and for Slack; ``--full`` renders the
+The renderers (bot/render.py, bot/render_slack.py) draw this for the terminal and for Slack; ``--full`` renders the
 whole Reply instead. Nothing here formats for a transport.
 """
 

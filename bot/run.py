@@ -214,7 +214,7 @@ def start_alert_stack(env: dict[str, str]):
     from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
     import secrets
 
-    from bot.alerts import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+    from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
     from bot.alerts_stack import RULES, StackError, local_stack
     from bot.settings import Settings
     from bot.slack_app import configured

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if as_json:
         import json
 
-        from bot.alerts import AlertConfig, AlertConfigError
+        from bot.alertmanager import AlertConfig, AlertConfigError
 
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONFIGURED
-    from bot.alerts import AlertConfig, AlertConfigError
+    from bot.alertmanager import AlertConfig, AlertConfigError
 
     try:
         alerts = AlertConfig.from_env(env)

@@ -15,7 +15,7 @@ Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this ord
 
     drop_retries    Slack retries a request it thinks we missed; a repeat of one we already
                     received (an event: the same event_id) is acked again and not run again, a
-                    retry whose first delivery never reached us runs (``Deliveries`` in bot/slack_bot.py)
+                    retry whose first delivery never reached us runs (``Deliveries`` in bot/slack_http.py)
     check_origin    a workspace, Enterprise Grid org or app outside the allow-lists is refused:
                     acked, answered privately where Slack lets us, audited; its listener never runs
 
@@ -37,7 +37,7 @@ from bot.slack_request import SlackRequest
 if TYPE_CHECKING:
     from bot.slack_bot import KafkaBot
 
-ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render.py names every Reply button this way
+ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render_slack.py names every Reply button this way
 
 
 class Listeners:
@@ -94,22 +94,22 @@ class Listeners:
         response = await ack(text=f":no_entry: {verdict.reason}") if sender.source == "slash" else await ack()
         if sender.source == "button":
             origin = dataclasses.replace(sender, respond=respond)
-            self.bot.spawn(self.bot.refuse(verdict, "origin", origin, api_app_id=sender.api_app_id))
+            self.bot.spawn(self.bot.intake.refuse(verdict, "origin", origin, api_app_id=sender.api_app_id))
         else:
-            self.bot.spawn(self.bot.audit_refusal("origin", verdict, sender, api_app_id=sender.api_app_id))
+            self.bot.spawn(self.bot.intake.audit_refusal("origin", verdict, sender, api_app_id=sender.api_app_id))
         return response
 
     # ---- listeners ----------------------------------------------------------------------------------
     async def slash(self, ack, body: dict, respond) -> None:
         await ack()
-        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body, respond=respond)))
+        self.bot.spawn(self.bot.intake.handle_text(SlackRequest.of(body, respond=respond)))
 
     async def button(self, ack, body: dict, respond) -> None:
         await ack()
-        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body, respond=respond)))
+        self.bot.spawn(self.bot.intake.handle_text(SlackRequest.of(body, respond=respond)))
 
     async def mention(self, body: dict) -> None:
-        self.bot.spawn(self.bot.handle_text(SlackRequest.of(body)))
+        self.bot.spawn(self.bot.intake.handle_text(SlackRequest.of(body)))
 
     async def message(self, body: dict) -> None:
-        self.bot.spawn(self.bot.handle_thread_message(SlackRequest.of(body)))
+        self.bot.spawn(self.bot.intake.handle_thread_message(SlackRequest.of(body)))

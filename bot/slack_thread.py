@@ -22,7 +22,8 @@ from slack_sdk.errors import SlackApiError
 
 from bot.delivery import Delivery, slack_error
 from bot.layout import for_transport
-from bot.render import MAX_SECTION_TEXT, render_blocks, render_text, slack_escape
+from bot.render import render_text, slack_escape
+from bot.render_slack import MAX_SECTION_TEXT, render_blocks
 from framework.reply import Ask, Reply
 from gate.audit import scrub
 from gate.rbac import SLACK_GROUP_ID, SLACK_USER_ID

@@ -114,11 +114,13 @@ class IncidentMemory:
     def binding(self) -> Binding:
         return Binding(self)
 
-    def parse(self, text: str, router: Router) -> CommandRequest:
+    def parse(self, text: str, router: Router, cluster: str | None = None) -> CommandRequest:
         """``text`` parsed with this memory: references and left-out values bound, the note set.
-        Raises BadInput as Router.parse does (and when "it" refers to nothing known)."""
+        ``cluster``: chosen outside the text, it comes before the memory's. Raises BadInput as
+        Router.parse does (and when "it" refers to nothing known)."""
         binding = self.binding()
         request = router.parse(text, referents=binding)
+        request.cluster = request.cluster or cluster
         self.apply(request, binding)
         return request
 
@@ -429,14 +431,25 @@ class ThreadMemories:
 
 
 def parse_request(
-    text: str, memory: IncidentMemory | None, *, user: str | None, channel: str | None, router: Router
+    text: str,
+    memory: IncidentMemory | None,
+    *,
+    user: str | None,
+    channel: str | None,
+    router: Router,
+    cluster: str | None = None,
 ) -> CommandRequest | Answer:
     """framework.dispatch.parse_request with the thread's memory: the request, or the bad_input
-    Answer saying why it is not one ("it" naming nothing known included)."""
+    Answer saying why it is not one ("it" naming nothing known included). ``cluster``: the one
+    chosen outside the text (the Slack channel's, the terminal's --cluster); a --cluster in the
+    text wins over it."""
     if memory is None:
-        return dispatch.parse_request(text, user=user, channel=channel, router=router)
+        parsed = dispatch.parse_request(text, user=user, channel=channel, router=router)
+        if isinstance(parsed, CommandRequest):
+            parsed.cluster = parsed.cluster or cluster
+        return parsed
     try:
-        request = memory.parse(text, router)
+        request = memory.parse(text, router, cluster)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input")
     request.user, request.channel = user, channel

@@ -141,7 +141,7 @@ OTHER_QUESTIONS = [
     "runbook PRODUCER_FENCED",
     "help why",
 ]
-POINTER = "Already answered in a thread"  # the title of the private pointer (bot/slack_bot.py)
+POINTER = "Already answered in a thread"  # the title of the private pointer (bot/slack_answer.py)
 
 
 def answered(stand: StandIn) -> tuple[int, int, int, int]:

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.render import render_blocks  # noqa: E402
+from bot.render_slack import render_blocks  # noqa: E402
 from commands.registry import answer  # noqa: E402
 from framework.context import Context  # noqa: E402
 from live.pool import GatewayPool  # noqa: E402

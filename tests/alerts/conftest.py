@@ -13,9 +13,10 @@ from slack_stand_in import running_stand
 def fast_loops(monkeypatch):
     """The expiry sweep and the message settling run every 0.2 s instead of 60 s / 5 s."""
     import bot.slack_bot as slack_bot
+    import bot.slack_messages as slack_messages
 
     monkeypatch.setattr(slack_bot, "EXPIRY_SWEEP_S", 0.2)
-    monkeypatch.setattr(slack_bot, "SETTLE_INTERVAL_S", 0.2)
+    monkeypatch.setattr(slack_messages, "SETTLE_INTERVAL_S", 0.2)
 
 
 @pytest_asyncio.fixture(loop_scope="function")

@@ -39,10 +39,8 @@ def _has_buttons(call) -> bool:
 async def _settle_rounds(harness, rounds: int = 3) -> None:
     """Run the settling sweep a few times ourselves (the bot's own loop runs it too), then let the
     bot finish what it started: a condition, where a sleep would only hope the rounds had passed."""
-    from bot.slack_bot import settle_pending_messages
-
     for _ in range(rounds):
-        await settle_pending_messages(harness.bot)
+        await harness.bot.messages.settle_pending()
     await harness.bot.drain(60)
 
 
@@ -65,14 +63,12 @@ async def test_expiry_sweep_takes_the_buttons_off_the_preview(harness):
 
 async def test_overlapping_settle_sweeps_edit_the_message_once(harness):
     """Two sweeps at once (the periodic one and another) must not both find the record unsettled."""
-    from bot.slack_bot import settle_pending_messages
-
     await harness.start_bot()
     message, _ = await harness.preview("fake-bump orders")
-    async with harness.bot.settling:  # hold the bot's own settle sweep off until both are queued
+    async with harness.bot.messages.settling:  # hold the bot's own settle sweep off until both are queued
         harness.clock.advance(15 * 60 + 1)
         await harness.bot.gate.expire_due()
-        sweeps = [asyncio.ensure_future(settle_pending_messages(harness.bot)) for _ in range(2)]
+        sweeps = [asyncio.ensure_future(harness.bot.messages.settle_pending()) for _ in range(2)]
         await asyncio.sleep(0)
     await asyncio.gather(*sweeps)
     await harness.bot.drain(60)

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from bot.alerts import AlertConfig, AlertConfigError
+from bot.alertmanager import AlertConfig, AlertConfigError
 from runbook_kb import default_kb
 
 ALERT_TOKEN = "alert-bearer-6b1f0c2e9d"

@@ -14,7 +14,8 @@ import pytest
 from askkit import kbot, no_traceback
 from commandkit import cluster_env
 
-from bot.render import render_blocks, render_json, render_text
+from bot.render import render_json, render_text
+from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
 

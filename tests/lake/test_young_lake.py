@@ -28,7 +28,8 @@ from slack_harness import OPS, Harness
 from slack_stand_in import running_stand
 from waiting import async_wait_until
 
-from bot.render import render_blocks, render_json, render_text
+from bot.render import render_json, render_text
+from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
 from lake.service import LakeService

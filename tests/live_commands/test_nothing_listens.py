@@ -7,7 +7,8 @@ import json
 import socket
 import time
 
-from bot.render import render_blocks, render_text
+from bot.render import render_text
+from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
 from live.pool import GatewayPool

@@ -6,27 +6,36 @@ import pytest
 
 from bot.cluster_routing import Routed, Routing, route
 from commands.registry import ROUTER
+from framework.followup import parse_request
 from framework.reply import Reply
+from framework.spec import CommandRequest
 from live.config import ConfigError
 
 TWO = Routing(("plain", "prod"), {"C0PROD": "prod"})
 
 
+def _parsed(r: Routed) -> CommandRequest:
+    """The request the Slack intake parses from a route: the cluster bound as a value."""
+    request = parse_request(r.text, None, user="U0A", channel=None, router=ROUTER, cluster=r.cluster)
+    assert isinstance(request, CommandRequest)
+    return request
+
+
 def test_at_prefix_names_the_cluster_explicitly():
     r = route("@prod why URP", "C0ANY", TWO)
-    assert r == Routed("why URP --cluster prod", "prod", "explicit")
-    assert ROUTER.parse(r.text).cluster == "prod"
+    assert r == Routed("why URP", "prod", "explicit")
+    assert _parsed(r).cluster == "prod"
 
 
 def test_at_prefix_wins_over_the_channel_mapping():
     r = route("@plain status", "C0PROD", TWO)
-    assert isinstance(r, Routed) and r.cluster == "plain" and ROUTER.parse(r.text).cluster == "plain"
+    assert isinstance(r, Routed) and r.cluster == "plain" and _parsed(r).cluster == "plain"
 
 
 def test_channel_mapping_picks_the_cluster():
     r = route("describe orders", "C0PROD", TWO)
-    assert r == Routed("describe orders --cluster prod", "prod", "channel")
-    assert ROUTER.parse(r.text).args["topic"] == "orders"
+    assert r == Routed("describe orders", "prod", "channel")
+    assert _parsed(r).args["topic"] == "orders" and _parsed(r).cluster == "prod"
 
 
 def test_unmapped_channel_with_several_clusters_asks_which_one_listing_them():
@@ -42,7 +51,7 @@ def test_unmapped_channel_with_several_clusters_asks_which_one_listing_them():
 
 def test_one_cluster_needs_no_choice():
     r = route("status", None, Routing(("only",)))
-    assert r == Routed("status", "only", "only")
+    assert r == Routed("status", None, "only")  # the only cluster is the default one
 
 
 def test_commands_without_a_cluster_are_not_asked_about():
@@ -52,6 +61,7 @@ def test_commands_without_a_cluster_are_not_asked_about():
 
 def test_an_explicit_flag_is_left_to_the_router():
     assert route("status --cluster plain", "C0RANDOM", TWO) == Routed("status --cluster plain", None, "flag")
+    assert _parsed(Routed("status --cluster plain", "prod", "channel")).cluster == "plain"  # the text wins
 
 
 def test_unknown_at_name_lists_the_clusters():
@@ -65,12 +75,12 @@ def test_at_name_and_flag_together_is_bad_input():
     assert isinstance(r, Reply) and r.outcome == "bad_input"
 
 
-def test_cluster_names_are_quoted_not_interpreted():
+def test_the_cluster_travels_as_a_value_not_as_text():
     r = route("status", "C0X", Routing(("a", "b"), {"C0X": "a"}))
-    assert r.text == "status --cluster a"
-    # a channel mapped to a name the shell would split still reaches the router as one word
+    assert (r.text, r.cluster) == ("status", "a")
+    # a channel mapped to a name the shell would split is still one name
     odd = route("status", "C0X", Routing(("x y", "b"), {"C0X": "x y"}))
-    assert ROUTER.parse(odd.text).cluster == "x y"
+    assert _parsed(odd).cluster == "x y"
 
 
 def test_routing_from_clusters_yaml_and_env(tmp_path):

@@ -17,6 +17,8 @@ from waiting import async_wait_until, wait_until
 
 from bot.cluster_routing import Routed, Routing, route
 from commands.registry import ROUTER, answer
+from framework.dispatch import Answer, run_request
+from framework.followup import parse_request
 from localkafka.secure import config_entry
 from tests.secure.securekit import write_clusters_file
 
@@ -52,6 +54,12 @@ def kbot(env: dict, *args: str) -> tuple[int, str, str]:
         timeout=120,
     )
     return res.returncode, res.stdout, res.stderr
+
+
+async def _answer_routed(routed: Routed, ctx, channel: str) -> Answer:
+    """As the Slack intake answers a routed request: the cluster bound on the parsed request."""
+    request = parse_request(routed.text, None, user="U0ALICE", channel=channel, router=ROUTER, cluster=routed.cluster)
+    return request if isinstance(request, Answer) else await run_request(request, ctx)
 
 
 def _brokers_in(status_json: str) -> str:
@@ -99,8 +107,8 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
         by_name = route("@plain status --json", "C0OTHER", routing)
         by_channel = route("status --json", "C0SECURE", routing)
         assert (by_name.cluster, by_channel.cluster) == ("plain", "secure")
-        plain = await answer(by_name.text, ctx, user="U0ALICE", channel="C0OTHER")
-        secure = await answer(by_channel.text, ctx, user="U0ALICE", channel="C0SECURE")
+        plain = await _answer_routed(by_name, ctx, "C0OTHER")
+        secure = await _answer_routed(by_channel, ctx, "C0SECURE")
         assert plain.outcome == secure.outcome == "answered"
         assert ctx.live.connected() == [("plain", "observer"), ("secure", "observer")]
 
@@ -118,8 +126,7 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
                 interval=0.3,
                 ignore=(UnknownTopic,),
             )
-            text = route(f"@{cluster} retention {topic} 3d", channel, routing).text
-            preview = await answer(text, ctx, user="U0ALICE", channel=channel)
+            preview = await _answer_routed(route(f"@{cluster} retention {topic} 3d", channel, routing), ctx, channel)
             token = next((a.command.split()[1] for a in preview.reply.actions if a.label == "Confirm"), None)
             assert token, (cluster, preview.reply.verdict, [(e.label, e.value) for e in preview.reply.evidence])
             done = await answer(f"confirm {token}", ctx, user="U0ALICE", channel=channel)

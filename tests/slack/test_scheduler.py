@@ -140,7 +140,7 @@ async def test_a_failing_post_does_not_stop_the_scheduler():
 async def test_digest_schedule_posts_to_the_channel_through_the_app(slack):
     bot = await slack.start_bot(digest_schedules="daily 09:00 #kafka-ops")
     clock = SimClock(at(2025, 6, 2, 8, 59, 30))
-    sched = Scheduler(bot.schedules, bot.post_scheduled, clock=clock, sleep=clock.sleep)
+    sched = Scheduler(bot.digests.schedules, bot.digests.post, clock=clock, sleep=clock.sleep)
     await sched.run_pending()
     assert slack.stand.called("chat.postMessage") == []
     clock.now += 31

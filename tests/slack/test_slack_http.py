@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 
 import pytest
-from slack_harness import BOT_TOKEN, INCIDENTS, OPS, RANDOM, SIGNING_SECRET, sign
+from slack_harness import BOT_TOKEN, INCIDENTS, OPS, RANDOM, SIGNING_SECRET, Harness, sign
 from slack_stand_in import TEAM
 
 from bot.slack_app import SecretFilter
@@ -368,3 +369,36 @@ async def test_stand_in_refuses_blocks_past_the_ceiling_and_the_answer_still_arr
     fallback = stand.called("chat.postMessage")[-1]
     assert fallback.result["ts"] == ts and "blocks" not in fallback.args
     assert "the verdict" in fallback.args["text"]
+
+
+async def test_the_lake_part_follows_the_live_answer_in_its_thread(stand, tmp_path):
+    """A command that answers before the metric lake's evidence is in: the live answer first, then
+    what the lake adds, in the same thread."""
+    from slack_fakes import router_with
+
+    from framework.reply import Evidence, Reply
+    from framework.spec import Command, CommandSpec
+
+    async def _final() -> Reply:
+        return Reply(title="Lake check", severity="warning", verdict="lag is growing", evidence=[LAKE])
+
+    LAKE = Evidence("Lag trend", "up 40% in 30m", "lake: group_lag", "bad")
+
+    async def _lake_check(request, ctx) -> Reply:
+        reply = Reply(title="Lake check", severity="ok", verdict="live looks fine")
+        reply.later = asyncio.ensure_future(_final())
+        return reply
+
+    h = Harness(stand, tmp_path)
+    h.router = router_with(Command(CommandSpec(words=("lakecheck",), summary="test: a lake part later"), _lake_check))
+    try:
+        await h.start_bot()
+        await h.slash("lakecheck")
+        await stand.wait_for(lambda: h.audit("answer"), timeout_s=30)
+        await h.bot.drain(60)
+        replies = [json.dumps(c.args) for c in stand.thread_replies()]
+        assert "live looks fine" in replies[0] and "Metric lake" in replies[-1] and "up 40% in 30m" in replies[-1]
+        answer = h.audit("answer")[0]
+        assert answer["delivered"] == "thread" and answer["outcome"] == "answered"
+    finally:
+        await h.close()

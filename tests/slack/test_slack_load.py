@@ -143,7 +143,7 @@ async def test_concurrent_different_questions_each_answered_in_order_under_429s(
 async def test_an_answer_slack_refuses_is_reported_and_leaves_no_hourglass(slack, caplog):
     # The summary edit is refused (Slack's answer, not a rate limit): the request must not vanish.
     slack.stand.fail("chat.update", "cant_update_message")
-    with caplog.at_level(logging.ERROR, logger="bot.slack_bot"):
+    with caplog.at_level(logging.ERROR, logger="bot.slack_answer"):
         status, _, _ = await slack.slash("help")
         assert status == 200
         await slack.stand.wait_for(lambda: slack.audit("answer"), timeout_s=30)

@@ -220,7 +220,7 @@ async def test_fallback_text_of_every_answer_page_is_escaped(slack):
 
 
 def test_a_long_answer_split_into_messages_escapes_the_title_in_every_part_marker():
-    from bot.render import render_blocks
+    from bot.render_slack import render_blocks
     from framework.reply import Reply, Section
 
     reply = Reply(title="Why <!here> URP?", verdict="v", sections=[Section(f"s{i}", ["x"]) for i in range(80)])

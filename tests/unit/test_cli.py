@@ -18,7 +18,8 @@ def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
     no KBOT_* or SLACK_* variable from the caller, an empty HOME, state root and cache (the cache
     root is where `kbot run`'s local cluster is found), and nothing else it could discover."""
 
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_")) and k != "PORT"}
         env.update(
             HOME=str(tmp_path / "home"),
@@ -26,6 +27,7 @@ def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
             KBOT_STATE_DIR=str(tmp_path / "kbot"),
             KBOT_CACHE_DIR=str(tmp_path / "cache"),
             NO_COLOR="1",
+            **extra,
         )
         return subprocess.run(
             [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
@@ -189,3 +191,19 @@ def test_kbot_run_kills_a_collector_that_does_not_stop_in_time(tmp_path):
     assert child.stdout.readline().strip() == "ready"
     stop_collection(child, wait_s=1)
     assert child.returncode == -9
+
+
+def test_dash_dash_cluster_picks_the_cluster_for_ask_and_console(kbot, tmp_path):
+    """`--cluster NAME` binds NAME on every request (a value, as Slack's @name): with two clusters
+    and no default, `status` is about NAME instead of asking which cluster is meant."""
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text("clusters:\n  alpha: {bootstrap: '127.0.0.1:1'}\n  beta: {bootstrap: '127.0.0.1:2'}\n")
+    env = {"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "2"}
+    unpicked = kbot("ask", "--json", "status", env=env)
+    assert "none is the default" in json.loads(unpicked.stdout)["verdict"]
+    asked = kbot("ask", "--json", "--cluster", "beta", "status", env=env)
+    verdict = json.loads(asked.stdout)["verdict"]
+    assert "none is the default" not in verdict and "127.0.0.1:2" in verdict, verdict
+    console = kbot("console", "--json", "--cluster", "beta", stdin="status\nexit\n", env=env)
+    verdict = json.loads(console.stdout.splitlines()[0])["verdict"]
+    assert "none is the default" not in verdict and "127.0.0.1:2" in verdict, verdict

@@ -24,7 +24,8 @@ import pytest
 from action_fakes import FakeGateway, FakePool, GroupReadingGateway, cv, producer  # noqa: E402
 from block_limits import violations  # noqa: E402
 
-from bot.render import render_blocks, render_text  # noqa: E402
+from bot.render import render_text  # noqa: E402
+from bot.render_slack import render_blocks
 from commands import hot_partitions
 from commands.registry import ROUTER, answer
 from commands.triage import engine as triage_engine  # noqa: E402
@@ -366,7 +367,6 @@ def test_every_golden_file_has_its_case():
 
 
 def _every_example() -> list[str]:
-    from commands.registry import ROUTER
 
     examples = [e for c in ROUTER._by_words for e in c.spec.examples if "..." not in e and "--cluster" not in e]
     # Every runbook entry in full (the longest answers the bot gives) and every symptom's why.

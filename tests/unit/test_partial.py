@@ -1,12 +1,13 @@
 """A read refused for want of a right leaves the rest of the answer standing: the missing part is
-collected per request (framework/partial.py) and shown under the verdict by every renderer."""
+collected per request (commands/partial.py) and shown under the verdict by every renderer."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-from bot.render import render_blocks, render_json, render_text
+from bot.render import render_json, render_text
+from bot.render_slack import render_blocks
 from framework.partial import collecting, note_missing
 from framework.reply import Reply
 from live.gateway import NotAuthorized

@@ -9,15 +9,8 @@ from pathlib import Path
 
 from block_limits import violations
 
-from bot.render import (
-    MAX_BLOCKS_PER_MESSAGE,
-    MAX_HEADER_TEXT,
-    MAX_SECTION_TEXT,
-    render_blocks,
-    render_json,
-    render_text,
-    series_line,
-)
+from bot.render import render_json, render_text, series_line
+from bot.render_slack import MAX_BLOCKS_PER_MESSAGE, MAX_HEADER_TEXT, MAX_SECTION_TEXT, render_blocks
 from framework.reply import Action, Diagnosis, Evidence, Reply, Section, Series, SourceLine, Step, Table
 
 GOLDEN = Path(__file__).parent.parent / "golden"

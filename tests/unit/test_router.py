@@ -176,7 +176,7 @@ FREE_TEXT = [
         True,
         None,
     ),
-    # what cluster routing appends for a mapped channel
+    # a quoted cluster name after free text
     ("why consumer's lag --cluster 'prod'", "why", {"symptom": "consumer's lag"}, {}, False, False, "prod"),
     # an option another command has is words here, not an option of this one
     ("runbook URP --since 30m", "runbook", {"query": "URP --since 30m"}, {}, False, False, None),

@@ -209,7 +209,7 @@ def test_the_delta_jar_cache_is_the_settings_cache_dir(monkeypatch, tmp_path):
 
 
 def test_the_alert_webhook_reads_token_routes_and_channel_from_the_settings(tmp_path, monkeypatch):
-    from bot.alerts import AlertConfig
+    from bot.alertmanager import AlertConfig
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "routes.yaml").write_text(
@@ -225,7 +225,7 @@ def test_the_alert_webhook_reads_token_routes_and_channel_from_the_settings(tmp_
 
 
 def test_a_wrong_setting_stops_the_webhook_as_an_alert_config_error_without_the_secret():
-    from bot.alerts import AlertConfig, AlertConfigError
+    from bot.alertmanager import AlertConfig, AlertConfigError
 
     with pytest.raises(AlertConfigError) as caught:
         AlertConfig.from_env(

@@ -9,7 +9,7 @@ import json
 import pytest
 from block_limits import violations
 
-from bot.render import render_blocks
+from bot.render_slack import render_blocks
 from commands.registry import ROUTER
 from commands.timeline import answer_summary, build, parse_thread, render_markdown, select
 from framework.context import Context
