@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbot_settings import SettingsError, load
 from lake.errors import LakeError
 
 PORT_ENV = "KBOT_SPARK_CONNECT_PORT"
@@ -119,7 +120,6 @@ def state_dir(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, 
 def default_port(env: Mapping[str, str] | None = None) -> int:
     """``KBOT_SPARK_CONNECT_PORT`` (default 15002), checked by the settings (a whole number from 1
     to 65535). A wrong configuration is BadInput: the command's input, one line, exit 2."""
-    from kbot_settings import SettingsError, load
 
     try:
         return load(env).kbot_spark_connect_port
@@ -260,7 +260,6 @@ def server_conf(
 ) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
-    from kbot_settings import load
     from lake.spark import DEFAULT_CONF, parse_conf
 
     settings = load(env)

@@ -88,9 +88,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbot_settings import load
 from lake.errors import LakeError
 from lake.landing import fsync_dir
 from lake.landing_check import scan_fast
+from lake.schema import COLUMNS, PARTITION_COLUMNS, partition_values, table_path
 
 if TYPE_CHECKING:
     from kbot_settings import KbotSettings
@@ -124,7 +126,6 @@ class LakeLayout:
     def from_env(
         cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None, table: str | None = None
     ) -> "LakeLayout":
-        from kbot_settings import load
 
         return cls.from_settings(load(env), lake_dir=lake_dir, table=table)
 
@@ -173,8 +174,6 @@ class LakeLayout:
         return self.state_dir / "rollups.pending"
 
     def rollup(self, resolution: str) -> str:
-        from lake.schema import table_path
-
         return table_path(self.table, resolution)
 
     def make_dirs(self) -> None:
@@ -264,7 +263,6 @@ def _minute_epoch(key: str) -> int | None:
 
 def minute_hours(minutes) -> list[tuple[str, str, int]]:
     """``(cluster, minute)`` pairs -> the sorted ``(cluster, date, hour)`` partitions they fall in."""
-    from lake.schema import partition_values
 
     return sorted(
         {(c, *partition_values(_dt.datetime.fromtimestamp(m // 3600 * 3600, _dt.timezone.utc))) for c, m in minutes}
@@ -601,7 +599,7 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         from lake import delta
-        from lake.schema import COLUMNS, PARTITION_COLUMNS, with_partition_columns
+        from spark_queries.schema import with_partition_columns
 
         spark = self.spark
         table = self.layout.table

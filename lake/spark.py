@@ -25,6 +25,9 @@ from typing import Mapping
 
 from pyspark.sql import SparkSession
 
+from lake.jars import ensure_jars
+from lake.quiet_spark import launch_quietly
+
 log = logging.getLogger(__name__)
 
 # Set before pyspark's Connect client loads grpcio. grpcio >= 1.81 restarts its poller thread in a
@@ -65,7 +68,6 @@ def parse_conf(text: str) -> dict[str, str]:
 def delta_jars() -> str:
     """``spark.jars`` value for Delta (fetching them now if the cache is incomplete: before the
     session starts, never at query time)."""
-    from lake.jars import ensure_jars
 
     return ",".join(str(p) for p in ensure_jars())
 
@@ -134,8 +136,6 @@ def build_session(
     if log_path:
         # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
         from pathlib import Path
-
-        from lake.quiet_spark import launch_quietly
 
         launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
     builder = SparkSession.builder.master(master).appName(app_name)

@@ -77,7 +77,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lake.schema import (
-    DATA_SCHEMA,
+    DATA_COLUMNS,
     LABEL_GROUP,
     LABEL_QUANTILE,
     LABEL_REQUEST,
@@ -681,7 +681,7 @@ class _Generator:
         out = frames[0]
         for f in frames[1:]:
             out = out.unionByName(f)
-        return out.select(*DATA_SCHEMA.fieldNames())
+        return out.select(*DATA_COLUMNS)
 
     def expected_rows(self, hour_start: int) -> int:
         """Rows the hour will hold (dead brokers send nothing): plain Python."""
@@ -790,7 +790,7 @@ def generate(
                 from lake import delta
 
                 part = df.select(
-                    *DATA_SCHEMA.fieldNames(),
+                    *DATA_COLUMNS,
                     F.lit(cluster).alias("cluster"),
                     F.lit(when.strftime("%Y-%m-%d")).alias("date"),
                     F.lit(when.hour).alias("hour"),
