@@ -196,7 +196,7 @@ def test_commands_are_one_layer():
 HEAVY = {"pyspark", "py4j", "duckdb", "deltalake", "pyarrow", "matplotlib"}
 # Packages whose function-local imports are still being moved to the module top (issue 25): the
 # bot is being split (bot/slack_bot.py) and follows after that merge. Remove once it is done.
-PENDING = {"bot", "lab", "localkafka", "tools"}
+PENDING = {"bot"}
 
 
 def _top_level(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]:
