@@ -35,6 +35,7 @@ import time
 from kbot_settings import load
 from lake import connect
 from lake.collector import Collector, parse_targets, targets_from_env, targets_from_urls
+from lake.layout import LakeLayout
 from live.config import get_cluster
 from live.pool import GatewayPool
 from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
@@ -144,8 +145,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _layout(args):
-    from lake.ingest import LakeLayout
-
     return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
 
 

@@ -47,6 +47,8 @@ from typing import Any
 
 from kbot_settings import SettingsError, load
 from lake.errors import LakeError
+from lake.layout import LakeLayout
+from lake.spark_conf import DEFAULT_CONF, delta_jars, parse_conf
 
 PORT_ENV = "KBOT_SPARK_CONNECT_PORT"
 DEFAULT_MASTER = "local[2]"
@@ -112,8 +114,6 @@ class ServerInfo:
 
 
 def state_dir(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
-    from lake.ingest import LakeLayout
-
     return LakeLayout.from_env(env, lake_dir=None if lake_dir is None else str(lake_dir)).state_dir / "connect"
 
 
@@ -260,7 +260,6 @@ def server_conf(
 ) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
-    from lake.spark import DEFAULT_CONF, parse_conf
 
     settings = load(env)
     out = dict(DEFAULT_CONF)
@@ -290,7 +289,6 @@ def server_command(
     port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
 ) -> list[str]:
     """The spark-submit command line (a list: nothing goes through a shell)."""
-    from lake.spark import delta_jars
 
     if not any((spark_home() / "jars").glob("spark-connect_*.jar")):
         raise ConnectServerError(

@@ -68,12 +68,13 @@ from lake import delta
 from lake.connect import ConnectServerError, query_url, start_server
 from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
 from lake.errors import LakeTimeout, LakeUnavailable, missing_table
-from lake.ingest import LakeLayout
+from lake.layout import LakeLayout
 from lake.queries import q_history
 from lake.rollups import open_hours_start
 from lake.schema import COLUMNS, RAW, ROLLUPS, escape_path_name, partition_values, table_path
 from lake.schema import to_utc as _utc
-from lake.spark import build_session, parse_conf
+from lake.spark import build_session
+from lake.spark_conf import parse_conf
 from spark_queries._common import ts_lit
 from spark_queries.rollup import coarser_rollup, with_seconds
 from spark_queries.schema import SAMPLE_SCHEMA, read_lake
