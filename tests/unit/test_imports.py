@@ -1,6 +1,10 @@
 """One-way imports (issue 12): no import cycle among the project's modules, and no package imports
 one above it. Every import counts, at module level or inside a function (a deferred import is
-still a dependency); only `if TYPE_CHECKING:` blocks are left out, since they never run."""
+still a dependency); only `if TYPE_CHECKING:` blocks are left out, since they never run.
+
+Imports sit at the module top (issue 25): a function-local project import is allowed only when it
+keeps a HEAVY third-party package (Spark, the in-process lake reader's engines, plotting) off an
+importer that does not load it already - never to dodge a cycle."""
 
 from __future__ import annotations
 
@@ -315,3 +319,14 @@ def test_the_light_paths_stay_light():
     heavy = _heavy()
     for module in ("commands.registry", "lake.embedded", "lake.schema", "window_queries", "framework.dispatch"):
         assert not heavy[module] & {"pyspark", "py4j"}, f"{module} loads {sorted(heavy[module])}"
+
+
+def test_a_deferral_that_saves_nothing_is_caught(tmp_path):
+    """The check must be able to fail: a function-local import of a light module is found, and
+    nothing heavy stands behind it; one of the lake's Spark queries is heavy."""
+    source = tmp_path / "mod.py"
+    source.write_text("def f():\n    from kbot_settings import load\n    from lake import queries\n")
+    known = set(_modules())
+    assert _deferred("runbook_kb.mod", source, known) == [(2, "kbot_settings"), (3, "lake.queries")]
+    heavy = _heavy()
+    assert not heavy["kbot_settings"] and "pyspark" in heavy["lake.queries"]
