@@ -20,13 +20,15 @@ from diagnosis import lake_evidence as lake
 from diagnosis.entries import diagnosis
 from diagnosis.entry_ids import HOT_PARTITION
 from diagnosis.lake_age import LakeAgeReply, YoungLake, guarded, young_or_none, young_reply
+from diagnosis.metric_checks import hot_partition_findings, ranked_rates, read_partition_rates
 from diagnosis.thresholds import hot_rule
 from framework.context import Context
 from framework.errors import Unavailable
+from framework.gateways import gateway
 from framework.reply import Evidence, Reply, Series, Table
 from framework.router import BadInput
 from framework.spec import Command, CommandRequest, CommandSpec, Option, Param
-from live.gateway import UnknownTopic
+from live.gateway import GatewayError, UnknownTopic
 
 DEFAULT_TOP = 10
 MAX_TOP = 50
@@ -57,8 +59,6 @@ async def _live_leaders(
     """(topic, partition) -> leader from the cluster's metadata; {} without a cluster."""
     if ctx.live is None or not topics:
         return {}
-    from framework.gateways import gateway
-    from live.gateway import GatewayError, UnknownTopic
 
     try:
         gw = await gateway(ctx, request.cluster)
@@ -126,9 +126,6 @@ async def _live_instead(
     and why the lake could not answer.  ``young``: the lake's age, being told while the cluster is
     read (it turns "no samples" into "not enough data yet").  Without a cluster, or when it fails
     too, the lake's own answer stands (with the cluster's error)."""
-    from diagnosis.metric_checks import hot_partition_findings, ranked_rates, read_partition_rates
-    from framework.gateways import gateway
-    from live.gateway import GatewayError
 
     try:
         if ctx.live is None:

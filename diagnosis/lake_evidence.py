@@ -43,7 +43,10 @@ from framework.reply import Evidence, Series, Severity
 from framework.router import BadInput
 from framework.spec import CommandRequest, Option
 from lake.embedded import Question, TableNotFound
-from lake.errors import LakeUnavailable
+from lake.errors import LakeTimeout, LakeUnavailable
+from lake.errors import missing_table as lake_missing_table
+from lake.mapping import LAKE_METRICS
+from lake.schema import METRICS
 from window_queries.availability import CONTROLLER_QUESTION, OFFLINE_QUESTION, UNDER_MIN_ISR_QUESTION
 from window_queries.hot import ask_hot
 from window_queries.lag import GROUP_LAG_QUESTION
@@ -249,8 +252,6 @@ WINDOW_ROWS: dict[str, RowsAsker] = {
 
 def known_metrics() -> list[str]:
     """Every metric the lake holds (its schema's and the exporter mapping's names)."""
-    from lake.mapping import LAKE_METRICS
-    from lake.schema import METRICS
 
     return list(dict.fromkeys([*METRICS, *LAKE_METRICS]))
 
@@ -868,14 +869,12 @@ async def collected(ctx: Context, request: CommandRequest, window: Window) -> Fa
 
 def missing_table(exc: BaseException) -> bool:
     """Did a lake question fail because a table of the lake is not there yet (``lake.errors``)?"""
-    from lake.errors import missing_table as missing
 
-    return missing(exc)
+    return lake_missing_table(exc)
 
 
 def timed_out(exc: BaseException) -> bool:
     """Is ``exc`` (an Unavailable from :func:`run_query`) the lake's query running past its limit?"""
-    from lake.errors import LakeTimeout
 
     return isinstance(exc, LakeTimeout) or isinstance(exc.__cause__, LakeTimeout)
 

@@ -26,7 +26,7 @@ from diagnosis.entry_ids import (
     LOG_DIR_FAILURE,
     UNCLEAN_ELECTION,
 )
-from diagnosis.evidence import Snapshot, broker_list, config_value
+from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.findings import LiveFindings
 from diagnosis.live_checks import check_offline
 from diagnosis.rules import PartitionState
@@ -437,7 +437,6 @@ async def check_unclean(gw: AdminGateway) -> LiveFindings:
     """The controllers' count of unclean elections (it only grows while a controller runs, so any
     count is an election that happened) with the partitions where it most likely happened, plus
     what check_offline sees. An unclean election loses acknowledged records: critical."""
-    from diagnosis.evidence import name_partitions, snapshot
 
     offline, counted, snap = await asyncio.gather(
         check_offline(gw), unclean_elections(gw), snapshot(gw, min_isr="all"), return_exceptions=True

@@ -27,8 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from framework.context import Context
+from framework.errors import Unavailable
+from framework.gateways import gateway
 from framework.reply import Evidence, Reply, Section, Severity, Table
+from kbot_settings import load
 from live.acls import AUDIT_TOPIC, NEEDED, OPTIONAL, Right
+from live.config import ClusterConfig
+from live.gateway import GatewayError, NotAuthorized
 from live.model import AclBinding
 
 ROLE_ACTIONS = {
@@ -239,10 +244,6 @@ CONTAIN = (
 
 
 async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
-    from framework.gateways import gateway
-    from live.config import ClusterConfig
-    from live.gateway import GatewayError, NotAuthorized
-
     gw = await gateway(ctx, cluster)
     config = getattr(gw, "config", None)
     if not isinstance(config, ClusterConfig):
@@ -261,8 +262,6 @@ async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
         )
     audit_topic = None
     try:
-        from kbot_settings import load
-
         audit_topic = load(getattr(ctx.live, "env", None)).kbot_audit_topic
     except Exception:  # the audit topic only widens what counts as needed: without it, the documented one
         audit_topic = None
@@ -348,7 +347,6 @@ async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
 async def startup_line(ctx: Context, cluster: str | None = None) -> tuple[str, str]:
     """The one log line the bot writes about its principals when it starts: ("ok" | "warning",
     text). Never raises: a cluster that cannot be read yet is said so, and the bot starts anyway."""
-    from framework.errors import Unavailable
 
     try:
         reply = await audit_principals(ctx, cluster)

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from framework.reply import Action, Evidence, Reply, Section
+
 if TYPE_CHECKING:
     from framework.context import Context
     from framework.reply import Reply
@@ -136,7 +138,6 @@ class Gate:
 
 def preview_reply(pending: Pending) -> "Reply":
     """The Reply a mutating command answers with: what would change, and Confirm / Cancel."""
-    from framework.reply import Action, Evidence, Reply, Section
 
     plan = pending.plan
     evidence = [Evidence(p.name, p.detail, "live: precondition", "ok" if p.ok else "bad") for p in plan.preconditions]

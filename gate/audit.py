@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from gate.files import private_dir, private_file
+from live.config import ConfigError, get_cluster, load_clusters
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
@@ -323,8 +324,6 @@ def open_audit(
     """The audit log in ``state_dir``, mirrored to ``topic`` on ``cluster`` when one is given."""
     mirror = None
     if topic:
-        from live.config import ConfigError, get_cluster
-
         try:
             # librdkafka's settings are strings, except the logger it takes as an object
             conf: dict[str, Any] = {
@@ -341,8 +340,6 @@ def open_audit(
 def cluster_secrets() -> tuple[str, ...]:
     """Every configured cluster's passwords: masked wherever they would appear in a record."""
     try:
-        from live.config import load_clusters
-
         clusters = load_clusters()
     except Exception:  # a broken clusters file is reported where it is used, not here
         return ()

@@ -13,6 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from bot.app import local_env
 from bot.render import render_json
 from commands.registry import answer
 from framework.context import Context
@@ -22,7 +23,6 @@ from runbook_kb import default_kb
 
 def cluster_env(cluster) -> dict[str, str]:
     """What `kbot run` exports for the local cluster, for the lab's one."""
-    from bot.app import local_env
 
     return local_env(cluster, "lab")
 

@@ -16,6 +16,8 @@ import json
 import sys
 
 from lab.judge import ANSWER_BUDGET_S
+from lab.modes import by_name
+from lab.topology import TOPOLOGIES, cluster_for
 
 EXIT_BAD_INPUT = 2
 
@@ -108,14 +110,11 @@ def _list(as_json: bool) -> int:
 
 
 def _unknown(name: str) -> int:
-    from lab.modes import by_name
-
     _say(f"unknown mode {name!r}; modes: {', '.join(by_name())}")
     return EXIT_BAD_INPUT
 
 
 def _run(name: str, heal: bool, as_json: bool) -> int:
-    from lab.modes import by_name
     from lab.runner import run_mode
 
     mode = by_name().get(name)
@@ -173,7 +172,6 @@ def format_result(result: dict) -> str:
 
 def _heal(as_json: bool) -> int:
     from lab.runner import heal_pending
-    from lab.topology import TOPOLOGIES, cluster_for
 
     done = {}
     for topo in TOPOLOGIES:
@@ -194,8 +192,6 @@ def _heal(as_json: bool) -> int:
 
 
 def _down(as_json: bool) -> int:
-    from lab.topology import TOPOLOGIES, cluster_for
-
     done = []
     for topo in TOPOLOGIES:
         cluster = cluster_for(topo)

@@ -13,10 +13,13 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from lab import memcap, netcut
 from lab.ask import Asker
 from lab.judge import answer_budget, judge
 from lab.mode import Facts, Mode
+from lab.modes import by_name
 from lab.topology import LabCluster, can_mount, cluster_for
+from localkafka.cluster import metric_value, scrape
 from runbook_kb import default_kb
 
 OFFLINE_LOG_DIRS = "kafka_log_logmanager_offlinelogdirectorycount"
@@ -48,14 +51,10 @@ def unavailable(mode: Mode, cluster: LabCluster | None = None) -> str | None:
     if not mode.feasible:
         return mode.note
     if "tc" in mode.needs:
-        from lab import netcut
-
         why = netcut.unavailable()
         if why:
             return why
     if "memcg" in mode.needs:
-        from lab import memcap
-
         why = memcap.unavailable()
         if why:
             return why
@@ -185,7 +184,6 @@ def prune_deleted_lab_topics(cluster: LabCluster) -> list[str]:
 
 def restart_offline_dirs(cluster: LabCluster) -> list[int]:
     """Restart every running broker whose exporter reports an offline log dir."""
-    from localkafka.cluster import metric_value, scrape
 
     done = []
     for bid, node in cluster.brokers.items():
@@ -221,7 +219,6 @@ def delete_topics(cluster: LabCluster, topics: list[str], timeout: float = 60) -
 
 def heal_pending(cluster: LabCluster) -> dict | None:
     """Undo whatever fault the last `kbot lab run` left in place on ``cluster``."""
-    from lab.modes import by_name
 
     state = pending(cluster)
     if state is None:

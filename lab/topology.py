@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from lab import memcap, netcut
 from localkafka.cluster import LocalCluster
 
 DISK2_MB = 64  # small enough to fill in a second, big enough for a few segments + indexes
@@ -59,8 +60,6 @@ class LabCluster(LocalCluster):
         return super().up(timeout)
 
     def destroy(self) -> None:
-        from lab import memcap, netcut
-
         memcap.release(self.port_base)  # a page-cache cap left in place (keyed by this port base)
         self.down()
         netcut.restore(self.port_base)  # a network-partition cut left in place (keyed by this port base)

@@ -32,6 +32,14 @@ import signal
 import sys
 import time
 
+from kbot_settings import load
+from lake import connect
+from lake.collector import Collector, parse_targets, targets_from_env, targets_from_urls
+from lake.layout import LakeLayout
+from live.config import get_cluster
+from live.pool import GatewayPool
+from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
+
 GROUPS_ENV = "KBOT_LAKE_GROUPS"
 
 
@@ -137,14 +145,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _layout(args):
-    from lake.ingest import LakeLayout
-
     return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
 
 
 def _settings():
     """The one settings object, from the process environment (what `kbot` validated at start)."""
-    from kbot_settings import load
 
     return load()
 
@@ -158,19 +163,13 @@ def _cluster_name(args) -> str:
     if getattr(args, "local", None):
         return args.local
     try:
-        from live.config import get_cluster
-
         return get_cluster(None).name
     except Exception:  # noqa: BLE001 - no cluster configured: a plain default name
         return "default"
 
 
 def _targets(args):
-    from lake.collector import parse_targets, targets_from_env, targets_from_urls
-
     if args.local:
-        from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
-
         cluster = LocalCluster(name=args.local, port_base=args.port_base or DEFAULT_PORT_BASE)
         return targets_from_urls(cluster.metrics_urls)
     return parse_targets(args.targets) if args.targets else targets_from_env()
@@ -225,7 +224,6 @@ def _stop_on_sigterm() -> _Stopping:
 
 
 async def _collect(args) -> int:
-    from lake.collector import Collector
     from lake.ingest import IngestBusy, Ingestor
 
     layout = _layout(args)
@@ -234,8 +232,6 @@ async def _collect(args) -> int:
     groups = [g.strip() for g in (args.groups or _settings().kbot_lake_groups or "").split(",") if g.strip()]
     pool = gw = None
     if groups:
-        from live.pool import GatewayPool
-
         pool = GatewayPool()
         gw = await pool.get(None)
     collector = Collector(
@@ -422,7 +418,6 @@ def _freshness(table: str) -> dict:
 
 
 def _serve(args) -> int:
-    from lake import connect
     from lake.service import ensure_server
 
     lake_dir = args.lake_dir

@@ -67,6 +67,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbot_settings import load
 from lake.landing import LANDING_SUFFIX, fsync_dir, land, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
 from lake.mapping import Mapper, group_rows
 from lake.prometheus_source import PrometheusSource, PromRound
@@ -112,14 +113,12 @@ def parse_targets(spec: str) -> list[Target]:
 
 def targets_from_env(env: Mapping[str, str] | None = None) -> list[Target]:
     """``KBOT_METRICS_TARGETS`` from the settings: a plain string there, parsed here into targets."""
-    from kbot_settings import load
 
     return parse_targets(load(env).kbot_metrics_targets or "")
 
 
 def source_from_env(env: Mapping[str, str] | None = None) -> str:
     """``KBOT_METRICS_SOURCE``: ``exporters`` (default) or ``prometheus`` (ValueError otherwise)."""
-    from kbot_settings import load
 
     return load(env).kbot_metrics_source  # SettingsError (a ValueError) names the accepted sources
 

@@ -45,7 +45,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbot_settings import SettingsError, load
 from lake.errors import LakeError
+from lake.layout import LakeLayout
+from lake.spark_conf import DEFAULT_CONF, delta_jars, parse_conf
 
 PORT_ENV = "KBOT_SPARK_CONNECT_PORT"
 DEFAULT_MASTER = "local[2]"
@@ -111,15 +114,12 @@ class ServerInfo:
 
 
 def state_dir(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
-    from lake.ingest import LakeLayout
-
     return LakeLayout.from_env(env, lake_dir=None if lake_dir is None else str(lake_dir)).state_dir / "connect"
 
 
 def default_port(env: Mapping[str, str] | None = None) -> int:
     """``KBOT_SPARK_CONNECT_PORT`` (default 15002), checked by the settings (a whole number from 1
     to 65535). A wrong configuration is BadInput: the command's input, one line, exit 2."""
-    from kbot_settings import SettingsError, load
 
     try:
         return load(env).kbot_spark_connect_port
@@ -260,8 +260,6 @@ def server_conf(
 ) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
-    from kbot_settings import load
-    from lake.spark import DEFAULT_CONF, parse_conf
 
     settings = load(env)
     out = dict(DEFAULT_CONF)
@@ -291,7 +289,6 @@ def server_command(
     port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
 ) -> list[str]:
     """The spark-submit command line (a list: nothing goes through a shell)."""
-    from lake.spark import delta_jars
 
     if not any((spark_home() / "jars").glob("spark-connect_*.jar")):
         raise ConnectServerError(

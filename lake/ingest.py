@@ -82,22 +82,18 @@ import os
 import shutil
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lake.errors import LakeError
 from lake.landing import fsync_dir
 from lake.landing_check import scan_fast
-
-if TYPE_CHECKING:
-    from kbot_settings import KbotSettings
+from lake.layout import LakeLayout, is_uri, write_atomic
+from lake.schema import COLUMNS, PARTITION_COLUMNS, partition_values
 
 log = logging.getLogger(__name__)
 
-TABLE_NAME = "samples"
 TXN_FILE = "txn.json"
 STAGE_DIR = "stage"  # processing/<batch id>/stage/<name>.parquet: a good file's rows, parsed once
 DEFAULT_MAX_FILES = 500
@@ -106,92 +102,6 @@ DEFAULT_KEEP_DONE_S = 2 * 86_400
 
 class IngestBusy(LakeError):
     """Another ingest holds the lock of this state directory."""
-
-
-# --------------------------------------------------------------------------- layout
-
-
-def _is_uri(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-@dataclass(frozen=True)
-class LakeLayout:
-    state_dir: Path
-    table: str  # the Delta table of raw samples: a local path or a Hadoop URI
-
-    @classmethod
-    def from_env(
-        cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None, table: str | None = None
-    ) -> "LakeLayout":
-        from kbot_settings import load
-
-        return cls.from_settings(load(env), lake_dir=lake_dir, table=table)
-
-    @classmethod
-    def from_settings(
-        cls, settings: KbotSettings, *, lake_dir: str | None = None, table: str | None = None
-    ) -> "LakeLayout":
-        """The layout the settings name (KBOT_LAKE_DIR, else KBOT_HOME/lake; KBOT_LAKE_URI),
-        for a caller that holds them already and need not validate the environment again."""
-        state = Path(lake_dir or settings.lake_dir).expanduser().resolve()
-        uri = table or settings.kbot_lake_uri or str(state / TABLE_NAME)
-        if not _is_uri(uri):
-            uri = str(Path(uri.removeprefix("file://")).expanduser().resolve())
-        return cls(state, uri)
-
-    @property
-    def landing(self) -> Path:
-        return self.state_dir / "landing"
-
-    @property
-    def processing(self) -> Path:
-        return self.state_dir / "processing"
-
-    @property
-    def done(self) -> Path:
-        return self.state_dir / "done"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.state_dir / "quarantine"
-
-    @property
-    def lock(self) -> Path:
-        return self.state_dir / "ingest.lock"
-
-    @property
-    def app_id_file(self) -> Path:
-        return self.state_dir / "ingest.id"
-
-    @property
-    def last_txn_file(self) -> Path:
-        return self.state_dir / "txn.last"
-
-    @property
-    def rollups_pending_file(self) -> Path:
-        return self.state_dir / "rollups.pending"
-
-    def rollup(self, resolution: str) -> str:
-        from lake.schema import table_path
-
-        return table_path(self.table, resolution)
-
-    def make_dirs(self) -> None:
-        for d in (self.landing, self.processing, self.done, self.quarantine):
-            d.mkdir(parents=True, exist_ok=True)
-
-    def app_id(self) -> str:
-        """This state dir's Delta ``txnAppId``: two collectors writing one table must not share
-        one (each one's versions only increase on its own)."""
-        p = self.app_id_file
-        if p.exists():
-            text = p.read_text().strip()
-            if text:
-                return text
-        new = f"kbot-ingest-{uuid.uuid4().hex[:16]}"
-        _write_atomic(p, new + "\n")
-        return new
 
 
 def landing_schema():
@@ -210,16 +120,6 @@ def landing_schema():
             StructField("value", DoubleType()),
         ]
     )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------- validation
@@ -264,7 +164,6 @@ def _minute_epoch(key: str) -> int | None:
 
 def minute_hours(minutes) -> list[tuple[str, str, int]]:
     """``(cluster, minute)`` pairs -> the sorted ``(cluster, date, hour)`` partitions they fall in."""
-    from lake.schema import partition_values
 
     return sorted(
         {(c, *partition_values(_dt.datetime.fromtimestamp(m // 3600 * 3600, _dt.timezone.utc))) for c, m in minutes}
@@ -387,7 +286,7 @@ def batch_committed(spark, table: str, batch_id: str) -> bool:
         return False
     since_ms = max(0.0, _claimed_at(batch_id) - _COMMIT_LOOKBACK_S) * 1000
     log_dir = os.path.join(table, "_delta_log")
-    if not _is_uri(table) and os.path.isdir(log_dir):
+    if not is_uri(table) and os.path.isdir(log_dir):
         versions = sorted(
             (int(n[:-5]) for n in os.listdir(log_dir) if n.endswith(".json") and n[:-5].isdigit()), reverse=True
         )
@@ -537,13 +436,13 @@ class Ingestor:
             v = _read_txn(d) if d.is_dir() else None
             last = max(last, v or 0)
         version = max(time.time_ns() // 1000, last + 1)
-        _write_atomic(self.layout.last_txn_file, f"{version}\n")
+        write_atomic(self.layout.last_txn_file, f"{version}\n")
         return version
 
     def _claim(self, files: list[Path]) -> Path:
         batch_dir = self.layout.processing / new_batch_id([f.name for f in files])
         batch_dir.mkdir(parents=True)
-        _write_atomic(batch_dir / TXN_FILE, json.dumps({"version": self._next_version()}) + "\n")
+        write_atomic(batch_dir / TXN_FILE, json.dumps({"version": self._next_version()}) + "\n")
         for f in files:
             os.replace(f, batch_dir / f.name)
         fsync_dir(batch_dir)
@@ -557,7 +456,7 @@ class Ingestor:
         version = _read_txn(batch_dir)
         if version is None:  # a crash between mkdir and txn.json: nothing was written with it
             version = self._next_version()
-            _write_atomic(batch_dir / TXN_FILE, json.dumps({"version": version}) + "\n")
+            write_atomic(batch_dir / TXN_FILE, json.dumps({"version": version}) + "\n")
         rep = BatchReport(batch_id, version=version, recovered=recovered)
         files = sorted(p for p in batch_dir.iterdir() if p.is_file() and p.name.endswith(".jsonl"))
         good: list[Path] = []
@@ -601,7 +500,7 @@ class Ingestor:
         from pyspark.sql import functions as F
 
         from lake import delta
-        from lake.schema import COLUMNS, PARTITION_COLUMNS, with_partition_columns
+        from spark_queries.schema import with_partition_columns
 
         spark = self.spark
         table = self.layout.table
@@ -710,7 +609,7 @@ class Ingestor:
         return out
 
     def _write_pending(self, pending: dict[str, int]) -> None:
-        _write_atomic(self.layout.rollups_pending_file, json.dumps(pending, sort_keys=True) + "\n")
+        write_atomic(self.layout.rollups_pending_file, json.dumps(pending, sort_keys=True) + "\n")
 
     def pending_minutes(self) -> list[str]:
         """Minutes (``2024-05-01T10:07``, UTC) whose minute rollup is due."""
@@ -931,7 +830,7 @@ def layout_status(layout: LakeLayout) -> dict:
             _dt.datetime.fromtimestamp(last / 1000, _dt.timezone.utc).isoformat(timespec="seconds") if last else None
         ),
     }
-    if not _is_uri(layout.table) and os.path.isdir(layout.table):
+    if not is_uri(layout.table) and os.path.isdir(layout.table):
         hours = [p for p in Path(layout.table).glob("cluster=*/date=*/hour=*") if p.is_dir()]
         out["clusters"] = sorted({p.parent.parent.name.removeprefix("cluster=") for p in hours})
         out["hour_partitions"] = len(hours)

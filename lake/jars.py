@@ -20,6 +20,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kbot_settings import load
 from lake.errors import LakeError
 
 POM = Path(__file__).with_name("pom.xml")
@@ -43,7 +44,6 @@ def delta_version() -> str:
 
 def cache_root() -> Path:
     """``KBOT_CACHE_DIR`` (default ``~/.cache/kbot``), as the settings resolve it."""
-    from kbot_settings import load
 
     return load().cache_dir
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kbot_settings import load
 from lake import delta
 from lake.errors import BadRetention
 from lake.schema import PARTITION_COLUMNS, RAW, ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
@@ -54,7 +55,6 @@ def parse_retention(text: str | None) -> dict[str, _dt.timedelta]:
 
 def retention_from_env(env: Mapping[str, str] | None = None) -> dict[str, _dt.timedelta]:
     """``KBOT_LAKE_RETENTION`` from the settings: a plain string there, parsed here into durations."""
-    from kbot_settings import load
 
     return parse_retention(load(env).kbot_lake_retention)
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbot_settings import load
 from lake.landing import fsync_dir, land
 from lake.mapping import Mapper
 
@@ -181,7 +182,6 @@ class PrometheusSource:
     def from_env(
         cls, state_dir: str | os.PathLike[str], cluster: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> "PrometheusSource":
-        from kbot_settings import load
 
         settings = load(env)
         url = (settings.kbot_prometheus_url or "").strip()
@@ -218,7 +218,6 @@ class PrometheusSource:
         return data if isinstance(data, dict) else {}
 
     def _save_state(self, state: dict[str, Any]) -> None:
-
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_name(f".{self.state_file.name}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:

@@ -14,6 +14,8 @@ import datetime as _dt
 from collections.abc import Callable
 
 from lake.schema import RAW, ROLLUPS, from_spark
+from spark_queries.history import metric_history
+from spark_queries.rollup import rollup_history
 
 
 def rows(df) -> list[dict]:
@@ -49,9 +51,6 @@ def q_history(
     """One metric per bucket and broker, from the coarsest table whose buckets tile ``bucket_s``
     (``resolution`` in the result: ``1h``, ``1m`` or ``raw``): a 7-day trend reads hour rows."""
     from pyspark.sql import functions as F
-
-    from spark_queries.history import metric_history
-    from spark_queries.rollup import rollup_history
 
     resolution = view.resolution_for(bucket_s)
 

@@ -41,6 +41,7 @@ from collections.abc import Iterable
 
 from lake import delta
 from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, STALE_S, partition_values, table_path
+from spark_queries.rollup import coarser_rollup, minute_rollup, newest_samples
 
 _MINUTE = 60
 #: Readers take this many newest hours (by the wall clock) from the minute rollup: an hour is
@@ -134,8 +135,6 @@ def update_rollups(
     "seconds"}``.
     """
     from pyspark.sql import functions as F
-
-    from spark_queries.rollup import coarser_rollup, minute_rollup, newest_samples
 
     ranges = minute_ranges(minutes, stretch_s=STALE_S)
     candidates = {(d, int(h)) for d, h in hours} | set(_hours_of(ranges))

@@ -10,7 +10,7 @@ so that a query for an incident window (a few hours on one cluster) only opens
 the files of those hours (Parquet partition pruning, see
 ``spark_queries.window.incident_window``).  ``date`` and ``hour`` are derived
 from ``ts`` in **UTC** (never the session or machine time zone), with
-:func:`partition_values` (Python) or :func:`partition_columns` (Spark Column).
+:func:`partition_values` (Python) or ``spark_queries.schema.partition_columns`` (Spark Column).
 
 Columns
 -------
@@ -76,7 +76,7 @@ above.  Two rollup tables sit next to it, maintained by the ingest (``lake.rollu
 ``<table>_1m``   one row per series and minute (partitioned cluster/date/hour)
 ``<table>_1h``   one row per series and closed hour (partitioned cluster/date)
 
-with :data:`ROLLUP_SCHEMA`: ``bucket`` (start of the minute/hour), the series columns, then
+with :data:`ROLLUP_COLUMNS` (Spark types: ``spark_queries.schema.ROLLUP_SCHEMA``): ``bucket`` (start of the minute/hour), the series columns, then
 ``min``, ``max``, ``sum``, ``count`` (of the samples in the bucket; mean = sum / count),
 ``last`` and ``last_ts`` (the bucket's newest sample), ``inc`` (the counter increase over the
 bucket, reset-aware as above: the step from the previous sample, even one in the previous
@@ -90,7 +90,7 @@ their older rows hold null there, and readers take such a row as seen for its wh
 
 Reading
 -------
-Read with an explicit schema (:func:`read_lake`): otherwise Spark's partition
+Read with an explicit schema (``spark_queries.schema.read_lake``): otherwise Spark's partition
 type inference turns ``date=2024-05-01`` into a DateType column.
 
 Time
@@ -99,55 +99,27 @@ One rule for naive datetimes everywhere in the lake: **a naive datetime is UTC**
 (:func:`to_utc`).  PySpark is the one exception it cannot change: ``collect()`` hands a
 TimestampType value back as a naive datetime in the *process'* local time; such values are
 converted once, where rows leave Spark, with :func:`from_spark` (see ``lake.queries``).
+
+Spark
+-----
+This module is pure Python: the embedded reader, the window's questions and the commands import it
+without loading Spark.  The Spark side (the declared schemas, the partition columns as Spark
+Columns, the reader) is ``spark_queries.schema``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Iterable
-
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DoubleType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 #: Hive partition columns, in directory order.
 PARTITION_COLUMNS: list[str] = ["cluster", "date", "hour"]
 
-#: Columns stored inside the Parquet files (everything but the partition columns).
-DATA_SCHEMA = StructType(
-    [
-        StructField("ts", TimestampType(), False),
-        StructField("broker", IntegerType(), False),
-        StructField("metric", StringType(), False),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("labels", MapType(StringType(), StringType(), True), True),
-        StructField("value", DoubleType(), False),
-    ]
-)
-
-#: The table as queries see it: the data columns, then the partition columns
-#: (the order Spark gives when it reads the partitioned directory tree).
-SAMPLE_SCHEMA = StructType(
-    list(DATA_SCHEMA.fields)
-    + [
-        StructField("cluster", StringType(), False),
-        StructField("date", StringType(), False),
-        StructField("hour", IntegerType(), False),
-    ]
-)
-
-COLUMNS: list[str] = SAMPLE_SCHEMA.fieldNames()
+#: Columns stored inside the Parquet files (everything but the partition columns), in file order.
+DATA_COLUMNS: list[str] = ["ts", "broker", "metric", "topic", "partition", "labels", "value"]
+#: The table as queries see it: the data columns, then the partition columns (the order Spark
+#: gives when it reads the partitioned directory tree). The Spark types: ``spark_queries.schema``.
+COLUMNS: list[str] = DATA_COLUMNS + PARTITION_COLUMNS
 
 #: Metric names the queries and the synthetic generator use.
 METRICS: dict[str, str] = {
@@ -216,25 +188,6 @@ def partition_values(ts: _dt.datetime | str) -> tuple[str, int]:
     return u.strftime("%Y-%m-%d"), u.hour
 
 
-def partition_columns(ts: Column | str = "ts") -> tuple[Column, Column]:
-    """``(date, hour)`` as Spark Columns computed from ``ts`` in UTC.
-
-    Works from epoch seconds so the result does not depend on
-    ``spark.sql.session.timeZone`` (``date_format``/``hour`` would).
-    """
-    secs = F.unix_seconds(F.col(ts) if isinstance(ts, str) else ts)
-    days = F.floor(secs / F.lit(86_400)).cast("int")
-    date = F.date_format(F.date_add(F.lit(_dt.date(1970, 1, 1)), days), "yyyy-MM-dd")
-    hour = F.pmod(F.floor(secs / F.lit(3_600)), F.lit(24)).cast("int")
-    return date, hour
-
-
-def with_partition_columns(df: DataFrame) -> DataFrame:
-    """Add/overwrite ``date`` and ``hour`` from ``ts`` (UTC)."""
-    date, hour = partition_columns("ts")
-    return df.withColumn("date", date).withColumn("hour", hour)
-
-
 # Characters Spark/Hive escape in partition directory names (as %XX),
 # taken from ExternalCatalogUtils.escapePathName.
 _PATH_ESCAPE = set(chr(c) for c in range(0x00, 0x20)) | set("\"#%'*/:=?[\\]^{\x7f")
@@ -260,30 +213,25 @@ ROLLUPS: dict[str, int] = {"1m": 60, "1h": 3600}
 RAW = "raw"
 
 #: The rollup tables' columns (both resolutions): bucket, the series, the aggregates, partitions.
-ROLLUP_SCHEMA = StructType(
-    [
-        StructField("bucket", TimestampType(), False),
-        StructField("broker", IntegerType(), False),
-        StructField("metric", StringType(), False),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("labels", MapType(StringType(), StringType(), True), True),
-        StructField("min", DoubleType(), True),
-        StructField("max", DoubleType(), True),
-        StructField("sum", DoubleType(), True),
-        StructField("count", LongType(), False),
-        StructField("last", DoubleType(), True),
-        StructField("last_ts", TimestampType(), True),
-        StructField("inc", DoubleType(), True),
-        StructField("growth", DoubleType(), True),
-        StructField("resets", LongType(), True),
-        StructField("seconds", DoubleType(), True),
-        StructField("cluster", StringType(), False),
-        StructField("date", StringType(), False),
-        StructField("hour", IntegerType(), False),
-    ]
-)
-ROLLUP_COLUMNS: list[str] = ROLLUP_SCHEMA.fieldNames()
+ROLLUP_COLUMNS: list[str] = [
+    "bucket",
+    "broker",
+    "metric",
+    "topic",
+    "partition",
+    "labels",
+    "min",
+    "max",
+    "sum",
+    "count",
+    "last",
+    "last_ts",
+    "inc",
+    "growth",
+    "resets",
+    "seconds",
+    *PARTITION_COLUMNS,
+]
 
 #: Partition columns of each rollup table (an hour table has 24 rows per series and day: one
 #: directory per day keeps its files from being tiny).
@@ -297,22 +245,6 @@ def table_path(table: str, resolution: str = RAW) -> str:
     if resolution not in ROLLUPS:
         raise ValueError(f"unknown resolution {resolution!r}; one of {[RAW, *ROLLUPS]}")
     return f"{table.rstrip('/')}_{resolution}"
-
-
-def read_lake(spark: SparkSession, path: str | Iterable[str]) -> DataFrame:
-    """Read the lake: a Delta table as Delta, else (a lake written before Delta, or a set of
-    hour directories) as Parquet with the declared schema (keeps ``date`` a string).
-
-    ``basePath`` is set so partition columns are still discovered when a
-    caller passes sub-directories.
-    """
-    paths = [path] if isinstance(path, str) else list(path)
-    if len(paths) == 1 and is_delta_dir(paths[0]):
-        return spark.read.format("delta").load(paths[0]).select(*COLUMNS)
-    reader = spark.read.schema(SAMPLE_SCHEMA)
-    if len(paths) == 1:
-        reader = reader.option("basePath", paths[0])
-    return reader.parquet(*paths).select(*COLUMNS)
 
 
 def is_delta_dir(path: str) -> bool:

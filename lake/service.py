@@ -61,10 +61,24 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pyspark.sql import functions as F
+
+from kbot_settings import load
+from lake import delta
+from lake.connect import ConnectServerError, query_url, start_server
 from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
-from lake.errors import LakeTimeout, LakeUnavailable
-from lake.schema import RAW, ROLLUPS, table_path
-from lake.spark import parse_conf
+from lake.errors import LakeTimeout, LakeUnavailable, missing_table
+from lake.layout import LakeLayout
+from lake.queries import q_history
+from lake.rollups import open_hours_start
+from lake.schema import COLUMNS, RAW, ROLLUPS, escape_path_name, partition_values, table_path
+from lake.schema import to_utc as _utc
+from lake.spark import build_session
+from lake.spark_conf import parse_conf
+from spark_queries._common import ts_lit
+from spark_queries.rollup import coarser_rollup, with_seconds
+from spark_queries.schema import SAMPLE_SCHEMA, read_lake
+from spark_queries.window import incident_window, partition_predicate
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +117,6 @@ class LakeView:
 
     def hour_dirs(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None) -> list[str]:
         """The existing ``cluster=/date=/hour=`` directories overlapping [start, end)."""
-        from lake.schema import escape_path_name, partition_values
-        from lake.schema import to_utc as _utc
 
         cluster = cluster if cluster is not None else self.cluster
         c = escape_path_name(cluster) if cluster is not None else "*"
@@ -120,8 +132,6 @@ class LakeView:
     # ---- tables
     def is_delta(self, resolution: str = "raw") -> bool:
         """Is there a Delta table for ``resolution`` (raw, 1m, 1h)?  Remembered per view."""
-        from lake import delta
-        from lake.schema import table_path
 
         cache = self.__dict__.setdefault("_tables", {})
         if resolution not in cache:
@@ -142,7 +152,6 @@ class LakeView:
 
     def resolution_for(self, bucket_s: int) -> str:
         """The coarsest table whose buckets tile ``bucket_s`` exactly: ``1h``, ``1m`` or ``raw``."""
-        from lake.schema import RAW, ROLLUPS
 
         for name, width in sorted(ROLLUPS.items(), key=lambda kv: -kv[1]):
             if bucket_s >= width and bucket_s % width == 0 and self.is_delta(name):
@@ -151,19 +160,14 @@ class LakeView:
 
     def _pending(self) -> bool:
         """A local raw table whose first commit is being written (``lake.delta.local_table_pending``)."""
-        from lake import delta
 
         return not _is_uri(self.path) and delta.local_table_pending(self.path)
 
     # ---- frames
     def empty(self):
-        from lake.schema import SAMPLE_SCHEMA
-
         return self.spark.createDataFrame([], SAMPLE_SCHEMA)
 
     def _read(self, paths: list[str]):
-        from lake.schema import COLUMNS, SAMPLE_SCHEMA
-
         return self.spark.read.schema(SAMPLE_SCHEMA).option("basePath", self.path).parquet(*paths).select(*COLUMNS)
 
     def window(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None = None):
@@ -174,8 +178,6 @@ class LakeView:
         before Delta (bare Parquet hour directories) is read by listing only the hour
         directories of the window.  Either way the cost does not grow with the lake's history.
         """
-        from lake.schema import COLUMNS
-        from spark_queries.window import incident_window
 
         cluster = cluster if cluster is not None else self.cluster
         if self.is_delta():
@@ -209,14 +211,6 @@ class LakeView:
         ``lake.rollups.OPEN_HOURS`` hours (by ``now``, default the clock) come from the minute
         rollup, re-aggregated into hour rows on the fly, so a trend still reaches the last
         minute rolled up."""
-        from pyspark.sql import functions as F
-
-        from lake.rollups import open_hours_start
-        from lake.schema import ROLLUPS, table_path
-        from lake.schema import to_utc as _utc
-        from spark_queries._common import ts_lit
-        from spark_queries.window import partition_predicate
-
         # no hour table yet (no hour has closed): the minutes can still answer an hour read
         if not self.is_delta(resolution) and not (resolution == "1h" and self.is_delta("1m")):
             return None
@@ -235,7 +229,6 @@ class LakeView:
         cut = _dt.datetime.fromtimestamp(open_hours_start(time.time() if now is None else now), _dt.timezone.utc)
         if resolution != "1h" or e <= cut or not self.is_delta("1m"):
             return rows_of(resolution, s, e)
-        from spark_queries.rollup import coarser_rollup, with_seconds
 
         recent = coarser_rollup(rows_of("1m", max(s, cut), e), width, assume_seconds=assume_seconds)
         if s >= cut or not self.is_delta("1h"):
@@ -245,17 +238,11 @@ class LakeView:
 
     def all(self, cluster: str | None = None):
         """The whole lake (of ``cluster`` when given): for history-wide scans."""
-        from pyspark.sql import functions as F
-
-        from lake.schema import read_lake
-
         if not _is_uri(self.path) and (not os.path.isdir(self.path) or self._pending()):
             return self.empty()
         try:
             df = read_lake(self.spark, self.path)
         except Exception as exc:  # noqa: BLE001 - an empty or missing table is "no data", not an error
-            from lake.errors import missing_table
-
             if missing_table(exc):
                 return self.empty()
             raise
@@ -297,8 +284,6 @@ def _local_connect_url(env: Mapping[str, str]) -> str | None:
     """The URL of this lake's running Connect server (``lake.connect``): its shared query session
     (``ServerInfo.query_url``), None when none runs."""
     try:
-        from lake.connect import query_url
-
         return query_url(env=env)
     except Exception:  # noqa: BLE001 - an unreadable state file means "no server", never a failure
         log.debug("no local Spark Connect server", exc_info=True)
@@ -383,9 +368,6 @@ class LakeService:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LakeService":
-        from kbot_settings import load
-        from lake.ingest import LakeLayout
-
         # one validation of the whole configuration: a wrong KBOT_LAKE_TIMEOUT_S is a SettingsError
         # (a ValueError) naming it, worded as at `kbot` start
         settings = load(env)
@@ -458,8 +440,6 @@ class LakeService:
             self._ready.set()
 
     def _build(self):
-        from lake.spark import build_session
-
         try:
             conf = _session_conf(self.master, self.conf)
             if self.master.startswith("sc://"):
@@ -487,7 +467,6 @@ class LakeService:
         and bucket a metric's history (`history`, the Spark question a one-shot `kbot ask` is most
         often: through the Connect server's shared session it then finds that code compiled).  The
         incident window's questions need no warming: DuckDB answers them in process."""
-        from lake.queries import q_history
 
         view = LakeView(spark, self.path, self.cluster)
         end = _dt.datetime.now(_dt.timezone.utc)
@@ -795,8 +774,6 @@ def lake_from_env(
     ``warm`` (see :class:`LakeService`): False for a process that asks one question, whose own
     query is the first one anyway.
     """
-    from kbot_settings import load
-    from lake.ingest import LakeLayout
 
     settings = load(env)
     if settings.kbot_lake is False:
@@ -821,7 +798,6 @@ def warm_up(url: str, table: str, timeout: float = 120.0) -> float:
     """Run the lake's first-question code paths once through the Connect server at ``url``
     (reading the table, a window query, the aggregation), so the first user's question finds its
     code generated and the table's snapshot cached.  Returns the seconds it took."""
-    from lake.connect import ConnectServerError
 
     t0 = time.monotonic()
     svc = LakeService(table, master=url, warm=True, app_name="kbot-connect-warmup")
@@ -849,8 +825,6 @@ def ensure_server(
     stops it on exit with ``lake.connect.stop_server``).  ``warm`` runs the lake's query paths
     once through it. Here rather than in lake/connect.py: warming needs this module's LakeService,
     and this module asks lake/connect.py whether a server runs - one direction only."""
-    from lake.connect import start_server
-    from lake.ingest import LakeLayout
 
     info = start_server(port, master, lake_dir=lake_dir, conf=conf, timeout=timeout, env=env)
     if warm:

@@ -25,6 +25,9 @@ from typing import Mapping
 
 from pyspark.sql import SparkSession
 
+from lake.quiet_spark import launch_quietly
+from lake.spark_conf import DEFAULT_CONF, delta_jars
+
 log = logging.getLogger(__name__)
 
 # Set before pyspark's Connect client loads grpcio. grpcio >= 1.81 restarts its poller thread in a
@@ -33,41 +36,6 @@ log = logging.getLogger(__name__)
 # fallback's Spark, a collector) can fail to start. The bot never runs gRPC in a forked child, so
 # gRPC's fork handlers serve it nothing. (An environment variable, because gRPC reads only that.)
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-DEFAULT_CONF: dict[str, str] = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # the lake's tables are written by one ingest at a time; a retried idempotent append
-    # (txnAppId/txnVersion) must not pay for a snapshot of every file's statistics
-    "spark.databricks.delta.snapshotPartitions": "2",
-}
-
-
-CONF_ENV = "KBOT_SPARK_CONF"
-
-
-def parse_conf(text: str) -> dict[str, str]:
-    """``"key=value;key=value"`` (KBOT_SPARK_CONF) -> settings; ValueError naming a malformed item."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(";"))):
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise ValueError(f"{CONF_ENV}: expected key=value, got {item!r}")
-        out[k.strip()] = v.strip()
-    return out
-
-
-def delta_jars() -> str:
-    """``spark.jars`` value for Delta (fetching them now if the cache is incomplete: before the
-    session starts, never at query time)."""
-    from lake.jars import ensure_jars
-
-    return ",".join(str(p) for p in ensure_jars())
 
 
 def session_settings(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -134,8 +102,6 @@ def build_session(
     if log_path:
         # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
         from pathlib import Path
-
-        from lake.quiet_spark import launch_quietly
 
         launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
     builder = SparkSession.builder.master(master).appName(app_name)

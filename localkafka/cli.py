@@ -22,6 +22,7 @@ from pathlib import Path
 from localkafka import fetch
 from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
 from localkafka.fetch import JarsError
+from localkafka.secure import SecureCluster
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -116,8 +117,6 @@ def run(args) -> int:
         args.port_base = recorded_port_base(args.name, args.base_dir)
     try:
         if getattr(args, "secure", False):
-            from localkafka.secure import SecureCluster
-
             cluster = SecureCluster(
                 name=args.name, base_dir=args.base_dir, port_base=args.port_base, controllers=args.controllers
             )

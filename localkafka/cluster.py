@@ -52,6 +52,7 @@ from pathlib import Path
 
 from localkafka import fetch, procs
 from localkafka.common import ClusterError, quiet_logger
+from localkafka.faults import FaultInjector
 from localkafka.metrics import ACTIVE_CONTROLLERS, metric_value, scrape
 
 CONFIG_DIR = Path(__file__).with_name("config")
@@ -239,8 +240,6 @@ class LocalCluster:
 
     @property
     def faults(self):
-        from localkafka.faults import FaultInjector
-
         if self._faults is None:
             self._faults = FaultInjector(self)
         return self._faults

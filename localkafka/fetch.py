@@ -24,6 +24,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbot_settings import load
+
 POM = Path(__file__).with_name("pom.xml")
 _MARKER = ".kbot-complete.json"
 
@@ -51,8 +53,6 @@ def pom_versions() -> Versions:
 
 
 def cache_root() -> Path:
-    from kbot_settings import load
-
     return load().cache_dir
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from live.acls import NEEDED
-from localkafka.cluster import ClusterError, LocalCluster, admin_client
+from localkafka.cluster import ClusterError, LocalCluster, admin_client, quiet_logger
 
 SUPER_USER = "kbot-admin"
 OBSERVER = "kbot-observer"
@@ -474,8 +474,6 @@ class SecureCluster(LocalCluster):
         """Wait until every broker accepts ``user``'s login: new SCRAM credentials reach the
         brokers through the metadata log. A Metadata request needs no ACL."""
         from confluent_kafka.admin import AdminClient
-
-        from localkafka.cluster import quiet_logger
 
         deadline = time.monotonic() + timeout
         for broker in self.brokers.values():

@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbot_settings import KbotSettings, SettingsError
+from kbot_settings import load as load_settings
+
 if TYPE_CHECKING:  # the loader imports this module; these names are for the annotations only
     from runbook_kb.loader import KnowledgeBase
     from runbook_kb.lookup import Lookup
@@ -44,10 +47,8 @@ def digest(data_dir: Path) -> str:
 
 
 def cache_dir() -> Path:
-    from kbot_settings import KbotSettings, SettingsError, load
-
     try:
-        root = load().cache_dir
+        root = load_settings().cache_dir
     except SettingsError:  # a wrong variable elsewhere is reported by whoever starts the bot; a cache still works
         root = KbotSettings.model_validate({}).cache_dir
     return root / "runbook"

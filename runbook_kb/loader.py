@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from runbook_kb import cache
 from runbook_kb.schema import (
     REFERENCE_FILES,
     Configs,
@@ -272,7 +273,6 @@ def default_kb() -> KnowledgeBase:
     """The packaged knowledge base, loaded and validated once per process (or, when neither the data
     nor the code changed since, taken with its built lookup from the cache an earlier process left)."""
     global fresh_default
-    from runbook_kb import cache
 
     built = cache.load(DATA_DIR)
     if built is not None:

@@ -38,6 +38,7 @@ from typing import Literal
 
 from rapidfuzz import fuzz, process
 
+from runbook_kb import cache, loader
 from runbook_kb.loader import KnowledgeBase, table_rows
 from runbook_kb.ranker import KB_TEXT_WEIGHT, WordModel, kb_sentences, shipped_examples
 from runbook_kb.schema import Configs, FailureMode, PartitionCategories, ReferenceTopic, Signals
@@ -233,8 +234,6 @@ class Lookup:
         every time, and the build (~100 ms of indexing and training the word model) should not be paid per question."""
         cached = _BUILT.get(id(kb))
         if cached is None or cached[0] is not kb:
-            from runbook_kb import cache, loader
-
             prebuilt = loader.prebuilt_lookups.pop(id(kb), None)
             if prebuilt is not None:
                 return remember(kb, prebuilt)  # built by an earlier process, from the same inputs

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from runbook_kb.loader import DATA_DIR, KBError, _check_sources, _read_source_paths, _validate, load_kb
+from runbook_kb.lookup import Lookup
 from runbook_kb.schema import REFERENCE_FILES, FailureMode
 
 
@@ -29,7 +30,6 @@ def main(argv: list[str]) -> int:
     try:
         if not argv:
             kb = load_kb()
-            from runbook_kb.lookup import Lookup
 
             Lookup(kb)  # the search's word model trains on the example-question files: check them too
             print(f"knowledge base ok: {len(kb.failure_modes)} failure modes, {len(kb.reference)} reference files")

@@ -13,15 +13,15 @@ not diluted over its whole width, and a gap's growth is not put in one bucket.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_queries._common import bucket, dimension, only_metrics
 from spark_queries.rollup import minute_rollup, rollup_history
 
-_AGGS = {
+_AGGS: dict[str, Callable[[str], Column]] = {
     "max": F.max,
     "min": F.min,
     "avg": F.avg,

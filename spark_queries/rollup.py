@@ -12,8 +12,9 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lake.schema import ROLLUP_COLUMNS, STALE_S, partition_columns
+from lake.schema import ROLLUP_COLUMNS, STALE_S
 from spark_queries._common import bucket, dimension, labels_key
+from spark_queries.schema import partition_columns
 
 _SERIES = ["cluster", "broker", "metric", "topic", "partition"]
 #: A series' columns in the order the lake's files are sorted in (the raw table's rows by metric,

@@ -76,8 +76,10 @@ from typing import Callable, Iterable, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lake import delta
+from lake.rollups import hour_minutes, update_rollups
 from lake.schema import (
-    DATA_SCHEMA,
+    DATA_COLUMNS,
     LABEL_GROUP,
     LABEL_QUANTILE,
     LABEL_REQUEST,
@@ -85,6 +87,7 @@ from lake.schema import (
     partition_path,
     to_utc,
 )
+from lake.spark import build_session
 
 ORIGIN = 1_577_836_800  # 2020-01-01T00:00:00Z: offsets and counters count from here
 DAY = 86_400
@@ -681,7 +684,7 @@ class _Generator:
         out = frames[0]
         for f in frames[1:]:
             out = out.unionByName(f)
-        return out.select(*DATA_SCHEMA.fieldNames())
+        return out.select(*DATA_COLUMNS)
 
     def expected_rows(self, hour_start: int) -> int:
         """Rows the hour will hold (dead brokers send nothing): plain Python."""
@@ -787,10 +790,8 @@ def generate(
             if table_format == "parquet":
                 df.write.mode(mode).parquet(partition_path(out_path, cluster, when.strftime("%Y-%m-%d"), when.hour))
             else:
-                from lake import delta
-
                 part = df.select(
-                    *DATA_SCHEMA.fieldNames(),
+                    *DATA_COLUMNS,
                     F.lit(cluster).alias("cluster"),
                     F.lit(when.strftime("%Y-%m-%d")).alias("date"),
                     F.lit(when.hour).alias("hour"),
@@ -808,8 +809,6 @@ def generate(
                 f"({rows / dt_h:,.0f} rows/s; total {total:,} in {time.monotonic() - t0:.0f}s)"
             )
         if written and rollups:
-            from lake.rollups import hour_minutes, update_rollups
-
             t1 = time.monotonic()
             for i in range(0, len(written), 24):
                 update_rollups(spark, out_path, hour_minutes(written[i : i + 24]))
@@ -897,7 +896,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
 
     ppt = a.partitions_per_topic or max(1, math.ceil((a.partitions or 120) / a.topics))
-    from lake.spark import build_session
 
     spark = build_session(a.master, app_name="kbot-synthetic")
     spark.sparkContext.setLogLevel("WARN")

@@ -28,6 +28,7 @@ from diagnosis.entry_ids import (
 )
 from diagnosis.evidence import Snapshot, broker_list, name_partitions, snapshot
 from diagnosis.lake_summary import lake_rows
+from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
 
 if TYPE_CHECKING:  # types only: the gateway module pulls in the Kafka clients
@@ -159,7 +160,6 @@ async def _g_hanging(live: LiveProbes, state: TriageState) -> Fact:
     # Every open transaction that holds a partition's last stable offset back, however young: the
     # person triaging stuck read_committed consumers needs to see it now. Whether it is hanging
     # (nothing will abort it) or will be aborted by its coordinator is judged per transaction.
-    from diagnosis.txn_evidence import read_open_transactions
 
     report = await read_open_transactions(live.gw)
     now = report.now_ms

@@ -10,6 +10,7 @@ says it is still within its timeout: a warning (the coordinator will end it), no
 
 from lab import probes
 from lab.mode import Mode
+from localkafka.testing import produce_one
 
 TOPIC = "lab-txn"
 
@@ -17,7 +18,6 @@ TOPIC = "lab-txn"
 def inject(cluster):
     info = cluster.faults.hanging_transaction(TOPIC, partition=0, records=5, timeout=90)
     # a committed record written after the open transaction: visible to read_uncommitted only
-    from localkafka.testing import produce_one
 
     produce_one(cluster.bootstrap_servers, TOPIC, 0, "after-the-hung-txn")
     return {

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import time
 
-from lab import netcut
+from diagnosis.live_checks import metadata_stale_ms
+from lab import netcut, probes
 from lab.mode import Mode
+from localkafka.metrics import FENCED_BROKERS
 
 TOPIC = "lab-metadata-lag"
 BROKER = 103
@@ -166,9 +168,6 @@ def wait_for_symptom(cluster, facts):
     """103 behind on the metadata log for longer than the runbook's threshold while still
     registered and unfenced, then a leadership change it never hears of: the controller says 103
     leads partition 0, 103 still names the old leader, and a record sent there is refused."""
-    from diagnosis.live_checks import metadata_stale_ms
-    from lab import probes
-    from localkafka.metrics import FENCED_BROKERS
 
     stale_s = metadata_stale_ms() / 1000
     t0 = time.monotonic()

@@ -3,7 +3,7 @@ writes (localkafka/groups.py: every member is its own process and client), so th
 time rebalancing and its lag grows. Seen from outside: the group's member ids keep changing."""
 
 from lab.mode import Mode
-from localkafka import groups
+from localkafka import groups, procs
 
 GROUP = "lab-storm"
 TOPIC = "lab-storm-topic"
@@ -39,8 +39,6 @@ def heal(cluster, facts):
         fault.stop()
     else:  # another process started it: its children exit when their parent is gone
         import signal
-
-        from localkafka import procs
 
         for pid in facts.get("pids", []):
             procs.signal_pid(pid, signal.SIGTERM)

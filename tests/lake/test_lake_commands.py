@@ -178,8 +178,9 @@ async def test_hot_partitions_uses_live_leaders_when_there_is_a_cluster(ctx_at):
 def metadata_log_lake(spark, tmp_path_factory):
     """10:00-10:15: KRaft's __cluster_metadata-0 on controller 1 is the fastest log; orders-0/1
     write 2 and 1 records/s; topic "gone" (deleted since) 0.5 records/s."""
-    from lake.schema import SAMPLE_SCHEMA, partition_values
+    from lake.schema import partition_values
     from lake.service import LakeService
+    from spark_queries.schema import SAMPLE_SCHEMA
 
     def series(topic, partition, broker, per_sec):
         out = []

@@ -15,7 +15,7 @@ from waiting import wait_until
 from lake.collector import write_landing_file
 from lake.delta import local_commits
 from lake.ingest import TXN_FILE, IngestBusy, Ingestor, LakeLayout, layout_status, validate_landing_file
-from lake.schema import read_lake
+from spark_queries.schema import read_lake
 
 pytestmark = pytest.mark.spark
 

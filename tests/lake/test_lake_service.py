@@ -84,7 +84,7 @@ async def test_spark_that_cannot_start_is_unavailable_with_the_reason(monkeypatc
     def broken(*a, **k):
         raise RuntimeError("Java gateway process exited before sending its port number")
 
-    monkeypatch.setattr("lake.spark.build_session", broken)
+    monkeypatch.setattr("lake.service.build_session", broken)
     lake = LakeService(str(tmp_path), master="local[2]")
     lake.start()
     assert not await lake.wait_ready(10)
@@ -99,7 +99,7 @@ async def test_a_query_waits_for_the_warm_up(monkeypatch, spark, tmp_path):
         time.sleep(0.5)
         return spark
 
-    monkeypatch.setattr("lake.spark.build_session", slow_start)
+    monkeypatch.setattr("lake.service.build_session", slow_start)
     lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
     assert lake.state == "starting"
     assert await lake.query(lambda view: view.spark.range(3).count()) == 3
@@ -111,7 +111,7 @@ async def test_still_starting_after_the_budget(monkeypatch, spark, tmp_path):
         time.sleep(1.0)
         return spark
 
-    monkeypatch.setattr("lake.spark.build_session", slow_start)
+    monkeypatch.setattr("lake.service.build_session", slow_start)
     lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
     with pytest.raises(Unavailable, match="still starting.*`kbot lake serve` keeps one Spark warm"):
         await lake.query(lambda view: 1, timeout=0.2)
@@ -126,7 +126,7 @@ async def test_a_one_shot_ask_does_not_warm_an_in_process_spark_up(monkeypatch, 
     warm-up first cost it a quarter of a cold answer."""
     from bot.app import close_context, make_context
 
-    monkeypatch.setattr("lake.spark.build_session", lambda *a, **k: spark)
+    monkeypatch.setattr("lake.service.build_session", lambda *a, **k: spark)
     env = {"HOME": str(tmp_path), "KBOT_HOME": str(tmp_path / "home"), "KBOT_LAKE_DIR": str(tmp_path / "lake")}
     for one_shot in (True, False):
         ctx = make_context(lake=not one_shot, env={**env, "KBOT_LAKE": "1"})
@@ -149,7 +149,7 @@ async def test_an_in_process_fallback_keeps_the_callers_warm_up_choice(monkeypat
             raise ConnectionRefusedError("connection refused")
         return spark
 
-    monkeypatch.setattr("lake.spark.build_session", build)
+    monkeypatch.setattr("lake.service.build_session", build)
     for warm, warmed in ((None, True), (False, False)):
         lake = LakeService(str(tmp_path), master="sc://127.0.0.1:1", fallback_master="local[*]", warm=warm).start()
         assert await lake.wait_ready(120)

@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from lake.schema import SAMPLE_SCHEMA, partition_values
+from lake.schema import partition_values
+from spark_queries.schema import SAMPLE_SCHEMA
 
 T0 = dt.datetime(2024, 5, 1, 10, 0, tzinfo=dt.timezone.utc)
 

@@ -7,15 +7,14 @@ from pyspark.testing import assertDataFrameEqual
 from lake.schema import (
     COLUMNS,
     PARTITION_COLUMNS,
-    SAMPLE_SCHEMA,
     epoch_micros,
     escape_path_name,
     from_spark,
     partition_path,
     partition_values,
-    read_lake,
     to_utc,
 )
+from spark_queries.schema import SAMPLE_SCHEMA, read_lake
 from tools import synthetic as S
 
 UTC = dt.timezone.utc

@@ -16,7 +16,7 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
 from lake.embedded import WindowReader
-from lake.schema import read_lake
+from spark_queries.schema import read_lake
 from tools import synthetic as S
 from window_queries.hot import HOT_QUESTION, hot_partitions
 from window_queries.lag import GROUP_LAG_QUESTION, group_lag_status, partition_lag_status

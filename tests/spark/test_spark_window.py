@@ -7,7 +7,8 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lake.schema import PARTITION_COLUMNS, SAMPLE_SCHEMA, partition_columns, partition_values, read_lake
+from lake.schema import PARTITION_COLUMNS, partition_values
+from spark_queries.schema import SAMPLE_SCHEMA, partition_columns, read_lake
 from spark_queries.window import incident_window
 
 pytestmark = pytest.mark.spark

@@ -10,7 +10,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from lake.embedded import ROLLUP_COLUMNS, Window
-from lake.schema import SAMPLE_SCHEMA, partition_values
+from lake.schema import partition_values
+from spark_queries.schema import SAMPLE_SCHEMA
 from tests.window.windowkit import SCHEMA, at, sample, window_of
 from window_queries.hot import (
     HOT_QUESTION,
