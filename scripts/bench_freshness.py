@@ -189,9 +189,24 @@ def summarize(mode: str, lat: list[tuple[float, float, float]], load: list[float
             p95_s=round(percentile(steady, 95), 1),
             max_s=round(max(steady), 1),
         )
+        # a growing backlog shows as latencies that grow round after round: the halves' medians and
+        # the least-squares slope of latency over the rounds (s per round; ~0 when it keeps up)
+        half = len(steady) // 2
+        if half:
+            out.update(
+                first_half_p50_s=round(statistics.median(steady[:half]), 1),
+                second_half_p50_s=round(statistics.median(steady[half:]), 1),
+            )
+        if len(steady) >= 3:
+            xs = range(len(steady))
+            mx, my = statistics.mean(xs), statistics.mean(steady)
+            out["trend_s_per_round"] = round(
+                sum((x - mx) * (y - my) for x, y in zip(xs, steady)) / sum((x - mx) ** 2 for x in xs), 3
+            )
     if cold:
         out.update(first_n_p95_s=round(percentile(cold, 95), 1), first_batch_s=round(lat[0][1], 1))
     out.update(
+        load_1m_min=round(min(load), 2) if load else None,
         load_1m_mean=round(statistics.mean(load), 2) if load else None,
         load_1m_max=round(max(load), 2) if load else None,
         cores=os.cpu_count(),
@@ -244,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{mode:>6}: {res['samples']} samples after warm-up, scrape -> queryable p50 {res.get('p50_s')} s, "
                     f"p95 {res.get('p95_s')} s, max {res.get('max_s')} s (the first {args.samples} from the start, "
                     f"cold JVM included: p95 {res.get('first_n_p95_s')} s; first sample {res.get('first_batch_s')} s); "
-                    f"load {res['load_1m_mean']} mean / {res['load_1m_max']} max on {res['cores']} cores",
+                    f"load {res['load_1m_mean']} mean / {res['load_1m_max']} max on {res['cores']} cores; "
+                    f"backlog: p50 {res.get('first_half_p50_s')} s in the first half, {res.get('second_half_p50_s')} s "
+                    f"in the second, trend {res.get('trend_s_per_round')} s per round",
                     flush=True,
                 )
     finally:
