@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbot_settings import SettingsError, load
+
 PATH = "/alerts/alertmanager"
 ROUTES_ENV, TOKEN_ENV, CHANNEL_ENV = "KBOT_ALERT_ROUTES", "KBOT_ALERT_TOKEN", "KBOT_ALERT_CHANNEL"
 MAX_LABELS_SHOWN = 12
@@ -75,7 +77,6 @@ class AlertConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertConfig | None":
         """None when the webhook is not configured (no token); AlertConfigError when it is, wrongly."""
-        from kbot_settings import SettingsError, load
 
         try:
             settings = load(env)

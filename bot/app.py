@@ -9,8 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping
 
+from bot.settings import Settings
+from diagnosis.principals import startup_line
 from framework.context import Context
 from kbot_settings import load
+from lake.connect import running_url
+from live.config import ConfigError, load_config
+from live.pool import GatewayPool
+from localkafka.cluster import LocalCluster
 from runbook_kb import default_kb
 
 
@@ -32,7 +38,6 @@ def effective_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     out = dict(os.environ if env is None else env)
     if cluster_configured(out):
         return out
-    from localkafka.cluster import LocalCluster
 
     cluster = LocalCluster(name="dev")
     if any(n.pid() for n in cluster.nodes):
@@ -41,7 +46,6 @@ def effective_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def cluster_configured(env: Mapping[str, str] | None = None) -> bool:
-    from live.config import ConfigError, load_config
 
     try:
         clusters, _default = load_config(env)
@@ -57,9 +61,7 @@ def make_context(
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
     start costs seconds that a single question should not pay."""
     from bot.gate import default_gate
-    from bot.settings import Settings
     from lake.service import lake_from_env
-    from live.pool import GatewayPool
 
     env = effective_env(env)
     pool = GatewayPool(env=env)
@@ -67,7 +69,6 @@ def make_context(
     want_lake = lake or flag is True
     if not want_lake and flag is not False:
         # a one-shot `kbot ask` pays no cold Spark start when `kbot run` keeps a server warm
-        from lake.connect import running_url
 
         want_lake = running_url(env=env) is not None
     ctx = Context(
@@ -95,8 +96,6 @@ async def log_principals_audit(ctx: Context) -> None:
         return
     _PRINCIPALS_LOGGED = True
     import logging
-
-    from diagnosis.principals import startup_line
 
     level, line = await startup_line(ctx)
     logging.getLogger("kbot.principals").log(logging.INFO if level == "ok" else logging.WARNING, line)

@@ -22,14 +22,35 @@ import logging
 import os
 import sys
 
+from bot.logs import log_to_file, log_to_screen
+from bot.render import render_json, render_text
+from bot.run import register as register_run
+from bot.run import run as run_main
+from bot.settings import Settings, _csv
+from bot.slack_app import register as register_serve
+from bot.slack_app import run as run_serve
+from framework.context import Context
+from framework.dispatch import run_request
+from framework.reply import error_reply
+from framework.spec import CommandRequest
+from gate.audit import cluster_secrets
+from gate.confirmation import second_approver_rules
+from kbot_settings import SettingsError, describe, load, markdown_table
+from lab.cli import register as register_lab
+from lab.cli import run as run_lab
+from lake.cli import register as register_lake
+from lake.cli import run as run_lake
+from live.config import ConfigError, load_clusters
+from localkafka.cli import register as register_cluster
+from localkafka.cli import run as run_cluster
 from runbook_kb import KBError, default_kb
+from runbook_kb.lookup import Lookup
 
 EXIT_BAD_INPUT = 2
 
 
 def _unknown_cluster(name: str, env: dict[str, str]) -> str | None:
     """``--cluster NAME``: the problem when NAME is not a configured cluster, else None."""
-    from live.config import ConfigError, load_clusters
 
     try:
         known = sorted(load_clusters(env))
@@ -43,8 +64,6 @@ def _unknown_cluster(name: str, env: dict[str, str]) -> str | None:
 def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
     """`kbot config`: the effective configuration, secrets masked, and where each value came from."""
     import json
-
-    from kbot_settings import SettingsError, describe, load, markdown_table
 
     if args.markdown:
         print(markdown_table())
@@ -96,9 +115,7 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
 def _approval_rules(settings):
     """The gate's effective second-approver rule per action kind (gate/confirmation.py), the
     KBOT_HIGH_RISK_KINDS entries that name no action, and the heading that says how many approve."""
-    from bot.settings import _csv
     from commands.registry import ROUTER
-    from gate.confirmation import second_approver_rules
 
     actions = {c.spec.name: c.action for c in ROUTER.commands if c.action is not None}
     rules, unknown = second_approver_rules(actions, _csv(settings.kbot_high_risk_kinds))
@@ -114,12 +131,7 @@ def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int
     """`kbot incident timeline <thread>`: the `timeline` command (commands/timeline.py) on this host's
     audit log and state database; bad input is a short line and exit 2, never a traceback."""
     from bot.gate import default_gate
-    from bot.render import render_json, render_text
-    from bot.settings import Settings
     from commands.registry import ROUTER
-    from framework.context import Context
-    from framework.dispatch import run_request
-    from framework.spec import CommandRequest
 
     form = "json" if args.json else ("md" if args.markdown else {"markdown": "md"}.get(args.format, args.format))
     command = ROUTER.find("timeline")
@@ -205,23 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument(
         "--format", choices=("text", "md", "markdown", "json"), default="text", help="the output form"
     )
-    try:
-        from localkafka.cli import register as register_cluster
-    except ImportError:  # the local cluster tooling is optional at import time
-        register_cluster = None
-    if register_cluster is not None:
-        register_cluster(sub)
-    from lake.cli import register as register_lake
-
+    register_cluster(sub)
     register_lake(sub)
-    try:
-        from lab.cli import register as register_lab
-    except ImportError:  # an install made before the lab package existed: everything else still works
-        register_lab = None
-    if register_lab is not None:
-        register_lab(sub)
-    from bot.run import register as register_run
-    from bot.slack_app import register as register_serve
+    register_lab(sub)
 
     register_run(sub)
     register_serve(sub)
@@ -229,7 +227,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kbot_settings import SettingsError, load
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -247,12 +244,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kbot: configuration: {line}", file=sys.stderr)
         print("kbot: `kbot config` shows every setting and where it came from", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from bot.logs import log_to_file, log_to_screen
 
     slack = settings.slack_bot_token is not None or settings.slack_app_token is not None
     if args.command in ("ask", "console", "audit", "incident") or (args.command == "run" and not slack):
         # a person at a prompt: tracebacks to the state folder's kbot.log, one short line on screen
-        from gate.audit import cluster_secrets
 
         tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
         secrets = (*(t.get_secret_value() for t in tokens if t), *cluster_secrets())
@@ -272,9 +267,6 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
-                from bot.render import render_json
-                from framework.reply import error_reply
-
                 print(render_json(error_reply(problem[0].upper() + problem[1:] + ".", ["kbot config"])))
             return EXIT_BAD_INPUT
     if args.command == "ask":
@@ -296,8 +288,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "incident":
         return _incident_timeline(args, env, kb)
     if args.command == "check":
-        from runbook_kb.lookup import Lookup
-
         try:
             Lookup.for_kb(kb)  # trains the search's word model: the example-question files are checked too
         except KBError as exc:
@@ -312,24 +302,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"knowledge base ok: {summary['failure_modes']} failure modes, {len(kb.reference)} reference files")
         return 0
     if args.command == "cluster":
-        from localkafka.cli import run as run_cluster
-
         return run_cluster(args)
     if args.command == "lake":
-        from lake.cli import run as run_lake
-
         return run_lake(args)
     if args.command == "lab":
-        from lab.cli import run as run_lab
-
         return run_lab(args)
     if args.command == "serve":
-        from bot.slack_app import run as run_serve
-
         return run_serve(args, env)
     if args.command == "run":
-        from bot.run import run as run_main
-
         return run_main(args, env)
     parser.print_help()
     return EXIT_BAD_INPUT

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from framework.reply import Action, Reply
+from live.config import load_channels, load_clusters
 
 # Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
 NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "timeline"})
@@ -36,7 +37,6 @@ class Routing:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Routing":
         """From clusters.yaml / the environment (raises live.ConfigError with the reason)."""
-        from live.config import load_channels, load_clusters
 
         return cls(tuple(sorted(load_clusters(env))), dict(load_channels(env)))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.answer_parts import show_in_parts
 from bot.app import close_context, make_context
+from bot.charts import chart_png
 from bot.render import render_addition, render_json, render_text
 from bot.spinner import Spinner
 from commands.registry import ROUTER
@@ -22,6 +23,7 @@ from framework.context import Context
 from framework.dispatch import Answer, complete, run_request
 from framework.followup import IncidentMemory, parse_request
 from framework.reply import Reply
+from gate.files import private_dir, private_file
 from kbot_settings import load
 
 
@@ -64,7 +66,6 @@ def _write_png(result: Answer, path: str) -> None:
     if not result.reply.series:
         print(f"kbot: this answer has no time series to chart; {path} not written", file=sys.stderr)
         return
-    from bot.charts import chart_png
 
     try:
         Path(path).write_bytes(chart_png(result.reply.series, result.reply.title))
@@ -152,8 +153,6 @@ def _console_lines(prompt: str, home: Path):
     if sys.stdin.isatty():
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
-
-        from gate.files import private_dir, private_file
 
         # the history holds every command typed, tokens of confirmations included: private
         history = private_file(private_dir(home) / "console_history")

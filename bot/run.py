@@ -21,8 +21,19 @@ import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from bot.app import cluster_configured, local_env
+from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+from bot.alerts_stack import RULES, StackError, local_stack
+from bot.app import cluster_configured, local_env, log_principals_audit
+from bot.settings import Settings
+from bot.slack_app import configured
+from bot.slack_app import run as run_serve
+from framework.context import Context
+from gate.files import private_dir, private_file
 from kbot_settings import load
+from lake.connect import stop_server
+from lake.errors import LakeError
+from live.pool import GatewayPool
+from localkafka.cluster import LocalCluster
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -50,7 +61,6 @@ def _say(message: str) -> None:
 
 def embedded_cluster() -> dict[str, str]:
     """Start (or reuse) the local cluster; return the env that points the bot at it."""
-    from localkafka.cluster import LocalCluster
 
     cluster = LocalCluster(name="dev")
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
@@ -71,7 +81,6 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
             "not collecting into the lake"
         )
         return None
-    from gate.files import private_dir, private_file
 
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
     state = private_dir(settings.state_dir)
@@ -129,8 +138,6 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
 def _stop_spark(connect, env: Mapping[str, str]) -> None:
     """Stop the Spark Connect server this run started (one that was already running stays)."""
     if connect is not None and connect.started:
-        from lake.connect import stop_server
-
         _say("stopping the lake's Spark server")
         stop_server(env=env)
 
@@ -164,7 +171,6 @@ def start_connect_server(env: Mapping[str, str]):
     another Spark, or when it cannot start (the lake then runs Spark in-process)."""
     if load(env).kbot_spark_master:
         return None
-    from lake.errors import LakeError
     from lake.service import ensure_server
 
     try:
@@ -182,9 +188,6 @@ def log_principals(env: Mapping[str, str]) -> None:
     """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
     if not cluster_configured(env):
         return
-    from bot.app import log_principals_audit
-    from framework.context import Context
-    from live.pool import GatewayPool
 
     async def once() -> None:
         pool = GatewayPool(env=env)
@@ -197,8 +200,6 @@ def log_principals(env: Mapping[str, str]) -> None:
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:
-    from bot.slack_app import configured
-    from bot.slack_app import run as run_serve
 
     if configured(env):
         return run_serve(args, env)
@@ -213,11 +214,6 @@ def start_alert_stack(env: dict[str, str]):
     The webhook token is made up for this run unless KBOT_ALERT_TOKEN is set; Alertmanager reads it
     from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
     import secrets
-
-    from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
-    from bot.alerts_stack import RULES, StackError, local_stack
-    from bot.settings import Settings
-    from bot.slack_app import configured
 
     if not configured(env):
         _say(

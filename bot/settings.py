@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbot_settings import load
+
 DEFAULT_API_URL = "https://slack.com/api/"
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,6 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         """The Slack side's view of the one settings object (kbot_settings); raises
         kbot_settings.SettingsError naming every wrong variable."""
-        from kbot_settings import load
 
         env = dict(os.environ if env is None else env)
         s = load(env)

@@ -32,8 +32,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from bot.alertmanager import AlertConfig, AlertConfigError
+from bot.app import log_principals_audit, make_context
 from bot.settings import Settings
 from gate.audit import RedactingFilter
+from kbot_settings import load
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +86,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if as_json:
         import json
 
-        from bot.alertmanager import AlertConfig, AlertConfigError
-
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
             cfg = AlertConfig.from_env(env)
@@ -117,7 +118,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONFIGURED
-    from bot.alertmanager import AlertConfig, AlertConfigError
 
     try:
         alerts = AlertConfig.from_env(env)
@@ -160,10 +160,7 @@ async def serve(
     from bot.slack_bot import KafkaBot
 
     if ctx is None:
-        from bot.app import make_context
-
         ctx = make_context(env=env)
-    from bot.app import log_principals_audit
 
     principals = asyncio.ensure_future(log_principals_audit(ctx))  # one line; the start does not wait
     principals.add_done_callback(lambda t: None if t.cancelled() else t.exception())
@@ -183,7 +180,6 @@ async def serve(
 
         socket_handler = AsyncSocketModeHandler(bot.app, settings.app_token)
         await socket_handler.connect_async()
-    from kbot_settings import load
 
     health = load(settings.env).kbot_health_host
     shown = f"[{health}]" if health.version == 6 else str(health)

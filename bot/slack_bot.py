@@ -28,8 +28,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_answer, slack_digests, slack_http, slack_intake, slack_messages
+from bot.alerts import install as install_alerts
+from bot.cluster_routing import Routing
 from bot.delivery import Coalescer, Delivery, make_client, queue_client
 from bot.gate import default_gate
+from bot.health import install as install_health
 from bot.settings import Settings
 from bot.slack_answer import Answering
 from bot.slack_digests import Digests
@@ -38,6 +41,7 @@ from bot.slack_intake import Intake
 from bot.slack_listeners import Listeners
 from bot.slack_messages import ActionMessages
 from bot.slack_thread import SlackThread
+from commands.registry import ROUTER
 from framework.context import Context
 from framework.followup import IncidentMemory, ThreadMemories
 from framework.reply import Reply
@@ -45,6 +49,7 @@ from framework.router import Router
 from gate.audit import AuditLog, RedactingFilter, open_audit
 from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
+from live.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +82,7 @@ class KafkaBot:
         policy: Policy | None = None,
         clock=time.time,
     ):
-        if router is None:
-            from commands.registry import ROUTER as router
-        self.settings, self.router, self.clock = settings, router, clock
+        self.settings, self.router, self.clock = settings, router or ROUTER, clock
         self._session = None
         if client is None:
             try:
@@ -102,7 +105,7 @@ class KafkaBot:
         self.gate = gate or default_gate(
             settings,
             authorize=self._authorize_action,
-            router=router,
+            router=self.router,
             transport="slack",
             audit=self.audit,
             clock=clock,
@@ -259,8 +262,6 @@ class KafkaBot:
 
 def install_routes(bot: KafkaBot, app: web.Application) -> None:
     """/healthz and /metrics (bot/health.py), and the Alertmanager webhook when configured (bot/alerts.py)."""
-    from bot.alerts import install as install_alerts
-    from bot.health import install as install_health
 
     install_health(bot, app)
     install_alerts(bot, app, bot.settings.env or None)
@@ -269,8 +270,6 @@ def install_routes(bot: KafkaBot, app: web.Application) -> None:
 def _routing(env: Mapping[str, str] | None):
     """The cluster routing (bot/cluster_routing.py) when clusters are configured; None routes
     nothing (no cluster: the runbook still answers, and the commands say a cluster is missing)."""
-    from bot.cluster_routing import Routing
-    from live.config import ConfigError
 
     try:
         routing = Routing.from_env(env)

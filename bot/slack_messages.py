@@ -27,6 +27,7 @@ from bot.render import slack_escape
 from bot.render_slack import render_blocks
 from framework.reply import Reply
 from gate.audit import scrub
+from gate.confirmation import outcome_note
 from gate.rbac import SLACK_USER_ID
 
 if TYPE_CHECKING:
@@ -98,7 +99,6 @@ def action_token(reply: Reply) -> str | None:
 
 
 def _slack_note(rec) -> str:
-    from gate.confirmation import outcome_note
 
     by = (rec.result or {}).get("by")
     text = slack_escape(outcome_note(rec))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
+from bot.charts import chart_png
 from bot.delivery import Delivery, slack_error
 from bot.layout import for_transport
 from bot.render import render_text, slack_escape
@@ -153,7 +154,6 @@ class SlackThread:
     async def _chart(self, reply: Reply, *, thread_ts: str | None) -> None:
         """The reply's trend as a PNG in the thread. A chart is a courtesy beside the answer: a
         failure is one log line and a note in the thread, never a lost answer."""
-        from bot.charts import chart_png
 
         title = reply.series[0].title if len({s.title for s in reply.series}) == 1 else reply.title
         try:

@@ -198,9 +198,6 @@ def test_commands_are_one_layer():
 # lake reader, the command line's --help) must not import them: Spark and its JVM bridge, the
 # in-process lake reader's engines, the plotting library.
 HEAVY = {"pyspark", "py4j", "duckdb", "deltalake", "pyarrow", "matplotlib"}
-# Packages whose function-local imports are still being moved to the module top (issue 25): the
-# bot is being split (bot/slack_bot.py) and follows after that merge. Remove once it is done.
-PENDING = {"bot"}
 
 
 def _top_level(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]:
@@ -305,8 +302,6 @@ def test_deferred_imports_only_save_a_heavy_import():
     heavy = _heavy()
     wrong = []
     for name, path in mods.items():
-        if name.split(".")[0] in PENDING:
-            continue
         for line, target in _deferred(name, path, set(mods)):
             if not heavy.get(target, set()) - heavy[name]:
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
