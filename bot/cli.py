@@ -74,7 +74,7 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
         for line in exc.lines:
             print(f"kbot config: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    views = describe(settings, env)
+    views = describe(settings)
     rules, unknown, heading = _approval_rules(settings)
     if args.json:
         rows: list[dict[str, object]] = [

@@ -17,6 +17,14 @@ One state root: ``KBOT_HOME`` (default ``~/.kbot``). Under it, unless a variable
 Downloaded jars live outside it, in ``KBOT_CACHE_DIR`` (default ``~/.cache/kbot``): a cache that
 can be deleted at any time.
 
+Loaded once per process, at its edge (the CLI, the Slack app, `kbot run`, the lab, a script), and
+handed down typed: nothing outside this package reads ``os.environ`` (tests/unit/test_settings_edge.py
+holds every package to that). The object keeps the environment it was read from
+(:attr:`KbotSettings.environ`) for the two things that genuinely need raw variables: ``${VAR}`` in
+clusters.yaml and the environment of a child process. :class:`HarnessSettings` are the test
+harness's and the failure lab's own variables (``KBOT_TEST_*``, ``KBOT_LAB_*``): read the same
+way, but not the bot's, so not in its README table or in `kbot config`.
+
 This package is a leaf: it imports nothing of the project, so every layer may read it.
 """
 
@@ -27,12 +35,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, IPvAnyAddress, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, IPvAnyAddress, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["KbotSettings", "SettingsError", "SettingView", "describe", "load", "markdown_table", "ENV_NAMES"]
+__all__ = [
+    "ENV_NAMES",
+    "HarnessSettings",
+    "KbotSettings",
+    "SettingView",
+    "SettingsError",
+    "describe",
+    "load",
+    "load_harness",
+    "markdown_table",
+]
 
 SECTIONS = ("Paths", "Kafka cluster", "Slack", "Access and the gate", "Digests and alerts", "Metric lake", "Logging")
 
@@ -329,6 +348,13 @@ class KbotSettings(BaseSettings):
     kbot_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = _f(
         "WARNING", "KBOT_LOG_LEVEL", "the bot's log level (stderr)", "Logging"
     )
+    no_color: str | None = _f(
+        None, "NO_COLOR", "any value: the CLI and the console print plain text, no colours (no-color.org)", "Logging"
+    )
+
+    # the environment this object was read from (load() keeps a copy): ${VAR} in clusters.yaml and
+    # the environment of the processes the bot starts - never read for a setting of its own
+    _environ: Mapping[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -359,6 +385,29 @@ class KbotSettings(BaseSettings):
     def _trailing_slash(cls, value: str) -> str:
         # slack_sdk joins base_url and the method name by plain concatenation
         return value if value.endswith("/") else value + "/"
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment these settings were loaded from (read-only; empty for settings built
+        in code): what ``${VAR}`` in clusters.yaml expands to and what a child process inherits."""
+        return MappingProxyType(dict(self._environ))
+
+    @property
+    def color(self) -> bool:
+        """Whether a terminal may get colours: NO_COLOR unset (any non-empty value turns them off)."""
+        return not self.no_color
+
+    def updated(self, **fields: Any) -> KbotSettings:
+        """These settings with ``fields`` (field names, typed values) replaced, validated like a
+        load, and the same environment snapshot: e.g. "this config plus the dev cluster's bootstrap"
+        (``settings.updated(kbot_bootstrap="127.0.0.1:9092")``)."""
+        unknown = set(fields) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"not settings: {sorted(unknown)}")
+        values = {_env_of(n)[0]: v for n, v in {**self.model_dump(exclude_unset=True), **fields}.items()}
+        out = _validated({k: v for k, v in values.items() if v is not None})
+        out._environ = self._environ
+        return out
 
     # --- derived paths: one root ----------------------------------------------------------------------------
     @property
@@ -435,11 +484,18 @@ def _wanted(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def load(env: Mapping[str, str] | None = None) -> KbotSettings:
-    """The settings from ``env`` (default: the process environment); SettingsError lists every
-    mistake, one line each, naming the variable and never echoing a secret."""
+    """The settings from ``env`` (default: the process environment), keeping a copy of it
+    (:attr:`KbotSettings.environ`); SettingsError lists every mistake, one line each, naming the
+    variable and never echoing a secret. Called once per process, at its edge."""
     env = os.environ if env is None else env
+    settings = _validated(_wanted(env))
+    settings._environ = dict(env)
+    return settings
+
+
+def _validated(given: Mapping[str, Any]) -> KbotSettings:
     try:
-        return KbotSettings.model_validate(_wanted(env))
+        return KbotSettings.model_validate(given)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
@@ -484,10 +540,10 @@ def _shown(value: Any) -> str | None:
     return str(value)
 
 
-def describe(settings: KbotSettings, env: Mapping[str, str] | None = None) -> list[SettingView]:
-    """Every setting with its effective value (secrets masked) and where that value came from."""
-    env = os.environ if env is None else env
-    given = _wanted(env)
+def describe(settings: KbotSettings) -> list[SettingView]:
+    """Every setting with its effective value (secrets masked) and where that value came from (the
+    environment it was loaded from, :attr:`KbotSettings.environ`)."""
+    given = _wanted(settings.environ)
     out = []
     for name, f in KbotSettings.model_fields.items():
         names = _env_of(name)
@@ -526,3 +582,67 @@ def markdown_table() -> str:
             secret = " (secret)" if _is_secret(name) else ""
             lines.append(f"| `{'` / `'.join(names)}` | {default and f'`{default}`'} | {f.description}{secret} |")
     return "\n".join(lines)
+
+
+# --- the test harness and the failure lab ---------------------------------------------------------------
+
+
+class HarnessSettings(BaseSettings):
+    """Where the test harness and the failure lab put their clusters: ports and folders a run can
+    move so that several runs share one machine. Not the bot's settings (the bot never reads them),
+    so neither in the README's table nor in `kbot config`; same rules otherwise: validated, one
+    line naming a wrong variable. ``None``: the caller's default (a folder under the cache root)."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True)
+
+    kbot_test_port_base: int = Field(29090, validation_alias="KBOT_TEST_PORT_BASE", ge=1, le=65000)
+    kbot_test_cluster_dir: Path | None = Field(None, validation_alias="KBOT_TEST_CLUSTER_DIR")
+    kbot_test_secure_port_base: int = Field(28090, validation_alias="KBOT_TEST_SECURE_PORT_BASE", ge=1, le=65000)
+    kbot_test_secure_cluster_dir: Path | None = Field(None, validation_alias="KBOT_TEST_SECURE_CLUSTER_DIR")
+    kbot_test_second_port_base: int = Field(23090, validation_alias="KBOT_TEST_SECOND_PORT_BASE", ge=1, le=65000)
+    kbot_test_second_cluster_dir: Path | None = Field(None, validation_alias="KBOT_TEST_SECOND_CLUSTER_DIR")
+    kbot_test_keep_cluster: str | None = Field(None, validation_alias="KBOT_TEST_KEEP_CLUSTER")
+    kbot_lab_port_base: int = Field(25090, validation_alias="KBOT_LAB_PORT_BASE", ge=1, le=65000)
+    kbot_lab_cluster_dir: Path = Field(Path("/tmp/kbot-lab-cluster"), validation_alias="KBOT_LAB_CLUSTER_DIR")
+    kbot_lab_quorum_port_base: int = Field(24090, validation_alias="KBOT_LAB_QUORUM_PORT_BASE", ge=1, le=65000)
+    kbot_lab_quorum_dir: Path = Field(Path("/tmp/kbot-lab-quorum"), validation_alias="KBOT_LAB_QUORUM_DIR")
+    kbot_lab_results: Path = Field(Path("/tmp/kbot-lab-results"), validation_alias="KBOT_LAB_RESULTS")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # only what load_harness() hands in, as for KbotSettings
+
+    @property
+    def keep_test_cluster(self) -> bool:
+        """KBOT_TEST_KEEP_CLUSTER: leave the test cluster running after the session."""
+        return (self.kbot_test_keep_cluster or "") not in ("", "0", "false")
+
+
+def _aliases(model: type[BaseSettings]) -> frozenset[str]:
+    return frozenset(str(f.validation_alias) for f in model.model_fields.values() if f.validation_alias)
+
+
+HARNESS_NAMES: frozenset[str] = _aliases(HarnessSettings)
+
+
+def load_harness(env: Mapping[str, str] | None = None) -> HarnessSettings:
+    """The harness's settings from ``env`` (default: the process environment); SettingsError names
+    a wrong one."""
+    env = os.environ if env is None else env
+    given = {k: v for k, v in env.items() if k in HARNESS_NAMES and v.strip() != ""}
+    try:
+        return HarnessSettings.model_validate(given)
+    except ValidationError as exc:
+        raise SettingsError(
+            [
+                f"{err['loc'][0] if err.get('loc') else '?'}: {_plain(err['msg'])}, not {str(err.get('input'))[:60]!r}"
+                for err in exc.errors()
+            ]
+        ) from None

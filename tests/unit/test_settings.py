@@ -72,7 +72,7 @@ def test_one_state_root_and_where_each_value_came_from():
         Path("/srv/kbot/clusters.yaml"),
     )
     assert s.kbot_port == 8080 and s.kbot_lake is None  # an empty variable is unset
-    shown = {v.env: v for v in describe(s, env)}
+    shown = {v.env: v for v in describe(s)}
     assert shown["KBOT_PORT"].source == "environment (PORT)" and shown["KBOT_PORT"].value == "8080"
     assert (
         shown["KBOT_LAKE_DIR"].source == "default (KBOT_HOME/lake)" and shown["KBOT_LAKE_DIR"].value == "/srv/kbot/lake"
