@@ -25,12 +25,11 @@ import dataclasses
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbot_settings import SettingsError, load
+from kbot_settings import KbotSettings
 
 PATH = "/alerts/alertmanager"
 ROUTES_ENV, TOKEN_ENV, CHANNEL_ENV = "KBOT_ALERT_ROUTES", "KBOT_ALERT_TOKEN", "KBOT_ALERT_CHANNEL"
@@ -75,13 +74,9 @@ class AlertConfig:
         return Route(self.default_channel) if self.default_channel else None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertConfig | None":
+    def from_settings(cls, settings: KbotSettings) -> "AlertConfig | None":
         """None when the webhook is not configured (no token); AlertConfigError when it is, wrongly."""
 
-        try:
-            settings = load(env)
-        except SettingsError as exc:  # callers (kbot run --alerts, the Slack app) report this one type
-            raise AlertConfigError(str(exc)) from None
         secret = settings.kbot_alert_token
         token = secret.get_secret_value().strip() if secret is not None else ""
         routes_file = str(settings.kbot_alert_routes or "").strip()

@@ -402,9 +402,10 @@ def _no_entry(alert: Alert) -> Reply:
     )
 
 
-def install(bot, app: web.Application, env=None) -> AlertThreads | None:
-    """Serve the webhook when KBOT_ALERT_TOKEN is set; AlertConfigError when the configuration is wrong."""
-    config = AlertConfig.from_env(env)
+def install(bot, app: web.Application) -> AlertThreads | None:
+    """Serve the webhook when KBOT_ALERT_TOKEN is set (in the bot's settings); AlertConfigError when
+    the configuration is wrong."""
+    config = AlertConfig.from_settings(bot.settings.kbot)
     if config is None:
         return None
     bot.alerts = AlertThreads(bot, config)

@@ -1,18 +1,19 @@
 """The bot's assembly for a process: which cluster it talks to and the Context its commands get.
 
 Used by every transport (the terminal in bot/console.py, the Slack app in bot/slack_app.py, the
-failure lab); nothing here parses arguments or prints.
+failure lab); nothing here parses arguments or prints. Everything here takes the settings the
+process loaded once at its edge (kbot_settings.load) and never reads the environment itself.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from diagnosis.principals import startup_line
 from framework.context import Context
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake.connect import running_url
 from live.config import ConfigError, load_config
 from live.pool import GatewayPool
@@ -30,55 +31,70 @@ def local_env(cluster, name: str = "local") -> dict[str, str]:
     }
 
 
-def effective_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The configuration this process runs with: ``env`` (default: the process environment) and,
-    when it configures no cluster, the local cluster if that is running - so `kbot ask` in another
-    terminal sees what `kbot run` started. A copy: the process environment is never written to
-    pass configuration around."""
-    out = dict(os.environ if env is None else env)
-    if cluster_configured(out):
-        return out
+def local_settings(settings: KbotSettings, cluster, name: str = "local") -> KbotSettings:
+    """``settings`` pointed at a local cluster (its brokers and exporters): the fields
+    :func:`local_env` names, replaced on a copy (the same environment snapshot otherwise)."""
+    return settings.updated(
+        kbot_bootstrap=cluster.bootstrap_servers,
+        kbot_cluster_name=name,
+        kbot_expected_brokers=",".join(str(b) for b in cluster.brokers),
+        kbot_metrics_targets=",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
+    )
+
+
+def effective_settings(settings: KbotSettings) -> KbotSettings:
+    """The configuration this process runs with: ``settings`` and, when they configure no cluster,
+    the local cluster if that is running - so `kbot ask` in another terminal sees what `kbot run`
+    started. A copy: nothing is written anywhere to pass configuration around."""
+    if cluster_configured(settings):
+        return settings
 
     cluster = LocalCluster(name="dev")
     if any(n.pid() for n in cluster.nodes):
-        out.update(local_env(cluster))
-    return out
+        return local_settings(settings, cluster)
+    return settings
 
 
-def cluster_configured(env: Mapping[str, str] | None = None) -> bool:
+def cluster_configured(settings: KbotSettings) -> bool:
 
     try:
-        clusters, _default = load_config(env)
+        clusters, _default = load_config(settings)
     except ConfigError:
         return True  # configured, if wrongly: the commands will say what is wrong
     return bool(clusters)
 
 
 def make_context(
-    lake: bool = True, progress: Callable[[str], Awaitable[None]] | None = None, env: Mapping[str, str] | None = None
+    settings: KbotSettings,
+    lake: bool = True,
+    progress: Callable[[str], Awaitable[None]] | None = None,
+    *,
+    spark_log: Path | None = None,
 ) -> Context:
-    """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
+    """The bot's context from the process's settings (loaded once, at its edge; every component
+    gets this one object): the packaged KB, the live cluster and the metric lake when configured.
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
-    start costs seconds that a single question should not pay."""
+    start costs seconds that a single question should not pay. ``spark_log``: where an in-process
+    Spark's start-up output goes (the console's, so it does not land over the prompt)."""
     from bot.gate import default_gate
-    from lake.service import lake_from_env
+    from lake.service import lake_from_settings
 
-    env = effective_env(env)
-    pool = GatewayPool(env=env)
-    flag = load(env).kbot_lake
+    pool = GatewayPool(settings)
+    flag = settings.kbot_lake
     want_lake = lake or flag is True
     if not want_lake and flag is not False:
         # a one-shot `kbot ask` pays no cold Spark start when `kbot run` keeps a server warm
 
-        want_lake = running_url(env=env) is not None
+        want_lake = running_url(settings) is not None
     ctx = Context(
         kb=default_kb(),
         live=pool if pool.configured() else None,
-        gate=default_gate(Settings.from_env(env)),
+        gate=default_gate(SlackSettings.from_settings(settings)),
         # a one-shot ask does not warm an in-process Spark up first: its own question is the first
         # query, and a warm-up would push a cold start past the lake's 30 s timeout (figures in
         # docs/lake-connect.md)
-        lake=lake_from_env(env, warm=None if lake else False) if want_lake else None,
+        lake=lake_from_settings(settings, warm=None if lake else False, spark_log=spark_log) if want_lake else None,
+        settings=settings,
     )
     if progress is not None:
         ctx.progress = progress

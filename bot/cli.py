@@ -19,23 +19,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 
+from bot.app import effective_settings
 from bot.logs import log_to_file, log_to_screen
 from bot.render import render_json, render_text
 from bot.run import register as register_run
 from bot.run import run as run_main
-from bot.settings import Settings, _csv
 from bot.slack_app import register as register_serve
 from bot.slack_app import run as run_serve
+from bot.slack_settings import SlackSettings, _csv
 from framework.context import Context
 from framework.dispatch import run_request
 from framework.reply import error_reply
 from framework.spec import CommandRequest
 from gate.audit import cluster_secrets
 from gate.confirmation import second_approver_rules
-from kbot_settings import SettingsError, describe, load, markdown_table
+from kbot_settings import KbotSettings, SettingsError, describe, load, markdown_table
 from lab.cli import register as register_lab
 from lab.cli import run as run_lab
 from lake.cli import register as register_lake
@@ -49,11 +49,11 @@ from runbook_kb.lookup import Lookup
 EXIT_BAD_INPUT = 2
 
 
-def _unknown_cluster(name: str, env: dict[str, str]) -> str | None:
+def _unknown_cluster(name: str, settings: KbotSettings) -> str | None:
     """``--cluster NAME``: the problem when NAME is not a configured cluster, else None."""
 
     try:
-        known = sorted(load_clusters(env))
+        known = sorted(load_clusters(settings))
     except ConfigError as exc:
         return str(exc)
     if name not in known:
@@ -61,7 +61,7 @@ def _unknown_cluster(name: str, env: dict[str, str]) -> str | None:
     return None
 
 
-def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
+def _config(args: argparse.Namespace) -> int:
     """`kbot config`: the effective configuration, secrets masked, and where each value came from."""
     import json
 
@@ -69,7 +69,7 @@ def _config(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(markdown_table())
         return 0
     try:
-        settings = load(env)
+        settings = load()  # this command's edge: it reports a wrong variable in its own words
     except SettingsError as exc:
         for line in exc.lines:
             print(f"kbot config: {line}", file=sys.stderr)
@@ -127,7 +127,7 @@ def _approval_rules(settings):
     return rules, unknown, heading
 
 
-def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int:
+def _incident_timeline(args: argparse.Namespace, settings: KbotSettings, kb) -> int:
     """`kbot incident timeline <thread>`: the `timeline` command (commands/timeline.py) on this host's
     audit log and state database; bad input is a short line and exit 2, never a traceback."""
     from bot.gate import default_gate
@@ -137,7 +137,7 @@ def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int
     command = ROUTER.find("timeline")
     assert command is not None  # registered in commands/registry.py
     request = CommandRequest(command, args={"thread": args.thread}, raw=f"timeline {args.thread}", router=ROUTER)
-    ctx = Context(kb=kb, gate=default_gate(Settings.from_env(env)))
+    ctx = Context(kb=kb, gate=default_gate(SlackSettings.from_settings(settings)), settings=settings)
     result = asyncio.run(run_request(request, ctx))
     markdown = getattr(result.reply, "markdown", None)
     if form == "json":
@@ -145,7 +145,7 @@ def _incident_timeline(args: argparse.Namespace, env: dict[str, str], kb) -> int
     elif form == "md" and markdown is not None:
         print(markdown(), end="")
     else:  # text, or the error of a timeline that could not be built
-        print(render_text(result.reply, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
+        print(render_text(result.reply, color=sys.stdout.isatty() and settings.color), end="")
     return result.exit_code
 
 
@@ -233,12 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    # The configuration travels down as this mapping; the process environment is only read here.
-    env = dict(os.environ)
+    # The configuration travels down as this one settings object; the process environment is read
+    # here, once (kbot_settings.load), and nowhere below.
     if args.command == "config":
-        return _config(args, env)
+        return _config(args)
     try:
-        settings = load(env)
+        settings = load()
     except SettingsError as exc:  # one line per wrong variable, then stop: nothing runs half-configured
         for line in exc.lines:
             print(f"kbot: configuration: {line}", file=sys.stderr)
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         # a person at a prompt: tracebacks to the state folder's kbot.log, one short line on screen
 
         tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
-        secrets = (*(t.get_secret_value() for t in tokens if t), *cluster_secrets())
+        secrets = (*(t.get_secret_value() for t in tokens if t), *cluster_secrets(settings))
         log_to_file(settings.kbot_log_level, settings.state_dir, secrets)
     else:
         log_to_screen(settings.kbot_log_level)
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbot: the runbook knowledge base is invalid: {exc}", file=sys.stderr)
         return 1
     if args.command in ("ask", "console", "audit") and args.cluster is not None:
-        problem = _unknown_cluster(args.cluster, env)
+        problem = _unknown_cluster(args.cluster, settings)
         if problem:
             print(f"kbot: {problem}", file=sys.stderr)
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
@@ -275,18 +275,18 @@ def main(argv: list[str] | None = None) -> int:
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(ask(" ".join(text), args.json, png, env, cluster=args.cluster))
+        return asyncio.run(ask(" ".join(text), args.json, png, effective_settings(settings), cluster=args.cluster))
     if args.command == "audit":
         from bot.console import ask
 
         text = "audit --principals" if args.principals else "audit"
-        return asyncio.run(ask(text, args.json, None, env, cluster=args.cluster))
+        return asyncio.run(ask(text, args.json, None, effective_settings(settings), cluster=args.cluster))
     if args.command == "console":
         from bot.console import console
 
-        return console(args.json, env, cluster=args.cluster)
+        return console(args.json, effective_settings(settings), cluster=args.cluster)
     if args.command == "incident":
-        return _incident_timeline(args, env, kb)
+        return _incident_timeline(args, settings, kb)
     if args.command == "check":
         try:
             Lookup.for_kb(kb)  # trains the search's word model: the example-question files are checked too
@@ -304,13 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cluster":
         return run_cluster(args)
     if args.command == "lake":
-        return run_lake(args)
+        return run_lake(args, settings)
     if args.command == "lab":
         return run_lab(args)
     if args.command == "serve":
-        return run_serve(args, env)
+        return run_serve(args, effective_settings(settings))
     if args.command == "run":
-        return run_main(args, env)
+        return run_main(args, settings)
     parser.print_help()
     return EXIT_BAD_INPUT
 

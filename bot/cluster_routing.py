@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from framework.reply import Action, Reply
+from kbot_settings import KbotSettings
 from live.config import load_channels, load_clusters
 
 # Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
@@ -35,10 +36,10 @@ class Routing:
     channels: Mapping[str, str] = field(default_factory=dict)  # Slack channel id -> cluster
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Routing":
-        """From clusters.yaml / the environment (raises live.ConfigError with the reason)."""
+    def from_settings(cls, settings: KbotSettings) -> "Routing":
+        """From clusters.yaml / the settings (raises live.ConfigError with the reason)."""
 
-        return cls(tuple(sorted(load_clusters(env))), dict(load_channels(env)))
+        return cls(tuple(sorted(load_clusters(settings))), dict(load_channels(settings)))
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ spinner on stderr when it is a TTY; Ctrl-C cancels the request in flight, not th
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.answer_parts import show_in_parts
@@ -24,18 +23,16 @@ from framework.dispatch import Answer, complete, run_request
 from framework.followup import IncidentMemory, parse_request
 from framework.reply import Reply
 from gate.files import private_dir, private_file
-from kbot_settings import load
+from kbot_settings import KbotSettings
 
 
-def _emit(result: Answer, as_json: bool, compact_json: bool = False) -> None:
+def _emit(result: Answer, as_json: bool, compact_json: bool = False, color: bool = False) -> None:
     if as_json or (result.request is not None and result.request.json):
         # The console prints one JSON document per line, so a script can read it line by line.
         print(render_json(result.reply, indent=None if compact_json else 2))
     else:
         full = result.request is not None and result.request.full
-        print(
-            render_text(result.reply, full=full, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end=""
-        )
+        print(render_text(result.reply, full=full, color=color and sys.stdout.isatty()), end="")
 
 
 SPINNER = Spinner()
@@ -83,9 +80,12 @@ async def _answer(text: str, ctx: Context, memory: IncidentMemory | None, cluste
     return await run_request(parsed, ctx, early=True)
 
 
-async def _show(result: Answer) -> None:
-    _emit(result, as_json=False)
-    sys.stdout.flush()
+def _shower(color: bool) -> Callable[[Answer], Awaitable[None]]:
+    async def _show(result: Answer) -> None:
+        _emit(result, as_json=False, color=color)
+        sys.stdout.flush()
+
+    return _show
 
 
 async def _add(addition: Reply) -> None:
@@ -116,15 +116,16 @@ async def _answer_and_emit(
     # every question shows what it waits on from its start; commands with several steps name each
     # one as they go (the terminal only: in Slack each message is an edit of the working message)
     await SPINNER.progress(f"answering '{_clip(text)}'")
+    color = ctx is not None and ctx.settings.color  # NO_COLOR, a setting like any other
     try:
         result = await _answer(text, ctx, memory, cluster)
     finally:
         SPINNER.stop()
     if as_json or (result.request is not None and result.request.json):
         final = await complete(result)  # JSON waits for the lake: one document per answer
-        _emit(final, as_json, compact_json)
+        _emit(final, as_json, compact_json, color)
     else:
-        final = await show_in_parts(result, _show, _add, complete_with=_complete_with_spinner)
+        final = await show_in_parts(result, _shower(color), _add, complete_with=_complete_with_spinner)
     if memory is not None and final.request is not None:
         memory.remember(final.request, final.reply)
     return final
@@ -133,12 +134,12 @@ async def _answer_and_emit(
 async def ask(
     text: str,
     as_json: bool,
-    png: str | None = None,
-    env: Mapping[str, str] | None = None,
+    png: str | None,
+    settings: KbotSettings,
     *,
     cluster: str | None = None,
 ) -> int:
-    ctx = make_context(lake=False, progress=_progress, env=env)
+    ctx = make_context(settings, lake=False, progress=_progress)
     try:
         result = await _answer_and_emit(text, ctx, as_json, cluster=cluster)
     finally:
@@ -183,14 +184,10 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
         print("\nCancelled.", file=sys.stderr)
 
 
-def console(as_json: bool, env: Mapping[str, str] | None = None, *, cluster: str | None = None) -> int:
-    env = dict(os.environ if env is None else env)
-    settings = load(env)
+def console(as_json: bool, settings: KbotSettings, *, cluster: str | None = None) -> int:
     # Spark's JVM (the lake, started in the background) writes its start-up warnings to a log in
-    # the state folder instead of over the prompt. (The one variable still set in this process:
-    # Spark's launcher reads it from the process environment, not from the bot's settings.)
-    os.environ.setdefault("KBOT_SPARK_LOG", str(settings.spark_log))
-    ctx = make_context(progress=_progress, env=env)
+    # the state folder (KBOT_SPARK_LOG) instead of over the prompt.
+    ctx = make_context(settings, progress=_progress, spark_log=settings.spark_log)
     if sys.stdin.isatty():
         print(
             "Kafka incident bot. Ask as in Slack, e.g. 'why URP' or 'runbook hanging transaction'. 'help' lists commands; 'exit' quits."

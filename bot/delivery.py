@@ -49,7 +49,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from gate.rbac import slack_error_code
 
 if TYPE_CHECKING:
-    from bot.settings import Settings
+    from bot.slack_settings import SlackSettings
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class AsyncServerErrorRetryHandler(AsyncRetryHandler):
         return error is not None and server_error(error)  # a 5xx whose JSON did not parse
 
 
-def make_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+def make_client(settings: SlackSettings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
     return AsyncWebClient(
         token=settings.bot_token,
         base_url=settings.api_url,

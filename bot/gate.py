@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from bot.identity import TerminalAuthorizer
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from commands.registry import ROUTER
 from framework.router import Router
 from gate.audit import AuditLog, open_audit
@@ -16,7 +16,7 @@ from gate.state_db import FILENAME as STATE_DB_FILE
 
 
 def default_gate(
-    settings: Settings | None = None,
+    settings: SlackSettings,
     *,
     authorize: Authorize | None = None,
     router: Router = ROUTER,
@@ -27,14 +27,17 @@ def default_gate(
 ) -> ConfirmationGate:
     """The gate on KBOT_STATE_DIR, as both the terminal and the Slack server use it. ``approvers``
     (the RBAC policy's ``Policy.approvers``) names who can approve for a requester who needs a second person."""
-    settings = settings or Settings.from_env()
     actor = acting_user = None
     if authorize is None and transport == "terminal":
         terminal = TerminalAuthorizer.from_settings(settings)
         authorize, actor, acting_user = terminal, terminal.identity.audit_fields(), terminal.identity.user
         approvers = approvers or terminal.policy.approvers
     audit = audit or open_audit(
-        settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets())
+        settings.state_dir,
+        settings.audit_topic,
+        settings.audit_cluster,
+        tuple(settings.secrets()),
+        settings=settings.kbot,
     )
     return ConfirmationGate(
         PendingStore(settings.state_dir / STATE_DB_FILE),

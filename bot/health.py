@@ -35,8 +35,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kbot_settings import load
-
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2.0  # per component: a load balancer gives /healthz a few seconds at most
@@ -263,6 +261,6 @@ def install(bot, app: web.Application) -> None:
     bot.health = Health(bot)
     bot.metrics = Metrics(bot)
     tap_audit(bot.audit, bot.metrics)
-    host = load(bot.settings.env).kbot_health_host
+    host = bot.settings.kbot.kbot_health_host
     app.router.add_get("/healthz", answering_on(host, bot.health.handle))
     app.router.add_get("/metrics", answering_on(host, bot.metrics.handle))

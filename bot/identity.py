@@ -24,7 +24,7 @@ import pwd
 from dataclasses import dataclass
 from typing import Any
 
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from gate.rbac import Authorizer, Directory, Policy, PolicyError, TerminalUser, Verdict, slack_error_code
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class TerminalIdentity:
         }
 
 
-def load_policy(settings: Settings) -> tuple[Policy, str]:
+def load_policy(settings: SlackSettings) -> tuple[Policy, str]:
     """The RBAC policy and, when it cannot be read, why (the terminal then acts unmapped)."""
     if settings.rbac_file is None:
         return Policy(), ""
@@ -80,15 +80,19 @@ class TerminalAuthorizer:
     """The gate's ``authorize`` for the terminal: (user, channel, record) -> Verdict."""
 
     def __init__(
-        self, identity: TerminalIdentity, policy: Policy, *, policy_error: str = "", settings: Settings | None = None
+        self,
+        identity: TerminalIdentity,
+        policy: Policy,
+        *,
+        policy_error: str = "",
+        settings: SlackSettings | None = None,
     ):
         self.identity, self.policy, self.policy_error = identity, policy, policy_error
         self.settings = settings
         self._directory: Directory | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> "TerminalAuthorizer":
-        settings = settings or Settings.from_env()
+    def from_settings(cls, settings: SlackSettings) -> "TerminalAuthorizer":
         policy, error = load_policy(settings)
         name, uid = os_account()
         return cls(
@@ -154,10 +158,10 @@ class TerminalAuthorizer:
         return dataclasses.replace(verdict, rule=f"{rule} -> {verdict.rule}")
 
 
-def terminal_identity(settings: Settings | None = None) -> TerminalIdentity:
+def terminal_identity(settings: SlackSettings) -> TerminalIdentity:
     return TerminalAuthorizer.from_settings(settings).identity
 
 
-def terminal_user(settings: Settings | None = None) -> str:
+def terminal_user(settings: SlackSettings) -> str:
     """The user the terminal acts as (bot/cli.py passes it with every command it runs)."""
     return terminal_identity(settings).user

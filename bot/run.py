@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, TOKEN_ENV, AlertConfig
+from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, AlertConfig
 from bot.alerts_stack import RULES, StackError, local_stack
-from bot.app import cluster_configured, local_env, log_principals_audit
-from bot.settings import Settings
+from bot.app import cluster_configured, effective_settings, local_settings, log_principals_audit
 from bot.slack_app import configured
 from bot.slack_app import run as run_serve
+from bot.slack_settings import SlackSettings
 from framework.context import Context
 from gate.files import private_dir, private_file
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake.connect import stop_server
 from lake.errors import LakeError
 from live.pool import GatewayPool
@@ -59,22 +57,21 @@ def _say(message: str) -> None:
     print(f"kbot: {message}", file=sys.stderr, flush=True)
 
 
-def embedded_cluster() -> dict[str, str]:
-    """Start (or reuse) the local cluster; return the env that points the bot at it."""
+def embedded_cluster(settings: KbotSettings) -> KbotSettings:
+    """Start (or reuse) the local cluster; return the settings pointed at it."""
 
     cluster = LocalCluster(name="dev")
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
     cluster.up(timeout=300, progress=_say)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
-    return local_env(cluster)
+    return local_settings(settings, cluster)
 
 
-def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
+def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
     """Collect the cluster's metrics into the lake in a child process (a round every 10 s, each
     landing file ingested as soon as it is written: a sample is queryable seconds after its
     scrape), logging to the state dir; stopped when the bot exits. The child gets this run's
-    configuration as its environment."""
-    settings = load(env)
+    settings as its environment (KbotSettings.child_environ)."""
     if settings.kbot_metrics_source == "exporters" and not settings.kbot_metrics_targets:
         _say(
             "no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with KBOT_PROMETHEUS_URL): "
@@ -86,25 +83,27 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
     cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
-    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
+    child = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=settings.child_environ()
+    )
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
 
 
-def run(args, env: Mapping[str, str] | None = None) -> int:
-    # This run's configuration: the environment plus what the run itself decides (the embedded
-    # cluster, the lake on), handed down explicitly - never written into os.environ.
-    env = dict(os.environ if env is None else env)
+def run(args, settings: KbotSettings) -> int:
+    # This run's configuration: the settings the command line loaded plus what the run itself
+    # decides (the embedded cluster, the lake on), copies handed down explicitly.
     local = False
     spark = None
     if not args.no_lake:
-        env.setdefault("KBOT_LAKE", "1")
+        if settings.kbot_lake is None:
+            settings = settings.updated(kbot_lake=True)
         # Spark's server starts while the cluster does (it needs none of the cluster's settings):
         # the prompt waits for the slower of the two, not for both in a row.
-        spark = ThreadPoolExecutor(1, thread_name_prefix="spark-start").submit(start_connect_server, dict(env))
-    if not cluster_configured(env) and not args.no_cluster:
+        spark = ThreadPoolExecutor(1, thread_name_prefix="spark-start").submit(start_connect_server, settings)
+    if not cluster_configured(settings) and not args.no_cluster:
         try:
-            env.update(embedded_cluster())
+            settings = embedded_cluster(settings)
             local = True
         except Exception as exc:  # the run goes on: runbook answers need no cluster
             _say(
@@ -113,33 +112,33 @@ def run(args, env: Mapping[str, str] | None = None) -> int:
     collector = stack = None
     if getattr(args, "alerts", False):
         try:
-            stack = start_alert_stack(env)
+            stack, settings = start_alert_stack(settings)
         except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
             _say(f"--alerts: {exc}")
-            _stop_spark(spark.result() if spark is not None else None, env)
+            _stop_spark(spark.result() if spark is not None else None, settings)
             return 2
     connect = None
     if spark is not None:
         connect = spark.result()
-        collector = start_collection(env)
-    log_principals(env)
+        collector = start_collection(settings)
+    log_principals(settings)
     try:
-        return _serve_or_console(args, env)
+        return _serve_or_console(args, settings)
     finally:
         if collector is not None:
             stop_collection(collector)
-        _stop_spark(connect, env)
+        _stop_spark(connect, settings)
         if stack is not None:
             stack.stop()
         if local:  # kept for the next run (a warm start); say so, and how to stop it
-            _say(f"the local cluster keeps running at {env.get('KBOT_BOOTSTRAP')}: `kbot cluster down` stops it")
+            _say(f"the local cluster keeps running at {settings.kbot_bootstrap}: `kbot cluster down` stops it")
 
 
-def _stop_spark(connect, env: Mapping[str, str]) -> None:
+def _stop_spark(connect, settings: KbotSettings) -> None:
     """Stop the Spark Connect server this run started (one that was already running stays)."""
     if connect is not None and connect.started:
         _say("stopping the lake's Spark server")
-        stop_server(env=env)
+        stop_server(settings)
 
 
 # How long the collector may take at exit to ingest its last files and write the pending
@@ -165,16 +164,16 @@ def stop_collection(collector: subprocess.Popen, wait_s: float = COLLECTOR_STOP_
         collector.wait()
 
 
-def start_connect_server(env: Mapping[str, str]):
+def start_connect_server(settings: KbotSettings):
     """A Spark Connect server for the lake, kept warm for every bot process - `kbot ask` in another
     terminal, the console, the Slack app (docs/lake-connect.md). None when KBOT_SPARK_MASTER picks
     another Spark, or when it cannot start (the lake then runs Spark in-process)."""
-    if load(env).kbot_spark_master:
+    if settings.kbot_spark_master:
         return None
     from lake.service import ensure_server
 
     try:
-        info = ensure_server(env=env)
+        info = ensure_server(settings)
     except LakeError as exc:
         _say(
             f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark"
@@ -184,67 +183,72 @@ def start_connect_server(env: Mapping[str, str]):
     return info
 
 
-def log_principals(env: Mapping[str, str]) -> None:
+def log_principals(settings: KbotSettings) -> None:
     """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
-    if not cluster_configured(env):
+    if not cluster_configured(settings):
         return
 
     async def once() -> None:
-        pool = GatewayPool(env=env)
+        pool = GatewayPool(settings)
         try:
-            await log_principals_audit(Context(live=pool))
+            await log_principals_audit(Context(live=pool, settings=settings))
         finally:
             await pool.close()
 
     asyncio.run(once())
 
 
-def _serve_or_console(args, env: dict[str, str]) -> int:
-
-    if configured(env):
-        return run_serve(args, env)
+def _serve_or_console(args, settings: KbotSettings) -> int:
+    # a dev cluster `kbot run` did not start itself (--no-cluster) is still found, as by `kbot ask`
+    settings = effective_settings(settings)
+    if configured(settings):
+        return run_serve(args, settings)
     from bot.console import console
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
-    return console(args.json, env)
+    return console(args.json, settings)
 
 
-def start_alert_stack(env: dict[str, str]):
-    """Prometheus + Alertmanager for `kbot run --alerts`; None (and why, on stderr) when it cannot run.
-    The webhook token is made up for this run unless KBOT_ALERT_TOKEN is set; Alertmanager reads it
-    from a 0600 file. Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
+def start_alert_stack(settings: KbotSettings):
+    """Prometheus + Alertmanager for `kbot run --alerts`: (the stack, or None and why on stderr when
+    it cannot run; the run's settings with the webhook's token and channel). The webhook token is
+    made up for this run unless KBOT_ALERT_TOKEN is set; Alertmanager reads it from a 0600 file.
+    Raises AlertConfigError when KBOT_ALERT_ROUTES / KBOT_ALERT_CHANNEL are wrong."""
     import secrets
 
-    if not configured(env):
+    if not configured(settings):
         _say(
             "--alerts: alerts open threads in Slack, and no Slack tokens are set (SLACK_BOT_TOKEN with "
             "SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): not starting Prometheus and Alertmanager"
         )
-        return None
-    targets = load(env).kbot_metrics_targets
+        return None, settings
+    targets = settings.kbot_metrics_targets
     if not targets:
         _say("--alerts: no metrics targets (KBOT_METRICS_TARGETS) to scrape: not starting Prometheus and Alertmanager")
-        return None
-    env.setdefault(TOKEN_ENV, secrets.token_urlsafe(32))  # the Slack app below reads it from env too
-    if not env.get(ROUTES_ENV) and not env.get(CHANNEL_ENV):
-        env[CHANNEL_ENV] = "#kafka-alerts"
+        return None, settings
+    if settings.kbot_alert_token is None:  # the Slack app below reads it from the settings too
+        settings = settings.updated(kbot_alert_token=secrets.token_urlsafe(32))
+    if not settings.kbot_alert_routes and not (settings.kbot_alert_channel or "").strip():
+        settings = settings.updated(kbot_alert_channel="#kafka-alerts")
         _say(f"--alerts: alert threads go to #kafka-alerts (set {CHANNEL_ENV} or {ROUTES_ENV} to choose)")
-    AlertConfig.from_env(env)  # a wrong routes file stops here, before anything starts
-    settings = Settings.from_env(env)
+    AlertConfig.from_settings(settings)  # a wrong routes file stops here, before anything starts
+    slack = SlackSettings.from_settings(settings)
+    token = settings.kbot_alert_token
+    assert token is not None
     stack = local_stack(
-        settings.state_dir,
+        slack.state_dir,
         targets,
-        f"http://127.0.0.1:{settings.port}{PATH}",
-        env[TOKEN_ENV],
-        cluster=env.get("KBOT_CLUSTER_NAME") or "local",
+        f"http://127.0.0.1:{slack.port}{PATH}",
+        token.get_secret_value(),
+        cluster=settings.kbot_cluster_name or "local",
     )
     try:
         stack.start()
     except StackError as exc:
         _say(f"--alerts: {exc}")
-        return None
+        return None, settings
     _say(
         f"Prometheus on {stack.prometheus_url} (rules: {RULES}), Alertmanager on {stack.alertmanager_url}, "
         f"alerts to the bot's {PATH}"
     )
-    return stack
+    return stack, settings

@@ -26,17 +26,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from bot.alertmanager import AlertConfig, AlertConfigError
 from bot.app import log_principals_audit, make_context
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from gate.audit import RedactingFilter
-from kbot_settings import load
+from kbot_settings import KbotSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +46,7 @@ class SecretFilter(RedactingFilter):
     request bodies and response URLs in any log line, whoever logs it."""
 
 
-def install_log_redaction(settings: Settings, extra: tuple[str, ...] = ()) -> None:
+def install_log_redaction(settings: SlackSettings, extra: tuple[str, ...] = ()) -> None:
     f = SecretFilter([*settings.secrets(), *(e for e in extra if e)])
     for handler in logging.getLogger().handlers:
         handler.addFilter(f)
@@ -72,23 +70,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="with --check: the result as JSON on stdout")
 
 
-def configured(env=None) -> bool:
-    """True when the environment holds what `kbot serve` needs (for `kbot run` to pick Slack or the console)."""
-    return Settings.from_env(env).mode is not None
+def configured(settings: KbotSettings) -> bool:
+    """True when the settings hold what `kbot serve` needs (for `kbot run` to pick Slack or the console)."""
+    return SlackSettings.from_settings(settings).mode is not None
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+def run(args: argparse.Namespace, kbot: KbotSettings) -> int:
     """`kbot serve`; also callable with another command's args (host / port / check default).
-    ``env``: the configuration (default: the process environment)."""
-    env = dict(os.environ if env is None else env)
-    settings = Settings.from_env(env)
+    ``kbot``: the process's settings, loaded once at its edge."""
+    settings = SlackSettings.from_settings(kbot)
     as_json = getattr(args, "check", False) and getattr(args, "json", False)
     if as_json:
         import json
 
         warning = settings.open_origin_warning() if settings.mode else ""
         try:
-            cfg = AlertConfig.from_env(env)
+            cfg = AlertConfig.from_settings(kbot)
             alerts = {
                 "configured": cfg is not None,
                 "routes": len(cfg.routes) if cfg else 0,
@@ -120,7 +117,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         return EXIT_NOT_CONFIGURED
 
     try:
-        alerts = AlertConfig.from_env(env)
+        alerts = AlertConfig.from_settings(kbot)
     except AlertConfigError as exc:  # one line naming the file and the entry, never a traceback
         print(f"kbot serve: {exc}", file=sys.stderr)
         return 2
@@ -144,7 +141,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
                 settings,
                 host=getattr(args, "host", None) or "0.0.0.0",
                 port=getattr(args, "port", None) or settings.port,
-                env=env,
             )
         )
     except KeyboardInterrupt:
@@ -152,15 +148,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     return 0
 
 
-async def serve(
-    settings: Settings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None, env: Mapping[str, str] | None = None
-) -> None:
+async def serve(settings: SlackSettings, *, host: str = "0.0.0.0", port: int = 3000, ctx=None) -> None:
     from aiohttp import web
 
     from bot.slack_bot import KafkaBot
 
     if ctx is None:
-        ctx = make_context(env=env)
+        ctx = make_context(settings.kbot)
 
     principals = asyncio.ensure_future(log_principals_audit(ctx))  # one line; the start does not wait
     principals.add_done_callback(lambda t: None if t.cancelled() else t.exception())
@@ -181,7 +175,7 @@ async def serve(
         socket_handler = AsyncSocketModeHandler(bot.app, settings.app_token)
         await socket_handler.connect_async()
 
-    health = load(settings.env).kbot_health_host
+    health = settings.kbot.kbot_health_host
     shown = f"[{health}]" if health.version == 6 else str(health)
     log.info("kbot serving Slack in %s mode; health on http://%s:%d/healthz", settings.mode, shown, port)
     try:

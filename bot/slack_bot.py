@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 
 import aiohttp
 from aiohttp import web
@@ -33,13 +33,13 @@ from bot.cluster_routing import Routing
 from bot.delivery import Coalescer, Delivery, make_client, queue_client
 from bot.gate import default_gate
 from bot.health import install as install_health
-from bot.settings import Settings
 from bot.slack_answer import Answering
 from bot.slack_digests import Digests
 from bot.slack_http import Deliveries, SlackHttp
 from bot.slack_intake import Intake
 from bot.slack_listeners import Listeners
 from bot.slack_messages import ActionMessages
+from bot.slack_settings import SlackSettings
 from bot.slack_thread import SlackThread
 from commands.registry import ROUTER
 from framework.context import Context
@@ -49,6 +49,7 @@ from framework.router import Router
 from gate.audit import AuditLog, RedactingFilter, open_audit
 from gate.confirmation import ConfirmationGate
 from gate.rbac import Authorizer, Directory, Policy, Verdict
+from kbot_settings import KbotSettings
 from live.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _redact(logger: logging.Logger, secrets: list[str]) -> None:
 class KafkaBot:
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackSettings,
         *,
         ctx: Context | None = None,
         client: AsyncWebClient | None = None,
@@ -92,7 +93,11 @@ class KafkaBot:
                 pass  # no loop yet: slack_sdk then uses a session per call
         self.client = client or make_client(settings, self._session)
         self.audit = audit or open_audit(
-            settings.state_dir, settings.audit_topic, settings.audit_cluster, tuple(settings.secrets())
+            settings.state_dir,
+            settings.audit_topic,
+            settings.audit_cluster,
+            tuple(settings.secrets()),
+            settings=settings.kbot,
         )
         policy = policy or (Policy.load(settings.rbac_file) if settings.rbac_file else Policy())
         self.authorizer = Authorizer(
@@ -124,7 +129,7 @@ class KafkaBot:
         self.coalescer = Coalescer()
         self.ctx = dataclasses.replace(ctx or Context(), gate=self.gate)
         _ = self.ctx.lookup  # build the KB index once: every request's Context is a copy of this one
-        self.routing = _routing(settings.env or None)
+        self.routing = _routing(settings.kbot)
         self.tasks: set[asyncio.Task] = set()
         self.messages = ActionMessages(self.gate, self.delivery)
         self.answering = Answering(self)
@@ -264,15 +269,15 @@ def install_routes(bot: KafkaBot, app: web.Application) -> None:
     """/healthz and /metrics (bot/health.py), and the Alertmanager webhook when configured (bot/alerts.py)."""
 
     install_health(bot, app)
-    install_alerts(bot, app, bot.settings.env or None)
+    install_alerts(bot, app)
 
 
-def _routing(env: Mapping[str, str] | None):
+def _routing(settings: KbotSettings):
     """The cluster routing (bot/cluster_routing.py) when clusters are configured; None routes
     nothing (no cluster: the runbook still answers, and the commands say a cluster is missing)."""
 
     try:
-        routing = Routing.from_env(env)
+        routing = Routing.from_settings(settings)
     except ConfigError as exc:
         log.error("cluster routing is off: %s", exc)
         return None

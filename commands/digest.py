@@ -27,7 +27,7 @@ from framework.gateways import gateway
 from framework.reply import Action, Evidence, Reply, Section, Severity
 from framework.router import BadInput, check_group
 from framework.spec import Command, CommandRequest, CommandSpec, Option
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from live.gateway import AdminGateway, ClusterUnreachable
 
 MAX_GROUPS = 20  # one coordinator round trip each; a digest is a summary, not a lag report
@@ -169,9 +169,9 @@ async def _hanging(gw: AdminGateway, read_snapshot: ReadSnapshot) -> Part:
     )
 
 
-def wanted_groups(option: object | None, env: dict[str, str] | None = None) -> list[str]:
+def wanted_groups(option: object | None, settings: KbotSettings) -> list[str]:
     """Groups from --groups, else $KBOT_DIGEST_GROUPS; validated like any group id from a user."""
-    raw = str(option) if option else (load(env).kbot_digest_groups or "")
+    raw = str(option) if option else (settings.kbot_digest_groups or "")
     groups = [check_group(g.strip()) for g in raw.split(",") if g.strip()]
     if len(groups) > MAX_GROUPS:
         raise BadInput(f"At most {MAX_GROUPS} groups per digest.")
@@ -336,7 +336,7 @@ async def _guard(heading: str, work: Awaitable[Part]) -> tuple[Part, Exception |
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
-    groups = wanted_groups(request.options.get("groups"))
+    groups = wanted_groups(request.options.get("groups"), ctx.settings)
     hours = int(request.options.get("hours") or 24)
     if not 1 <= hours <= 24 * 31:
         raise BadInput("--hours must be between 1 and 744 (31 days).")

@@ -26,7 +26,7 @@ from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Action, Evidence, Reply, Section, Severity, Table
 from framework.spec import Command, CommandRequest, CommandSpec, Param
-from kbot_settings import load as load_settings
+from kbot_settings import KbotSettings
 
 SPEC = CommandSpec(
     words=("lag",),
@@ -219,12 +219,12 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         notes = lake.notes if lake.available else notes + lake.notes
         if lake.details:
             sections.append(Section(f"Window verdict per partition ({lake.window.label})", lake.details))
-    collected = lake_collects(group)
+    collected = lake_collects(group, ctx.settings)
     if not collected and lake is None:
         # the trend can never come on the default setup: say what turns it on
-        notes = [f"Lag over a few seconds of live reads. {lake_groups_hint(group, False)}"]
+        notes = [f"Lag over a few seconds of live reads. {lake_groups_hint(group, False, ctx.settings)}"]
     elif not collected and lake is not None and lake.available and not lake.has_data:
-        notes.append(lake_groups_hint(group, True))
+        notes.append(lake_groups_hint(group, True, ctx.settings))
     if cause_lines:
         sections.append(Section("Likely causes, ranked", cause_lines))
     if lake is not None:
@@ -273,19 +273,19 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
     )
 
 
-def lake_groups() -> list[str]:
+def lake_groups(settings: KbotSettings) -> list[str]:
     """The consumer groups whose commits the lake's collector samples (KBOT_LAKE_GROUPS)."""
-    return [g.strip() for g in (load_settings().kbot_lake_groups or "").split(",") if g.strip()]
+    return [g.strip() for g in (settings.kbot_lake_groups or "").split(",") if g.strip()]
 
 
-def lake_collects(group: str) -> bool:
-    return group in lake_groups()
+def lake_collects(group: str, settings: KbotSettings) -> bool:
+    return group in lake_groups(settings)
 
 
-def lake_groups_hint(group: str, has_lake: bool) -> str:
+def lake_groups_hint(group: str, has_lake: bool, settings: KbotSettings) -> str:
     """How to get a lag trend for ``group``: the collector samples a group's commits only when
     KBOT_LAKE_GROUPS names it, and it is unset by default, so without this the trend never comes."""
-    named = lake_groups()
+    named = lake_groups(settings)
     now = f"it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''}" if named else "unset here"
     held = (
         f"The metric lake holds no commits of group {group}"

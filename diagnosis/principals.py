@@ -30,7 +30,7 @@ from framework.context import Context
 from framework.errors import Unavailable
 from framework.gateways import gateway
 from framework.reply import Evidence, Reply, Section, Severity, Table
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from live.acls import AUDIT_TOPIC, NEEDED, OPTIONAL, Right
 from live.config import ClusterConfig
 from live.gateway import GatewayError, NotAuthorized
@@ -260,11 +260,10 @@ async def audit_principals(ctx: Context, cluster: str | None) -> Reply:
             "with one principal per privilege level (docs/security.md).",
             sections=[Section("Documented expectation", expectation_lines())],
         )
-    audit_topic = None
-    try:
-        audit_topic = load(getattr(ctx.live, "env", None)).kbot_audit_topic
-    except Exception:  # the audit topic only widens what counts as needed: without it, the documented one
-        audit_topic = None
+    # the settings the pool reads its clusters from (the process's own); the audit topic only widens
+    # what counts as needed: without it, the documented one
+    settings = getattr(ctx.live, "settings", None)
+    audit_topic = settings.kbot_audit_topic if isinstance(settings, KbotSettings) else None
     sasl = {role: p for role, p in principals.items() if p is None or p.startswith("User:")}
     unnamed = [f"{role}: {p}" for role, p in principals.items() if p is not None and role not in sasl]
     acls: dict[str, list[AclBinding]] = {}

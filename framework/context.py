@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from kbot_settings import KbotSettings
 from runbook_kb import KnowledgeBase, default_kb
 from runbook_kb.lookup import Lookup
 
@@ -31,6 +32,9 @@ class Context:
     live: Optional["GatewayPool"] = None
     lake: Optional["LakeService"] = None
     gate: Optional["Gate"] = None  # proposes, confirms and cancels mutating actions
+    # The process's settings, loaded once at its edge (kbot_settings); a Context built without them
+    # (a test's) has every default and no environment.
+    settings: KbotSettings = field(default_factory=KbotSettings)
     _lookup: Lookup | None = None
 
     @property

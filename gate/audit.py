@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from gate.files import private_dir, private_file
+from kbot_settings import KbotSettings
 from live.config import ConfigError, get_cluster, load_clusters
 
 if TYPE_CHECKING:
@@ -319,28 +320,34 @@ def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
 
 
 def open_audit(
-    state_dir: Path, topic: str | None = None, cluster: str | None = None, secrets: tuple[str, ...] = ()
+    state_dir: Path,
+    topic: str | None = None,
+    cluster: str | None = None,
+    secrets: tuple[str, ...] = (),
+    *,
+    settings: KbotSettings,
 ) -> AuditLog:
-    """The audit log in ``state_dir``, mirrored to ``topic`` on ``cluster`` when one is given."""
+    """The audit log in ``state_dir``, mirrored to ``topic`` on ``cluster`` (of the clusters
+    ``settings`` configure) when one is given."""
     mirror = None
     if topic:
         try:
             # librdkafka's settings are strings, except the logger it takes as an object
             conf: dict[str, Any] = {
-                **get_cluster(cluster).confluent_conf(),
+                **get_cluster(cluster, settings).confluent_conf(),
                 "client.id": "kbot-audit",
                 "logger": _quiet_rdkafka(),
             }
             mirror = KafkaMirror(topic, conf)
         except (ConfigError, Exception) as exc:  # a misconfigured mirror must not stop the bot
             log.warning("audit mirror to topic %s disabled: %s", topic, exc)
-    return AuditLog(Path(state_dir) / "audit.jsonl", mirror, secrets=(*secrets, *cluster_secrets()))
+    return AuditLog(Path(state_dir) / "audit.jsonl", mirror, secrets=(*secrets, *cluster_secrets(settings)))
 
 
-def cluster_secrets() -> tuple[str, ...]:
+def cluster_secrets(settings: KbotSettings) -> tuple[str, ...]:
     """Every configured cluster's passwords: masked wherever they would appear in a record."""
     try:
-        clusters = load_clusters()
+        clusters = load_clusters(settings)
     except Exception:  # a broken clusters file is reported where it is used, not here
         return ()
     return tuple(

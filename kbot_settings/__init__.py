@@ -44,6 +44,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 __all__ = [
     "ENV_NAMES",
     "HarnessSettings",
+    "cache_dir",
     "KbotSettings",
     "SettingView",
     "SettingsError",
@@ -397,6 +398,23 @@ class KbotSettings(BaseSettings):
         """Whether a terminal may get colours: NO_COLOR unset (any non-empty value turns them off)."""
         return not self.no_color
 
+    def child_environ(self) -> dict[str, str]:
+        """The environment for a process this one starts to run with these settings (a `kbot lake
+        collect` child of `kbot run`): the snapshot's other variables (PATH, JAVA_HOME, ...) and
+        every setting given - loaded or :meth:`updated` - as its variable; none of the bot's
+        variables from the snapshot that these settings do not hold."""
+        out = {k: v for k, v in self._environ.items() if k not in ENV_NAMES}
+        for name in sorted(self.model_fields_set):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, bool):
+                value = "1" if value else "0"
+            out[_env_of(name)[0]] = str(value)
+        return out
+
     def updated(self, **fields: Any) -> KbotSettings:
         """These settings with ``fields`` (field names, typed values) replaced, validated like a
         load, and the same environment snapshot: e.g. "this config plus the dev cluster's bootstrap"
@@ -504,6 +522,16 @@ def _validated(given: Mapping[str, Any]) -> KbotSettings:
             shown = "" if field is not None and _is_secret(field) else f", not {str(err.get('input'))[:60]!r}"
             lines.append(f"{var}: {_plain(err['msg'])}{shown}")
         raise SettingsError(lines) from None
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``KBOT_CACHE_DIR`` alone (default ``~/.cache/kbot``), expanded: the root of the process-wide
+    caches (the built runbook, the Kafka and Delta downloads) that are reached far below any
+    request or command - from ``default_kb()``'s lru_cache, from a Spark session's jar list, from
+    the test harness - and hold nothing a wrong setting elsewhere should stop."""
+    env = os.environ if env is None else env
+    value = env.get("KBOT_CACHE_DIR", "")
+    return _validated({"KBOT_CACHE_DIR": value} if value.strip() else {}).cache_dir
 
 
 def _plain(msg: str) -> str:

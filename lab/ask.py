@@ -1,9 +1,9 @@
 """Ask the bot a question the way the console does, in process, and time the answer.
 
 The console (bot/cli.py) builds one Context with the live gateway pool and hands each typed line
-to framework.dispatch.answer; the lab does the same, with a pool whose environment points at the
-lab's cluster (so the engineer's own KBOT_* settings never leak into a lab run), and judges the
-JSON form of the Reply from the outside.
+to framework.dispatch.answer; the lab does the same, with settings built in code that point at the
+lab's cluster (so the engineer's own KBOT_* settings never leak into a lab run: no environment is
+read), and judges the JSON form of the Reply from the outside.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ import json
 import time
 from dataclasses import dataclass
 
-from bot.app import local_env
+from bot.app import local_settings
 from bot.render import render_json
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import KbotSettings
 from live.pool import GatewayPool
 from runbook_kb import default_kb
 
 
-def cluster_env(cluster) -> dict[str, str]:
-    """What `kbot run` exports for the local cluster, for the lab's one."""
+def cluster_settings(cluster) -> KbotSettings:
+    """What `kbot run` sets for the local cluster, for the lab's one, over every default."""
 
-    return local_env(cluster, "lab")
+    return local_settings(KbotSettings(), cluster, "lab")
 
 
 @dataclass
@@ -39,8 +40,8 @@ class Asker:
     """One Context (like one console session) for every question of a lab run."""
 
     def __init__(self, cluster):
-        self.env = cluster_env(cluster)
-        self.ctx = Context(kb=default_kb(), live=GatewayPool(env=self.env))
+        self.settings = cluster_settings(cluster)
+        self.ctx = Context(kb=default_kb(), live=GatewayPool(self.settings), settings=self.settings)
 
     async def ask(self, question: str) -> Asked:
         t0 = time.monotonic()

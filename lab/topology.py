@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from kbot_settings import load_harness
 from lab import memcap, netcut
 from localkafka.cluster import LocalCluster
 
@@ -116,8 +117,9 @@ def mount_small_disk(path: Path, image: Path, size_mb: int) -> str | None:
 
 
 def standard(base_dir: str | Path | None = None, port_base: int | None = None) -> LabCluster:
-    base = Path(base_dir or os.environ.get("KBOT_LAB_CLUSTER_DIR", "/tmp/kbot-lab-cluster"))
-    port = port_base or int(os.environ.get("KBOT_LAB_PORT_BASE", "25090"))
+    h = load_harness()
+    base = Path(base_dir or h.kbot_lab_cluster_dir)
+    port = port_base or h.kbot_lab_port_base
     c = LabCluster(
         name="lab",
         base_dir=base,
@@ -134,8 +136,9 @@ def standard(base_dir: str | Path | None = None, port_base: int | None = None) -
 
 
 def quorum(base_dir: str | Path | None = None, port_base: int | None = None) -> LabCluster:
-    base = Path(base_dir or os.environ.get("KBOT_LAB_QUORUM_DIR", "/tmp/kbot-lab-quorum"))
-    port = port_base or int(os.environ.get("KBOT_LAB_QUORUM_PORT_BASE", "24090"))
+    h = load_harness()
+    base = Path(base_dir or h.kbot_lab_quorum_dir)
+    port = port_base or h.kbot_lab_quorum_port_base
     c = LabCluster(
         name="lab-quorum",
         base_dir=base,

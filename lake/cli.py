@@ -32,9 +32,9 @@ import signal
 import sys
 import time
 
-from kbot_settings import load
+from kbot_settings import KbotSettings, SettingsError, load
 from lake import connect
-from lake.collector import Collector, parse_targets, targets_from_env, targets_from_urls
+from lake.collector import Collector, parse_targets, targets_from_settings, targets_from_urls
 from lake.layout import LakeLayout
 from live.config import get_cluster
 from live.pool import GatewayPool
@@ -144,41 +144,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     v.set_defaults(func=run)
 
 
-def _layout(args):
-    return LakeLayout.from_env(lake_dir=args.lake_dir, table=args.table)
+def _layout(args, settings: KbotSettings):
+    return LakeLayout.from_settings(settings, lake_dir=args.lake_dir, table=args.table)
 
 
-def _settings():
-    """The one settings object, from the process environment (what `kbot` validated at start)."""
-
-    return load()
-
-
-def _cluster_name(args) -> str:
+def _cluster_name(args, settings: KbotSettings) -> str:
     if getattr(args, "cluster", None):
         return args.cluster
-    configured = _settings().kbot_lake_cluster
+    configured = settings.kbot_lake_cluster
     if configured:
         return configured
     if getattr(args, "local", None):
         return args.local
     try:
-        return get_cluster(None).name
+        return get_cluster(None, settings).name
     except Exception:  # noqa: BLE001 - no cluster configured: a plain default name
         return "default"
 
 
-def _targets(args):
+def _targets(args, settings: KbotSettings):
     if args.local:
         cluster = LocalCluster(name=args.local, port_base=args.port_base or DEFAULT_PORT_BASE)
         return targets_from_urls(cluster.metrics_urls)
-    return parse_targets(args.targets) if args.targets else targets_from_env()
+    return parse_targets(args.targets) if args.targets else targets_from_settings(settings)
 
 
-def _session(master: str | None):
+def _session(master: str | None, settings: KbotSettings):
     from lake.spark import build_session
 
-    spark = build_session(master or _settings().kbot_spark_master or "local[2]", app_name="kbot-lake-ingest")
+    spark = build_session(master or settings.kbot_spark_master or "local[2]", app_name="kbot-lake-ingest")
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:  # noqa: BLE001 - Spark Connect
@@ -223,36 +217,43 @@ def _stop_on_sigterm() -> _Stopping:
     return state
 
 
-async def _collect(args) -> int:
+async def _collect(args, settings: KbotSettings) -> int:
     from lake.ingest import IngestBusy, Ingestor
 
-    layout = _layout(args)
-    targets = _targets(args)
-    cluster = _cluster_name(args)
-    groups = [g.strip() for g in (args.groups or _settings().kbot_lake_groups or "").split(",") if g.strip()]
+    layout = _layout(args, settings)
+    targets = _targets(args, settings)
+    cluster = _cluster_name(args, settings)
+    groups = [g.strip() for g in (args.groups or settings.kbot_lake_groups or "").split(",") if g.strip()]
     pool = gw = None
     if groups:
-        pool = GatewayPool()
+        pool = GatewayPool(settings)
         gw = await pool.get(None)
     collector = Collector(
-        targets, layout.landing, cluster, interval_s=args.interval, timeout_s=args.timeout, groups=groups, lag_source=gw
+        targets,
+        layout.landing,
+        cluster,
+        interval_s=args.interval,
+        timeout_s=args.timeout,
+        groups=groups,
+        lag_source=gw,
+        settings=settings,
     )
     ingestor = follower = None
     if args.ingest_follow:
         from lake.ingest import ContinuousIngest
 
-        ingestor = Ingestor(_session(args.master), layout, rollup_every_s=60)
+        ingestor = Ingestor(_session(args.master, settings), layout, rollup_every_s=60)
         follower = ContinuousIngest(
             ingestor, on_report=lambda rep: _print({"ingest": rep.summary()}, args.json, f"ingest: {rep.summary()}")
         ).start()
     elif args.ingest_every:
-        ingestor = Ingestor(_session(args.master), layout)
+        ingestor = Ingestor(_session(args.master, settings), layout)
     last_ingest = last_maintain = time.monotonic()
     retention = None
     if ingestor is not None and args.maintain_every:
-        from lake.maintenance import retention_from_env
+        from lake.maintenance import retention_from_settings
 
-        retention = retention_from_env()  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
+        retention = retention_from_settings(settings)  # a bad KBOT_LAKE_RETENTION fails now, not in an hour
     if not args.json:
         source = (
             f"from Prometheus at {collector.prometheus.url}"
@@ -315,11 +316,11 @@ async def _collect(args) -> int:
     return 0
 
 
-def _ingest(args) -> int:
+def _ingest(args, settings: KbotSettings) -> int:
     from lake.ingest import Ingestor
 
-    layout = _layout(args)
-    spark = _session(args.master)
+    layout = _layout(args, settings)
+    spark = _session(args.master, settings)
     try:
         ingestor = Ingestor(spark, layout, max_files=args.max_files)
         report = ingestor.run()
@@ -341,12 +342,12 @@ def _ingest(args) -> int:
     return 0
 
 
-def _maintain(args) -> int:
-    from lake.maintenance import maintain, parse_retention, retention_from_env
+def _maintain(args, settings: KbotSettings) -> int:
+    from lake.maintenance import maintain, parse_retention, retention_from_settings
 
-    layout = _layout(args)
-    retention = parse_retention(args.retention) if args.retention else retention_from_env()
-    spark = _session(args.master)
+    layout = _layout(args, settings)
+    retention = parse_retention(args.retention) if args.retention else retention_from_settings(settings)
+    spark = _session(args.master, settings)
     try:
         rep = maintain(spark, layout.table, retention=retention, vacuum=not args.no_vacuum)
     finally:
@@ -364,10 +365,10 @@ def _maintain(args) -> int:
     return 0
 
 
-def _status(args) -> int:
+def _status(args, settings: KbotSettings) -> int:
     from lake.ingest import layout_status
 
-    st = layout_status(_layout(args))
+    st = layout_status(_layout(args, settings))
     lines = [
         f"lake state dir  {st['state_dir']}",
         f"parquet table   {st['table']}",
@@ -417,12 +418,12 @@ def _freshness(table: str) -> dict:
     }
 
 
-def _serve(args) -> int:
+def _serve(args, settings: KbotSettings) -> int:
     from lake.service import ensure_server
 
     lake_dir = args.lake_dir
     if args.status:
-        info = connect.status(lake_dir, deep=True)
+        info = connect.status(settings, lake_dir, deep=True)
         running = info is not None and info.state == "running"
         data = info.to_dict() if info is not None else {"state": "stopped"}
         text = f"Spark Connect server {data['state']}" + (
@@ -433,7 +434,7 @@ def _serve(args) -> int:
         _print(data, args.json, text)
         return 0 if running else 1
     if args.stop:
-        stopped = connect.stop_server(lake_dir)
+        stopped = connect.stop_server(settings, lake_dir)
         data = stopped.to_dict() if stopped is not None else {"state": "stopped", "pid": None}
         _print(
             data,
@@ -444,12 +445,14 @@ def _serve(args) -> int:
         )
         return 0
     try:  # bad input is exit 2 with one line, before anything starts
-        port = connect.check_port(args.port) if args.port is not None else connect.default_port()
+        port = connect.check_port(args.port) if args.port is not None else connect.default_port(settings)
         master = connect.check_master(args.master) if args.master else None
     except connect.BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    info = ensure_server(port, master, lake_dir=lake_dir, table=args.table, warm=not args.no_warm, timeout=args.timeout)
+    info = ensure_server(
+        settings, port, master, lake_dir=lake_dir, table=args.table, warm=not args.no_warm, timeout=args.timeout
+    )
     verb = "started" if info.started else "already running"
     warm = f", warmed up in {info.warm_s:.1f} s" if info.warm_s is not None else ""
     _print(
@@ -461,18 +464,27 @@ def _serve(args) -> int:
     return 0
 
 
-def run(args) -> int:
+def run(args, settings: KbotSettings | None = None) -> int:
+    """`kbot lake ...`: with the settings the CLI loaded (or, run alone, the process environment's,
+    loaded here, once; a wrong variable is one line and exit 2)."""
+    if settings is None:
+        try:
+            settings = load()
+        except SettingsError as exc:
+            for line in exc.lines:
+                print(f"error: {line}", file=sys.stderr)
+            return 2
     try:
         if args.lake_action == "collect":
-            return asyncio.run(_collect(args))
+            return asyncio.run(_collect(args, settings))
         if args.lake_action == "ingest":
-            return _ingest(args)
+            return _ingest(args, settings)
         if args.lake_action == "maintain":
-            return _maintain(args)
+            return _maintain(args, settings)
         if args.lake_action == "status":
-            return _status(args)
+            return _status(args, settings)
         if args.lake_action == "serve":
-            return _serve(args)
+            return _serve(args, settings)
     except KeyboardInterrupt:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line for the terminal, never a traceback

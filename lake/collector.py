@@ -67,7 +67,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake.landing import LANDING_SUFFIX, fsync_dir, land, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
 from lake.mapping import Mapper, group_rows
 from lake.prometheus_source import PrometheusSource, PromRound
@@ -111,16 +111,10 @@ def parse_targets(spec: str) -> list[Target]:
     return targets
 
 
-def targets_from_env(env: Mapping[str, str] | None = None) -> list[Target]:
+def targets_from_settings(settings: KbotSettings) -> list[Target]:
     """``KBOT_METRICS_TARGETS`` from the settings: a plain string there, parsed here into targets."""
 
-    return parse_targets(load(env).kbot_metrics_targets or "")
-
-
-def source_from_env(env: Mapping[str, str] | None = None) -> str:
-    """``KBOT_METRICS_SOURCE``: ``exporters`` (default) or ``prometheus`` (ValueError otherwise)."""
-
-    return load(env).kbot_metrics_source  # SettingsError (a ValueError) names the accepted sources
+    return parse_targets(settings.kbot_metrics_targets or "")
 
 
 def targets_from_urls(urls: Mapping[int, str]) -> list[Target]:
@@ -252,8 +246,12 @@ class Collector:
         clock: Callable[[], float] = time.time,
         source: str | None = None,
         prometheus: PrometheusSource | None = None,
+        settings: KbotSettings | None = None,
     ):
-        self.source = source_from_env() if source is None else source
+        # the source, and Prometheus's URL, label and selector, come from the process's settings
+        # (KBOT_METRICS_SOURCE, KBOT_PROMETHEUS_*) unless given; without either, the defaults
+        settings = KbotSettings() if settings is None else settings
+        self.source = settings.kbot_metrics_source if source is None else source
         if self.source not in SOURCES:
             raise ValueError(f"metrics source {self.source!r}: expected one of {', '.join(SOURCES)}")
         self.targets = list(targets) if self.source == EXPORTERS else []
@@ -272,9 +270,10 @@ class Collector:
         self.prometheus: PrometheusSource | None = None
         if self.source == PROMETHEUS:
             # step = our interval: one point per series per round, as an exporter round gives
-            self.prometheus = prometheus or PrometheusSource.from_env(
+            self.prometheus = prometheus or PrometheusSource.from_settings(
                 self.landing_dir.parent,
                 cluster,
+                settings,
                 step_s=self.interval_s,
                 timeout_s=self.timeout_s,
                 mapper=self.mapper,

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbot_settings import SettingsError, load
+from kbot_settings import KbotSettings
 from lake.errors import LakeError
 from lake.layout import LakeLayout
 from lake.spark_conf import DEFAULT_CONF, delta_jars, parse_conf
@@ -113,18 +113,17 @@ class ServerInfo:
 # --------------------------------------------------------------------------- files
 
 
-def state_dir(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
-    return LakeLayout.from_env(env, lake_dir=None if lake_dir is None else str(lake_dir)).state_dir / "connect"
+def state_dir(settings: KbotSettings, lake_dir: str | os.PathLike[str] | None = None) -> Path:
+    return (
+        LakeLayout.from_settings(settings, lake_dir=None if lake_dir is None else str(lake_dir)).state_dir / "connect"
+    )
 
 
-def default_port(env: Mapping[str, str] | None = None) -> int:
+def default_port(settings: KbotSettings) -> int:
     """``KBOT_SPARK_CONNECT_PORT`` (default 15002), checked by the settings (a whole number from 1
-    to 65535). A wrong configuration is BadInput: the command's input, one line, exit 2."""
+    to 65535) when they were loaded."""
 
-    try:
-        return load(env).kbot_spark_connect_port
-    except SettingsError as exc:
-        raise BadInput(str(exc)) from None
+    return settings.kbot_spark_connect_port
 
 
 def check_port(value: str | int, what: str = "--port") -> int:
@@ -256,12 +255,11 @@ def spark_home() -> Path:
 
 
 def server_conf(
-    port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
+    port: int, master: str, settings: KbotSettings, conf: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The server's Spark settings: the lake's defaults (Delta extension and catalog, UTC, ...),
     the Connect port bound to loopback, then ``KBOT_SPARK_CONF`` and ``conf``."""
 
-    settings = load(env)
     out = dict(DEFAULT_CONF)
     if master.startswith("local"):
         # incident-window queries shuffle little data: one shuffle partition per core
@@ -285,9 +283,7 @@ def server_conf(
     return out
 
 
-def server_command(
-    port: int, master: str, conf: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None
-) -> list[str]:
+def server_command(port: int, master: str, settings: KbotSettings, conf: Mapping[str, str] | None = None) -> list[str]:
     """The spark-submit command line (a list: nothing goes through a shell)."""
 
     if not any((spark_home() / "jars").glob("spark-connect_*.jar")):
@@ -295,8 +291,8 @@ def server_command(
             f"pyspark's installation ({spark_home()}) has no spark-connect jar in jars/; "
             "the Spark Connect server needs pyspark >= 4.0"
         )
-    settings = server_conf(port, master, conf, env)
-    jars = ",".join(filter(None, [settings.pop("spark.jars", ""), delta_jars()]))
+    spark_conf = server_conf(port, master, settings, conf)
+    jars = ",".join(filter(None, [spark_conf.pop("spark.jars", ""), delta_jars()]))
     cmd = [
         str(spark_home() / "bin" / "spark-submit"),
         "--class",
@@ -308,7 +304,7 @@ def server_command(
         "--jars",
         jars,
     ]
-    for key, value in sorted(settings.items()):
+    for key, value in sorted(spark_conf.items()):
         cmd += ["--conf", f"{key}={value}"]
     return cmd
 
@@ -327,13 +323,13 @@ def _log_tail(path: str, limit: int = 1500) -> str:
 
 
 def status(
-    lake_dir: str | os.PathLike[str] | None = None, *, deep: bool = False, env: Mapping[str, str] | None = None
+    settings: KbotSettings, lake_dir: str | os.PathLike[str] | None = None, *, deep: bool = False
 ) -> ServerInfo | None:
     """The server the state file names, with ``state``: ``running`` (its pid is the server and
     its port accepts connections; ``deep`` also makes a Connect round trip and fills
     ``spark_version``), ``starting`` (alive, port not open yet) or ``dead``.  None without a
     state file."""
-    info = _read_state(state_dir(lake_dir, env))
+    info = _read_state(state_dir(settings, lake_dir))
     if info is None:
         return None
     if not (_alive(info.pid) and _is_our_server(info.pid, info.port)):
@@ -351,38 +347,38 @@ def status(
     return info
 
 
-def query_url(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> str | None:
+def query_url(settings: KbotSettings, lake_dir: str | os.PathLike[str] | None = None) -> str | None:
     """The running server's ``ServerInfo.query_url`` (its shared session), else None."""
-    info = status(lake_dir, env=env)
+    info = status(settings, lake_dir)
     return info.query_url if info is not None and info.state == "running" else None
 
 
-def running_url(lake_dir: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> str | None:
+def running_url(settings: KbotSettings, lake_dir: str | os.PathLike[str] | None = None) -> str | None:
     """``sc://127.0.0.1:<port>`` when this lake's Connect server runs, else None.  Cheap (a file,
     /proc and one TCP connect): every `kbot ask` calls it."""
-    info = status(lake_dir, env=env)
+    info = status(settings, lake_dir)
     return info.url if info is not None and info.state == "running" else None
 
 
 def start_server(
+    settings: KbotSettings,
     port: int | None = None,
     master: str | None = None,
     *,
     lake_dir: str | os.PathLike[str] | None = None,
     conf: Mapping[str, str] | None = None,
     timeout: float = 180.0,
-    env: Mapping[str, str] | None = None,
 ) -> ServerInfo:
     """Start the server in the background (or return the one already running: ``started`` False)
     and wait until it answers a Connect request.  Raises :class:`ConnectServerError` when the
     port is taken by something else, or the server exits or does not answer within ``timeout``
-    (then it is stopped; the log's last errors are in the message)."""
-    env_ = os.environ if env is None else env
-    port = default_port(env_) if port is None else check_port(port)
+    (then it is stopped; the log's last errors are in the message).  The server's environment is
+    the one the settings were loaded from (``settings.environ``)."""
+    port = default_port(settings) if port is None else check_port(port)
     master = check_master(master or DEFAULT_MASTER)
-    directory = state_dir(lake_dir, env)
+    directory = state_dir(settings, lake_dir)
     with _locked(directory):
-        current = status(lake_dir, env=env)
+        current = status(settings, lake_dir)
         if current is not None and current.state in ("running", "starting"):
             if current.port != port or current.master != master:
                 raise ConnectServerError(
@@ -398,12 +394,12 @@ def start_server(
             )
         log_path = directory / LOG_NAME
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        cmd = server_command(port, master, conf, env_)
-        child_env = dict(env_)
+        cmd = server_command(port, master, settings, conf)
+        child_env = dict(settings.environ)
         child_env.setdefault("PYSPARK_PYTHON", sys.executable)
         # spark-submit's launcher sizes a server class's heap from SPARK_DAEMON_MEMORY before
         # spark.driver.memory: a value meant for other daemons (a standalone master) must not win
-        child_env["SPARK_DAEMON_MEMORY"] = server_conf(port, master, conf, env_)["spark.driver.memory"]
+        child_env["SPARK_DAEMON_MEMORY"] = server_conf(port, master, settings, conf)["spark.driver.memory"]
         child_env.pop("SPARK_HOME", None)  # spark-submit finds its own home: pyspark's
         with os.fdopen(fd, "a") as log:
             log.write(f"\n--- {_now()} kbot: starting the Spark Connect server on {HOST}:{port}, master {master}\n")
@@ -498,11 +494,11 @@ def _terminate(pid: int, timeout: float) -> bool:
 
 
 def stop_server(
-    lake_dir: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, env: Mapping[str, str] | None = None
+    settings: KbotSettings, lake_dir: str | os.PathLike[str] | None = None, *, timeout: float = 30.0
 ) -> ServerInfo | None:
     """Stop the lake's Connect server (SIGTERM, then SIGKILL after ``timeout``) and remove its
     state file.  Returns what was stopped (``state`` "stopped"), None when none was recorded."""
-    directory = state_dir(lake_dir, env)
+    directory = state_dir(settings, lake_dir)
     with _locked(directory):
         info = _read_state(directory)
         if info is None:

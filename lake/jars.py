@@ -20,7 +20,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kbot_settings import load
+from kbot_settings import cache_dir
 from lake.errors import LakeError
 
 POM = Path(__file__).with_name("pom.xml")
@@ -45,7 +45,7 @@ def delta_version() -> str:
 def cache_root() -> Path:
     """``KBOT_CACHE_DIR`` (default ``~/.cache/kbot``), as the settings resolve it."""
 
-    return load().cache_dir
+    return cache_dir()
 
 
 def jars_dir() -> Path:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbot_settings import load
 from lake.landing import fsync_dir
 from lake.schema import table_path
 
@@ -43,17 +41,11 @@ class LakeLayout:
     table: str  # the Delta table of raw samples: a local path or a Hadoop URI
 
     @classmethod
-    def from_env(
-        cls, env: Mapping[str, str] | None = None, *, lake_dir: str | None = None, table: str | None = None
-    ) -> "LakeLayout":
-        return cls.from_settings(load(env), lake_dir=lake_dir, table=table)
-
-    @classmethod
     def from_settings(
         cls, settings: KbotSettings, *, lake_dir: str | None = None, table: str | None = None
     ) -> "LakeLayout":
-        """The layout the settings name (KBOT_LAKE_DIR, else KBOT_HOME/lake; KBOT_LAKE_URI),
-        for a caller that holds them already and need not validate the environment again."""
+        """The layout the settings name (KBOT_LAKE_DIR, else KBOT_HOME/lake; KBOT_LAKE_URI), or
+        ``lake_dir`` / ``table`` when given."""
         state = Path(lake_dir or settings.lake_dir).expanduser().resolve()
         uri = table or settings.kbot_lake_uri or str(state / TABLE_NAME)
         if not is_uri(uri):

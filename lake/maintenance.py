@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake import delta
 from lake.errors import BadRetention
 from lake.schema import PARTITION_COLUMNS, RAW, ROLLUP_PARTITIONS, ROLLUPS, partition_values, table_path
@@ -53,10 +53,10 @@ def parse_retention(text: str | None) -> dict[str, _dt.timedelta]:
     return out
 
 
-def retention_from_env(env: Mapping[str, str] | None = None) -> dict[str, _dt.timedelta]:
+def retention_from_settings(settings: KbotSettings) -> dict[str, _dt.timedelta]:
     """``KBOT_LAKE_RETENTION`` from the settings: a plain string there, parsed here into durations."""
 
-    return parse_retention(load(env).kbot_lake_retention)
+    return parse_retention(settings.kbot_lake_retention)
 
 
 @dataclass

@@ -26,7 +26,7 @@ skips it as a re-delivery (``lake.ingest``: a name already in ``done/``).  A rou
 (bad URL, HTTP 4xx/5xx, timeout, malformed answer) leaves the state where it was and reports
 one line; the next round asks again from the same instant, so it catches up.
 
-Configuration (``from_env``)::
+Configuration (``from_settings``)::
 
     KBOT_PROMETHEUS_URL           base URL, e.g. http://127.0.0.1:9090 (required)
     KBOT_PROMETHEUS_BROKER_LABEL  the label holding the node id (default node_id, what
@@ -45,12 +45,12 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake.landing import fsync_dir, land
 from lake.mapping import Mapper
 
@@ -179,11 +179,9 @@ class PrometheusSource:
         self.drop_labels = TARGET_LABELS | {broker_label}
 
     @classmethod
-    def from_env(
-        cls, state_dir: str | os.PathLike[str], cluster: str, env: Mapping[str, str] | None = None, **kwargs: Any
+    def from_settings(
+        cls, state_dir: str | os.PathLike[str], cluster: str, settings: KbotSettings, **kwargs: Any
     ) -> "PrometheusSource":
-
-        settings = load(env)
         url = (settings.kbot_prometheus_url or "").strip()
         if not url:
             raise PrometheusSourceError(f"KBOT_METRICS_SOURCE=prometheus needs {URL_ENV} (e.g. http://127.0.0.1:9090)")

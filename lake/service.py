@@ -2,7 +2,7 @@
 
 ::
 
-    lake = LakeService.from_env().start()      # at boot: Spark starts and warms up in a thread
+    lake = LakeService.from_settings(settings).start()   # at boot: Spark starts and warms up in a thread
     rows = await lake.query(fn, start, end)    # fn(view, start, end) runs in a worker thread
 
 ``start()`` returns at once; a background thread builds the session
@@ -11,7 +11,7 @@ Spark Connect, ``spark://...`` or ``yarn`` for a cluster) and runs a small query
 on the real code paths (reading the lake, a window query) so the JVM, the
 Parquet reader and code generation are warm before the first user asks.
 
-Session selection (``from_env``): ``KBOT_SPARK_MASTER`` when set; else, when this lake's
+Session selection (``from_settings``): ``KBOT_SPARK_MASTER`` when set; else, when this lake's
 Spark Connect server runs (``kbot run`` / ``kbot lake serve``, ``lake.connect``: its state file
 under the lake dir names it and its port answers), ``sc://127.0.0.1:<port>``: a fresh process
 then pays only its query (a few seconds on 2 cores) instead of starting its own JVM.  If that server cannot be
@@ -33,7 +33,7 @@ The lake is Delta Lake (``lake.ingest``): the raw samples and the 1-minute / 1-h
 the window's date/hour predicate) and tells a query the coarsest table that answers a bucket
 width (:meth:`LakeView.resolution_for`), so a 7-day trend never reads raw samples.
 
-Configuration (``from_env``; fields of the one settings object, ``kbot_settings.load(env)``,
+Configuration (``from_settings``; fields of the one settings object the process loaded,
 which validates them)::
 
     KBOT_LAKE_URI        the Delta table (default <KBOT_LAKE_DIR>/samples)
@@ -45,7 +45,7 @@ which validates them)::
     KBOT_SPARK_CONF      extra Spark settings, "key=value;key=value" (';' because values such as
                          spark.jars.packages contain commas), e.g. for s3a://:
                          spark.jars.packages=org.apache.hadoop:hadoop-aws:3.4.1
-    KBOT_LAKE            1 to enable the lake when none of the above is set (see lake_from_env)
+    KBOT_LAKE            1 to enable the lake when none of the above is set (see lake_from_settings)
 """
 
 from __future__ import annotations
@@ -59,11 +59,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import functions as F
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from lake import delta
 from lake.connect import ConnectServerError, query_url, start_server
 from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
@@ -82,7 +83,7 @@ from spark_queries.window import incident_window, partition_predicate
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 30.0  # a service built directly; from_env takes KBOT_LAKE_TIMEOUT_S (same default)
+DEFAULT_TIMEOUT_S = 30.0  # a service built directly; from_settings takes KBOT_LAKE_TIMEOUT_S (same default)
 
 NEW, STARTING, READY, FAILED, STOPPED = "new", "starting", "ready", "failed", "stopped"
 
@@ -280,11 +281,11 @@ def _session_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
 CONNECT_QUERY_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
-def _local_connect_url(env: Mapping[str, str]) -> str | None:
+def _local_connect_url(settings: KbotSettings) -> str | None:
     """The URL of this lake's running Connect server (``lake.connect``): its shared query session
     (``ServerInfo.query_url``), None when none runs."""
     try:
-        return query_url(env=env)
+        return query_url(settings)
     except Exception:  # noqa: BLE001 - an unreadable state file means "no server", never a failure
         log.debug("no local Spark Connect server", exc_info=True)
         return None
@@ -336,8 +337,11 @@ class LakeService:
         app_name: str = "kbot-lake",
         warm: bool | None = None,
         fallback_master: str | None = None,
+        spark_log: Path | None = None,
     ):
         self.path = path
+        # where an in-process Spark's start-up output goes (the console's KBOT_SPARK_LOG); None: stderr
+        self.spark_log = spark_log
         self.master = master
         # a master chosen because the Connect server looked up; when it cannot be reached after
         # all, the service starts this one instead (an in-process session) rather than failing
@@ -367,15 +371,14 @@ class LakeService:
         self._last_window_s: float | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LakeService":
-        # one validation of the whole configuration: a wrong KBOT_LAKE_TIMEOUT_S is a SettingsError
-        # (a ValueError) naming it, worded as at `kbot` start
-        settings = load(env)
+    def from_settings(cls, settings: KbotSettings, **overrides: Any) -> "LakeService":
+        """The lake the settings configure (validated where they were loaded: a wrong
+        KBOT_LAKE_TIMEOUT_S was a SettingsError naming it there)."""
         layout = LakeLayout.from_settings(settings)
         master = (settings.kbot_spark_master or "").strip()
         fallback = None
         if not master:
-            master, fallback = _local_connect_url(env) or "local[*]", "local[*]"
+            master, fallback = _local_connect_url(settings) or "local[*]", "local[*]"
             if master == fallback:
                 fallback = None
         kwargs: dict[str, Any] = {
@@ -444,7 +447,7 @@ class LakeService:
             conf = _session_conf(self.master, self.conf)
             if self.master.startswith("sc://"):
                 conf = {**CONNECT_QUERY_CONF, **conf}
-            spark = build_session(self.master, app_name=self.app_name, conf=conf)
+            spark = build_session(self.master, app_name=self.app_name, conf=conf, log_path=self.spark_log)
             if self.fallback_master is not None:
                 spark.version  # noqa: B018 - a Connect session is lazy: this round trip proves the server answers
             return spark
@@ -460,7 +463,9 @@ class LakeService:
                 self.fallback_master,
             )
             self.master, self.fallback_master = self.fallback_master, None
-            return build_session(self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf))
+            return build_session(
+                self.master, app_name=self.app_name, conf=_session_conf(self.master, self.conf), log_path=self.spark_log
+            )
 
     def _warm_up(self, spark) -> None:
         """Run the code paths a first Spark question takes: list and read a window, aggregate,
@@ -762,8 +767,8 @@ def _describe_start_error(exc: BaseException, master: str) -> str:
     return text if len(text) < 500 else text[:500] + "..."
 
 
-def lake_from_env(
-    env: Mapping[str, str] | None = None, *, start: bool = True, warm: bool | None = None
+def lake_from_settings(
+    settings: KbotSettings, *, start: bool = True, warm: bool | None = None, spark_log: Path | None = None
 ) -> LakeService | None:
     """The bot's lake when one is configured, started (warming up in the background); else None.
 
@@ -772,10 +777,9 @@ def lake_from_env(
     it, or its Spark Connect server runs (``kbot run`` in another terminal, in its first minute,
     before the first ingest: the lake is young, not missing).  KBOT_LAKE=0 turns it off.
     ``warm`` (see :class:`LakeService`): False for a process that asks one question, whose own
-    query is the first one anyway.
+    query is the first one anyway. ``spark_log``: see :class:`LakeService` (the console's).
     """
 
-    settings = load(env)
     if settings.kbot_lake is False:
         return None
     configured = bool(settings.kbot_lake_uri or settings.kbot_lake_dir or settings.kbot_lake)
@@ -784,10 +788,10 @@ def lake_from_env(
         not configured
         and not os.path.isdir(layout.table)
         and not layout.landing.is_dir()
-        and _local_connect_url(env if env is not None else os.environ) is None
+        and _local_connect_url(settings) is None
     ):
         return None
-    lake = LakeService.from_env(env, warm=warm)
+    lake = LakeService.from_settings(settings, warm=warm, spark_log=spark_log)
     return lake.start() if start else lake
 
 
@@ -810,6 +814,7 @@ def warm_up(url: str, table: str, timeout: float = 120.0) -> float:
 
 
 def ensure_server(
+    settings: KbotSettings,
     port: int | None = None,
     master: str | None = None,
     *,
@@ -818,7 +823,6 @@ def ensure_server(
     conf: Mapping[str, str] | None = None,
     warm: bool = True,
     timeout: float = 180.0,
-    env: Mapping[str, str] | None = None,
 ):
     """What ``kbot run`` and ``kbot lake serve`` call: this lake's Connect server (lake/connect.py)
     running and warm, started when it is not (``started`` True then: the caller that started it
@@ -826,9 +830,9 @@ def ensure_server(
     once through it. Here rather than in lake/connect.py: warming needs this module's LakeService,
     and this module asks lake/connect.py whether a server runs - one direction only."""
 
-    info = start_server(port, master, lake_dir=lake_dir, conf=conf, timeout=timeout, env=env)
+    info = start_server(settings, port, master, lake_dir=lake_dir, conf=conf, timeout=timeout)
     if warm:
-        layout = LakeLayout.from_env(env, lake_dir=None if lake_dir is None else str(lake_dir), table=table)
+        layout = LakeLayout.from_settings(settings, lake_dir=None if lake_dir is None else str(lake_dir), table=table)
         # in the session the bot's processes will query in: its generated code is what they reuse
         info.warm_s = round(warm_up(info.query_url, layout.table, timeout), 2)
     return info

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Mapping
 
 from pyspark.sql import SparkSession
@@ -66,11 +67,14 @@ def build_session(
     master: str = "local[*]",
     app_name: str = "kbot",
     conf: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
 ) -> SparkSession:
     """Return a (possibly existing) SparkSession for ``master``.
 
     ``master`` is a classic master URL (``local[2]``, ``spark://...``) or a
     Spark Connect URL (``sc://host:port``).  ``conf`` overrides :data:`DEFAULT_CONF`.
+    ``log_path`` (the console's KBOT_SPARK_LOG): an in-process JVM's start-up output goes there,
+    not over the prompt.
     """
     settings = session_settings(master, conf)
     if master.startswith("sc://"):
@@ -92,18 +96,15 @@ def build_session(
                 raise
             # the shared session was released or expired: this process queries in one of its own
             log.info("the shared Spark Connect session is closed; using a session of this process")
-            return build_session(master.split(SESSION_PARAM)[0].rstrip("/;"), app_name, conf)
+            return build_session(master.split(SESSION_PARAM)[0].rstrip("/;"), app_name, conf, log_path)
         return session
     _leave_connect_mode()
     # Python workers must be this interpreter (the venv with pyspark's dependencies), not
     # whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    log_path = os.environ.get("KBOT_SPARK_LOG")
-    if log_path:
-        # The console sets this: the JVM's start-up noise goes to the log, not over the prompt.
-        from pathlib import Path
-
-        launch_quietly(master, {**settings, "spark.app.name": app_name}, Path(log_path))
+    if log_path is not None:
+        # The console passes this: the JVM's start-up noise goes to the log, not over the prompt.
+        launch_quietly(master, {**settings, "spark.app.name": app_name}, log_path)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

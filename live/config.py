@@ -72,7 +72,7 @@ from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
-from kbot_settings import KbotSettings, SettingsError, load
+from kbot_settings import KbotSettings
 
 # The principals the bot uses per cluster, one per privilege level, and what each is used for.
 ROLES = ("observer", "config", "operator")
@@ -447,7 +447,8 @@ def _broker_ids(value: str | Iterable[object] | None, cluster: str) -> list[int]
 
 
 def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
-    """Replace ${VAR} in string values with the environment's value."""
+    """Replace ${VAR} in string values with the value in ``env``: the environment the settings
+    were loaded from (KbotSettings.environ)."""
     if not isinstance(value, str):
         return value
 
@@ -460,20 +461,11 @@ def _expand(value: T, env: Mapping[str, str], where: str) -> T | str:
     return _VAR.sub(sub, value)
 
 
-def _settings(env: Mapping[str, str]) -> KbotSettings:
-    """The one settings object (kbot_settings); its mistakes as a ConfigError, one line each."""
-    try:
-        return load(env)
-    except SettingsError as exc:
-        raise ConfigError("; ".join(exc.lines)) from None
+def clusters_file(settings: KbotSettings) -> Path:
+    return settings.clusters_file
 
 
-def clusters_file(env: Mapping[str, str] | None = None) -> Path:
-    return _settings(os.environ if env is None else env).clusters_file
-
-
-def _from_env(env: Mapping[str, str]) -> ClusterConfig | None:
-    s = _settings(env)
+def _from_env(s: KbotSettings) -> ClusterConfig | None:
     bootstrap = (s.kbot_bootstrap or "").strip()
     if not bootstrap:
         return None
@@ -571,22 +563,19 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
     return out, default
 
 
-def load_config(
-    env: Mapping[str, str] | None = None, path: str | Path | None = None
-) -> tuple[dict[str, ClusterConfig], str | None]:
-    """All configured clusters and the name of the default one (None if no
-    rule picks one). ``env``/``path`` default to os.environ / :func:`clusters_file`."""
-    env = os.environ if env is None else env
-    settings = _settings(env)  # validated once for the whole lookup
+def load_config(settings: KbotSettings, path: str | Path | None = None) -> tuple[dict[str, ClusterConfig], str | None]:
+    """All configured clusters and the name of the default one (None if no rule picks one), from
+    the settings (loaded once, at the process's edge); ``path`` defaults to :func:`clusters_file`.
+    ``${VAR}`` in the file expands from the environment the settings were loaded from."""
     explicit = path is not None or settings.kbot_clusters_file is not None
     path = Path(path).expanduser() if path is not None else settings.clusters_file
     clusters: dict[str, ClusterConfig] = {}
     default = None
     if path.is_file():
-        clusters, default = _from_file(path, env)
+        clusters, default = _from_file(path, settings.environ)
     elif explicit:
         raise ConfigError(f"clusters file {path} does not exist")
-    env_cluster = _from_env(env)
+    env_cluster = _from_env(settings)
     if env_cluster is not None:
         clusters[env_cluster.name] = env_cluster  # env overrides a file cluster of the same name
         default = env_cluster.name
@@ -600,22 +589,21 @@ def load_config(
     return clusters, default
 
 
-def load_channels(env: Mapping[str, str] | None = None, path: str | Path | None = None) -> dict[str, str]:
+def load_channels(settings: KbotSettings, path: str | Path | None = None) -> dict[str, str]:
     """Slack channel id -> cluster name: the clusters file's ``channels:`` mapping, then
     ``KBOT_CHANNEL_CLUSTERS`` ("C0PROD=prod,C0STAGE=staging") on top. Every name must be a
     configured cluster, so a typo fails at start-up rather than in the middle of an incident."""
     import yaml
 
-    env = os.environ if env is None else env
-    clusters, _default = load_config(env, path)
-    file = Path(path).expanduser() if path is not None else clusters_file(env)
+    clusters, _default = load_config(settings, path)
+    file = Path(path).expanduser() if path is not None else clusters_file(settings)
     out: dict[str, str] = {}
     if file.is_file():
         raw = (yaml.safe_load(file.read_text()) or {}).get("channels") or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{file}: 'channels' must map Slack channel ids to cluster names")
         out.update({str(k): str(v) for k, v in raw.items()})
-    for item in filter(None, (x.strip() for x in (_settings(env).kbot_channel_clusters or "").split(","))):
+    for item in filter(None, (x.strip() for x in (settings.kbot_channel_clusters or "").split(","))):
         channel, sep, name = item.partition("=")
         if not sep or not channel.strip() or not name.strip():
             raise ConfigError(f"KBOT_CHANNEL_CLUSTERS entry {item!r} is not <channel id>=<cluster>")
@@ -629,21 +617,19 @@ def load_channels(env: Mapping[str, str] | None = None, path: str | Path | None 
     return out
 
 
-def load_clusters(env: Mapping[str, str] | None = None, path: str | Path | None = None) -> dict[str, ClusterConfig]:
-    return load_config(env, path)[0]
+def load_clusters(settings: KbotSettings, path: str | Path | None = None) -> dict[str, ClusterConfig]:
+    return load_config(settings, path)[0]
 
 
-def get_cluster(
-    name: str | None = None, env: Mapping[str, str] | None = None, path: str | Path | None = None
-) -> ClusterConfig:
+def get_cluster(name: str | None, settings: KbotSettings, path: str | Path | None = None) -> ClusterConfig:
     """The named cluster, or the default one for ``name=None``."""
-    clusters, default = load_config(env, path)
+    clusters, default = load_config(settings, path)
     if name is None:
         if default is None:
             if not clusters:
                 raise ConfigError(
                     "no Kafka cluster is configured: set KBOT_BOOTSTRAP=host:port or create "
-                    f"{clusters_file(env)} with a 'clusters:' section"
+                    f"{clusters_file(settings)} with a 'clusters:' section"
                 )
             raise ConfigError(
                 "several Kafka clusters are configured but none is the default; "

@@ -11,43 +11,41 @@ that elections need (and that Kafka also accepts for CreateAcls).
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Mapping
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 from live.config import ConfigError, get_cluster, load_config
 from live.gateway import AdminGateway
 
 
 class GatewayPool:
-    def __init__(self, env: Mapping[str, str] | None = None, timeout_s: float | None = None):
-        self._env = os.environ if env is None else env
-        self.timeout_s = timeout_s if timeout_s is not None else load(self._env).kbot_admin_timeout_s
+    def __init__(self, settings: KbotSettings, timeout_s: float | None = None):
+        self._settings = settings
+        self.timeout_s = timeout_s if timeout_s is not None else settings.kbot_admin_timeout_s
         self._gateways: dict[str, AdminGateway] = {}
         self._lock = asyncio.Lock()
 
     @property
-    def env(self) -> Mapping[str, str]:
-        """The settings this pool reads its clusters from."""
-        return self._env
+    def settings(self) -> KbotSettings:
+        """The settings this pool reads its clusters from (loaded once, by the process)."""
+        return self._settings
 
     def configured(self) -> bool:
         try:
-            clusters, _default = load_config(self._env)
+            clusters, _default = load_config(self._settings)
         except ConfigError:
             return True  # misconfigured is not "absent": get() will say what is wrong
         return bool(clusters)
 
     def names(self) -> tuple[list[str], str | None]:
         """The configured cluster names (sorted) and the default one (None: no rule picks one)."""
-        clusters, default = load_config(self._env)
+        clusters, default = load_config(self._settings)
         return sorted(clusters), default
 
     async def get(self, name: str | None = None, role: str = "observer") -> AdminGateway:
         """The gateway for ``name`` (None: the default cluster) with the observer's credentials,
         or those of ``role`` ("config", "operator"). Raises live.ConfigError, also when the role's
         principal is not configured on a cluster that authenticates clients."""
-        config = get_cluster(name, self._env).as_role(role)
+        config = get_cluster(name, self._settings).as_role(role)
         key = f"{config.name}\0{config.role}"
         async with self._lock:
             gw = self._gateways.get(key)
@@ -61,7 +59,7 @@ class GatewayPool:
         without connecting: how an action is refused up front, before its preview reads anything.
         A cluster that cannot be resolved at all passes here; get() says what is wrong with it."""
         try:
-            config = get_cluster(name, self._env)
+            config = get_cluster(name, self._settings)
         except ConfigError:
             return
         config.as_role(role)

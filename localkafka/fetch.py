@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbot_settings import load
+from kbot_settings import cache_dir
 
 POM = Path(__file__).with_name("pom.xml")
 _MARKER = ".kbot-complete.json"
@@ -53,7 +53,7 @@ def pom_versions() -> Versions:
 
 
 def cache_root() -> Path:
-    return load().cache_dir
+    return cache_dir()
 
 
 def kafka_home(versions: Versions | None = None) -> Path:

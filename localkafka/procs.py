@@ -73,11 +73,11 @@ def is_stopped(pid: int) -> bool:
 
 
 def spawn(argv: list[str], log_file: Path, pid_file: Path, env: dict | None = None) -> int:
-    """Start ``argv`` detached, stdout+stderr appended to ``log_file``."""
-    script = 'exec "$@" >>"$KBOT_LOG" 2>&1 </dev/null & echo $!'
-    env = dict(env or os.environ, KBOT_LOG=str(log_file))
+    """Start ``argv`` detached, stdout+stderr appended to ``log_file``; ``env``: the child's whole
+    environment (None: this process's, inherited)."""
+    script = 'log=$1; shift; exec "$@" >>"$log" 2>&1 </dev/null & echo $!'
     out = subprocess.run(
-        ["sh", "-c", script, "sh", *argv],
+        ["sh", "-c", script, "sh", str(log_file), *argv],
         env=env,
         capture_output=True,
         text=True,

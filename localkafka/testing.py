@@ -18,11 +18,11 @@ healthy cluster behind.
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
+from kbot_settings import load_harness
 from localkafka.cluster import LocalCluster
 from localkafka.fetch import cache_root
 from localkafka.secure import SecureCluster
@@ -31,7 +31,7 @@ TEST_NAME = "pytest"
 
 
 def _keep() -> bool:
-    return os.environ.get("KBOT_TEST_KEEP_CLUSTER", "") not in ("", "0", "false")
+    return load_harness().keep_test_cluster
 
 
 class TestCluster(LocalCluster):
@@ -51,8 +51,9 @@ class TestCluster(LocalCluster):
 
 
 def test_cluster() -> LocalCluster:
-    base = os.environ.get("KBOT_TEST_CLUSTER_DIR") or cache_root() / "clusters" / TEST_NAME
-    return TestCluster(name=TEST_NAME, base_dir=base, port_base=int(os.environ.get("KBOT_TEST_PORT_BASE", "29090")))
+    h = load_harness()
+    base = h.kbot_test_cluster_dir or cache_root() / "clusters" / TEST_NAME
+    return TestCluster(name=TEST_NAME, base_dir=base, port_base=h.kbot_test_port_base)
 
 
 test_cluster.__test__ = False  # not a test, despite the name
@@ -90,10 +91,9 @@ class SecureTestCluster(SecureCluster, TestCluster):
 def secure_test_cluster() -> LocalCluster:
     """SASL_SSL + ACLs, 1 controller + 3 brokers: port base ``KBOT_TEST_SECURE_PORT_BASE``
     (default 28090), folder ``KBOT_TEST_SECURE_CLUSTER_DIR``."""
-    base = os.environ.get("KBOT_TEST_SECURE_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-secure"
-    return SecureTestCluster(
-        name="pytest-secure", base_dir=base, port_base=int(os.environ.get("KBOT_TEST_SECURE_PORT_BASE", "28090"))
-    )
+    h = load_harness()
+    base = h.kbot_test_secure_cluster_dir or cache_root() / "clusters" / "pytest-secure"
+    return SecureTestCluster(name="pytest-secure", base_dir=base, port_base=h.kbot_test_secure_port_base)
 
 
 # A one-broker cluster's internal topics and defaults cannot ask for three replicas.
@@ -111,13 +111,14 @@ ONE_BROKER = {
 def second_test_cluster() -> LocalCluster:
     """A second, plain cluster of 1 controller + 1 broker (two-cluster tests): port base
     ``KBOT_TEST_SECOND_PORT_BASE`` (default 23090), folder ``KBOT_TEST_SECOND_CLUSTER_DIR``."""
-    base = os.environ.get("KBOT_TEST_SECOND_CLUSTER_DIR") or cache_root() / "clusters" / "pytest-second"
+    h = load_harness()
+    base = h.kbot_test_second_cluster_dir or cache_root() / "clusters" / "pytest-second"
     return TestCluster(
         name="pytest-second",
         base_dir=base,
         brokers=1,
         overrides=ONE_BROKER,
-        port_base=int(os.environ.get("KBOT_TEST_SECOND_PORT_BASE", "23090")),
+        port_base=h.kbot_test_second_port_base,
     )
 
 

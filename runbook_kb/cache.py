@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbot_settings import KbotSettings, SettingsError
-from kbot_settings import load as load_settings
+import kbot_settings
 
 if TYPE_CHECKING:  # the loader imports this module; these names are for the annotations only
     from runbook_kb.loader import KnowledgeBase
@@ -47,11 +46,7 @@ def digest(data_dir: Path) -> str:
 
 
 def cache_dir() -> Path:
-    try:
-        root = load_settings().cache_dir
-    except SettingsError:  # a wrong variable elsewhere is reported by whoever starts the bot; a cache still works
-        root = KbotSettings.model_validate({}).cache_dir
-    return root / "runbook"
+    return kbot_settings.cache_dir() / "runbook"
 
 
 def _path(data_dir: Path) -> Path:

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools/ (synthetic data) is not installed with the bot
 
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     table = str(lake_dir / "samples")
     out: dict = {"cores": os.cpu_count(), "lake_dir": str(lake_dir), "live_cluster": args.bootstrap}
     t0 = time.monotonic()
-    info = connect.start_server(args.port, lake_dir=lake_dir, env=env)
+    info = connect.start_server(load_settings(env), args.port, lake_dir=lake_dir)
     out["server_start_s"] = round(time.monotonic() - t0, 2)
     try:
         now = dt.datetime.now(dt.timezone.utc)
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         out["with_server"] = {q: series("with server", args.runs, env, args.timeout, q) for q in QUESTIONS}
     finally:
-        connect.stop_server(lake_dir, env=env)
+        connect.stop_server(load_settings(env), lake_dir)
     if args.cold_runs:
         out["without_server"] = {q: series("without server", args.cold_runs, env, args.timeout, q) for q in QUESTIONS}
     if not args.lake_dir:

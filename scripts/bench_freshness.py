@@ -41,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -154,7 +156,7 @@ def run_follow(lake_dir: Path, targets: str, n: int, max_s: float) -> list[tuple
     from lake.collector import Collector, parse_targets
     from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 
-    layout = LakeLayout.from_env({}, lake_dir=str(lake_dir))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(lake_dir))
     spark = _session(None)
     follower = ContinuousIngest(Ingestor(spark, layout, rollup_every_s=60.0)).start()
     collector = Collector(parse_targets(targets), layout.landing, "bench", interval_s=INTERVAL_S, source="exporters")

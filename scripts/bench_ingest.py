@@ -68,6 +68,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -366,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(a.root or tempfile.mkdtemp(prefix="kbot-bench-ingest-"))
     shutil.rmtree(root / "lake", ignore_errors=True)
-    layout = LakeLayout.from_env({}, lake_dir=str(root / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(root / "lake"))
     layout.make_dirs()
     t0 = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     per_round = a.brokers * max(1, a.series // 2) * 2

@@ -56,6 +56,8 @@ import sys
 import time
 from pathlib import Path
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -290,7 +292,7 @@ def ingest_lake(spark, root: Path, partitions: int, batches: int, minutes_per_ba
         spark=spark,
         table_format="parquet",
     )
-    layout = LakeLayout.from_env({}, lake_dir=str(root / "ingest"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(root / "ingest"))
     rows = spark.read.parquet(str(src)).collect()
     per = {}
     for r in rows:
@@ -339,7 +341,7 @@ def run_connect_series(a) -> dict:
 
     lake_dir = Path(a.root) / "connect-server"
     t0 = time.perf_counter()
-    info = connect.start_server(a.connect_port, lake_dir=lake_dir)
+    info = connect.start_server(load_settings(), a.connect_port, lake_dir=lake_dir)
     started = time.perf_counter() - t0
     try:
         cmd = [sys.executable, __file__, "--connect-url", info.url, "--root", a.root]
@@ -351,7 +353,7 @@ def run_connect_series(a) -> dict:
             return {"error": res.stderr.strip()[-2000:]}
         out = json.loads(res.stdout.strip().splitlines()[-1])
     finally:
-        connect.stop_server(lake_dir)
+        connect.stop_server(load_settings(), lake_dir)
     out["server_start_s"] = started
     w, t = out["window"], out["trend"]
     print(

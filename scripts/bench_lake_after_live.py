@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # bench_freshness: the load sampler and the percentile
@@ -211,7 +213,7 @@ async def measure(args: argparse.Namespace, cluster: Any, env: dict[str, str], l
     from lake.cli import _session
     from lake.ingest import LakeLayout
 
-    layout = LakeLayout.from_env(env)
+    layout = LakeLayout.from_settings(load_settings(env))
     spark = _session("local[2]")  # what `lake collect --ingest-follow` starts without KBOT_SPARK_MASTER
     try:
         return await _measure(args, cluster, env, spark, layout)
@@ -235,8 +237,8 @@ async def _measure(
     )
     # the bot's context (KBOT_LAKE=0: make_context starts no lake of its own), with the lake as
     # the settings make it (KBOT_LAKE_TIMEOUT_S's default) over this process's Spark session
-    ctx = make_context(lake=False, env={**env, "KBOT_LAKE": "0"})
-    ctx.lake = LakeService.from_env(env, spark=spark, warm=False).start()
+    ctx = make_context(load_settings({**env, "KBOT_LAKE": "0"}), lake=False)
+    ctx.lake = LakeService.from_settings(load_settings(env), spark=spark, warm=False).start()
     lake_budget_s = float(ctx.lake.query_timeout_s)
     stop = asyncio.Event()
     collecting = asyncio.create_task(collector.run(stop=stop, on_round=lambda report: follower.notify()))

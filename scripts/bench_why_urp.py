@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -110,7 +112,7 @@ def main() -> int:
         urp = prepare(cluster, args.partitions, victim=103)
     try:
         env = {**os.environ, "KBOT_BOOTSTRAP": bootstrap}
-        pool = GatewayPool(env={"KBOT_BOOTSTRAP": bootstrap, "KBOT_ADMIN_TIMEOUT_S": "30"})
+        pool = GatewayPool(load_settings({"KBOT_BOOTSTRAP": bootstrap, "KBOT_ADMIN_TIMEOUT_S": "30"}))
         ctx = Context(live=pool)
         loop = asyncio.new_event_loop()
         loop.run_until_complete(time_bot(ctx))  # first call opens the admin connection: not timed

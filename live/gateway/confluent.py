@@ -26,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException
 # confluent_kafka.admin re-exports these from private modules without listing them in __all__
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec  # type: ignore[attr-defined]
 
+from kbot_settings import KbotSettings
 from live.config import ClusterConfig
 from live.gateway.core import GatewayCore
 from live.gateway.errors import AUTHZ_RESOURCE, GatewayError, UnknownTopic
@@ -116,8 +117,10 @@ class _Poller:
 class ConfluentTransport(GatewayCore):
     """The librdkafka admin client of one cluster; see the module docstring."""
 
-    def __init__(self, config: ClusterConfig | str | None = None, timeout_s: float = 10):
-        super().__init__(config, timeout_s)
+    def __init__(
+        self, config: ClusterConfig | str | None = None, timeout_s: float = 10, *, settings: KbotSettings | None = None
+    ):
+        super().__init__(config, timeout_s, settings=settings)
         config = self.config
         ms = max(1000, int(self.timeout_s * 1000))
         conf: dict[str, str | int | float | bool] = {

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
+from kbot_settings import KbotSettings
 from live import tls
 from live.config import ClusterConfig, get_cluster
 from live.gateway.errors import (
@@ -41,9 +42,13 @@ PROBE_TIMEOUT_S = 1.0  # TCP probe of the bootstrap addresses after a failure
 class GatewayCore:
     """Shared state and failure diagnosis; see the module docstring."""
 
-    def __init__(self, config: ClusterConfig | str | None = None, timeout_s: float = 10):
+    def __init__(
+        self, config: ClusterConfig | str | None = None, timeout_s: float = 10, *, settings: KbotSettings | None = None
+    ):
         if config is None or isinstance(config, str):
-            config = get_cluster(config)
+            if settings is None:
+                raise TypeError("a cluster by name (or the default one) needs the settings it is configured in")
+            config = get_cluster(config, settings)
         self.config = config
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()

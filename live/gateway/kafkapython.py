@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaException
 
+from kbot_settings import KbotSettings
 from live import probe
 from live.config import ClusterConfig
 from live.gateway.confluent import ConfluentTransport
@@ -65,8 +66,10 @@ KP_COORDINATOR_RETRIABLE = {
 class KafkaPythonTransport(ConfluentTransport):
     """The kafka-python admin client of one cluster, next to the librdkafka one it builds on."""
 
-    def __init__(self, config: ClusterConfig | str | None = None, timeout_s: float = 10):
-        super().__init__(config, timeout_s)
+    def __init__(
+        self, config: ClusterConfig | str | None = None, timeout_s: float = 10, *, settings: KbotSettings | None = None
+    ):
+        super().__init__(config, timeout_s, settings=settings)
         self._kp: KafkaAdminClient | None = None  # created on first use
         self._kp_failure: tuple[float, GatewayError] | None = None
         self._kp_lock = asyncio.Lock()

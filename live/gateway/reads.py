@@ -18,6 +18,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # confluent_kafka.admin re-exports these from private modules without listing them in __all__
 from confluent_kafka.admin import ConfigEntry, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
+from kbot_settings import KbotSettings
 from live import model, probe
 from live.config import ClusterConfig
 from live.gateway.confluent import latest_offset
@@ -50,8 +51,10 @@ def _discard_outcome(task: asyncio.Future[Any]) -> None:
 class ReadsMixin(KafkaPythonTransport):
     """Cluster, topic, config and storage reads; see the module docstring."""
 
-    def __init__(self, config: ClusterConfig | str | None = None, timeout_s: float = 10):
-        super().__init__(config, timeout_s)
+    def __init__(
+        self, config: ClusterConfig | str | None = None, timeout_s: float = 10, *, settings: KbotSettings | None = None
+    ):
+        super().__init__(config, timeout_s, settings=settings)
         # Where each broker listened when last registered: a fenced broker vanishes from metadata,
         # and its address is what tells a dead process from a paused one (live.probe).
         self._broker_addresses: dict[int, tuple[str, int]] = {}

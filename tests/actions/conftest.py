@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kbot_settings import load as load_settings
+
 
 @pytest.fixture(scope="session")
 def actions_cluster(kafka_cluster):
@@ -24,12 +26,14 @@ async def ctx(actions_cluster, tmp_path):
     from live.pool import GatewayPool
 
     pool = GatewayPool(
-        env={
-            "KBOT_BOOTSTRAP": actions_cluster.bootstrap_servers,
-            "KBOT_EXPECTED_BROKERS": ",".join(map(str, actions_cluster.brokers)),
-            "KBOT_ADMIN_TIMEOUT_S": "10",
-            "KBOT_HOME": str(tmp_path / "kbot-home"),
-        }
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": actions_cluster.bootstrap_servers,
+                "KBOT_EXPECTED_BROKERS": ",".join(map(str, actions_cluster.brokers)),
+                "KBOT_ADMIN_TIMEOUT_S": "10",
+                "KBOT_HOME": str(tmp_path / "kbot-home"),
+            }
+        )
     )  # no stray clusters.yaml from ~/.kbot
     yield Context(live=pool)
     await pool.close()

@@ -17,6 +17,7 @@ from framework.context import Context
 from framework.router import BadInput
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore
+from kbot_settings import load as load_settings
 from live.model import HangingTransaction
 
 HEALTHY = {"orders": [(101, [101, 102, 103], [101, 102, 103]), (102, [102, 103, 101], [102, 103, 101])]}
@@ -186,10 +187,10 @@ async def test_triage_without_symptom_picks_what_the_cluster_shows():
 def test_lag_verdicts_and_groups():
     assert digest.lag_verdict("STABLE", 0, 0) == ("caught up", "ok")
     assert digest.lag_verdict("EMPTY", 12, 1)[0] == "12 behind with no members: nobody is consuming"
-    assert digest.wanted_groups(None, {"KBOT_DIGEST_GROUPS": "a, b,a"}) == ["a", "b"]
-    assert digest.wanted_groups("x", {"KBOT_DIGEST_GROUPS": "a"}) == ["x"]
+    assert digest.wanted_groups(None, load_settings({"KBOT_DIGEST_GROUPS": "a, b,a"})) == ["a", "b"]
+    assert digest.wanted_groups("x", load_settings({"KBOT_DIGEST_GROUPS": "a"})) == ["x"]
     with pytest.raises(BadInput):
-        digest.wanted_groups("bad group!", {})
+        digest.wanted_groups("bad group!", load_settings({}))
 
 
 async def test_digest_healthy():

@@ -15,6 +15,7 @@ import pytest
 from waiting import async_wait_until
 
 from bot.alerts_stack import FAST, AlertStack
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 from localkafka.cluster import ClusterError
 from runbook_kb import default_kb
@@ -57,10 +58,12 @@ async def test_broker_kill_opens_a_diagnosed_thread_and_healing_resolves_it(
     monkeypatch.delenv("KBOT_ALERT_ROUTES", raising=False)
     await harness.start_bot()
     harness.bot.ctx.live = GatewayPool(
-        {
-            "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
-            "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
-        }
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
+                "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+            }
+        )
     )
     await asyncio.to_thread(kafka_cluster.faults.create_topic, "alerts-e2e", 3, 3)
     stack = AlertStack(

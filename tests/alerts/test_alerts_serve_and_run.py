@@ -16,6 +16,8 @@ import pytest
 import yaml
 from waiting import wait_until
 
+from kbot_settings import load as load_settings
+
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-1111-2222-standinbottoken",
@@ -61,7 +63,8 @@ def test_run_alerts_without_slack_says_why_and_starts_nothing(monkeypatch, capsy
     env = {
         k: v for k, v in os.environ.items() if k not in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")
     }
-    assert run.start_alert_stack(env) is None
+    stack, _settings = run.start_alert_stack(load_settings(env))
+    assert stack is None
     assert "no Slack tokens are set" in capsys.readouterr().err
 
 
@@ -91,11 +94,13 @@ def test_run_alerts_starts_prometheus_and_alertmanager_wired_to_the_webhook(kafk
             "KBOT_METRICS_TARGETS": ",".join(f"{n}={u}" for n, u in kafka_cluster.metrics_urls.items()),
         }
     )
-    stack = run.start_alert_stack(env)
+    stack, settings = run.start_alert_stack(load_settings(env))
     assert stack is not None
     try:
-        token = env["KBOT_ALERT_TOKEN"]  # made up for this run, handed on in the run's env (not os.environ)
-        assert len(token) >= 32 and env["KBOT_ALERT_CHANNEL"] == "#kafka-alerts"
+        # made up for this run, handed on in the run's settings (not os.environ)
+        assert settings.kbot_alert_token is not None
+        token = settings.kbot_alert_token.get_secret_value()
+        assert len(token) >= 32 and settings.kbot_alert_channel == "#kafka-alerts"
         assert "KBOT_ALERT_TOKEN" not in os.environ
         am = yaml.safe_load((stack.workdir / "alertmanager.yml").read_text())
         hook = am["receivers"][0]["webhook_configs"][0]

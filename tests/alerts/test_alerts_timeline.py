@@ -19,6 +19,7 @@ import uuid
 import pytest
 from slack_stand_in import BOT_USER
 
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 pytestmark = pytest.mark.kafka
@@ -98,11 +99,13 @@ async def test_an_incident_thread_becomes_its_timeline(harness, alert_env, kafka
     harness.router = None  # the real command registry: why, status, retention, timeline ...
     await harness.start_bot(policy=POLICY)
     pool = GatewayPool(
-        {
-            "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
-            "KBOT_CLUSTER_NAME": "local",
-            "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
-        }
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers,
+                "KBOT_CLUSTER_NAME": "local",
+                "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
+            }
+        )
     )
     harness.bot.ctx.live = pool
     stand, bot = harness.stand, harness.bot

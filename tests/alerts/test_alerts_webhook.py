@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from bot.alertmanager import AlertConfig, AlertConfigError
+from kbot_settings import load as load_settings
 from runbook_kb import default_kb
 
 ALERT_TOKEN = "alert-bearer-6b1f0c2e9d"
@@ -260,17 +261,17 @@ def test_route_file_errors_are_one_clear_line(tmp_path, text, complaint):
     path = tmp_path / "routes.yaml"
     path.write_text(text)
     with pytest.raises(AlertConfigError) as err:
-        AlertConfig.from_env({"KBOT_ALERT_TOKEN": "t", "KBOT_ALERT_ROUTES": str(path)})
+        AlertConfig.from_settings(load_settings({"KBOT_ALERT_TOKEN": "t", "KBOT_ALERT_ROUTES": str(path)}))
     assert complaint in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_config_needs_a_token_and_somewhere_to_post(tmp_path):
-    assert AlertConfig.from_env({}) is None
+    assert AlertConfig.from_settings(load_settings({})) is None
     with pytest.raises(AlertConfigError, match="KBOT_ALERT_TOKEN is not set"):
-        AlertConfig.from_env({"KBOT_ALERT_CHANNEL": "C0X"})
+        AlertConfig.from_settings(load_settings({"KBOT_ALERT_CHANNEL": "C0X"}))
     with pytest.raises(AlertConfigError, match="nowhere to go"):
-        AlertConfig.from_env({"KBOT_ALERT_TOKEN": "t"})
-    cfg = AlertConfig.from_env({"KBOT_ALERT_TOKEN": "t", "KBOT_ALERT_CHANNEL": "#kafka-alerts"})
+        AlertConfig.from_settings(load_settings({"KBOT_ALERT_TOKEN": "t"}))
+    cfg = AlertConfig.from_settings(load_settings({"KBOT_ALERT_TOKEN": "t", "KBOT_ALERT_CHANNEL": "#kafka-alerts"}))
     assert cfg.route({"alertname": "x"}).channel == "#kafka-alerts"
     assert "token=" not in repr(cfg)  # a config object is safe to log
 

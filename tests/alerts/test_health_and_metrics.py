@@ -10,6 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 
@@ -62,7 +63,7 @@ async def test_healthz_is_503_when_slack_refuses_the_token_and_caches_for_a_few_
 
 async def test_healthz_is_503_and_fast_when_the_configured_kafka_is_unreachable(harness):
     await harness.start_bot()
-    harness.bot.ctx.live = GatewayPool({"KBOT_BOOTSTRAP": f"127.0.0.1:{_closed_port()}"}, timeout_s=5)
+    harness.bot.ctx.live = GatewayPool(load_settings({"KBOT_BOOTSTRAP": f"127.0.0.1:{_closed_port()}"}), timeout_s=5)
     status, body, seconds = await _get(harness, "/healthz")
     assert status == 503 and body["components"]["kafka"]["status"] == "down"
     assert seconds < 5, f"/healthz took {seconds:.1f} s"  # bounded by the probe timeout, not the admin one
@@ -73,7 +74,7 @@ async def test_healthz_is_503_and_fast_when_the_configured_kafka_is_unreachable(
 @pytest.mark.kafka
 async def test_healthz_sees_the_real_cluster(harness, kafka_cluster):
     await harness.start_bot()
-    harness.bot.ctx.live = GatewayPool({"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers})
+    harness.bot.ctx.live = GatewayPool(load_settings({"KBOT_BOOTSTRAP": kafka_cluster.bootstrap_servers}))
     try:
         status, body, _ = await _get(harness, "/healthz")
         assert status == 200 and body["components"]["kafka"]["status"] == "ok"
@@ -147,7 +148,7 @@ async def test_healthz_is_503_when_the_metric_lake_failed_to_start(harness):
     from lake.service import LakeService
 
     await harness.start_bot()
-    lake = LakeService.from_env({}, master=f"sc://127.0.0.1:{_closed_port()}", warm=False)
+    lake = LakeService.from_settings(load_settings({}), master=f"sc://127.0.0.1:{_closed_port()}", warm=False)
     try:
         # the lake's Connect sessions fail fast (lake/spark.py fail_fast): a closed port is down in seconds
         assert not await lake.wait_ready(120) and lake.state == "failed", lake.status()

@@ -23,6 +23,7 @@ from bot.render import render_json, render_text
 from commands.registry import answer
 from framework.context import Context
 from framework.errors import Unavailable
+from kbot_settings import load as load_settings
 from lake.service import LakeService
 from tools.synthetic import first_commits_in_flight
 
@@ -69,7 +70,7 @@ async def test_hot_partitions_ranks_live_whenever_the_lake_cannot(kafka_cluster,
 
     topic = f"young-hot-{uuid.uuid4().hex[:6]}"
     producer = await asyncio.to_thread(kafka_cluster.faults.hot_key_producer, topic, "hot-key", None, 300, 0.9, 6)
-    pool = GatewayPool(env=cluster_env(kafka_cluster))
+    pool = GatewayPool(load_settings(cluster_env(kafka_cluster)))
     in_flight = LakeService(first_commits_in_flight(tmp_path / "lake"), spark=spark, warm=False).start()
     too_slow = StuckLake(lake_service.path, spark=spark, warm=False, query_timeout_s=1).start()
     lakes = {

@@ -18,6 +18,7 @@ from bot.render import render_json, render_text
 from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 
 pytestmark = [pytest.mark.kafka]
 
@@ -37,7 +38,7 @@ async def test_lag_says_how_to_get_a_trend_when_the_lake_collects_no_commits_of_
     _table, lake = lake_in_flight
     group, topic = names("lake-groups")
     fault = await asyncio.to_thread(stopped_group, kafka_cluster, group, topic, 20, 5)
-    pool = GatewayPool(env=cluster_env(kafka_cluster))
+    pool = GatewayPool(load_settings(cluster_env(kafka_cluster)))
     try:
         monkeypatch.delenv("KBOT_LAKE_GROUPS", raising=False)
         unset = await answer(f"lag {group}", Context(live=pool, lake=lake))

@@ -10,6 +10,7 @@ import pytest_asyncio
 from aiohttp import web
 from waiting import wait_until
 
+from kbot_settings import load as load_settings
 from lake import cli
 
 TEXT = (
@@ -147,7 +148,7 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
 
     from lake.ingest import LakeLayout
 
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path))
 
     class Metrics(BaseHTTPRequestHandler):
         def do_GET(self):

@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from kbot_settings import load as load_settings
 from lake import collector as C
 from live.model import GroupLag, PartitionLag
 
@@ -67,7 +68,9 @@ def test_parse_targets():
     for bad in ("101", "x=http://a", "1=ftp://a", "1=http://a,1=http://b"):
         with pytest.raises(ValueError):
             C.parse_targets(bad)
-    assert C.targets_from_env({"KBOT_METRICS_TARGETS": "1=http://h/metrics"}) == [C.Target(1, "http://h/metrics")]
+    assert C.targets_from_settings(load_settings({"KBOT_METRICS_TARGETS": "1=http://h/metrics"})) == [
+        C.Target(1, "http://h/metrics")
+    ]
     assert C.targets_from_urls({102: "http://b", 1: "http://a"}) == [C.Target(1, "http://a"), C.Target(102, "http://b")]
 
 

@@ -14,6 +14,7 @@ from lakekit import clock_at, hhmm
 
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake.collector import write_landing_file
 from lake.ingest import Ingestor, LakeLayout
 
@@ -45,7 +46,7 @@ def week_lake(spark, tmp_path_factory):
     """8 days of hourly URP samples of brokers 1 and 2, ingested for real (one landing file a
     day, so one batch a day): broker 2 reports 3 from day 5 on, broker 1 always 0."""
     state = tmp_path_factory.mktemp("week")
-    layout = LakeLayout.from_env({}, lake_dir=str(state / "state"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(state / "state"))
     for day in range(8):
         rows = []
         for h in range(24):
@@ -121,7 +122,7 @@ def test_compaction_retention_and_vacuum(spark, tmp_path):
 
     from lake.maintenance import expire, maintain, optimize_closed
 
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "state"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "state"))
     t = DAY0 + dt.timedelta(hours=10)
     for i in range(3):
         write_landing_file(layout.landing, [urp_row(t + dt.timedelta(minutes=i), b, i) for b in (1, 2)], f"f{i}.jsonl")

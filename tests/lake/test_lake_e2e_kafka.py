@@ -15,6 +15,7 @@ from waiting import async_wait_until
 
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake.collector import Collector, targets_from_urls
 from lake.ingest import Ingestor, LakeLayout
 from lake.service import LakeService
@@ -36,7 +37,7 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
     await asyncio.to_thread(faults.create_topic, urp_topic, 6, 3)
     producer = await asyncio.to_thread(faults.hot_key_producer, hot_topic, "hot-key", None, 200, 0.9, 6)
 
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     # The product's own scrape timeout (Prometheus's 10 s default): a JMX exporter on a loaded
     # machine can take seconds, and the test must not need an idle one.
     collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest", interval_s=2.0)
@@ -120,7 +121,7 @@ async def test_collect_ingest_kill_broker_then_answers_cite_the_lake(kafka_clust
         "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
         "KBOT_ADMIN_TIMEOUT_S": "10",
     }
-    pool = GatewayPool(env=env)
+    pool = GatewayPool(load_settings(env))
     try:
         ctx = Context(live=pool, lake=lake)
         result = await answer("why URP --since 5m", ctx)

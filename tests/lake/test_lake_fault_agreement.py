@@ -19,6 +19,7 @@ from waiting import async_wait_until
 from commands.registry import answer
 from diagnosis.lake_vs_live import URP_SOURCES
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake.collector import Collector, targets_from_urls
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 from lake.service import LakeService
@@ -67,13 +68,13 @@ async def test_why_urp_in_the_minutes_after_a_broker_dies_agrees_with_the_live_r
     faults = kafka_cluster.faults
     topic = f"agree-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(faults.create_topic, topic, 6, 3)
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     follower = ContinuousIngest(Ingestor(spark, layout, rollup_every_s=60.0), poll_s=0.5).start()
     collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest", interval_s=2.0)
     stop = asyncio.Event()
     collecting = asyncio.create_task(collector.run(stop=stop, on_round=lambda report: follower.notify()))
     lake = LakeService(layout.table, cluster="pytest", spark=spark, query_timeout_s=LAKE_TIMEOUT_S, warm=False).start()
-    pool = GatewayPool(env={**cluster_env(kafka_cluster), "KBOT_CLUSTER_NAME": "pytest"})
+    pool = GatewayPool(load_settings({**cluster_env(kafka_cluster), "KBOT_CLUSTER_NAME": "pytest"}))
     ctx = Context(live=pool, lake=lake)
     answers: list[tuple[float, object, float]] = []  # (seconds after the kill, reply, lake part's delay)
     try:

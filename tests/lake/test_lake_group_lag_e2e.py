@@ -22,6 +22,7 @@ from waiting import async_wait_until
 from bot.render import render_json
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake.collector import Collector, targets_from_urls
 from lake.ingest import Ingestor, LakeLayout
 from lake.service import LakeService
@@ -39,11 +40,11 @@ async def test_stopped_group_lake_lag_equals_live_lag(kafka_cluster, spark, tmp_
         "KBOT_EXPECTED_BROKERS": ",".join(map(str, kafka_cluster.brokers)),
         "KBOT_ADMIN_TIMEOUT_S": "10",
     }
-    pool = GatewayPool(env=env)
+    pool = GatewayPool(load_settings(env))
     lagging = await asyncio.to_thread(stopped_group, kafka_cluster, group, topic, 30, 40)
     try:
         gw = await pool.get(None)
-        layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+        layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
         collector = Collector(
             targets_from_urls(kafka_cluster.metrics_urls),
             layout.landing,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
+from kbot_settings import load as load_settings
 from lake.collector import write_landing_file
 from lake.delta import local_commits
 from lake.ingest import TXN_FILE, IngestBusy, Ingestor, LakeLayout, layout_status, validate_landing_file
@@ -51,7 +52,7 @@ def land(layout: LakeLayout, name: str, rows) -> None:
 
 @pytest.fixture
 def layout(tmp_path) -> LakeLayout:
-    lay = LakeLayout.from_env({}, lake_dir=str(tmp_path / "state"))
+    lay = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "state"))
     lay.make_dirs()
     return lay
 
@@ -304,10 +305,12 @@ def test_batches_are_bounded_and_status_counts(spark, layout):
 
 
 def test_layout_from_env(tmp_path):
-    lay = LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_LAKE_URI": "s3a://bucket/kbot/samples"})
+    lay = LakeLayout.from_settings(
+        load_settings({"KBOT_LAKE_DIR": str(tmp_path), "KBOT_LAKE_URI": "s3a://bucket/kbot/samples"})
+    )
     assert lay.state_dir == tmp_path and lay.table == "s3a://bucket/kbot/samples"
     assert lay.rollup("1m") == "s3a://bucket/kbot/samples_1m" and lay.rollup("1h") == "s3a://bucket/kbot/samples_1h"
-    assert LakeLayout.from_env({"KBOT_LAKE_DIR": str(tmp_path)}).table == str(tmp_path / "samples")
+    assert LakeLayout.from_settings(load_settings({"KBOT_LAKE_DIR": str(tmp_path)})).table == str(tmp_path / "samples")
 
 
 def test_an_ingest_killed_from_outside_loses_and_duplicates_nothing(spark, layout):

@@ -10,6 +10,7 @@ import pytest
 from lakekit import hhmm
 from waiting import async_wait_until
 
+from kbot_settings import load as load_settings
 from lake import service as svc_mod
 from lake.errors import LakeUnavailable as Unavailable
 from lake.service import LakeService, LakeView
@@ -129,7 +130,7 @@ async def test_a_one_shot_ask_does_not_warm_an_in_process_spark_up(monkeypatch, 
     monkeypatch.setattr("lake.service.build_session", lambda *a, **k: spark)
     env = {"HOME": str(tmp_path), "KBOT_HOME": str(tmp_path / "home"), "KBOT_LAKE_DIR": str(tmp_path / "lake")}
     for one_shot in (True, False):
-        ctx = make_context(lake=not one_shot, env={**env, "KBOT_LAKE": "1"})
+        ctx = make_context(load_settings({**env, "KBOT_LAKE": "1"}), lake=not one_shot)
         try:
             assert ctx.lake is not None and ctx.lake.master == "local[*]"
             assert await ctx.lake.wait_ready(120)
@@ -172,14 +173,16 @@ def test_spark_gone_is_recognised():
 
 
 def test_from_env(tmp_path):
-    lake = LakeService.from_env(
-        {
-            "KBOT_LAKE_DIR": str(tmp_path),
-            "KBOT_SPARK_MASTER": "sc://spark:15002",
-            "KBOT_LAKE_CLUSTER": "prod",
-            "KBOT_LAKE_TIMEOUT_S": "12",
-            "KBOT_SPARK_CONF": "spark.driver.memory=2g; spark.jars.packages=a:b:1,c:d:2",
-        }
+    lake = LakeService.from_settings(
+        load_settings(
+            {
+                "KBOT_LAKE_DIR": str(tmp_path),
+                "KBOT_SPARK_MASTER": "sc://spark:15002",
+                "KBOT_LAKE_CLUSTER": "prod",
+                "KBOT_LAKE_TIMEOUT_S": "12",
+                "KBOT_SPARK_CONF": "spark.driver.memory=2g; spark.jars.packages=a:b:1,c:d:2",
+            }
+        )
     )
     assert (lake.path, lake.master, lake.cluster, lake.query_timeout_s) == (
         str(tmp_path / "samples"),
@@ -192,10 +195,15 @@ def test_from_env(tmp_path):
 
 
 def test_lake_from_env(tmp_path):
-    from lake.service import lake_from_env
+    from lake.service import lake_from_settings
 
-    assert lake_from_env({"HOME": str(tmp_path), "KBOT_LAKE_DIR": str(tmp_path / "nope"), "KBOT_LAKE": "0"}) is None
-    lake = lake_from_env({"KBOT_LAKE_DIR": str(tmp_path)}, start=False)
+    assert (
+        lake_from_settings(
+            load_settings({"HOME": str(tmp_path), "KBOT_LAKE_DIR": str(tmp_path / "nope"), "KBOT_LAKE": "0"})
+        )
+        is None
+    )
+    lake = lake_from_settings(load_settings({"KBOT_LAKE_DIR": str(tmp_path)}), start=False)
     assert lake is not None and lake.path == str(tmp_path / "samples") and lake.state == "new"
 
 

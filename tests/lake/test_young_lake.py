@@ -32,6 +32,7 @@ from bot.render import render_json, render_text
 from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake.service import LakeService
 from tools.synthetic import first_commits_in_flight
 
@@ -118,7 +119,7 @@ async def test_a_lake_with_its_first_minutes_of_real_samples(kafka_cluster, spar
     from lake.collector import Collector, targets_from_urls
     from lake.ingest import Ingestor, LakeLayout
 
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     collector = Collector(targets_from_urls(kafka_cluster.metrics_urls), layout.landing, "pytest", interval_s=2.0)
     rounds: list = []
     stop = asyncio.Event()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from connectkit import CLUSTER, HOT_PARTITION, HOT_TOPIC, free_port, recent_lake
 
+from kbot_settings import load as load_settings
 from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
@@ -39,7 +40,7 @@ def served(lake_env):
     lake_dir, env = lake_env
     port = free_port()
     try:
-        info = connect.start_server(port, lake_dir=lake_dir, timeout=300, env=env)
+        info = connect.start_server(load_settings(env), port, lake_dir=lake_dir, timeout=300)
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.remote(info.url).create()
@@ -49,25 +50,25 @@ def served(lake_env):
             spark.stop()
         yield info, env, generated_at
     finally:
-        connect.stop_server(lake_dir, env=env)
+        connect.stop_server(load_settings(env), lake_dir)
 
 
 def test_the_server_is_found_from_its_state_file_and_stops_cleanly(served):
     info, env, _ = served
-    st = connect.status(env["KBOT_LAKE_DIR"], deep=True, env=env)
+    st = connect.status(load_settings(env), env["KBOT_LAKE_DIR"], deep=True)
     assert st is not None and st.state == "running" and st.port == info.port and st.spark_version.startswith("4.")
-    assert connect.running_url(env=env) == info.url
+    assert connect.running_url(load_settings(env)) == info.url
     cmd = Path(f"/proc/{info.pid}/cmdline").read_bytes().split(b"\0")
     assert b"spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in cmd
     assert f"spark.connect.grpc.binding.port={info.port}".encode() in cmd
     # a second start finds it instead of starting another
-    again = connect.start_server(info.port, lake_dir=env["KBOT_LAKE_DIR"], env=env)
+    again = connect.start_server(load_settings(env), info.port, lake_dir=env["KBOT_LAKE_DIR"])
     assert (again.pid, again.started) == (info.pid, False)
 
 
 def test_lake_service_queries_through_connect(served):
     info, env, now = served
-    svc = LakeService.from_env(env, query_timeout_s=240)
+    svc = LakeService.from_settings(load_settings(env), query_timeout_s=240)
     # the server's shared query session (ServerInfo.query_url)
     assert svc.master == info.query_url == f"{info.url}/;session_id={info.session_id}"
     assert svc.fallback_master == "local[*]"
@@ -142,7 +143,7 @@ def test_one_shot_asks_share_the_server_session_and_leave_it_open(served):
     from lake.spark import build_session
 
     info, env, _ = served
-    assert connect.query_url(env=env) == info.query_url and len(info.session_id) == 36
+    assert connect.query_url(load_settings(env)) == info.query_url and len(info.session_id) == 36
     probe = build_session(info.query_url)
     probe.range(3).createOrReplaceTempView("kbot_shared_probe")  # visible to this session only
     probe.stop()
@@ -180,8 +181,8 @@ def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
         json.dumps({"pid": os.getpid(), "port": info.port, "master": "local[2]", "log": "x", "host": "127.0.0.1"})
     )
     other_env = dict(env, KBOT_LAKE_DIR=str(other))
-    assert connect.running_url(env=other_env) is None
-    assert LakeService.from_env(other_env).master == "local[*]"
+    assert connect.running_url(load_settings(other_env)) is None
+    assert LakeService.from_settings(load_settings(other_env)).master == "local[*]"
     st = subprocess.run(
         [KBOT, "lake", "serve", "--status", "--json"], env=other_env, capture_output=True, text=True, timeout=300
     )
@@ -220,13 +221,13 @@ def test_a_server_that_dies_fails_a_query_in_seconds_and_the_process_still_exits
     and exits."""
     env = {k: v for k, v in os.environ.items() if k != "KBOT_SPARK_MASTER"}
     env.update({"KBOT_LAKE_DIR": str(tmp_path / "lake"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    connect.start_server(free_port(), lake_dir=tmp_path / "lake", timeout=300, env=env)
+    connect.start_server(load_settings(env), free_port(), lake_dir=tmp_path / "lake", timeout=300)
     try:
         t0 = time.monotonic()
         child = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
         took = time.monotonic() - t0
     finally:
-        connect.stop_server(tmp_path / "lake", env=env)
+        connect.stop_server(load_settings(env), tmp_path / "lake")
     failed = [line for line in child.stdout.splitlines() if line.startswith("FAILED ")]
     assert failed, child.stdout + child.stderr[-3000:]
     assert float(failed[0].split()[1]) < 30, failed

@@ -19,6 +19,7 @@ import pytest
 from connectkit import free_port
 from waiting import wait_until
 
+from kbot_settings import load as load_settings
 from lake import connect
 from lake import queries as Q
 from lake.service import LakeService
@@ -127,11 +128,11 @@ def cluster(tmp_path_factory):
             check=_daemons_alive(procs),
         )
         info = connect.start_server(
+            load_settings(env),
             free_port(),
             url,
             lake_dir=lake_dir,
             timeout=300,
-            env=env,
             conf={
                 "spark.executor.memory": "512m",
                 "spark.executor.cores": "1",
@@ -142,7 +143,7 @@ def cluster(tmp_path_factory):
         yield info, env, master_json, procs
     finally:
         with contextlib.suppress(Exception):
-            connect.stop_server(lake_dir, env=env)
+            connect.stop_server(load_settings(env), lake_dir)
         for p in reversed(list(procs.values())):
             _stop(p)
 
@@ -179,7 +180,7 @@ def test_ingest_compact_and_query_through_connect_on_a_standalone_cluster(cluste
     from lake.maintenance import maintain
 
     info, env, master_json, procs = cluster
-    layout = LakeLayout.from_env(env)
+    layout = LakeLayout.from_settings(load_settings(env))
     layout.make_dirs()
     spark = SparkSession.builder.remote(info.url).create()
     try:
@@ -198,7 +199,7 @@ def test_ingest_compact_and_query_through_connect_on_a_standalone_cluster(cluste
     finally:
         spark.stop()
 
-    svc = LakeService.from_env(env, query_timeout_s=240)
+    svc = LakeService.from_settings(load_settings(env), query_timeout_s=240)
     assert svc.master == info.query_url  # the server's shared query session
     try:
         assert svc.start().wait_ready_sync(240), svc.status()

@@ -23,6 +23,7 @@ from connectkit import free_port
 from bot.render import render_text
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from lake import connect
 from lake.service import LakeService, LakeView
 from tools.synthetic import first_commits_in_flight
@@ -41,16 +42,16 @@ def fresh_home(tmp_path_factory):
     env.update(KBOT_HOME=str(home), HOME=str(home), NO_COLOR="1")
     lake_dir = home / "lake"
     try:
-        info = connect.start_server(free_port(), lake_dir=lake_dir, timeout=300, env=env)
+        info = connect.start_server(load_settings(env), free_port(), lake_dir=lake_dir, timeout=300)
         yield info, env, lake_dir
     finally:
-        connect.stop_server(lake_dir, env=env)
+        connect.stop_server(load_settings(env), lake_dir)
 
 
 def test_one_shot_asks_before_and_during_the_first_commits(fresh_home, tmp_path):
     info, env, lake_dir = fresh_home
     env = {**env, "KBOT_CACHE_DIR": private_cache(tmp_path)}
-    assert connect.running_url(env=env) == info.url and not (lake_dir / "samples").exists()
+    assert connect.running_url(load_settings(env)) == info.url and not (lake_dir / "samples").exists()
     for state in ("nothing ingested", "first commits being written"):
         if state == "first commits being written":
             first_commits_in_flight(lake_dir)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
+from kbot_settings import load as load_settings
 from lake.collector import landing_name, write_landing_file
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 from lake.schema import table_path
@@ -35,7 +36,7 @@ def rows(ts_us: int, value: float) -> list[dict]:
 
 
 def test_files_are_ingested_as_they_land_and_rollups_flushed_at_stop(spark, tmp_path):
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     ingestor = Ingestor(spark, layout, rollup_every_s=3600.0)  # never due during the test
     reports = []
     follower = ContinuousIngest(ingestor, poll_s=0.5, on_report=reports.append).start()

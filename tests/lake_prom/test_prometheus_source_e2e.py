@@ -25,6 +25,7 @@ import pytest
 from promkit import SCRAPE_S
 from waiting import async_wait_until
 
+from kbot_settings import load as load_settings
 from lake.collector import Collector
 from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 from lake.prometheus_source import PrometheusSource
@@ -91,7 +92,7 @@ async def test_prometheus_mode_lands_every_nodes_series_in_the_lake(
     produced = 7
     await asyncio.to_thread(produce, kafka_cluster.bootstrap_servers, topic, 0, produced)
 
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     collector = Collector(
         [],
         layout.landing,
@@ -202,7 +203,7 @@ async def test_prometheus_down_gives_one_line_and_the_next_round_catches_up(
     kafka_cluster, prometheus_stack, spark, tmp_path, caplog
 ):
     caplog.set_level(logging.WARNING, logger="lake.collector")
-    layout = LakeLayout.from_env({}, lake_dir=str(tmp_path / "lake"))
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     collector = Collector(
         [],
         layout.landing,

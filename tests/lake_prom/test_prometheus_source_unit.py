@@ -9,26 +9,29 @@ import socket
 
 import pytest
 
-from lake.collector import Collector, source_from_env
+from kbot_settings import load as load_settings
+from lake.collector import Collector
 from lake.prometheus_source import STATE_FILE, PrometheusSource, PrometheusSourceError, parse_selector, window_file_name
 
 
 def test_source_env_defaults_to_exporters_and_rejects_unknown_names():
-    assert source_from_env({}) == "exporters"
-    assert source_from_env({"KBOT_METRICS_SOURCE": "Prometheus"}) == "prometheus"
+    assert load_settings({}).kbot_metrics_source == "exporters"
+    assert load_settings({"KBOT_METRICS_SOURCE": "Prometheus"}).kbot_metrics_source == "prometheus"
     with pytest.raises(ValueError, match="KBOT_METRICS_SOURCE: must be 'exporters' or 'prometheus', not 'graphite'"):
-        source_from_env({"KBOT_METRICS_SOURCE": "graphite"})
+        load_settings({"KBOT_METRICS_SOURCE": "graphite"})
 
 
 def test_prometheus_mode_needs_a_url_but_no_targets(tmp_path):
     with pytest.raises(PrometheusSourceError, match="needs KBOT_PROMETHEUS_URL"):
-        PrometheusSource.from_env(tmp_path, "c", env={})
+        PrometheusSource.from_settings(tmp_path, "c", load_settings({}))
     with pytest.raises(PrometheusSourceError, match="must start with http"):
-        PrometheusSource.from_env(tmp_path, "c", env={"KBOT_PROMETHEUS_URL": "localhost:9090"})
+        PrometheusSource.from_settings(tmp_path, "c", load_settings({"KBOT_PROMETHEUS_URL": "localhost:9090"}))
     with pytest.raises(PrometheusSourceError, match="is not a label name"):
         PrometheusSource("http://p:9090", tmp_path, "c", broker_label="node-id")
-    src = PrometheusSource.from_env(
-        tmp_path, "c", env={"KBOT_PROMETHEUS_URL": "http://p:9090/", "KBOT_PROMETHEUS_BROKER_LABEL": "broker_id"}
+    src = PrometheusSource.from_settings(
+        tmp_path,
+        "c",
+        load_settings({"KBOT_PROMETHEUS_URL": "http://p:9090/", "KBOT_PROMETHEUS_BROKER_LABEL": "broker_id"}),
     )
     assert src.url == "http://p:9090" and src.broker_label == "broker_id"
     collector = Collector([], tmp_path / "landing", "c", source="prometheus", prometheus=src)

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from kbot_settings import load as load_settings
 from live.config import (
     ClusterConfig,
     ConfigError,
@@ -80,59 +81,59 @@ def test_env_defines_the_default_cluster():
         KBOT_EXPECTED_BROKERS="1, 2,3",
         KBOT_HOME="/nonexistent-kbot-home",
     )
-    cfg = get_cluster(None, env=env)
+    cfg = get_cluster(None, load_settings(env))
     assert cfg.name == "default" and cfg.source == "env"
     assert cfg.bootstrap_list == ["b1:9092", "b2:9092"]
     assert cfg.security_protocol == "SASL_SSL" and cfg.sasl_mechanism == "SCRAM-SHA-256"
     assert cfg.sasl_password == PASSWORD and isinstance(cfg.sasl_password, Secret)
     assert cfg.expected_brokers == (1, 2, 3)
-    assert load_clusters(env=env) == {"default": cfg}
+    assert load_clusters(load_settings(env)) == {"default": cfg}
 
 
 def test_env_cluster_name_can_be_set():
     env = env_for(KBOT_BOOTSTRAP="b1:9092", KBOT_CLUSTER_NAME="staging", KBOT_HOME="/nonexistent")
-    assert get_cluster(env=env).name == "staging"
-    assert get_cluster("staging", env=env).bootstrap == "b1:9092"
+    assert get_cluster(None, load_settings(env)).name == "staging"
+    assert get_cluster("staging", load_settings(env)).bootstrap == "b1:9092"
 
 
 def test_file_with_several_clusters_and_a_default(clusters_path):
     env = env_for(clusters_path)
-    clusters, default = load_config(env=env)
+    clusters, default = load_config(load_settings(env))
     assert sorted(clusters) == ["dev", "prod", "secure"] and default == "dev"
-    assert get_cluster(None, env=env).name == "dev"
-    prod = get_cluster("prod", env=env)
+    assert get_cluster(None, load_settings(env)).name == "dev"
+    prod = get_cluster("prod", load_settings(env))
     assert prod.bootstrap_list == ["kafka-1.prod:9093", "kafka-2.prod:9093"]
     assert prod.sasl_password == PASSWORD  # ${PROD_KAFKA_PASSWORD} expanded
     assert prod.expected_brokers == (1, 2, 3)
     assert prod.source == f"file:{clusters_path}"
-    assert get_cluster("secure", env=env).expected_brokers == (10, 11)
+    assert get_cluster("secure", load_settings(env)).expected_brokers == (10, 11)
 
 
 def test_default_file_location_is_kbot_home(tmp_path):
     (tmp_path / "clusters.yaml").write_text(CLUSTERS_YAML)
     env = env_for(KBOT_HOME=str(tmp_path))
-    assert clusters_file(env) == tmp_path / "clusters.yaml"
-    assert sorted(load_clusters(env=env)) == ["dev", "prod", "secure"]
+    assert clusters_file(load_settings(env)) == tmp_path / "clusters.yaml"
+    assert sorted(load_clusters(load_settings(env))) == ["dev", "prod", "secure"]
     # and without KBOT_HOME: ~/.kbot/clusters.yaml
-    assert str(clusters_file({})).endswith(".kbot/clusters.yaml")
+    assert str(clusters_file(load_settings({}))).endswith(".kbot/clusters.yaml")
 
 
 def test_env_cluster_joins_the_file_clusters_and_becomes_default(clusters_path):
     env = env_for(clusters_path, KBOT_BOOTSTRAP="127.0.0.1:9092")
-    clusters, default = load_config(env=env)
+    clusters, default = load_config(load_settings(env))
     assert sorted(clusters) == ["default", "dev", "prod", "secure"] and default == "default"
 
 
 def test_kbot_cluster_selects_the_default(clusters_path):
     env = env_for(clusters_path, KBOT_CLUSTER="prod")
-    assert get_cluster(env=env).name == "prod"
+    assert get_cluster(None, load_settings(env)).name == "prod"
     with pytest.raises(UnknownCluster):
-        get_cluster(env=env_for(clusters_path, KBOT_CLUSTER="nope"))
+        get_cluster(None, load_settings(env_for(clusters_path, KBOT_CLUSTER="nope")))
 
 
 def test_unknown_cluster_lists_the_configured_names(clusters_path):
     with pytest.raises(UnknownCluster) as ei:
-        get_cluster("staging", env=env_for(clusters_path))
+        get_cluster("staging", load_settings(env_for(clusters_path)))
     msg = str(ei.value)
     assert "'staging'" in msg and "dev, prod, secure" in msg
     assert ei.value.known == ["dev", "prod", "secure"]
@@ -141,17 +142,17 @@ def test_unknown_cluster_lists_the_configured_names(clusters_path):
 
 def test_nothing_configured_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="KBOT_BOOTSTRAP"):
-        get_cluster(env={"KBOT_HOME": str(tmp_path)})
+        get_cluster(None, load_settings({"KBOT_HOME": str(tmp_path)}))
 
 
 def test_several_clusters_without_default(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("clusters:\n  a: {bootstrap: 'h:1'}\n  b: {bootstrap: 'h:2'}\n")
     with pytest.raises(ConfigError, match="none is the default.*a, b"):
-        get_cluster(env=env_for(p))
+        get_cluster(None, load_settings(env_for(p)))
     # a single cluster is the default without saying so
     p.write_text("clusters:\n  only: {bootstrap: 'h:1'}\n")
-    assert get_cluster(env=env_for(p)).name == "only"
+    assert get_cluster(None, load_settings(env_for(p))).name == "only"
 
 
 @pytest.mark.parametrize(
@@ -171,12 +172,12 @@ def test_bad_files_are_clear_errors(tmp_path, text, match):
     p = tmp_path / "c.yaml"
     p.write_text(text)
     with pytest.raises(ConfigError, match=match):
-        load_clusters(env=env_for(p))
+        load_clusters(load_settings(env_for(p)))
 
 
 def test_explicit_missing_file_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
-        load_clusters(env=env_for(tmp_path / "missing.yaml"))
+        load_clusters(load_settings(env_for(tmp_path / "missing.yaml")))
 
 
 @pytest.mark.parametrize(
@@ -423,9 +424,9 @@ def test_secrets_never_reach_the_logs(caplog):
 
 
 def test_secret_from_file_is_masked(clusters_path):
-    prod = get_cluster("prod", env=env_for(clusters_path))
-    secure = get_cluster("secure", env=env_for(clusters_path))
-    assert PASSWORD not in repr(load_clusters(env=env_for(clusters_path)))
+    prod = get_cluster("prod", load_settings(env_for(clusters_path)))
+    secure = get_cluster("secure", load_settings(env_for(clusters_path)))
+    assert PASSWORD not in repr(load_clusters(load_settings(env_for(clusters_path))))
     assert KEY_PASSWORD not in repr(secure) and PASSWORD not in repr(prod)
 
 
@@ -449,7 +450,9 @@ clusters:
 def test_operator_credentials_from_the_file(tmp_path):
     path = tmp_path / "clusters.yaml"
     path.write_text(OPERATOR_YAML)
-    cfg = get_cluster("prod", {"KBOT_CLUSTERS_FILE": str(path), "OBS_PW": "obs-pw-1", "OP_PW": "op-pw-2"})
+    cfg = get_cluster(
+        "prod", load_settings({"KBOT_CLUSTERS_FILE": str(path), "OBS_PW": "obs-pw-1", "OP_PW": "op-pw-2"})
+    )
     assert (cfg.role, cfg.sasl_username, cfg.principal) == ("observer", "kbot-observer", "User:kbot-observer")
     op = cfg.as_operator()
     assert (op.role, op.sasl_username, str(op.sasl_password)) == ("operator", "kbot-operator", "op-pw-2")
@@ -463,15 +466,17 @@ def test_operator_credentials_from_the_file(tmp_path):
 def test_operator_credentials_from_the_environment():
     cfg = get_cluster(
         None,
-        {
-            "KBOT_BOOTSTRAP": "k:9093",
-            "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
-            "KBOT_SASL_MECHANISM": "SCRAM-SHA-512",
-            "KBOT_SASL_USERNAME": "obs",
-            "KBOT_SASL_PASSWORD": "a",
-            "KBOT_OPERATOR_SASL_USERNAME": "op",
-            "KBOT_OPERATOR_SASL_PASSWORD": "b",
-        },
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": "k:9093",
+                "KBOT_SECURITY_PROTOCOL": "SASL_SSL",
+                "KBOT_SASL_MECHANISM": "SCRAM-SHA-512",
+                "KBOT_SASL_USERNAME": "obs",
+                "KBOT_SASL_PASSWORD": "a",
+                "KBOT_OPERATOR_SASL_USERNAME": "op",
+                "KBOT_OPERATOR_SASL_PASSWORD": "b",
+            }
+        ),
     )
     assert cfg.has_operator and cfg.as_operator().sasl_username == "op"
 
@@ -528,5 +533,5 @@ def test_bad_operator_settings_say_what_is_wrong(tmp_path, operator, message):
         )
     )
     with pytest.raises(ConfigError) as err:
-        load_clusters({"KBOT_CLUSTERS_FILE": str(path)})
+        load_clusters(load_settings({"KBOT_CLUSTERS_FILE": str(path)}))
     assert message in str(err.value)

@@ -11,6 +11,7 @@ import time
 import pytest
 from waiting import async_wait_until
 
+from kbot_settings import load as load_settings
 from live import AdminGateway, ClusterConfig, ClusterUnreachable, GatewayError
 
 TIMEOUT = 3.0
@@ -136,8 +137,8 @@ def test_gateway_takes_a_cluster_name(tmp_path, monkeypatch):
     monkeypatch.setenv("KBOT_CLUSTERS_FILE", str(f))
     for var in ("KBOT_BOOTSTRAP", "KBOT_CLUSTER"):
         monkeypatch.delenv(var, raising=False)
-    gw_b = AdminGateway("b", timeout_s=1)
-    gw_default = AdminGateway(timeout_s=1)
+    gw_b = AdminGateway("b", timeout_s=1, settings=load_settings())
+    gw_default = AdminGateway(timeout_s=1, settings=load_settings())
     assert gw_b.config.bootstrap == "127.0.0.1:2" and gw_default.name == "a"
     asyncio.run(gw_b.close())
     asyncio.run(gw_default.close())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 ENV = {
@@ -17,7 +18,7 @@ ENV = {
 
 
 async def test_observer_and_operator_get_their_own_gateways():
-    pool = GatewayPool(env=ENV)
+    pool = GatewayPool(load_settings(ENV))
     try:
         read = await pool.get()
         assert pool.connected() == [("prod", "observer")]

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 from commandkit import cluster_env
 
+from kbot_settings import load as load_settings
+
 
 @pytest.fixture
 async def ctx(kafka_cluster):
     from framework.context import Context
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env=cluster_env(kafka_cluster))
+    pool = GatewayPool(load_settings(cluster_env(kafka_cluster)))
     yield Context(live=pool)
     await pool.close()

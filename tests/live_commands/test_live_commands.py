@@ -12,6 +12,7 @@ from waiting import async_wait_until, wait_until
 
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 pytestmark = pytest.mark.kafka
@@ -187,7 +188,7 @@ async def test_bad_names_are_refused_before_any_call(ctx):
 
 
 async def test_unreachable_cluster_answers_within_the_timeout():
-    pool = GatewayPool(env={"KBOT_BOOTSTRAP": "127.0.0.1:1", "KBOT_ADMIN_TIMEOUT_S": "2"})
+    pool = GatewayPool(load_settings({"KBOT_BOOTSTRAP": "127.0.0.1:1", "KBOT_ADMIN_TIMEOUT_S": "2"}))
     started = time.monotonic()
     result = await answer("status", Context(live=pool))
     await pool.close()

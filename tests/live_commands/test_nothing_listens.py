@@ -11,6 +11,7 @@ from bot.render import render_text
 from bot.render_slack import render_blocks
 from commands.registry import answer
 from framework.context import Context
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 ADMIN_TIMEOUT_S = 10
@@ -26,11 +27,13 @@ def _closed_port() -> int:
 async def test_refused_bootstrap_answers_before_the_admin_timeout(tmp_path):
     port = _closed_port()
     pool = GatewayPool(
-        env={
-            "KBOT_BOOTSTRAP": f"127.0.0.1:{port}",
-            "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
-            "KBOT_HOME": str(tmp_path),
-        }
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": f"127.0.0.1:{port}",
+                "KBOT_ADMIN_TIMEOUT_S": str(ADMIN_TIMEOUT_S),
+                "KBOT_HOME": str(tmp_path),
+            }
+        )
     )
     try:
         for question in ("status", "why URP", "describe orders"):

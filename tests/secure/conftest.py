@@ -12,6 +12,7 @@ import pytest
 from waiting import wait_until
 
 from commands.registry import ROUTER
+from kbot_settings import load as load_settings
 from localkafka.secure import Grant, acls_of, apply_acls, config_entry
 from localkafka.testing import _start, second_test_cluster, secure_test_cluster, stop_test_cluster
 from tests.secure.securekit import write_clusters_file
@@ -84,7 +85,7 @@ async def ctx(kbot_env, tmp_path):
     from gate.confirmation import ConfirmationGate, PendingStore
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env=kbot_env)
+    pool = GatewayPool(load_settings(kbot_env))
     audit = AuditLog(tmp_path / "state" / "audit.jsonl")
     gate = ConfirmationGate(PendingStore(tmp_path / "state" / "pending.sqlite3"), audit, router=ROUTER)
     yield Context(live=pool, gate=gate)

@@ -15,6 +15,7 @@ import pytest
 from waiting import wait_until
 
 from gate.audit import open_audit
+from kbot_settings import load as load_settings
 
 pytestmark = pytest.mark.kafka
 TOPIC = "kbot-audit"  # the observer's WRITE grant names this topic (localkafka/secure.py GRANTS)
@@ -84,7 +85,7 @@ def test_records_arrive_and_survive_an_outage_in_order(secure, audit_topic, kbot
     for k, v in kbot_env.items():
         monkeypatch.setenv(k, v)
     start = _end_offset(secure, audit_topic)
-    audit = open_audit(tmp_path / "state", audit_topic, "secure")
+    audit = open_audit(tmp_path / "state", audit_topic, "secure", settings=load_settings())
     assert audit.mirror is not None
     try:
         run = uuid.uuid4().hex[:6]

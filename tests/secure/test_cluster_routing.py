@@ -9,6 +9,7 @@ from commands.registry import ROUTER
 from framework.followup import parse_request
 from framework.reply import Reply
 from framework.spec import CommandRequest
+from kbot_settings import load as load_settings
 from live.config import ConfigError
 
 TWO = Routing(("plain", "prod"), {"C0PROD": "prod"})
@@ -89,7 +90,9 @@ def test_routing_from_clusters_yaml_and_env(tmp_path):
         "default: plain\nclusters:\n  plain: {bootstrap: '127.0.0.1:1'}\n  prod: {bootstrap: '127.0.0.1:2'}\n"
         "channels:\n  C0PROD: prod\n"
     )
-    routing = Routing.from_env({"KBOT_CLUSTERS_FILE": str(path), "KBOT_CHANNEL_CLUSTERS": "C0PLAIN=plain"})
+    routing = Routing.from_settings(
+        load_settings({"KBOT_CLUSTERS_FILE": str(path), "KBOT_CHANNEL_CLUSTERS": "C0PLAIN=plain"})
+    )
     assert routing == Routing(("plain", "prod"), {"C0PROD": "prod", "C0PLAIN": "plain"})
     with pytest.raises(ConfigError, match="channel C0BAD is mapped to cluster 'nope', which is not configured"):
-        Routing.from_env({"KBOT_CLUSTERS_FILE": str(path), "KBOT_CHANNEL_CLUSTERS": "C0BAD=nope"})
+        Routing.from_settings(load_settings({"KBOT_CLUSTERS_FILE": str(path), "KBOT_CHANNEL_CLUSTERS": "C0BAD=nope"}))

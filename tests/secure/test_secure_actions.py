@@ -12,6 +12,7 @@ from waiting import wait_until
 
 from bot.render import render_json
 from commands.registry import ROUTER, answer
+from kbot_settings import load as load_settings
 from localkafka.secure import CONFIG, OPERATOR
 from localkafka.testing import read_committed
 from tests.secure.securekit import skewed_topic
@@ -147,7 +148,7 @@ async def test_an_action_whose_principal_is_not_configured_is_refused_up_front(
 
     entry = {k: v for k, v in config_entry(secure).items() if k != dropped}
     clusters = write_clusters_file(tmp_path / "clusters.yaml", {"secure": entry})
-    pool = GatewayPool(env={"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "20"})
+    pool = GatewayPool(load_settings({"KBOT_CLUSTERS_FILE": str(clusters), "KBOT_ADMIN_TIMEOUT_S": "20"}))
     audit = AuditLog(tmp_path / "audit.jsonl")
     ctx = Context(live=pool, gate=ConfirmationGate(PendingStore(tmp_path / "pending.sqlite3"), audit, router=ROUTER))
     before = _topic_config(secure, topic, "retention.ms")

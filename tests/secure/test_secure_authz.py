@@ -10,6 +10,7 @@ import pytest
 
 from bot.render import render_json, render_text
 from commands.registry import ROUTER, answer
+from kbot_settings import load as load_settings
 from localkafka.secure import config_entry
 from tests.secure.securekit import skewed_topic, write_clusters_file
 
@@ -62,7 +63,7 @@ async def ctx_for(tmp_path):
         state = tmp_path / f"state-{len(made)}"
         audit = AuditLog(state / "audit.jsonl")
         ctx = Context(
-            live=GatewayPool(env=env),
+            live=GatewayPool(load_settings(env)),
             gate=ConfirmationGate(PendingStore(state / "pending.sqlite3"), audit, router=ROUTER),
         )
         made.append((ctx, audit))

@@ -16,6 +16,7 @@ from waiting import async_wait_until, wait_until
 
 from bot.render import render_text
 from commands.registry import answer
+from kbot_settings import load as load_settings
 from live.config import get_cluster
 from live.gateway import AdminGateway, NotAuthorized
 from localkafka.secure import CONFIG, OBSERVER, OPERATOR, Grant, acls_of, apply_acls, config_entry
@@ -57,7 +58,7 @@ def _acls_of(secure, principal: str) -> list:
 @pytest.fixture
 async def gateways(kbot_env):
     """The bot's own gateways, one per role, on the shared secured cluster's real principals."""
-    config = get_cluster("secure", kbot_env)
+    config = get_cluster("secure", load_settings(kbot_env))
     made = {role: AdminGateway(config.as_role(role), timeout_s=10) for role in ("observer", "config", "operator")}
     assert {r: g.config.sasl_username for r, g in made.items()} == {
         "observer": OBSERVER,
@@ -212,7 +213,7 @@ async def ctx_for(tmp_path):
     made = []
 
     def make(env):
-        ctx = Context(live=GatewayPool(env=env))
+        ctx = Context(live=GatewayPool(load_settings(env)))
         made.append(ctx)
         return ctx
 
@@ -230,8 +231,8 @@ def test_one_log_line_at_bot_start(secure, kbot_env, caplog, monkeypatch):
 
     monkeypatch.setattr(bot.app, "_PRINCIPALS_LOGGED", False)
     caplog.set_level(logging.INFO, logger="kbot.principals")
-    log_principals(kbot_env)
-    log_principals(kbot_env)  # once per process
+    log_principals(load_settings(kbot_env))
+    log_principals(load_settings(kbot_env))  # once per process
     lines = [r for r in caplog.records if r.name == "kbot.principals"]
     assert [(r.levelname, r.getMessage()) for r in lines] == [
         (

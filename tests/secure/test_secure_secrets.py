@@ -15,6 +15,7 @@ import pytest
 
 from bot.render import render_json, render_text
 from commands.registry import answer
+from kbot_settings import load as load_settings
 from live.config import get_cluster
 from localkafka.secure import CONFIG, OBSERVER, OPERATOR, SUPER_USER, config_entry
 from tests.secure.securekit import write_clusters_file
@@ -42,13 +43,13 @@ async def test_no_password_in_logs_answers_audit_or_config(secure, topic, ctx, k
     from framework.context import Context
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env=env)
+    pool = GatewayPool(load_settings(env))
     try:
         failed = await answer("status", Context(live=pool), user="U0ALICE")
     finally:
         await pool.close()
     texts.append(render_text(failed.reply))
-    config = get_cluster("secure", kbot_env)
+    config = get_cluster("secure", load_settings(kbot_env))
     texts += [
         repr(config),
         str(config),

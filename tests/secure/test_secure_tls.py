@@ -15,6 +15,7 @@ import pytest
 from waiting import wait_until
 
 from commands.registry import answer
+from kbot_settings import load as load_settings
 from localkafka.secure import OBSERVER, config_entry, make_ca, sign_cert
 from tests.secure.securekit import write_clusters_file
 
@@ -31,7 +32,7 @@ async def _status_line(env) -> str:
     from framework.context import Context
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env=env)
+    pool = GatewayPool(load_settings(env))
     try:
         result = await answer("status", Context(live=pool), user="U0ALICE")
     finally:

@@ -19,6 +19,7 @@ from bot.cluster_routing import Routed, Routing, route
 from commands.registry import ROUTER, answer
 from framework.dispatch import Answer, run_request
 from framework.followup import parse_request
+from kbot_settings import load as load_settings
 from localkafka.secure import config_entry
 from tests.secure.securekit import write_clusters_file
 
@@ -93,14 +94,14 @@ async def test_slack_text_is_routed_to_the_named_or_mapped_cluster(two, tmp_path
     from live.gateway import UnknownTopic
     from live.pool import GatewayPool
 
-    routing = Routing.from_env(two)
+    routing = Routing.from_settings(load_settings(two))
     assert routing.clusters == ("plain", "secure") and routing.channels == {"C0SECURE": "secure"}
     asked = route("status", "C0OTHER", routing)
     assert not isinstance(asked, Routed) and asked.title == "Which cluster?"
 
     audit = AuditLog(tmp_path / "two-state" / "audit.jsonl")
     ctx = Context(
-        live=GatewayPool(env=two),
+        live=GatewayPool(load_settings(two)),
         gate=ConfirmationGate(PendingStore(tmp_path / "two-state" / "p.sqlite3"), audit, router=ROUTER),
     )
     try:
@@ -150,7 +151,7 @@ async def test_the_digest_is_per_cluster(two):
     from framework.context import Context
     from live.pool import GatewayPool
 
-    pool = GatewayPool(env=two)
+    pool = GatewayPool(load_settings(two))
     try:
         ctx = Context(live=pool)
         plain = await answer("digest --cluster plain --json", ctx, user="U0ALICE")
@@ -167,7 +168,7 @@ def _create(cluster: str, topic: str, env: dict) -> None:
 
     from live.config import get_cluster
 
-    conf = get_cluster(cluster, env)
+    conf = get_cluster(cluster, load_settings(env))
     if conf.uses_sasl:  # the observer may not create topics: make it as the cluster's super user
         from localkafka.testing import secure_test_cluster
 

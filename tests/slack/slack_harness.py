@@ -14,10 +14,11 @@ from aiohttp import web
 from slack_fakes import PROGRESSING, FakeAction, FakeDigest, router_with
 from slack_stand_in import APP_ID, TEAM, StandIn
 
-from bot.settings import Settings
 from bot.slack_bot import KafkaBot
+from bot.slack_settings import SlackSettings
 from framework.context import Context
 from gate.rbac import Policy
+from kbot_settings import load as load_settings
 from runbook_kb import default_kb
 
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
@@ -66,7 +67,7 @@ class Harness:
         self._runner: web.AppRunner | None = None
         self.session = aiohttp.ClientSession()
 
-    def settings(self, **overrides) -> Settings:
+    def settings(self, **overrides) -> SlackSettings:
         base = dict(
             bot_token=BOT_TOKEN,
             signing_secret=SIGNING_SECRET,
@@ -75,8 +76,11 @@ class Harness:
             allowed_api_app_ids=frozenset({APP_ID}),
             state_dir=self.state_dir,
             confirm_ttl_s=900,
+            # the rest of the bot's settings (alert routes, clusters, the health address): this test
+            # process's environment, loaded here - the harness is the test's process edge
+            kbot=load_settings(),
         )
-        return Settings(**{**base, **overrides})
+        return SlackSettings(**{**base, **overrides})
 
     async def start_bot(
         self, policy: dict | None = POLICY, *, audit=None, host: str = "127.0.0.1", **overrides

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from gate.audit import AuditLog, KafkaMirror, scrub, token_id
 from gate.rbac import Policy, PolicyError
+from kbot_settings import load as load_settings
 
 # ---- audit ----------------------------------------------------------------------------------------------
 
@@ -163,23 +164,28 @@ def test_policy_loads_from_yaml(tmp_path):
 
 
 def test_settings_from_env_and_repr_hides_secrets(tmp_path):
-    s = Settings.from_env(
-        {
-            "SLACK_BOT_TOKEN": "xoxb-secret-1",
-            "SLACK_SIGNING_SECRET": "sig-secret-2",
-            "SLACK_API_URL": "http://127.0.0.1:9/api",
-            "KBOT_ALLOWED_TEAM_IDS": "T1, T2",
-            "KBOT_STATE_DIR": str(tmp_path),
-            "KBOT_PORT": "8080",
-            "KBOT_CONFIRM_TTL_S": "60",
-        }
+    s = SlackSettings.from_settings(
+        load_settings(
+            {
+                "SLACK_BOT_TOKEN": "xoxb-secret-1",
+                "SLACK_SIGNING_SECRET": "sig-secret-2",
+                "SLACK_API_URL": "http://127.0.0.1:9/api",
+                "KBOT_ALLOWED_TEAM_IDS": "T1, T2",
+                "KBOT_STATE_DIR": str(tmp_path),
+                "KBOT_PORT": "8080",
+                "KBOT_CONFIRM_TTL_S": "60",
+            }
+        )
     )
     assert s.mode == "http" and s.api_url == "http://127.0.0.1:9/api/" and s.allowed_team_ids == {"T1", "T2"}
     assert s.port == 8080 and s.confirm_ttl_s == 60 and s.state_dir == tmp_path
     assert "xoxb-secret-1" not in repr(s) and "sig-secret-2" not in repr(s)
-    assert Settings.from_env({"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "y"}).mode == "socket"
-    assert Settings.from_env({}).mode is None and "SLACK_BOT_TOKEN" in Settings.from_env({}).missing()
-    assert Settings.from_env({}).high_risk_kinds == {"abort-txn"}
+    assert SlackSettings.from_settings(load_settings({"SLACK_BOT_TOKEN": "x", "SLACK_APP_TOKEN": "y"})).mode == "socket"
+    assert (
+        SlackSettings.from_settings(load_settings({})).mode is None
+        and "SLACK_BOT_TOKEN" in SlackSettings.from_settings(load_settings({})).missing()
+    )
+    assert SlackSettings.from_settings(load_settings({})).high_risk_kinds == {"abort-txn"}
 
 
 async def test_concurrent_async_writes_are_group_committed_and_all_durable(tmp_path):

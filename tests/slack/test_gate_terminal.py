@@ -15,6 +15,7 @@ from commands.registry import answer
 from framework.context import Context
 from gate.audit import AuditLog
 from gate.confirmation import ConfirmationGate, PendingStore, new_token
+from kbot_settings import load as load_settings
 from runbook_kb import default_kb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ async def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
     from bot.app import close_context, make_context
 
     env = _terminal_env(tmp_path)
-    ctx = make_context(lake=False, env=env)
+    ctx = make_context(load_settings(env), lake=False)
     try:
         assert ctx.gate is not None, "the terminal's context has no confirmation gate"
         assert ctx.gate.state_db.path == tmp_path / "state" / "pending.sqlite3"

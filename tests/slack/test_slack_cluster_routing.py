@@ -11,6 +11,7 @@ import socket
 
 from slack_harness import INCIDENTS, OPS, Harness
 
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 
 
@@ -32,7 +33,7 @@ async def test_at_name_channel_mapping_and_the_question(stand, tmp_path, monkeyp
     monkeypatch.setenv("KBOT_CHANNEL_CLUSTERS", f"{INCIDENTS}=beta")
     h = Harness(stand, tmp_path)
     bot = await h.start_bot()
-    pool = GatewayPool()
+    pool = GatewayPool(load_settings())
     bot.ctx = dataclasses.replace(bot.ctx, live=pool)
     try:
         # Unmapped channel, two clusters: a private question with a button per cluster.

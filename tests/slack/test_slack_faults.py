@@ -19,6 +19,7 @@ from slack_harness import OPS, SIGNING_SECRET, sign
 from slack_stand_in import TEAM
 
 from bot.delivery import MAX_TRANSPORT_RETRIES
+from kbot_settings import load as load_settings
 
 RETRY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 ENVOY = "upstream connect error or disconnect/reset before headers"  # what Envoy answers for a dead upstream
@@ -317,7 +318,7 @@ async def test_health_and_metrics_answer_on_loopback_only_unless_exposed(slack, 
     other = _second_loopback()
     if other is None:
         pytest.skip("no second loopback address to connect to")
-    await slack.start_bot(host="0.0.0.0", env=env)  # every address, as `kbot serve` listens by default
+    await slack.start_bot(host="0.0.0.0", kbot=load_settings(env))  # every address, as `kbot serve` listens by default
     async with aiohttp.ClientSession() as http:
         for path in ("/healthz", "/metrics"):
             async with http.get(f"http://127.0.0.1:{slack.port}{path}") as r:

@@ -14,6 +14,7 @@ import uuid
 import pytest
 from slack_harness import POLICY, Harness
 
+from kbot_settings import load as load_settings
 from live.pool import GatewayPool
 from localkafka.testing import produce_one, read_committed
 from runbook_kb import default_kb
@@ -29,12 +30,14 @@ async def _bot_on_cluster(stand, tmp_path, cluster, grants: list[str]) -> tuple[
     )
     await h.start_bot(policy=policy)
     pool = GatewayPool(
-        env={
-            "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
-            "KBOT_CLUSTER_NAME": "local",
-            "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
-            "KBOT_ADMIN_TIMEOUT_S": "10",
-        }
+        load_settings(
+            {
+                "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
+                "KBOT_CLUSTER_NAME": "local",
+                "KBOT_EXPECTED_BROKERS": ",".join(map(str, cluster.brokers)),
+                "KBOT_ADMIN_TIMEOUT_S": "10",
+            }
+        )
     )
     h.bot.ctx = dataclasses.replace(h.bot.ctx, live=pool, kb=default_kb())
     return h, pool

@@ -17,6 +17,7 @@ from slack_harness import SIGNING_SECRET
 
 from bot.slack_app import run as serve_run
 from gate.audit import AuditLog, KafkaMirror, token_id
+from kbot_settings import load as load_settings
 
 RETRY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 
@@ -279,7 +280,7 @@ def _serve_check(monkeypatch, capsys, env: dict, as_json: bool = False):
         monkeypatch.delenv(name, raising=False)
     for name, value in {"SLACK_BOT_TOKEN": "xoxb-1-2-x", "SLACK_SIGNING_SECRET": "s3cr3t", **env}.items():
         monkeypatch.setenv(name, value)
-    code = serve_run(argparse.Namespace(check=True, json=as_json))
+    code = serve_run(argparse.Namespace(check=True, json=as_json), load_settings())
     return code, capsys.readouterr()
 
 

@@ -18,6 +18,7 @@ from slack_stand_in import APP_ID, TEAM
 from waiting import async_wait_until
 
 from bot.slack_app import EXIT_NOT_CONFIGURED, register, run
+from kbot_settings import load as load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,9 +58,9 @@ def test_serve_without_tokens_says_so_and_exits_3(capsys, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    assert run(parser.parse_args(["serve"])) == EXIT_NOT_CONFIGURED
+    assert run(parser.parse_args(["serve"]), load_settings()) == EXIT_NOT_CONFIGURED
     assert "Slack is not configured" in capsys.readouterr().err
-    assert run(parser.parse_args(["serve", "--check"])) == EXIT_NOT_CONFIGURED
+    assert run(parser.parse_args(["serve", "--check"]), load_settings()) == EXIT_NOT_CONFIGURED
 
 
 def _free_port() -> int:
@@ -85,7 +86,7 @@ async def test_serve_process_answers_signed_requests_and_stops_on_sigterm(stand,
     code = (
         "import argparse, sys; from bot.slack_app import register, run; p = argparse.ArgumentParser(); "
         "register(p.add_subparsers(dest='command')); import logging; logging.basicConfig(level='DEBUG'); "
-        "sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1'])))"
+        "from kbot_settings import load; sys.exit(run(p.parse_args(['serve', '--host', '127.0.0.1']), load()))"
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -130,6 +131,6 @@ async def test_serve_process_answers_signed_requests_and_stops_on_sigterm(stand,
 def test_configured_tells_run_which_way_to_go():
     from bot.slack_app import configured
 
-    assert configured({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"})
-    assert configured({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
-    assert not configured({}) and not configured({"SLACK_SIGNING_SECRET": "s"})
+    assert configured(load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}))
+    assert configured(load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}))
+    assert not configured(load_settings({})) and not configured(load_settings({"SLACK_SIGNING_SECRET": "s"}))

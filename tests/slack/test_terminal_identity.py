@@ -21,7 +21,7 @@ from slack_harness import BOT_TOKEN, POLICY
 
 from bot.gate import default_gate
 from bot.identity import TERMINAL_PREFIX, terminal_user
-from bot.settings import Settings
+from bot.slack_settings import SlackSettings
 from commands.registry import answer
 from framework.context import Context
 from gate.rbac import Policy, PolicyError
@@ -41,7 +41,7 @@ def _policy_file(tmp_path: Path, terminal_users: dict | None = None) -> Path:
 def _terminal_gate(slack, policy: Path, router, **settings):
     """The gate exactly as bot/cli.py's make_context() builds it, on the Slack app's state dir."""
     base = dict(state_dir=slack.state_dir, rbac_file=policy)
-    return default_gate(Settings(**{**base, **settings}), router=router)
+    return default_gate(SlackSettings(**{**base, **settings}), router=router)
 
 
 async def _slack_preview(slack, text: str, user: str = "U0ALICE") -> str:
@@ -218,7 +218,7 @@ def test_terminal_user_comes_from_the_uid_not_the_environment(tmp_path, monkeypa
     monkeypatch.setenv("USER", "U0BOB")
     monkeypatch.setenv("LOGNAME", "U0BOB")
     policy = _policy_file(tmp_path, {"U0BOB": "U0BOB"})  # an account named like the victim maps nothing here
-    assert terminal_user(Settings(state_dir=tmp_path, rbac_file=policy)) == TERMINAL_PREFIX + ME
+    assert terminal_user(SlackSettings(state_dir=tmp_path, rbac_file=policy)) == TERMINAL_PREFIX + ME
 
 
 @pytest.mark.parametrize(

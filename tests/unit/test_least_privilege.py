@@ -16,6 +16,7 @@ from commands.registry import ROUTER
 from diagnosis.principals import evaluate, may_describe_acls, verdict_line
 from framework.actions import ActionPlan
 from gate.confirmation import needs_second_approver, second_approver_rules
+from kbot_settings import load as load_settings
 from live.acls import NEEDED
 from live.config import ClusterConfig, ConfigError, get_cluster
 from live.model import AclBinding
@@ -78,7 +79,7 @@ def test_config_principal_from_the_file_and_the_environment(tmp_path):
         "    sasl_mechanism: SCRAM-SHA-512\n    sasl_username: obs\n    sasl_password: a\n"
         "    config:\n      sasl_username: cfg\n      sasl_password: ${CFG_PW}\n"
     )
-    cfg = get_cluster("prod", {"KBOT_CLUSTERS_FILE": str(path), "CFG_PW": "b"})
+    cfg = get_cluster("prod", load_settings({"KBOT_CLUSTERS_FILE": str(path), "CFG_PW": "b"}))
     assert cfg.as_config().sasl_username == "cfg" and str(cfg.as_config().sasl_password) == "b"
     env = {
         "KBOT_BOOTSTRAP": "k:9093",
@@ -89,10 +90,10 @@ def test_config_principal_from_the_file_and_the_environment(tmp_path):
         "KBOT_CONFIG_SASL_USERNAME": "cfg",
         "KBOT_CONFIG_SASL_PASSWORD": "c",
     }
-    assert get_cluster(None, env).as_config().sasl_username == "cfg"
+    assert get_cluster(None, load_settings(env)).as_config().sasl_username == "cfg"
     path.write_text(path.read_text().replace("      sasl_password: ${CFG_PW}\n", ""))
     with pytest.raises(ConfigError, match="the config principal needs both sasl_username and sasl_password"):
-        get_cluster("prod", {"KBOT_CLUSTERS_FILE": str(path)})
+        get_cluster("prod", load_settings({"KBOT_CLUSTERS_FILE": str(path)}))
 
 
 def test_a_plaintext_cluster_has_one_principal_for_every_role():

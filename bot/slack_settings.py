@@ -1,5 +1,6 @@
-"""The Slack side's configuration: its part of the one settings object (kbot_settings, which
-defines and validates every variable; `kbot config` shows them), read once at start-up.
+"""The Slack side's view of the one settings object (kbot_settings, which defines and validates
+every variable; `kbot config` shows them): :class:`SlackSettings`, built from the KbotSettings the
+process loaded once at its edge (:meth:`SlackSettings.from_settings`), never from the environment.
 
     SLACK_BOT_TOKEN           xoxb-... the bot's Web API token
     SLACK_SIGNING_SECRET      verifies that HTTP requests come from Slack (HTTP mode)
@@ -29,18 +30,18 @@ defines and validates every variable; `kbot config` shows them), read once at st
     KBOT_AUDIT_TOPIC          when set, audit records are also produced to this Kafka topic
     KBOT_AUDIT_CLUSTER        the configured cluster (live/config.py) holding that topic (default: the default cluster)
 
-Secrets never appear in ``repr``: a Settings object is safe to log.
+Secrets never appear in ``repr``: a SlackSettings object is safe to log. It keeps the settings it
+is a view of (``kbot``): the parts parsed by their own modules (cluster routing, alert routes, the
+health address) read them there.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbot_settings import load
+from kbot_settings import KbotSettings
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -52,7 +53,7 @@ def _csv(value: str | None) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
-class Settings:
+class SlackSettings:
     bot_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
@@ -70,17 +71,14 @@ class Settings:
     max_in_flight: int = 16
     audit_topic: str | None = None
     audit_cluster: str | None = None
-    # the configuration these settings were read from: the parts still parsed by their own modules
-    # (cluster routing, alert routes) read it from here, never from the process environment
-    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # the settings this is a view of (typed, validated; built in code: every default)
+    kbot: KbotSettings = field(default_factory=KbotSettings, repr=False, compare=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        """The Slack side's view of the one settings object (kbot_settings); raises
-        kbot_settings.SettingsError naming every wrong variable."""
+    def from_settings(cls, s: KbotSettings) -> "SlackSettings":
+        """The Slack side's view of the settings the process loaded (kbot_settings.load, which
+        named every wrong variable already)."""
 
-        env = dict(os.environ if env is None else env)
-        s = load(env)
         secret = lambda v: v.get_secret_value() if v is not None else None  # noqa: E731
         return cls(
             bot_token=secret(s.slack_bot_token),
@@ -100,7 +98,7 @@ class Settings:
             max_in_flight=s.kbot_max_in_flight,
             audit_topic=s.kbot_audit_topic,
             audit_cluster=s.kbot_audit_cluster,
-            env=env,
+            kbot=s,
         )
 
     @property
