@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture
 def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
-    """Run `python -m bot.cli ARGS` as a user would, in an environment of its own.
+    """Run `python -m cli.main ARGS` as a user would, in an environment of its own.
 
     The runbook-only answers these tests read must not change when a developer's cluster runs, when
     KBOT_BOOTSTRAP or Slack tokens are set, or when ~/.kbot holds a clusters.yaml: the process gets
@@ -30,7 +30,7 @@ def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
             **extra,
         )
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
+            [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
         )
 
     return run
@@ -149,9 +149,9 @@ def test_no_subcommand_prints_help_and_exits_2(kbot):
 
 
 def test_kbot_run_waits_for_its_collector_to_flush_after_sigterm(tmp_path):
-    """bot.run.stop_collection: a collector that takes a few seconds to write its last batch after
+    """cli.run.stop_collection: a collector that takes a few seconds to write its last batch after
     SIGTERM (as `lake collect` does) is waited for, not killed after a fixed grace period."""
-    from bot.run import stop_collection
+    from cli.run import stop_collection
 
     done = tmp_path / "flushed"
     child = subprocess.Popen(
@@ -177,7 +177,7 @@ def test_kbot_run_waits_for_its_collector_to_flush_after_sigterm(tmp_path):
 
 
 def test_kbot_run_kills_a_collector_that_does_not_stop_in_time(tmp_path):
-    from bot.run import stop_collection
+    from cli.run import stop_collection
 
     child = subprocess.Popen(
         [

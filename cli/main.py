@@ -24,11 +24,11 @@ import sys
 
 from bot.logs import log_to_file, log_to_screen
 from bot.render import render_json, render_text
-from bot.run import register as register_run
-from bot.run import run as run_main
 from bot.settings import Settings, _csv
 from bot.slack_app import register as register_serve
 from bot.slack_app import run as run_serve
+from cli.run import register as register_run
+from cli.run import run as run_main
 from framework.context import Context
 from framework.dispatch import run_request
 from framework.reply import error_reply

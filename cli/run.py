@@ -85,7 +85,7 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
-    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
+    cmd = [sys.executable, "-m", "cli.main", "lake", "collect", "--interval", "10", "--ingest-follow"]
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
