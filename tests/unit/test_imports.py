@@ -63,7 +63,6 @@ ALLOWED = {
         "runbook_kb",
         "live",
         "lake",
-        "localkafka",
         "spark_queries",
         "kbot_settings",
     },
