@@ -1,7 +1,8 @@
-"""The bot's assembly for a process: which cluster it talks to and the Context its commands get.
+"""The bot's assembly for a process: the Context its commands get, from the configuration it is handed.
 
 Used by every transport (the terminal in bot/console.py, the Slack app in bot/slack_app.py, the
-failure lab); nothing here parses arguments or prints.
+failure lab); nothing here parses arguments or prints. Which cluster a process talks to when none
+is configured is the command line's call (cli/dev_cluster.py), not the bot's.
 """
 
 from __future__ import annotations
@@ -16,33 +17,18 @@ from kbot_settings import load
 from lake.connect import running_url
 from live.config import ConfigError, load_config
 from live.pool import GatewayPool
-from localkafka.cluster import LocalCluster
 from runbook_kb import default_kb
 
 
 def local_env(cluster, name: str = "local") -> dict[str, str]:
-    """The environment that points the bot at a local cluster (its brokers and exporters)."""
+    """The environment that points the bot at a local cluster (its brokers and exporters); any
+    object with localkafka's LocalCluster's bootstrap_servers, brokers and metrics_urls."""
     return {
         "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
         "KBOT_CLUSTER_NAME": name,
         "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
         "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
     }
-
-
-def effective_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The configuration this process runs with: ``env`` (default: the process environment) and,
-    when it configures no cluster, the local cluster if that is running - so `kbot ask` in another
-    terminal sees what `kbot run` started. A copy: the process environment is never written to
-    pass configuration around."""
-    out = dict(os.environ if env is None else env)
-    if cluster_configured(out):
-        return out
-
-    cluster = LocalCluster(name="dev")
-    if any(n.pid() for n in cluster.nodes):
-        out.update(local_env(cluster))
-    return out
 
 
 def cluster_configured(env: Mapping[str, str] | None = None) -> bool:
@@ -59,11 +45,12 @@ def make_context(
 ) -> Context:
     """The bot's context: the packaged KB, the live cluster and the metric lake when configured.
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
-    start costs seconds that a single question should not pay."""
+    start costs seconds that a single question should not pay. ``env``: the whole configuration
+    (default: the process environment); the command line adds a running dev cluster to it first."""
     from bot.gate import default_gate
     from lake.service import lake_from_env
 
-    env = effective_env(env)
+    env = dict(os.environ if env is None else env)
     pool = GatewayPool(env=env)
     flag = load(env).kbot_lake
     want_lake = lake or flag is True

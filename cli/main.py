@@ -24,11 +24,12 @@ import sys
 
 from bot.logs import log_to_file, log_to_screen
 from bot.render import render_json, render_text
-from bot.run import register as register_run
-from bot.run import run as run_main
 from bot.settings import Settings, _csv
 from bot.slack_app import register as register_serve
 from bot.slack_app import run as run_serve
+from cli.dev_cluster import effective_env
+from cli.run import register as register_run
+from cli.run import run as run_main
 from framework.context import Context
 from framework.dispatch import run_request
 from framework.reply import error_reply
@@ -269,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
                 print(render_json(error_reply(problem[0].upper() + problem[1:] + ".", ["kbot config"])))
             return EXIT_BAD_INPUT
+    if args.command in ("ask", "audit", "console", "serve"):
+        # nothing configures a cluster: the dev cluster `kbot run` left running, if any (`kbot run`
+        # decides for itself: it starts that cluster when it is down)
+        env = effective_env(env)
     if args.command == "ask":
         from bot.console import ask, split_png
 

@@ -27,6 +27,7 @@ from bot.app import cluster_configured, local_env, log_principals_audit
 from bot.settings import Settings
 from bot.slack_app import configured
 from bot.slack_app import run as run_serve
+from cli.dev_cluster import DEV, effective_env
 from framework.context import Context
 from gate.files import private_dir, private_file
 from kbot_settings import load
@@ -62,7 +63,7 @@ def _say(message: str) -> None:
 def embedded_cluster() -> dict[str, str]:
     """Start (or reuse) the local cluster; return the env that points the bot at it."""
 
-    cluster = LocalCluster(name="dev")
+    cluster = LocalCluster(name=DEV)
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
     cluster.up(timeout=300, progress=_say)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
@@ -85,7 +86,7 @@ def start_collection(env: Mapping[str, str]) -> subprocess.Popen | None:
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
-    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
+    cmd = [sys.executable, "-m", "cli.main", "lake", "collect", "--interval", "10", "--ingest-follow"]
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env))
     _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
@@ -200,7 +201,8 @@ def log_principals(env: Mapping[str, str]) -> None:
 
 
 def _serve_or_console(args, env: dict[str, str]) -> int:
-
+    # with --no-cluster the bot still finds a dev cluster that is running, as `kbot ask` does
+    env = effective_env(env)
     if configured(env):
         return run_serve(args, env)
     from bot.console import console
