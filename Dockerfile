@@ -32,6 +32,7 @@ COPY spark_queries ./spark_queries
 COPY window_queries ./window_queries
 COPY localkafka ./localkafka
 COPY lab ./lab
+COPY cli ./cli
 RUN python -m venv /app/.venv \
     && /app/.venv/bin/pip install --no-cache-dir -q --upgrade pip \
     && /app/.venv/bin/pip install --no-cache-dir -q .

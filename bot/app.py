@@ -1,8 +1,10 @@
-"""The bot's assembly for a process: which cluster it talks to and the Context its commands get.
+"""The bot's assembly for a process: the Context its commands get, from the configuration it is handed.
 
 Used by every transport (the terminal in bot/console.py, the Slack app in bot/slack_app.py, the
 failure lab); nothing here parses arguments or prints. Everything here takes the settings the
-process loaded once at its edge (kbot_settings.load) and never reads the environment itself.
+process loaded once at its edge (kbot_settings.load) and never reads the environment itself. Which
+cluster a process talks to when none is configured is the command line's call (cli/dev_cluster.py),
+not the bot's.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from kbot_settings import KbotSettings
 from lake.connect import running_url
 from live.config import ConfigError, load_config
 from live.pool import GatewayPool
-from localkafka.cluster import LocalCluster
 from runbook_kb import default_kb
 
 
 def local_env(cluster, name: str = "local") -> dict[str, str]:
-    """The environment that points the bot at a local cluster (its brokers and exporters)."""
+    """The environment that points the bot at a local cluster (its brokers and exporters); any
+    object with localkafka's LocalCluster's bootstrap_servers, brokers and metrics_urls."""
     return {
         "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
         "KBOT_CLUSTER_NAME": name,
@@ -40,19 +42,6 @@ def local_settings(settings: KbotSettings, cluster, name: str = "local") -> Kbot
         kbot_expected_brokers=",".join(str(b) for b in cluster.brokers),
         kbot_metrics_targets=",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
     )
-
-
-def effective_settings(settings: KbotSettings) -> KbotSettings:
-    """The configuration this process runs with: ``settings`` and, when they configure no cluster,
-    the local cluster if that is running - so `kbot ask` in another terminal sees what `kbot run`
-    started. A copy: nothing is written anywhere to pass configuration around."""
-    if cluster_configured(settings):
-        return settings
-
-    cluster = LocalCluster(name="dev")
-    if any(n.pid() for n in cluster.nodes):
-        return local_settings(settings, cluster)
-    return settings
 
 
 def cluster_configured(settings: KbotSettings) -> bool:

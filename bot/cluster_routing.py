@@ -20,12 +20,12 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from framework.followup import NO_CLUSTER
+from framework.gateways import NO_CLUSTER_CONFIGURED
 from framework.reply import Action, Reply
 from kbot_settings import KbotSettings
 from live.config import load_channels, load_clusters
 
-# Commands that never read a cluster (confirm/cancel act on the cluster their plan names).
-NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "timeline"})
 _AT = re.compile(r"^\s*@([A-Za-z0-9][A-Za-z0-9._-]*)(?:\s+|$)")
 _CLUSTER_FLAG = re.compile(r"(^|\s)--cluster(=|\s|$)")
 
@@ -85,7 +85,7 @@ def route(text: str, channel: str | None, routing: Routing) -> Routed | Reply:
         return Routed(rest, name, "explicit")
     if _CLUSTER_FLAG.search(text):
         return Routed(text, None, "flag")  # the router validates the name and says if it is unknown
-    if _first_word(text) in NO_CLUSTER or not text.strip():
+    if _first_word(text) in NO_CLUSTER or not text.strip():  # by the first word: 'triage answer' is not
         return Routed(text, None, "none")
     mapped = routing.channels.get(channel or "")
     if mapped:
@@ -104,7 +104,7 @@ def which_cluster_reply(text: str, routing: Routing, channel: str | None = None,
             title="No Kafka cluster configured",
             severity="error",
             outcome="source_down",
-            verdict="No Kafka cluster is configured: set KBOT_BOOTSTRAP or create clusters.yaml.",
+            verdict=f"{NO_CLUSTER_CONFIGURED}: set KBOT_BOOTSTRAP or create clusters.yaml.",
         )
     example = f"/kafka @{names[0]} {text.strip() or 'status'}"
     verdict = note or (

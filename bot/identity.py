@@ -163,5 +163,5 @@ def terminal_identity(settings: SlackSettings) -> TerminalIdentity:
 
 
 def terminal_user(settings: SlackSettings) -> str:
-    """The user the terminal acts as (bot/cli.py passes it with every command it runs)."""
+    """The user the terminal acts as (the terminal's gate, bot/gate.py, names it on every command)."""
     return terminal_identity(settings).user

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AUDIT_TEXT_CHARS = 500  # what of a request's text or error the audit keeps
+POINTER = "the same question here moments ago; the answer is in"  # the private pointer's words (point_to)
 
 
 def _clip(text: str, n: int) -> str:
@@ -68,24 +69,32 @@ class Answering:
             told = await tell_privately(
                 bot.client, result.reply, user=user, channel=channel, thread_ts=thread_ts, respond=req.respond
             )
-            if told:
-                await self.audit_answer(
-                    request,
-                    result.outcome,
-                    started,
-                    user,
-                    channel,
-                    team,
-                    delivered="private",
-                    request_id=rid,
-                    thread_root=thread_ts,
-                    reply=result.reply,
-                )
-            else:
+            if not told:
                 await self._delivery_failed(
                     exc, request, rid, started, user, channel, team, step="working message and private answer"
                 )
+                return False
+            where = {"delivered": "private", "thread_root": thread_ts}
+        else:
+            result = await self._answer_in(thread, request, req, rid, started, entry)
+            if result is None:
+                return False
+            # the thread's first message: the timeline's key
+            where = {"delivered": "thread", "thread_ts": thread.ts, "thread_root": thread.thread_ts or thread.ts}
+        await self.audit_answer(
+            request, result.outcome, started, user, channel, team, request_id=rid, reply=result.reply, **where
+        )
+        if where["delivered"] == "private":
             return False
+        if req.message:
+            await bot.messages.retire_clicked(req.message, channel, request, result.outcome, user)
+        return True
+
+    async def _answer_in(
+        self, thread: SlackThread, request, req: SlackRequest, rid: str, started: float, entry
+    ) -> Answer | None:
+        """The command's answer posted in the started ``thread``; None when it failed (reported)."""
+        bot = self.bot
         if entry is not None:
             bot.coalescer.started(entry, (thread.channel, thread.ts))
         posted: list[str] = []
@@ -108,24 +117,9 @@ class Answering:
                 if isinstance(exc, DeliveryFailed)
                 else "the request failed; it is in the bot's log and audit"
             )
-            await self._delivery_failed(exc, request, rid, started, user, channel, team, step="answer")
-            return False
-        await self.audit_answer(
-            request,
-            result.outcome,
-            started,
-            user,
-            channel,
-            team,
-            delivered="thread",
-            thread_ts=thread.ts,
-            thread_root=thread.thread_ts or thread.ts,  # the thread's first message: the timeline's key
-            request_id=rid,
-            reply=result.reply,
-        )
-        if req.message:
-            await bot.messages.retire_clicked(req.message, channel, request, result.outcome, user)
-        return True
+            await self._delivery_failed(exc, request, rid, started, req.user, req.channel, req.team, step="answer")
+            return None
+        return result
 
     async def point_to(self, entry, request, req: SlackRequest, *, rid: str, started: float) -> bool:
         """Point a repeated question to the thread that answers it (privately: one line for the asker,
@@ -147,7 +141,7 @@ class Answering:
         else:
             asked = f"<@{entry.leader}> asked" if SLACK_USER_ID.match(entry.leader) else "Someone asked"
         place = f"<{slack_escape(link)}|this thread>" if link else "the thread of that question in this channel"
-        line = f":information_source: {asked} the same question here moments ago; the answer is in {place}."
+        line = f":information_source: {asked} {POINTER} {place}."
         pointer = [{"text": line, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]}]
         told = await tell_privately(self.bot.client, pointer, user=user, channel=channel, respond=req.respond)
         await self.audit_answer(

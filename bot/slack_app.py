@@ -17,7 +17,7 @@ Slack app configuration: slack/manifest.yaml (create the app "From an app manife
 api.slack.com/apps) holds the /kafka command, Interactivity and the app_mention event, all pointing
 at https://<host>/slack/events (HTTP mode), and the bot scopes with why each is needed.
 
-This module stays cheap to import (bot/cli.py imports it to build its parser): Bolt, slack_sdk
+This module stays cheap to import (cli/main.py imports it to build its parser): Bolt, slack_sdk
 and aiohttp load only when the server starts.
 """
 

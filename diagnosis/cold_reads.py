@@ -7,7 +7,8 @@ reads (``kafka.server:type=KafkaServer,name=linux-disk-read-bytes``, /proc/self/
 Linux only); two reads of it a moment apart give bytes/s read from disk. That is the deciding
 observation: a group far behind on partitions a broker leads, with that broker reading from disk,
 is a catch-up read missing the cache. The latency split on that broker (Produce and FetchConsumer
-p99 by stage) is reported beside it: queue time staying small argues against handler saturation.
+p99 by stage, as diagnosis/latency.py reads it) is reported beside it: queue time staying small argues
+against handler saturation.
 
 Thresholds come from the runbook entry (page-cache-cold-reads: checks.thresholds).
 """
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from diagnosis.entry_ids import PAGE_CACHE_COLD_READS
 from diagnosis.evidence import broker_list
 from diagnosis.findings import LiveFindings
 from diagnosis.groups import read_groups
+from diagnosis.latency import FETCH_CONSUMER, PRODUCE, Split, p99_splits, timer_series
 from diagnosis.metric_checks import LIVE_SCRAPE_TIMEOUT_S, exporter_urls, failed_evidence
 from framework.reply import Action, Evidence
 from live import exporters
@@ -32,13 +34,9 @@ ENTRY = PAGE_CACHE_COLD_READS
 RATE_KEY = "disk_read_bytes_per_s_cold"  # a broker reading this much from disk misses its cache
 LAG_KEY = "catch_up_lag_records"  # a group this far behind on a partition is catching up
 DISK_READ = "kafka_server_kafkaserver_linux_disk_read_bytes"
-STAGES = {
-    "kafka_network_requestmetrics_totaltimems": "total",
-    "kafka_network_requestmetrics_requestqueuetimems": "queue",
-    "kafka_network_requestmetrics_localtimems": "local",
-    "kafka_network_requestmetrics_remotetimems": "remote",
-    "kafka_network_requestmetrics_responsesendtimems": "send",
-}
+QUEUE = "RequestQueueTimeMs"
+# The parts of a split the evidence shows, in order, by the name it gives them (ResponseQueueTimeMs is not shown)
+SHOWN = {QUEUE: "queue", "LocalTimeMs": "local", "RemoteTimeMs": "remote", "ResponseSendTimeMs": "send"}
 GAP_S = 1.0  # between the two reads of the disk-read gauge
 MIB = float(1 << 20)
 
@@ -47,8 +45,8 @@ MIB = float(1 << 20)
 class BrokerReads:
     broker: int
     disk_read_bytes_per_s: float | None  # None: the gauge was not read (not Linux, exporter silent)
-    produce_p99: dict[str, float] = field(default_factory=dict)  # stage -> ms
-    fetch_p99: dict[str, float] = field(default_factory=dict)  # FetchConsumer, stage -> ms
+    produce: Split | None = None  # its Produce p99 split; None: not exported
+    fetch: Split | None = None  # FetchConsumer
 
 
 @dataclass(frozen=True)
@@ -71,20 +69,11 @@ def disk_read_rates(first: exporters.Reading, second: exporters.Reading) -> dict
     return {s.node: max(0.0, (s.value - before[s.node]) / gap) for s in second.named(DISK_READ) if s.node in before}
 
 
-def p99_by_stage(reading: exporters.Reading, node: int, request: str) -> dict[str, float]:
-    out = {}
-    for name, stage in STAGES.items():
-        for s in reading.named(name):
-            if s.node == node and s.label("request") == request and s.label("quantile") == "0.99":
-                out[stage] = s.value
-    return out
-
-
-def _split(p99: dict[str, float]) -> str:
-    if "total" not in p99:
+def _split(split: Split | None) -> str:
+    if split is None:
         return "not exported"
-    parts = ", ".join(f"{k} {p99[k]:,.0f}" for k in ("queue", "local", "remote", "send") if k in p99)
-    return f"{p99['total']:,.0f} ms ({parts})" if parts else f"{p99['total']:,.0f} ms"
+    parts = ", ".join(f"{said} {split.parts[m]:,.0f}" for m, said in SHOWN.items() if m in split.parts)
+    return f"{split.total:,.0f} ms ({parts})" if parts else f"{split.total:,.0f} ms"
 
 
 def cold_read_findings(
@@ -161,13 +150,13 @@ def cold_read_findings(
             )
         )
     evidence.append(
-        Evidence(f"Broker {b.broker} Produce p99", _split(b.produce_p99), "live: JMX exporter (RequestMetrics)")
+        Evidence(f"Broker {b.broker} Produce p99", _split(b.produce), "live: JMX exporter (RequestMetrics)")
     )
     evidence.append(
-        Evidence(f"Broker {b.broker} FetchConsumer p99", _split(b.fetch_p99), "live: JMX exporter (RequestMetrics)")
+        Evidence(f"Broker {b.broker} FetchConsumer p99", _split(b.fetch), "live: JMX exporter (RequestMetrics)")
     )
-    queue, total = b.produce_p99.get("queue"), b.produce_p99.get("total")
-    if queue is not None and total is not None:
+    if b.produce is not None and QUEUE in b.produce.parts:
+        queue, total = b.produce.parts[QUEUE], b.produce.total
         waiting = queue >= 0.5 * total and total >= 10
         evidence.append(
             Evidence(
@@ -251,7 +240,7 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
     the latency split of each broker, and the groups far behind with their partitions' leaders."""
     rate_min, lag_min = thresholds()
     urls = exporter_urls(gw)
-    names = frozenset({DISK_READ, *STAGES})
+    names = frozenset({DISK_READ, *timer_series()})
     first = await exporters.read(urls, frozenset({DISK_READ}), LIVE_SCRAPE_TIMEOUT_S)
     groups_task = asyncio.ensure_future(_groups_behind(gw, lag_min))
     cluster_task = asyncio.ensure_future(gw.describe_cluster())
@@ -268,8 +257,9 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
         registered = set((await cluster_task).broker_ids)
     except GatewayError:
         registered = set(rates)
+    p99 = p99_splits(second)
     brokers = [
-        BrokerReads(n, rates.get(n), p99_by_stage(second, n, "Produce"), p99_by_stage(second, n, "FetchConsumer"))
+        BrokerReads(n, rates.get(n), p99.get((n, PRODUCE)), p99.get((n, FETCH_CONSUMER)))
         for n in sorted(registered & set(urls))  # brokers only: a controller serves no fetches
     ]
     found = cold_read_findings(brokers, groups, rate_min=rate_min, lag_min=lag_min, gap_s=second.at - first.at)

@@ -21,7 +21,8 @@ from runbook_kb.schema import Latency, LatencyComponent
 
 TOTAL = "TotalTimeMs"
 PRODUCE = "Produce"
-REQUESTS = (PRODUCE, "FetchConsumer")  # what clients feel; FetchFollower is replication's own latency
+FETCH_CONSUMER = "FetchConsumer"
+REQUESTS = (PRODUCE, FETCH_CONSUMER)  # what clients feel; FetchFollower is replication's own latency
 
 
 def _series(metric: str) -> str:
@@ -65,6 +66,16 @@ def splits(reading: exporters.Reading, components: list[LatencyComponent]) -> li
             continue
         out.append(Split(broker, request, total, parts))
     return out
+
+
+def timer_series(kb: KnowledgeBase | None = None) -> frozenset[str]:
+    """The exporter series of every timer the latency map names: what a read for ``splits`` asks for."""
+    return frozenset(_series(c.metric) for c in latency_map(kb or default_kb()).components)
+
+
+def p99_splits(reading: exporters.Reading, kb: KnowledgeBase | None = None) -> dict[tuple[int, str], Split]:
+    """``splits`` by (broker, request type), with the latency map's parts."""
+    return {(s.broker, s.request): s for s in splits(reading, latency_map(kb or default_kb()).components)}
 
 
 def _ms(v: float) -> str:
@@ -120,7 +131,5 @@ def latency_findings(reading: exporters.Reading, kb: KnowledgeBase | None = None
 
 async def check_latency(gw: AdminGateway) -> LiveFindings:
     """One read of every broker's RequestMetrics timers."""
-    lmap = latency_map(default_kb())
-    names = frozenset(_series(c.metric) for c in lmap.components)
-    reading = await exporters.read(exporter_urls(gw), names, LIVE_SCRAPE_TIMEOUT_S)
+    reading = await exporters.read(exporter_urls(gw), timer_series(), LIVE_SCRAPE_TIMEOUT_S)
     return latency_findings(reading)

@@ -59,7 +59,8 @@ MAX_THREADS = 500
 TTL_S = 24 * 3600.0
 MAX_NAMED = 20  # values kept per kind, newest last
 
-# Commands that read no cluster (as bot/cluster_routing.NO_CLUSTER): no cluster is bound on them.
+# Commands that read no cluster (confirm/cancel act on the cluster their plan names): no cluster is
+# bound on them here, and bot/cluster_routing.py routes them without asking which cluster.
 NO_CLUSTER = frozenset({"help", "runbook", "confirm", "cancel", "triage answer", "timeline"})
 PRONOUNS = frozenset({"it", "that", "this"})
 DETERMINERS = frozenset({"the", "that", "this", "same"})

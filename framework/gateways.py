@@ -10,6 +10,8 @@ from framework.errors import Unavailable
 from live.config import ConfigError
 from live.gateway import AdminGateway
 
+NO_CLUSTER_CONFIGURED = "No Kafka cluster is configured"  # the bot runs with no cluster: what an answer says
+
 
 async def action_gateway(ctx: Context, cluster: str | None, role: str) -> AdminGateway:
     """The gateway an action changes ``cluster`` with: the credentials of ``role``'s principal
@@ -56,7 +58,7 @@ async def gateway(ctx: Context, cluster: str | None) -> AdminGateway:
     None: the default one)."""
     if ctx.live is None:
         raise Unavailable(
-            "No Kafka cluster is configured."
+            f"{NO_CLUSTER_CONFIGURED}."
             "[[terminal: Set KBOT_BOOTSTRAP=host:port (or a clusters file), or start the local one with `kbot cluster up`.]]"
             "[[slack: Whoever runs the bot points it at a cluster (KBOT_BOOTSTRAP or a clusters file).]]"
         )

@@ -367,7 +367,7 @@ class KbotSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Only what load() hands in: the environment is read there, once, as a mapping that can
-        # also be a run's own configuration (bot/run.py) or a test's - never merged with the
+        # also be a run's own configuration (cli/run.py) or a test's - never merged with the
         # process environment behind its back.
         return (init_settings,)
 

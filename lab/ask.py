@@ -1,6 +1,6 @@
 """Ask the bot a question the way the console does, in process, and time the answer.
 
-The console (bot/cli.py) builds one Context with the live gateway pool and hands each typed line
+The console (bot/console.py) builds one Context with the live gateway pool and hands each typed line
 to framework.dispatch.answer; the lab does the same, with settings built in code that point at the
 lab's cluster (so the engineer's own KBOT_* settings never leak into a lab run: no environment is
 read), and judges the JSON form of the Reply from the outside.

@@ -15,23 +15,26 @@ from localkafka import procs
 # gives the topic compression.type=gzip, so the broker's request handler thread has to compress
 # every batch itself - a cheap client making expensive requests. argv: bootstrap, topic, parent.
 FLOOD = r"""
-import os, sys
+import os, random, sys
 from confluent_kafka import Producer
 bootstrap, topic, parent = sys.argv[1], sys.argv[2], int(sys.argv[3])
 p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1000000,
               "compression.type": "none", "max.in.flight.requests.per.connection": 5,
-              "logger": lambda *a, **k: None})
-value = (b"kafka-lab-load " * 70)[:1000]
+              "queue.buffering.max.kbytes": 32768, "logger": lambda *a, **k: None})
+# large text-like values: producing one costs a copy, recompressing it costs the broker's handler
+# far more, so the broker stays the bottleneck however little CPU these processes get
+rng = random.Random(os.getpid())
+words = [("kafka", "lab", "load", "broker", "handler", "request")[i % 6] + str(i) for i in range(400)]
+values = [" ".join(rng.choice(words) for _ in range(40000)).encode()[:200000] for _ in range(4)]
 print("READY", flush=True)
 i = 0
 while os.getppid() == parent:
     try:
-        p.produce(topic, value=value, partition=i % 6)
+        p.produce(topic, value=values[i % 4], partition=i % 6)
         i += 1
     except BufferError:
         p.poll(0.05)  # the broker is behind: that is the point
-    if i % 100 == 0:
-        p.poll(0)
+    p.poll(0)
 """
 
 # A kafka-python consumer (it uses incremental fetch sessions, KIP-227) reading some partitions.

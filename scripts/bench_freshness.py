@@ -9,7 +9,7 @@ file, on a real local Kafka cluster (1 controller + 3 brokers with the JMX expor
 
 Modes (``--mode``, both by default, one after the other on the same cluster):
 
-* ``timer``: what ``kbot run`` starts today (bot/run.py): ``lake collect --interval 10
+* ``timer``: what ``kbot run`` starts today (cli/run.py): ``lake collect --interval 10
   --ingest-every 60`` in a child process, ingest inline after a round once 60 s have passed;
 * ``follow``: the collector every 10 s with ``lake.ingest.ContinuousIngest``: a batch as soon as
   a landing file appears, in a worker thread, rollups deferred to at most once a minute.

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # bench_freshness: the load sampler a
 
 QUESTION = "why URP --since 5m"
 CLUSTER_NAME = "bench"
-#: `kbot run`'s collection (bot/run.py start_collection: `lake collect --interval 10 --ingest-follow`)
+#: `kbot run`'s collection (cli/run.py start_collection: `lake collect --interval 10 --ingest-follow`)
 INTERVAL_S = 10.0
 #: the lake's notes when its part did not come: its query past the time limit, or no part at all
 TIMEOUT_MARKS = ("did not answer within", "ran past its time limit", "query was cancelled")

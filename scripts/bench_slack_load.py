@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from slack_stand_in import APP_ID, TEAM, StandIn, start  # noqa: E402
 
+from bot.slack_answer import POINTER  # noqa: E402  - what the private pointer to a thread says
 from tools.machine import cpu_model  # noqa: E402
 
 BOT_TOKEN = "xoxb-bench-0000-standin"
@@ -141,7 +142,6 @@ OTHER_QUESTIONS = [
     "runbook PRODUCER_FENCED",
     "help why",
 ]
-POINTER = "Already answered in a thread"  # the title of the private pointer (bot/slack_answer.py)
 
 
 def answered(stand: StandIn) -> tuple[int, int, int, int]:

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def kbot(
     *args: str, env: dict[str, str], stdin: str | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """`python -m bot.cli ARGS` with none of the caller's bot settings (KBOT_*, SLACK_*): ``env``'s only."""
+    """`python -m cli.main ARGS` with none of the caller's bot settings (KBOT_*, SLACK_*): ``env``'s only."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_"))}
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -1,7 +1,9 @@
 """Request-handler saturation: broker 101's I/O thread pool is cut to one thread (num.io.threads,
 a dynamic broker config, set by a separate admin client) and two producer processes flood it with
-large uncompressed batches for a topic with compression.type=gzip, so that one handler thread
-compresses every batch itself: it is never idle and requests queue behind it."""
+large uncompressed batches for a topic with compression.type=gzip at level 9, so that one handler
+thread compresses every batch itself: it is never idle and requests queue behind it. The records
+are large, so a producer spends a copy on each while the handler spends a deflate: the broker
+stays the bottleneck on a machine busy with other work."""
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -46,6 +48,7 @@ def inject(cluster):
         timeout=90,
         config={
             "compression.type": "gzip",
+            "compression.gzip.level": "9",  # the slowest deflate: most handler time per byte
             "segment.bytes": str(1 << 20),
             "retention.bytes": str(4 << 20),
             "min.insync.replicas": "1",

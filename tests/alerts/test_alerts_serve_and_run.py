@@ -29,7 +29,7 @@ def _serve_check(tmp_path, extra: dict, *flags: str):
     env = {**os.environ, **SLACK_ENV, "KBOT_STATE_DIR": str(tmp_path), **extra}
     env.pop("SLACK_APP_TOKEN", None)
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "serve", "--check", *flags],
+        [sys.executable, "-m", "cli.main", "serve", "--check", *flags],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,7 +58,7 @@ def test_serve_check_reports_the_alert_webhook(tmp_path):
 
 
 def test_run_alerts_without_slack_says_why_and_starts_nothing(monkeypatch, capsys):
-    from bot import run
+    from cli import run
 
     env = {
         k: v for k, v in os.environ.items() if k not in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")
@@ -77,8 +77,8 @@ def _get_json(url: str) -> dict:
 def test_run_alerts_starts_prometheus_and_alertmanager_wired_to_the_webhook(kafka_cluster, monkeypatch, tmp_path):
     if shutil.which("prometheus") is None or shutil.which("prometheus-alertmanager") is None:
         pytest.skip("prometheus / prometheus-alertmanager not installed: run scripts/setup.sh")
-    from bot import run
     from bot.alerts_stack import free_port
+    from cli import run
 
     port = free_port()
     env = {

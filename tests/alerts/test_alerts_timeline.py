@@ -223,7 +223,7 @@ async def test_an_incident_thread_becomes_its_timeline(harness, alert_env, kafka
     env = {**os.environ, "KBOT_STATE_DIR": str(harness.state_dir), "KBOT_HOME": str(tmp_path / "home")}
     for key in ("KBOT_ALERT_TOKEN", "KBOT_ALERT_ROUTES", "SLACK_BOT_TOKEN", "KBOT_BOOTSTRAP"):
         env.pop(key, None)
-    cli = [sys.executable, "-m", "bot.cli", "incident", "timeline", f"{INCIDENTS}/{root}"]
+    cli = [sys.executable, "-m", "cli.main", "incident", "timeline", f"{INCIDENTS}/{root}"]
     out = await asyncio.to_thread(
         subprocess.run, [*cli, "--json"], capture_output=True, text=True, env=env, timeout=120
     )

@@ -53,7 +53,7 @@ def test_a_file_others_could_write_or_a_corrupt_one_is_not_used(tmp_path, monkey
 def test_a_second_process_answers_from_the_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBOT_") or k == "KBOT_REQUIRE_SEEDS"}
     env.update(KBOT_CACHE_DIR=str(tmp_path / "cache"), KBOT_HOME=str(tmp_path / "home"))
-    run = [sys.executable, "-m", "bot.cli", "ask", "why", "NotEnoughReplicas"]
+    run = [sys.executable, "-m", "cli.main", "ask", "why", "NotEnoughReplicas"]
     first = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert first.returncode == 0, first.stderr
     assert list((tmp_path / "cache" / "runbook").glob("built-*.pickle")), "the first process left no cache"

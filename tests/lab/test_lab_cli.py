@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def kbot(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 

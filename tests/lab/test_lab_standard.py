@@ -116,7 +116,7 @@ def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
 
     root = Path(__file__).resolve().parents[2]
     res = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "lab", "run", "broker-loss", "--json"],
+        [sys.executable, "-m", "cli.main", "lab", "run", "broker-loss", "--json"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -129,7 +129,7 @@ def test_cli_run_leaves_the_fault_and_heal_undoes_it(runs):
     assert 102 not in runs.cluster.registered_brokers(timeout=5)  # still broken after the command ended
 
     res = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "lab", "heal", "--json"],
+        [sys.executable, "-m", "cli.main", "lab", "heal", "--json"],
         cwd=root,
         capture_output=True,
         text=True,

@@ -39,14 +39,14 @@ class StuckLake(LakeService):
 
     async def query(self, fn, *args, **kwargs):
         def stuck(view, *a, **k):
-            time.sleep(5)
+            time.sleep(5)  # the scenario: stuck well past the 1 s query limit, which must cancel it
             return fn(view, *a, **k)
 
         return await super().query(stuck, *args, **kwargs)
 
     async def ask_window(self, question, *args, **kwargs):
         def stuck(window, *a):
-            time.sleep(5)
+            time.sleep(5)  # the scenario: stuck well past the 1 s query limit, which must cancel it
             return question.answer(window, *a)
 
         return await super().ask_window(dataclasses.replace(question, answer=stuck), *args, **kwargs)

@@ -1,4 +1,4 @@
-"""`kbot lake collect | ingest | status` (lake.cli), wired as bot/cli.py will wire it."""
+"""`kbot lake collect | ingest | status` (lake.cli), wired as cli/main.py wires it."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_a_stopped_collector_ingests_the_last_files_and_writes_the_open_hour(spa
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
     root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--lake-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "cli.main", "lake", "collect", "--lake-dir", str(tmp_path)]
     cmd += ["--targets", f"7={url}", "--cluster", "c1", "--interval", "1", "--ingest-follow", "--json"]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

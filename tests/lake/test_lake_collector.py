@@ -38,7 +38,7 @@ async def exporters():
         return web.Response(status=500, text="oops")
 
     async def slow(request):
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(1.5)  # the scenario: an exporter stalling past the 0.5 s scrape timeout
         return web.Response(text="")
 
     app.router.add_get("/{node:\\d+}/metrics", metrics)

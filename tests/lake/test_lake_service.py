@@ -3,7 +3,9 @@ Unavailable errors, window reads that open only the hours they need."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
 
 import pytest
@@ -96,26 +98,34 @@ async def test_spark_that_cannot_start_is_unavailable_with_the_reason(monkeypatc
 
 
 async def test_a_query_waits_for_the_warm_up(monkeypatch, spark, tmp_path):
+    release = threading.Event()
+
     def slow_start(*a, **k):
-        time.sleep(0.5)
+        release.wait(60)  # Spark is starting until the test lets it finish
         return spark
 
     monkeypatch.setattr("lake.service.build_session", slow_start)
     lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
     assert lake.state == "starting"
-    assert await lake.query(lambda view: view.spark.range(3).count()) == 3
+    asked = asyncio.ensure_future(lake.query(lambda view: view.spark.range(3).count()))
+    await asyncio.sleep(0)  # the query is asked while Spark is starting
+    release.set()
+    assert await asked == 3
     lake._owns_session = False  # the shared test session stays up
 
 
 async def test_still_starting_after_the_budget(monkeypatch, spark, tmp_path):
+    release = threading.Event()
+
     def slow_start(*a, **k):
-        time.sleep(1.0)
+        release.wait(60)  # Spark is starting until the query has given up on it
         return spark
 
     monkeypatch.setattr("lake.service.build_session", slow_start)
     lake = LakeService(str(tmp_path), master="local[2]", warm=False).start()
     with pytest.raises(Unavailable, match="still starting.*`kbot lake serve` keeps one Spark warm"):
         await lake.query(lambda view: 1, timeout=0.2)
+    release.set()
     assert await lake.wait_ready(10)
     lake._owns_session = False
 

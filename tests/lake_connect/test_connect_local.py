@@ -199,14 +199,14 @@ def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
 
 CHILD = """
 import os, signal, sys, time
+from waiting import wait_until
 from lake import connect
 from lake.spark import build_session
 st = connect.status(os.environ["KBOT_LAKE_DIR"], env=os.environ)
 spark = build_session(st.url)
 assert spark.range(5).count() == 5
 os.kill(st.pid, signal.SIGKILL)           # the server goes away under a live session
-while connect.port_open("127.0.0.1", st.port):
-    time.sleep(0.1)
+wait_until(lambda: not connect.port_open("127.0.0.1", st.port), 60, "the killed server's port to close", 0.1)
 t0 = time.monotonic()
 try:
     spark.range(5).count()
@@ -220,7 +220,10 @@ def test_a_server_that_dies_fails_a_query_in_seconds_and_the_process_still_exits
     exit too): the lake's sessions fail fast instead, so `kbot ask` says the lake is unavailable
     and exits."""
     env = {k: v for k, v in os.environ.items() if k != "KBOT_SPARK_MASTER"}
-    env.update({"KBOT_LAKE_DIR": str(tmp_path / "lake"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    root = Path(__file__).resolve().parents[2]
+    env.update(
+        {"KBOT_LAKE_DIR": str(tmp_path / "lake"), "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    )
     connect.start_server(load_settings(env), free_port(), lake_dir=tmp_path / "lake", timeout=300)
     try:
         t0 = time.monotonic()

@@ -60,7 +60,7 @@ async def test_unreachable_does_not_block_the_event_loop():
     async def ticker():
         nonlocal ticks
         while True:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the scenario: a coroutine ticking beside the calls, counting its turns
             ticks += 1
 
     task = asyncio.create_task(ticker())
@@ -70,7 +70,8 @@ async def test_unreachable_does_not_block_the_event_loop():
     finally:
         task.cancel()
         await gw.close()
-    assert ticks >= (TIMEOUT / 0.05) * 0.5
+    # ~60 ticks on an idle machine, fewer on a busy one; a loop the calls blocked would tick only between them
+    assert ticks >= 10, ticks
 
 
 async def test_elect_preferred_leaders_needs_an_explicit_list():

@@ -315,7 +315,7 @@ def test_killed_coordinator_gives_an_answer_or_a_clean_error(kafka_cluster):
         env = {**os.environ, **_env(kafka_cluster), "KBOT_LAKE": "0", "KBOT_ADMIN_TIMEOUT_S": "5"}
         for question in (f"lag {group}", "lag"):
             proc = subprocess.run(
-                [sys.executable, "-m", "bot.cli", "ask", "--json", question],
+                [sys.executable, "-m", "cli.main", "ask", "--json", question],
                 capture_output=True,
                 text=True,
                 timeout=120,

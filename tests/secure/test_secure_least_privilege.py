@@ -158,7 +158,7 @@ async def test_the_self_audit_is_clean_then_flags_an_over_granted_principal(secu
         ]
         # the same from the terminal, text and JSON (what an operator runs)
         env = {**os.environ, **kbot_env}
-        cli = [sys.executable, "-m", "bot.cli", "audit", "--principals"]
+        cli = [sys.executable, "-m", "cli.main", "audit", "--principals"]
         text = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert text.returncode == 0, text.stderr
         print(text.stdout)  # the report quotes it (pytest -s)
@@ -223,11 +223,11 @@ async def ctx_for(tmp_path):
 
 
 def test_one_log_line_at_bot_start(secure, kbot_env, caplog, monkeypatch):
-    """`kbot run` / `kbot serve` log the self-audit's verdict once when they start (bot/run.py)."""
+    """`kbot run` / `kbot serve` log the self-audit's verdict once when they start (cli/run.py)."""
     import logging
 
     import bot.app
-    from bot.run import log_principals
+    from cli.run import log_principals
 
     monkeypatch.setattr(bot.app, "_PRINCIPALS_LOGGED", False)
     caplog.set_level(logging.INFO, logger="kbot.principals")

@@ -122,7 +122,7 @@ def test_the_command_line_prints_one_line_without_the_password(secure, kbot_env,
     entry = {**config_entry(secure), "sasl_password": "wrong-secret-4711"}
     env = {**os.environ, **_env(kbot_env, tmp_path, "secure", entry)}
     res = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "ask", "status"],
+        [sys.executable, "-m", "cli.main", "ask", "status"],
         cwd=ROOT,
         env=env,
         capture_output=True,

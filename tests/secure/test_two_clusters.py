@@ -47,7 +47,7 @@ def two(secure, second_kafka_cluster, kbot_env, tmp_path):
 
 def kbot(env: dict, *args: str) -> tuple[int, str, str]:
     res = subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

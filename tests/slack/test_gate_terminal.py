@@ -127,7 +127,7 @@ async def test_kbot_ask_confirm_reaches_the_gate(tmp_path):
     finally:
         await close_context(ctx)
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "ask", "confirm NoSuchTokenAtAll123"],
+        [sys.executable, "-m", "cli.main", "ask", "confirm NoSuchTokenAtAll123"],
         cwd=ROOT,
         env=env,
         capture_output=True,

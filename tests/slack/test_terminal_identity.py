@@ -2,7 +2,7 @@
 RBAC policy's terminal_users section before it may approve an action requested from Slack.
 
 Slack requests go through the real Bolt app over signed HTTP (the harness); the terminal side is
-the real `kbot ask` in a child process, or the terminal gate as bot/cli.py assembles it
+the real `kbot ask` in a child process, or the terminal gate as bot/app.py's make_context() assembles it
 (bot.gate.default_gate), whose identity comes from pwd.getpwuid(os.getuid())."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _policy_file(tmp_path: Path, terminal_users: dict | None = None) -> Path:
 
 
 def _terminal_gate(slack, policy: Path, router, **settings):
-    """The gate exactly as bot/cli.py's make_context() builds it, on the Slack app's state dir."""
+    """The gate exactly as bot/app.py's make_context() builds it, on the Slack app's state dir."""
     base = dict(state_dir=slack.state_dir, rbac_file=policy)
     return default_gate(SlackSettings(**{**base, **settings}), router=router)
 
@@ -55,7 +55,7 @@ async def _kbot(*args: str, env: dict) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "cli.main",
         *args,
         cwd=ROOT,
         env=env,

@@ -1,6 +1,7 @@
 """The terminal interface end to end, through a subprocess, as a user runs it."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 @pytest.fixture
 def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
-    """Run `python -m bot.cli ARGS` as a user would, in an environment of its own.
+    """Run `python -m cli.main ARGS` as a user would, in an environment of its own.
 
     The runbook-only answers these tests read must not change when a developer's cluster runs, when
     KBOT_BOOTSTRAP or Slack tokens are set, or when ~/.kbot holds a clusters.yaml: the process gets
@@ -30,7 +31,7 @@ def kbot(tmp_path) -> Callable[..., subprocess.CompletedProcess]:
             **extra,
         )
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
+            [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, text=True, timeout=120, env=env
         )
 
     return run
@@ -149,9 +150,9 @@ def test_no_subcommand_prints_help_and_exits_2(kbot):
 
 
 def test_kbot_run_waits_for_its_collector_to_flush_after_sigterm(tmp_path):
-    """bot.run.stop_collection: a collector that takes a few seconds to write its last batch after
+    """cli.run.stop_collection: a collector that takes a few seconds to write its last batch after
     SIGTERM (as `lake collect` does) is waited for, not killed after a fixed grace period."""
-    from bot.run import stop_collection
+    from cli.run import stop_collection
 
     done = tmp_path / "flushed"
     child = subprocess.Popen(
@@ -177,7 +178,7 @@ def test_kbot_run_waits_for_its_collector_to_flush_after_sigterm(tmp_path):
 
 
 def test_kbot_run_kills_a_collector_that_does_not_stop_in_time(tmp_path):
-    from bot.run import stop_collection
+    from cli.run import stop_collection
 
     child = subprocess.Popen(
         [
@@ -207,3 +208,57 @@ def test_dash_dash_cluster_picks_the_cluster_for_ask_and_console(kbot, tmp_path)
     console = kbot("console", "--json", "--cluster", "beta", stdin="status\nexit\n", env=env)
     verdict = json.loads(console.stdout.splitlines()[0])["verdict"]
     assert "none is the default" not in verdict and "127.0.0.1:2" in verdict, verdict
+
+
+def test_the_edge_finds_the_dev_cluster_kbot_run_left_running(tmp_path, monkeypatch):
+    """`kbot ask` in a second terminal sees the dev cluster `kbot run` started (cli/dev_cluster.py):
+    only when nothing configures a cluster, and only while its nodes run."""
+    from cli.dev_cluster import effective_settings
+    from kbot_settings import load
+    from localkafka.cluster import Node
+
+    monkeypatch.setenv("KBOT_CACHE_DIR", str(tmp_path / "cache"))  # where the dev cluster's folder is
+    settings = load({"KBOT_HOME": str(tmp_path / "kbot"), "KBOT_STATE_DIR": str(tmp_path / "kbot")})
+    assert effective_settings(settings) is settings  # not running: nothing added
+
+    monkeypatch.setattr(Node, "pid", lambda self: 4242)
+    found = effective_settings(settings)
+    assert found.kbot_cluster_name == "local" and (found.kbot_bootstrap or "").startswith("127.0.0.1:")
+    assert found.kbot_metrics_targets and found.kbot_expected_brokers
+    assert found.state_dir == settings.state_dir and found.environ == settings.environ  # the rest kept
+    assert settings.kbot_bootstrap is None  # a copy
+
+    configured = load({"KBOT_HOME": str(tmp_path / "kbot"), "KBOT_BOOTSTRAP": "kafka-1:9092"})
+    assert effective_settings(configured) is configured  # a configured cluster wins
+
+
+def test_ask_console_audit_and_serve_get_the_completed_settings(monkeypatch):
+    """The bot (bot/app.py make_context) no longer looks for the dev cluster: the command line hands
+    every transport the configuration with it already added."""
+    import bot.console
+    import cli.main
+
+    monkeypatch.setattr(cli.main, "effective_settings", lambda settings: settings.updated(kbot_bootstrap="found:9092"))
+    seen: dict[str, str | None] = {}
+
+    async def ask(text, as_json, png, settings, *, cluster=None):
+        seen["ask" if not text.startswith("audit") else "audit"] = settings.kbot_bootstrap
+        return 0
+
+    monkeypatch.setattr(bot.console, "ask", ask)
+    monkeypatch.setattr(
+        bot.console,
+        "console",
+        lambda as_json, settings, *, cluster=None: seen.update(console=settings.kbot_bootstrap) or 0,
+    )
+    monkeypatch.setattr(cli.main, "run_serve", lambda args, settings: seen.update(serve=settings.kbot_bootstrap) or 0)
+    monkeypatch.setattr(cli.main, "log_to_file", lambda *a: None)  # no handlers left on the root logger
+    monkeypatch.setattr(cli.main, "log_to_screen", lambda *a: None)
+    kafka_log = logging.getLogger("kafka")
+    level = kafka_log.level
+    try:
+        for argv in (["ask", "why", "URP"], ["audit"], ["console"], ["serve"]):
+            assert cli.main.main(argv) == 0
+    finally:
+        kafka_log.setLevel(level)  # main() quiets kafka-python's logger for the process
+    assert seen == {"ask": "found:9092", "audit": "found:9092", "console": "found:9092", "serve": "found:9092"}

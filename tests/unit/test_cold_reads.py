@@ -6,18 +6,28 @@ records of 100 kB behind."""
 from __future__ import annotations
 
 from diagnosis import cold_reads as cr
+from diagnosis import latency
 from live import exporters
 
 RATE, LAG = cr.thresholds()
 
+
+PARTS = ("RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseSendTimeMs")
+
+
+def _p99(broker: int, request: str, total: float, *parts: float) -> latency.Split:
+    """A p99 split as diagnosis/latency.py reads it: queue, local, remote and send keyed by their timer."""
+    return latency.Split(broker, request, total, dict(zip(PARTS, parts, strict=True)))
+
+
 RECORDED = [
-    cr.BrokerReads(101, 0.0, {"total": 30, "queue": 0, "local": 6, "remote": 22, "send": 0}, {"total": 1}),
-    cr.BrokerReads(102, 0.0, {"total": 0, "queue": 0, "local": 0, "remote": 0, "send": 0}, {}),
+    cr.BrokerReads(101, 0.0, _p99(101, "Produce", 30, 0, 6, 22, 0), latency.Split(101, "FetchConsumer", 1, {})),
+    cr.BrokerReads(102, 0.0, _p99(102, "Produce", 0, 0, 0, 0, 0), None),
     cr.BrokerReads(
         103,
         6.3 * 2**20,
-        {"total": 18, "queue": 0, "local": 14, "remote": 3, "send": 0},
-        {"total": 60, "queue": 0, "local": 14, "remote": 40, "send": 5},
+        _p99(103, "Produce", 18, 0, 14, 3, 0),
+        _p99(103, "FetchConsumer", 60, 0, 14, 40, 5),
     ),
 ]
 CATCH_UP = cr.GroupBehind("lab-catch-up", 1339, ["lab-cold-reads-0", "lab-cold-reads-1", "lab-cold-reads-2"], [103])
@@ -45,7 +55,7 @@ def test_a_broker_reading_from_disk_with_a_group_behind_is_cold_reads_on_that_br
 
 
 def test_no_disk_reads_argues_against_even_with_a_group_behind():
-    cached = [cr.BrokerReads(b.broker, 2048.0, b.produce_p99, b.fetch_p99) for b in RECORDED]
+    cached = [cr.BrokerReads(b.broker, 2048.0, b.produce, b.fetch) for b in RECORDED]
     f = cr.cold_read_findings(cached, [CATCH_UP], rate_min=RATE, lag_min=LAG)
     assert f.severity == "ok" and not f.lead
     assert "not cold reads" in f.verdict and "its reads hit the cache" in f.verdict
@@ -73,3 +83,20 @@ def test_disk_read_rate_from_two_readings():
         at=11.5,
     )
     assert cr.disk_read_rates(one, two) == {103: 2 * 2**20}  # 101 was read once: no rate
+
+
+def test_the_p99_split_is_latencys_reading_of_requestmetrics():
+    timers = {"TotalTimeMs": 18, "RequestQueueTimeMs": 0, "LocalTimeMs": 14, "RemoteTimeMs": 3}
+    timers |= {"ResponseQueueTimeMs": 1, "ResponseSendTimeMs": 0}
+    samples = [
+        exporters.Sample(103, "kafka_network_requestmetrics_" + m.lower(), (("quantile", q), ("request", "Produce")), v)
+        for m, ms in timers.items()
+        for q, v in (("0.5", ms / 4), ("0.99", ms))
+    ]
+    p99 = latency.p99_splits(exporters.Reading(samples))
+    assert latency.timer_series() >= {s.name for s in samples}  # what check_cold_reads asks the exporters for
+    broker = cr.BrokerReads(103, 6.3 * 2**20, p99.get((103, "Produce")), p99.get((103, "FetchConsumer")))
+    f = cr.cold_read_findings([broker], [CATCH_UP], rate_min=RATE, lag_min=LAG)
+    by_label = {e.label: e.value for e in f.evidence}
+    assert by_label["Broker 103 Produce p99"] == "18 ms (queue 0, local 14, remote 3, send 0)"  # the shown parts
+    assert by_label["Broker 103 FetchConsumer p99"] == "not exported"

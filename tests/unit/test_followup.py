@@ -169,7 +169,7 @@ def test_a_console_session_is_one_incident(tmp_path: Path):
         NO_COLOR="1",
     )
     r = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "console"],
+        [sys.executable, "-m", "cli.main", "console"],
         input="why URP --since 30m\nwhy offline\nrunbook that\n",
         capture_output=True,
         text=True,

@@ -26,6 +26,7 @@ PACKAGES = (
     "gate",
     "bot",
     "lab",
+    "cli",
     "tools",
 )
 
@@ -35,8 +36,10 @@ PACKAGES = (
 # both; the confirmation gate (a domain concept: tokens, approvals, the audit trail, the policy)
 # sits on the framework beside the diagnosis - the commands reach it only through the Gate
 # interface the context hands them - the transports (bot) on all of them, the failure lab on the
-# transports. The lake's queries may read the lake's schema (a leaf); the local cluster may
-# read the ACL table the bot needs (live/acls.py, a leaf of data) to grant it.
+# transports, and the process edge (cli: the command line, `kbot run`, which cluster a process
+# talks to) on everything that ships; nothing imports it. The lake's queries may read the lake's
+# schema (a leaf); the local cluster may read the ACL table the bot needs (live/acls.py, a leaf of
+# data) to grant it.
 # kbot_settings (the one configuration) is a leaf every package may read; tools/ (test and
 # benchmark tooling, not packaged) may use anything, and nothing that ships may import it.
 ALLOWED = {
@@ -60,7 +63,6 @@ ALLOWED = {
         "runbook_kb",
         "live",
         "lake",
-        "localkafka",
         "spark_queries",
         "kbot_settings",
     },
@@ -76,13 +78,13 @@ ALLOWED = {
         "localkafka",
         "kbot_settings",
     },
+    "cli": set(PACKAGES) - {"cli", "tools"},
     "tools": set(PACKAGES) - {"tools"},
 }
-# Named exceptions, each one module wide: the command line registers every tool's subcommands, and
-# diagnosis/lake_evidence.py is the diagnosis's one way into the metric lake (LakeService.query with
-# the lake's named queries, LakeService.ask_window with the window's questions); no other command
-# module may import the lake's code.
-ENTRY_POINTS = {"bot.cli": {"lab"}, "diagnosis.lake_evidence": {"lake", "spark_queries", "window_queries"}}
+# Named exceptions, each one module wide: diagnosis/lake_evidence.py is the diagnosis's one way
+# into the metric lake (LakeService.query with the lake's named queries, LakeService.ask_window
+# with the window's questions); no other command module may import the lake's code.
+ENTRY_POINTS = {"diagnosis.lake_evidence": {"lake", "spark_queries", "window_queries"}}
 
 
 def _modules() -> dict[str, Path]:

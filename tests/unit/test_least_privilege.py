@@ -260,7 +260,7 @@ def test_the_rule_the_gate_applies_and_the_rule_kbot_config_shows_agree():
 def test_kbot_config_shows_the_effective_second_approver_rule(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KBOT_", "SLACK_"))}
     env.update(HOME=str(tmp_path), KBOT_HOME=str(tmp_path / "kbot"), KBOT_HIGH_RISK_KINDS="abort-txn,elect-leaders")
-    run = [sys.executable, "-m", "bot.cli", "config"]
+    run = [sys.executable, "-m", "cli.main", "config"]
     text = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.split("Second approver (effective rule", 1)[1].splitlines()

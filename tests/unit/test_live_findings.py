@@ -280,7 +280,7 @@ class _SlowLogDirs:
         class Gateway(FakeGateway):
             async def log_dirs(self, broker_ids=None):
                 if slow is None or set(broker_ids or ()) & slow:
-                    await asyncio.sleep(LOG_DIRS_BUDGET_S + 0.5)
+                    await asyncio.sleep(LOG_DIRS_BUDGET_S + 0.5)  # the scenario: a broker past the log-dirs budget
                 return await super().log_dirs(broker_ids)
 
         gw = Gateway(topics={"orders": [(101, [101, 102, 103], [101, 102])], "other": [(101, [101, 102], [101, 102])]})

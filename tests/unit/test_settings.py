@@ -83,7 +83,7 @@ def test_one_state_root_and_where_each_value_came_from():
 
 def _kbot(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
 
 

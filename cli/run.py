@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, AlertConfig
 from bot.alerts_stack import RULES, StackError, local_stack
-from bot.app import cluster_configured, effective_settings, local_settings, log_principals_audit
+from bot.app import cluster_configured, local_settings, log_principals_audit
 from bot.slack_app import configured
 from bot.slack_app import run as run_serve
 from bot.slack_settings import SlackSettings
+from cli.dev_cluster import DEV, effective_settings
 from framework.context import Context
 from gate.files import private_dir, private_file
 from kbot_settings import KbotSettings
@@ -60,7 +61,7 @@ def _say(message: str) -> None:
 def embedded_cluster(settings: KbotSettings) -> KbotSettings:
     """Start (or reuse) the local cluster; return the settings pointed at it."""
 
-    cluster = LocalCluster(name="dev")
+    cluster = LocalCluster(name=DEV)
     _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
     cluster.up(timeout=300, progress=_say)
     _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
@@ -82,7 +83,7 @@ def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
     state = private_dir(settings.state_dir)
     log = private_file(state / "collector.log").open("a")
-    cmd = [sys.executable, "-m", "bot.cli", "lake", "collect", "--interval", "10", "--ingest-follow"]
+    cmd = [sys.executable, "-m", "cli.main", "lake", "collect", "--interval", "10", "--ingest-follow"]
     child = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=settings.child_environ()
     )
@@ -199,7 +200,7 @@ def log_principals(settings: KbotSettings) -> None:
 
 
 def _serve_or_console(args, settings: KbotSettings) -> int:
-    # a dev cluster `kbot run` did not start itself (--no-cluster) is still found, as by `kbot ask`
+    # with --no-cluster the bot still finds a dev cluster that is running, as `kbot ask` does
     settings = effective_settings(settings)
     if configured(settings):
         return run_serve(args, settings)

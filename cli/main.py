@@ -21,14 +21,14 @@ import asyncio
 import logging
 import sys
 
-from bot.app import effective_settings
 from bot.logs import log_to_file, log_to_screen
 from bot.render import render_json, render_text
-from bot.run import register as register_run
-from bot.run import run as run_main
 from bot.slack_app import register as register_serve
 from bot.slack_app import run as run_serve
 from bot.slack_settings import SlackSettings, _csv
+from cli.dev_cluster import effective_settings
+from cli.run import register as register_run
+from cli.run import run as run_main
 from framework.context import Context
 from framework.dispatch import run_request
 from framework.reply import error_reply
@@ -269,22 +269,26 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(args, "json", False):  # a script reads stdout: it gets the error as JSON too
                 print(render_json(error_reply(problem[0].upper() + problem[1:] + ".", ["kbot config"])))
             return EXIT_BAD_INPUT
+    if args.command in ("ask", "audit", "console", "serve"):
+        # nothing configures a cluster: the dev cluster `kbot run` left running, if any (`kbot run`
+        # decides for itself: it starts that cluster when it is down)
+        settings = effective_settings(settings)
     if args.command == "ask":
         from bot.console import ask, split_png
 
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(ask(" ".join(text), args.json, png, effective_settings(settings), cluster=args.cluster))
+        return asyncio.run(ask(" ".join(text), args.json, png, settings, cluster=args.cluster))
     if args.command == "audit":
         from bot.console import ask
 
         text = "audit --principals" if args.principals else "audit"
-        return asyncio.run(ask(text, args.json, None, effective_settings(settings), cluster=args.cluster))
+        return asyncio.run(ask(text, args.json, None, settings, cluster=args.cluster))
     if args.command == "console":
         from bot.console import console
 
-        return console(args.json, effective_settings(settings), cluster=args.cluster)
+        return console(args.json, settings, cluster=args.cluster)
     if args.command == "incident":
         return _incident_timeline(args, settings, kb)
     if args.command == "check":
@@ -308,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "lab":
         return run_lab(args)
     if args.command == "serve":
-        return run_serve(args, effective_settings(settings))
+        return run_serve(args, settings)
     if args.command == "run":
         return run_main(args, settings)
     parser.print_help()
