@@ -3,7 +3,7 @@
 A one-shot ``kbot ask`` in a fresh process would otherwise pay a cold in-process Spark start (a
 JVM, Delta's classes, code generation: tens of seconds on 2 cores).  ``kbot run`` and
 ``kbot lake serve`` start one Spark Connect server as a child process instead; every bot
-process then reaches Spark through ``sc://127.0.0.1:<port>`` (``LakeService.from_env``), a thin
+process then reaches Spark through ``sc://127.0.0.1:<port>`` (``LakeService.from_settings``), a thin
 gRPC client that answers in well under a second on a warm server.
 
 The server is pyspark's own ``spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer``

@@ -465,7 +465,7 @@ def clusters_file(settings: KbotSettings) -> Path:
     return settings.clusters_file
 
 
-def _from_env(s: KbotSettings) -> ClusterConfig | None:
+def _env_cluster(s: KbotSettings) -> ClusterConfig | None:
     bootstrap = (s.kbot_bootstrap or "").strip()
     if not bootstrap:
         return None
@@ -575,7 +575,7 @@ def load_config(settings: KbotSettings, path: str | Path | None = None) -> tuple
         clusters, default = _from_file(path, settings.environ)
     elif explicit:
         raise ConfigError(f"clusters file {path} does not exist")
-    env_cluster = _from_env(settings)
+    env_cluster = _env_cluster(settings)
     if env_cluster is not None:
         clusters[env_cluster.name] = env_cluster  # env overrides a file cluster of the same name
         default = env_cluster.name

@@ -157,7 +157,7 @@ def run_follow(lake_dir: Path, targets: str, n: int, max_s: float) -> list[tuple
     from lake.ingest import ContinuousIngest, Ingestor, LakeLayout
 
     layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(lake_dir))
-    spark = _session(None)
+    spark = _session(None, load_settings())  # KBOT_SPARK_MASTER of this process, else local[2]
     follower = ContinuousIngest(Ingestor(spark, layout, rollup_every_s=60.0)).start()
     collector = Collector(parse_targets(targets), layout.landing, "bench", interval_s=INTERVAL_S, source="exporters")
     table = layout.table

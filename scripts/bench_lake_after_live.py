@@ -210,11 +210,14 @@ def progress(a: Ask) -> None:
 async def measure(args: argparse.Namespace, cluster: Any, env: dict[str, str], lake_dir: Path) -> dict[str, Any]:
     """The lake as `kbot run` runs it, the warm-up, the kill and the asks. Returns the asks and the
     load samples of the part after the kill."""
-    from lake.cli import _session
     from lake.ingest import LakeLayout
+    from lake.spark import build_session
 
     layout = LakeLayout.from_settings(load_settings(env))
-    spark = _session("local[2]")  # what `lake collect --ingest-follow` starts without KBOT_SPARK_MASTER
+    # what `lake collect --ingest-follow` starts without KBOT_SPARK_MASTER; Spark's JVM writes its
+    # start-up lines to a file, not between the asks' lines
+    spark = build_session("local[2]", app_name="kbot-lake-ingest", log_path=lake_dir / "spark.log")
+    spark.sparkContext.setLogLevel("ERROR")
     try:
         return await _measure(args, cluster, env, spark, layout)
     finally:
@@ -394,8 +397,6 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(lake_dir / "lake", ignore_errors=True)  # each run's lake starts empty: the warm-up is its past
     shutil.rmtree(lake_dir / "home", ignore_errors=True)
     (lake_dir / "home").mkdir(parents=True, exist_ok=True)
-    # Spark's JVM writes its start-up lines to a file, not between the asks' lines
-    os.environ.setdefault("KBOT_SPARK_LOG", str(lake_dir / "spark.log"))
 
     cluster = LocalCluster(name=CLUSTER_NAME, base_dir=args.cluster_dir, port_base=args.port_base)
     started = not any(n["alive"] for n in cluster.status()["nodes"])

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kbot_settings import load_harness  # noqa: E402
 from lab.modes import MODES, by_name  # noqa: E402
 from lab.runner import unavailable  # noqa: E402
 
-RESULTS_DIR = Path(os.environ.get("KBOT_LAB_RESULTS", "/tmp/kbot-lab-results"))
+RESULTS_DIR = load_harness().kbot_lab_results
 HEADER = ("mode", "reproduced", "top-1", "named", "severity", "seconds")
 
 
