@@ -30,7 +30,7 @@ def names(prefix: str) -> tuple[str, str]:
 
 @pytest.mark.spark
 async def test_lag_says_how_to_get_a_trend_when_the_lake_collects_no_commits_of_the_group(
-    kafka_cluster, lake_in_flight, monkeypatch
+    kafka_cluster, lake_in_flight
 ):
     from live.pool import GatewayPool
     from localkafka.groups import stopped_group
@@ -40,13 +40,14 @@ async def test_lag_says_how_to_get_a_trend_when_the_lake_collects_no_commits_of_
     fault = await asyncio.to_thread(stopped_group, kafka_cluster, group, topic, 20, 5)
     pool = GatewayPool(load_settings(cluster_env(kafka_cluster)))
     try:
-        monkeypatch.delenv("KBOT_LAKE_GROUPS", raising=False)
-        unset = await answer(f"lag {group}", Context(live=pool, lake=lake))
-        no_lake = await answer(f"lag {group}", Context(live=pool))
-        monkeypatch.setenv("KBOT_LAKE_GROUPS", f"orders-app,{group}")
-        named = await answer(f"lag {group}", Context(live=pool, lake=lake))
-        monkeypatch.setenv("KBOT_LAKE_GROUPS", "orders-app")
-        other = await answer(f"lag {group}", Context(live=pool, lake=lake))
+        # the groups come from the process's settings (Context.settings), loaded at its edge
+        unset_settings = load_settings({})
+        unset = await answer(f"lag {group}", Context(live=pool, lake=lake, settings=unset_settings))
+        no_lake = await answer(f"lag {group}", Context(live=pool, settings=unset_settings))
+        named_settings = load_settings({"KBOT_LAKE_GROUPS": f"orders-app,{group}"})
+        named = await answer(f"lag {group}", Context(live=pool, lake=lake, settings=named_settings))
+        other_settings = load_settings({"KBOT_LAKE_GROUPS": "orders-app"})
+        other = await answer(f"lag {group}", Context(live=pool, lake=lake, settings=other_settings))
     finally:
         fault.stop()
         await pool.close()

@@ -83,7 +83,7 @@ async def test_collect_rounds_into_landing(tmp_path, exporter, capsys):
             "--json",
         ]
     )
-    assert await cli._collect(args) == 0
+    assert await cli._collect(args, load_settings()) == 0
     files = sorted((tmp_path / "landing").glob("*.jsonl"))
     assert len(files) == 2
     row = json.loads(files[0].read_text().splitlines()[0])
@@ -103,7 +103,7 @@ def test_ingest_via_cli(spark, tmp_path, monkeypatch, capsys):
         def stop(self):
             pass
 
-    monkeypatch.setattr(cli, "_session", lambda master: Borrowed())
+    monkeypatch.setattr(cli, "_session", lambda master, settings: Borrowed())
     write_landing_file(
         tmp_path / "landing",
         [

@@ -179,7 +179,7 @@ def test_maintain_via_cli_json(spark, tmp_path, monkeypatch, capsys):
         def stop(self):
             pass
 
-    monkeypatch.setattr(cli, "_session", lambda master: Borrowed())
+    monkeypatch.setattr(cli, "_session", lambda master, settings: Borrowed())
     p = argparse.ArgumentParser(prog="kbot")
     cli.register(p.add_subparsers(dest="command"))
     args = p.parse_args(["lake", "maintain", "--lake-dir", str(tmp_path), "--json", "--no-vacuum"])
