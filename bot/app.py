@@ -65,7 +65,7 @@ def make_context(
     ``lake=False`` (one-shot `kbot ask`) skips Spark unless KBOT_LAKE=1 asks for it: a cold Spark
     start costs seconds that a single question should not pay. ``spark_log``: where an in-process
     Spark's start-up output goes (the console's, so it does not land over the prompt)."""
-    from bot.gate import default_gate
+    from bot.gate_setup import default_gate
     from lake.service import lake_from_settings
 
     pool = GatewayPool(settings)

@@ -163,5 +163,5 @@ def terminal_identity(settings: SlackSettings) -> TerminalIdentity:
 
 
 def terminal_user(settings: SlackSettings) -> str:
-    """The user the terminal acts as (the terminal's gate, bot/gate.py, names it on every command)."""
+    """The user the terminal acts as (the terminal's gate, bot/gate_setup.py, names it on every command)."""
     return terminal_identity(settings).user

@@ -31,7 +31,7 @@ from bot import slack_answer, slack_digests, slack_http, slack_intake, slack_mes
 from bot.alerts import install as install_alerts
 from bot.cluster_routing import Routing
 from bot.delivery import Coalescer, Delivery, make_client, queue_client
-from bot.gate import default_gate
+from bot.gate_setup import default_gate
 from bot.health import install as install_health
 from bot.slack_answer import Answering
 from bot.slack_digests import Digests

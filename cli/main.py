@@ -130,7 +130,7 @@ def _approval_rules(settings):
 def _incident_timeline(args: argparse.Namespace, settings: KbotSettings, kb) -> int:
     """`kbot incident timeline <thread>`: the `timeline` command (commands/timeline.py) on this host's
     audit log and state database; bad input is a short line and exit 2, never a traceback."""
-    from bot.gate import default_gate
+    from bot.gate_setup import default_gate
     from commands.registry import ROUTER
 
     form = "json" if args.json else ("md" if args.markdown else {"markdown": "md"}.get(args.format, args.format))

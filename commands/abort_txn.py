@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict
 
-from diagnosis.evidence import config_value
+from diagnosis.snapshot import config_value
 from framework.actions import ActionPlan, ActionResult, ActionSpec, JsonObject, Precondition, Reconciled
 from framework.context import Context
 from framework.errors import NothingToDo, Unavailable

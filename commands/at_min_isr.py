@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from diagnosis.entries import diagnosis
 from diagnosis.entry_ids import UNDER_MIN_ISR
-from diagnosis.evidence import name_partitions, snapshot
 from diagnosis.live_checks import stale_view_evidence
+from diagnosis.snapshot import name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Cell, Evidence, Reply, Section, Severity, Table

@@ -4,8 +4,8 @@ audit --principals: the bot's own Kafka principals against what its actions need
 from __future__ import annotations
 
 from diagnosis.durability import audit_topics
-from diagnosis.evidence import config_value, snapshot
 from diagnosis.principals import audit_principals
+from diagnosis.snapshot import config_value, snapshot
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Evidence, Reply, Section, Severity

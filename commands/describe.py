@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from diagnosis.evidence import config_value, snapshot
 from diagnosis.rules import categories
+from diagnosis.snapshot import config_value, snapshot
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Cell, Evidence, Reply, Table

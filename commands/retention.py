@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from diagnosis.evidence import config_value
+from diagnosis.snapshot import config_value
 from framework.actions import ActionPlan, ActionResult, ActionSpec, Precondition, Reconciled
 from framework.context import Context
 from framework.gateways import config_gateway, gateway

@@ -13,13 +13,13 @@ import asyncio
 from dataclasses import replace
 
 from diagnosis import lake_evidence
-from diagnosis.checks import check_for
 from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
 from diagnosis.live_checks import Check, run_check, unreachable
 from diagnosis.reference import reference_reply
+from diagnosis.runbook_checks import check_for
 from diagnosis.trends import bucket_for, trend_series
 from framework.context import Context
 from framework.errors import Unavailable

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 
 from diagnosis.entry_ids import PAGE_CACHE_COLD_READS
-from diagnosis.evidence import broker_list
 from diagnosis.findings import LiveFindings
 from diagnosis.groups import read_groups
 from diagnosis.latency import FETCH_CONSUMER, PRODUCE, Split, p99_splits, timer_series
 from diagnosis.metric_checks import LIVE_SCRAPE_TIMEOUT_S, exporter_urls, failed_evidence
+from diagnosis.snapshot import broker_list
 from framework.reply import Action, Evidence
 from live import exporters
 from live.gateway import AdminGateway, GatewayError

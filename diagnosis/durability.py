@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnosis.entry_ids import OFFLINE_PARTITIONS, UNCLEAN_ELECTION, UNDER_MIN_ISR
-from diagnosis.evidence import config_value
+from diagnosis.snapshot import config_value
 from live.model import ConfigValue, TopicInfo
 
 

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, field
 
 from diagnosis.entry_ids import GC_PAUSES
-from diagnosis.evidence import Snapshot, broker_list
 from diagnosis.rules import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
+from diagnosis.snapshot import Snapshot, broker_list
 from diagnosis.thresholds import alert_bounds
 from framework.reply import Evidence
 from live import exporters

@@ -28,7 +28,6 @@ from diagnosis.entry_ids import (
     UNCLEAN_ELECTION,
     UNDER_MIN_ISR,
 )
-from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.findings import ExpectedCause, LiveFacts, LiveFindings, Undecided
 from diagnosis.rules import (
     BrokerFacts,
@@ -38,6 +37,7 @@ from diagnosis.rules import (
     replicas_lost,
     urp_findings,
 )
+from diagnosis.snapshot import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.txn_evidence import OpenTxn, TxnReport, describe_txn, read_open_transactions
 from framework.partial import note_missing
 from framework.reply import Action, Evidence, Severity, Step

@@ -26,10 +26,10 @@ from diagnosis.entry_ids import (
     LOG_DIR_FAILURE,
     UNCLEAN_ELECTION,
 )
-from diagnosis.evidence import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.findings import LiveFindings
 from diagnosis.live_checks import check_offline
 from diagnosis.rules import PartitionState
+from diagnosis.snapshot import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.thresholds import HANDLER_IDLE_ALERT, alert_bounds, hot_rule
 from framework.reply import Action, Evidence, Severity
 from live import exporters

@@ -453,7 +453,7 @@ class ConfirmationGate(Gate):
         self.transport = transport
         # who runs this process (the terminal's OS account), on every audit line
         self.actor: JsonObject = dict(actor or {})
-        # The terminal's user as its authorizer sees it (bot/identity.py); bot/gate.py passes it with
+        # The terminal's user as its authorizer sees it (bot/identity.py); bot/gate_setup.py passes it with
         # each command, so the requester and the approver are named the same way everywhere.
         self.acting_user = acting_user
         # (command, channel) -> (user ids, group ids) the policy lets approve it (Policy.approvers):

@@ -77,7 +77,24 @@ def _f(
     )
 
 
-class KbotSettings(BaseSettings):
+class _GivenOnly(BaseSettings):
+    """Settings built only from the mapping their loader hands in: the environment is read there,
+    once, as a mapping that can also be a run's own configuration (cli/run.py) or a test's - never
+    merged with the process environment behind the loader's back."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+class KbotSettings(_GivenOnly):
     """Every setting of the bot. Field names are the variables' names in lower case."""
 
     model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True)
@@ -357,20 +374,6 @@ class KbotSettings(BaseSettings):
     # the environment of the processes the bot starts - never read for a setting of its own
     _environ: Mapping[str, str] = PrivateAttr(default_factory=dict)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Only what load() hands in: the environment is read there, once, as a mapping that can
-        # also be a run's own configuration (cli/run.py) or a test's - never merged with the
-        # process environment behind its back.
-        return (init_settings,)
-
     @field_validator("kbot_metrics_source", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
@@ -615,7 +618,7 @@ def markdown_table() -> str:
 # --- the test harness and the failure lab ---------------------------------------------------------------
 
 
-class HarnessSettings(BaseSettings):
+class HarnessSettings(_GivenOnly):
     """Where the test harness and the failure lab put their clusters: ports and folders a run can
     move so that several runs share one machine. Not the bot's settings (the bot never reads them),
     so neither in the README's table nor in `kbot config`; same rules otherwise: validated, one
@@ -635,17 +638,6 @@ class HarnessSettings(BaseSettings):
     kbot_lab_quorum_port_base: int = Field(24090, validation_alias="KBOT_LAB_QUORUM_PORT_BASE", ge=1, le=65000)
     kbot_lab_quorum_dir: Path = Field(Path("/tmp/kbot-lab-quorum"), validation_alias="KBOT_LAB_QUORUM_DIR")
     kbot_lab_results: Path = Field(Path("/tmp/kbot-lab-results"), validation_alias="KBOT_LAB_RESULTS")
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # only what load_harness() hands in, as for KbotSettings
 
     @property
     def keep_test_cluster(self) -> bool:

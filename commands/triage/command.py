@@ -8,7 +8,7 @@ import asyncio
 from commands.triage.engine import answer, start
 from commands.triage.store import store_for
 from commands.triage.view import to_reply
-from diagnosis.evidence import snapshot
+from diagnosis.snapshot import snapshot
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Reply

@@ -19,7 +19,7 @@ import secrets
 from commands.triage.probes import PROBES, LiveProbes, suspect
 from commands.triage.state import ALREADY_ANSWERED, LABELS, Outcome, Question, Record, Status, TriageState
 from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, SLOW_FOLLOWER
-from diagnosis.evidence import broker_list
+from diagnosis.snapshot import broker_list
 from framework.context import Context
 from framework.gateways import gateway
 from framework.router import BadInput

@@ -26,8 +26,8 @@ from diagnosis.entry_ids import (
     SLOW_FOLLOWER,
     UNDER_MIN_ISR,
 )
-from diagnosis.evidence import Snapshot, broker_list, name_partitions, snapshot
 from diagnosis.lake_summary import lake_rows
+from diagnosis.snapshot import Snapshot, broker_list, name_partitions, snapshot
 from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from commands.triage.state import LABELS, TriageState
 from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.entry_ids import BROKER_LOSS, GC_PAUSES, HANGING_TRANSACTION, LOG_DIR_FAILURE, SLOW_FOLLOWER
-from diagnosis.evidence import broker_list
+from diagnosis.snapshot import broker_list
 from framework.reply import Action, Evidence, Reply
 from runbook_kb import KnowledgeBase, default_kb
 

@@ -267,7 +267,7 @@ class ReadsMixin(KafkaPythonTransport):
         applying updates (seen with a broker whose log dir stalled: the lab's slow-follower)
         keeps answering with the old ISRs; the single read of :meth:`describe_topics` lands on
         one broker chosen by librdkafka, so it can report "in sync" for a replica the others have
-        already dropped.  The views let a caller compare (``diagnosis.evidence.reconcile``).
+        already dropped.  The views let a caller compare (``diagnosis.snapshot.reconcile``).
         A broker that does not answer within ``budget_s`` (paused, unreachable) is left out: the
         caller must not wait on it.  ``brokers``: the registered ones (describe_cluster) when None;
         at most ``most`` of them are asked (the lowest ids): enough to outvote one broker's old

@@ -5,8 +5,8 @@ probe answers it, because the binding is by step number, not by matching the pro
 from __future__ import annotations
 
 from commands.triage import PROBES
-from diagnosis.checks import LIVE_CHECKS
 from diagnosis.lake_evidence import LAKE_CHECKS
+from diagnosis.runbook_checks import LIVE_CHECKS
 from runbook_kb import default_kb
 
 KB = default_kb()

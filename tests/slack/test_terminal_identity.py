@@ -3,7 +3,7 @@ RBAC policy's terminal_users section before it may approve an action requested f
 
 Slack requests go through the real Bolt app over signed HTTP (the harness); the terminal side is
 the real `kbot ask` in a child process, or the terminal gate as bot/app.py's make_context() assembles it
-(bot.gate.default_gate), whose identity comes from pwd.getpwuid(os.getuid())."""
+(bot.gate_setup.default_gate), whose identity comes from pwd.getpwuid(os.getuid())."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import yaml
 from slack_fakes import FakeAction, router_with
 from slack_harness import BOT_TOKEN, POLICY
 
-from bot.gate import default_gate
+from bot.gate_setup import default_gate
 from bot.identity import TERMINAL_PREFIX, terminal_user
 from bot.slack_settings import SlackSettings
 from commands.registry import answer

@@ -11,24 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.packages import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "kbot_settings",
-    "runbook_kb",
-    "live",
-    "localkafka",
-    "spark_queries",
-    "lake",
-    "window_queries",
-    "framework",
-    "diagnosis",
-    "commands",
-    "gate",
-    "bot",
-    "lab",
-    "cli",
-    "tools",
-)
 
 # What each package may import besides itself. Lower layers know nothing of higher ones: the
 # runbook and the gateways are the floor; the command framework (spec, router, reply, context,

@@ -154,7 +154,7 @@ def _part(p: int, isr: tuple[int, ...], leader: int | None = 101) -> PartitionSt
 
 
 def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker():
-    from diagnosis.evidence import reconcile
+    from diagnosis.snapshot import reconcile
 
     # the gateway's one read landed on 103, which still lists itself in sync on partition 1
     states = [_part(0, (101, 102, 103)), _part(1, (101, 102, 103))]
@@ -185,8 +185,8 @@ def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker(
 
 def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
     """The read landed on a broker that still names a leader the others no longer have."""
-    from diagnosis.evidence import Snapshot, reconcile
     from diagnosis.live_checks import stale_view_evidence
+    from diagnosis.snapshot import Snapshot, reconcile
     from live.model import Broker, ClusterInfo
 
     states, stale = reconcile(
@@ -207,8 +207,8 @@ def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
 
 
 def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
-    from diagnosis.evidence import Snapshot, reconcile
     from diagnosis.live_checks import stale_view_evidence
+    from diagnosis.snapshot import Snapshot, reconcile
     from live.model import Broker, ClusterInfo
 
     states, stale = reconcile(

@@ -12,24 +12,11 @@ from pathlib import Path
 import pytest
 
 import kbot_settings
+from tests.packages import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every package that ships (pyproject.toml), kbot_settings itself apart
-SHIPPED = (
-    "runbook_kb",
-    "live",
-    "localkafka",
-    "spark_queries",
-    "lake",
-    "window_queries",
-    "framework",
-    "diagnosis",
-    "commands",
-    "gate",
-    "bot",
-    "lab",
-    "cli",
-)
+SHIPPED = tuple(p for p in PACKAGES if p not in ("kbot_settings", "tools"))
 
 #: The only uses of os.environ allowed outside kbot_settings: pyspark's and gRPC's own process
 #: variables, which those libraries read from the process environment and nowhere else. Each is
