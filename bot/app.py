@@ -22,20 +22,10 @@ from live.pool import GatewayPool
 from runbook_kb import default_kb
 
 
-def local_env(cluster, name: str = "local") -> dict[str, str]:
-    """The environment that points the bot at a local cluster (its brokers and exporters); any
-    object with localkafka's LocalCluster's bootstrap_servers, brokers and metrics_urls."""
-    return {
-        "KBOT_BOOTSTRAP": cluster.bootstrap_servers,
-        "KBOT_CLUSTER_NAME": name,
-        "KBOT_EXPECTED_BROKERS": ",".join(str(b) for b in cluster.brokers),
-        "KBOT_METRICS_TARGETS": ",".join(f"{nid}={url}" for nid, url in cluster.metrics_urls.items()),
-    }
-
-
 def local_settings(settings: KbotSettings, cluster, name: str = "local") -> KbotSettings:
-    """``settings`` pointed at a local cluster (its brokers and exporters): the fields
-    :func:`local_env` names, replaced on a copy (the same environment snapshot otherwise)."""
+    """``settings`` pointed at a local cluster (its brokers and exporters), replaced on a copy (the
+    same environment snapshot otherwise); ``cluster``: any object with localkafka's LocalCluster's
+    bootstrap_servers, brokers and metrics_urls."""
     return settings.updated(
         kbot_bootstrap=cluster.bootstrap_servers,
         kbot_cluster_name=name,

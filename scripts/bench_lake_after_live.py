@@ -388,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # SIGTERM ends the run as Ctrl-C does: the broker restarted, everything started stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    from bot.app import local_env
+    from bot.app import local_settings
+    from kbot_settings import KbotSettings
     from localkafka.cluster import LocalCluster
     from localkafka.common import ClusterError
 
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in os.environ.items()
             if not k.startswith(("KBOT_", "SLACK_")) or k in ("KBOT_CACHE_DIR", "KBOT_SPARK_LOG")
         }
-        env.update(local_env(cluster, CLUSTER_NAME))
+        env.update(local_settings(KbotSettings(), cluster, CLUSTER_NAME).child_environ())
         env.update(
             {
                 "KBOT_HOME": str(lake_dir / "home"),
