@@ -2,33 +2,8 @@
 every variable; `kbot config` shows them): :class:`SlackSettings`, built from the KbotSettings the
 process loaded once at its edge (:meth:`SlackSettings.from_settings`), never from the environment.
 
-    SLACK_BOT_TOKEN           xoxb-... the bot's Web API token
-    SLACK_SIGNING_SECRET      verifies that HTTP requests come from Slack (HTTP mode)
-    SLACK_APP_TOKEN           xapp-... when set, the bot connects by Socket Mode instead of HTTP
-    SLACK_API_URL             base URL of the Web API (default https://slack.com/api/); tests and
-                              the load benchmark point it at a local stand-in
-    KBOT_ALLOWED_TEAM_IDS     comma list of workspace ids allowed to talk to the bot (empty: any)
-    KBOT_ALLOWED_ENTERPRISE_IDS  comma list of Enterprise Grid org ids allowed (empty: any); with this
-                              and KBOT_ALLOWED_TEAM_IDS both empty any workspace where the app is
-                              installed may call the bot, and `kbot serve --check` says so loudly
-    KBOT_ALLOWED_API_APP_IDS  comma list of Slack app ids whose requests are accepted (empty: any)
-    KBOT_RBAC_FILE            YAML policy (gate/rbac.py); without it read-only commands are open
-                              everywhere and every mutating command is refused. Its
-                              ``terminal_users`` section maps OS accounts to Slack users or roles
-                              (user groups); an unmapped terminal user cannot approve an action
-                              requested from Slack (bot/identity.py)
-    KBOT_DIGEST_SCHEDULES     digest schedules (bot/scheduler.py), ';' or newline separated
-    KBOT_STATE_DIR            pending actions (sqlite) and the audit log (default ~/.kbot); the folder
-                              is kept 0700 and every state file in it 0600 (``private_dir``/``private_file``)
-    KBOT_PORT                 HTTP port (default 3000; PORT is honoured when KBOT_PORT is unset)
-    KBOT_CONFIRM_TTL_S        how long a preview's Confirm button stays valid (default 900)
-    KBOT_HIGH_RISK_KINDS      action kinds that always need a second approver (default abort-txn);
-                              a plan can also mark itself high risk (retention lowering does)
-    KBOT_APPROVERS_REQUIRED   distinct approvers, other than the requester, a high-risk action needs (default 1)
-    KBOT_MAX_IN_FLIGHT        requests worked on at once (default 16); more wait, already acked, for a
-                              slot, so a burst's work does not delay the next acks
-    KBOT_AUDIT_TOPIC          when set, audit records are also produced to this Kafka topic
-    KBOT_AUDIT_CLUSTER        the configured cluster (live/config.py) holding that topic (default: the default cluster)
+Its variables (SLACK_*, the allow-lists, the RBAC file, the gate's and the digests' settings) are
+fields of KbotSettings, described there once.
 
 Secrets never appear in ``repr``: a SlackSettings object is safe to log. It keeps the settings it
 is a view of (``kbot``): the parts parsed by their own modules (cluster routing, alert routes, the

@@ -16,10 +16,7 @@ Wiring into an argparse parser::
     lake.cli.register(sub)                # adds "lake"; sets args.func = run
     args = parser.parse_args(); sys.exit(args.func(args))
 
-Environment: KBOT_LAKE_DIR (state dir, default ~/.kbot/lake), KBOT_LAKE_URI (Delta table,
-default <dir>/samples; s3a://, abfss://, hdfs:// work), KBOT_METRICS_TARGETS, KBOT_LAKE_CLUSTER,
-KBOT_LAKE_GROUPS (consumer groups to sample), KBOT_SPARK_MASTER, KBOT_LAKE_RETENTION
-(raw=7d,rollups=90d), KBOT_SPARK_CONNECT_PORT (serve; docs/lake-connect.md).
+Settings: the "Metric lake" section of kbot_settings (`kbot config` shows them).
 Exit codes: 0 ok, 1 failure (one ``error: ...`` line on stderr), 2 bad arguments.
 """
 
