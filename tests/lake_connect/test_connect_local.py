@@ -200,9 +200,10 @@ def test_a_dead_server_is_not_used_and_the_cli_says_so(served, tmp_path):
 CHILD = """
 import os, signal, sys, time
 from waiting import wait_until
+from kbot_settings import load
 from lake import connect
 from lake.spark import build_session
-st = connect.status(os.environ["KBOT_LAKE_DIR"], env=os.environ)
+st = connect.status(load(), os.environ["KBOT_LAKE_DIR"])
 spark = build_session(st.url)
 assert spark.range(5).count() == 5
 os.kill(st.pid, signal.SIGKILL)           # the server goes away under a live session
