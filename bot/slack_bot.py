@@ -159,6 +159,8 @@ class KafkaBot:
             logger=bolt_log,
             # Socket Mode has no HTTP endpoint to verify; HTTP mode always verifies.
             request_verification_enabled=settings.mode != "socket",
+            # an unhandled request goes to Listeners.on_error (one short line), not Bolt's warning
+            raise_error_for_unhandled_request=True,
         )
         Listeners(self).register(self.app)
         self.http = SlackHttp(self.app, settings.signing_secret or "")

@@ -21,15 +21,21 @@ Before a listener runs, its middleware (Bolt's ``middleware=[...]``, in this ord
 
 A middleware that stops a request returns the ack's response itself: Bolt sends what a listener
 middleware returns when it does not call ``next``.
+
+A signed request no listener takes (a button whose action_id is not one of ours, an event type
+the app does not subscribe to) is acked empty and logged as one short line naming its type only:
+Bolt's own warning spans lines and quotes the sender's action_id back as a code suggestion.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.response import BoltResponse
 
 from bot.slack_request import SlackRequest
@@ -38,6 +44,9 @@ if TYPE_CHECKING:
     from bot.slack_bot import KafkaBot
 
 ACTION_ID = re.compile(r"^kbot_action_\d+$")  # bot/render_slack.py names every Reply button this way
+_KIND = re.compile(r"^[a-z_]{1,40}$")  # a payload or event type as Slack names them; anything else is not echoed
+
+log = logging.getLogger(__name__)
 
 
 class Listeners:
@@ -50,6 +59,21 @@ class Listeners:
         app.action(ACTION_ID, middleware=first)(self.button)
         app.event("app_mention", middleware=first)(self.mention)
         app.event("message", middleware=[self.only_thread_messages, *first])(self.message)
+        app.error(self.on_error)  # needs AsyncApp(raise_error_for_unhandled_request=True): bot/slack_bot.py
+
+    async def on_error(self, error: Exception, body: dict) -> BoltResponse | None:
+        """Bolt's error handler: an unhandled request is one short line and an empty ack (nothing
+        the sender wrote is logged or answered); any other error is logged as Bolt would."""
+        if isinstance(error, BoltUnhandledRequestError):
+            kind = str(body.get("type") or "") if isinstance(body, dict) else ""
+            event = body.get("event") if isinstance(body, dict) else None
+            if kind == "event_callback" and isinstance(event, dict):
+                kind = f"event {event.get('type') or ''}"
+            shown = kind if all(_KIND.match(w) for w in kind.split(" ", 1) if w) and kind else "unknown"
+            log.info("unhandled Slack request (%s): no listener of this app takes it; acked, nothing run", shown)
+            return BoltResponse(status=200, body="")
+        log.error("a Slack listener failed: %s", type(error).__name__, exc_info=error)
+        return None
 
     # ---- middleware -----------------------------------------------------------------------------
     async def only_thread_messages(self, body: dict, context, ack, next_) -> BoltResponse | None:

@@ -241,18 +241,22 @@ class Policy:
         return verdict
 
     def check(self, user: str, groups: set[str], channel: str | None, command: str, mutating: bool) -> Verdict:
-        """Pure: may ``user`` (member of ``groups``) run ``command`` in ``channel``?"""
+        """Pure: may ``user`` (member of ``groups``) run ``command`` in ``channel``? A refusal is read
+        by the person refused: it names the rule and who to ask, never where the policy lives on the
+        server (``source``, for the operator's own errors at load)."""
         command = command.lower()
         if self.channels is not None and channel not in self.channels:
             return Verdict.no(
                 "channels",
-                f"The bot does not take commands in this channel ({channel}); "
-                f"the policy ({self.source}) lists the channels it answers in.",
+                f"The bot does not take commands in this channel ({channel}); its access policy lists the "
+                f"channels it answers in: {_some(sorted(self.channels))}.",
             )
         for rule in self.deny:
             if rule.matches(user, groups, channel, command):
                 return Verdict.no(
-                    f"deny[{rule.name}]", f"'{command}' is denied to you by rule deny[{rule.name}] in {self.source}."
+                    f"deny[{rule.name}]",
+                    f"'{command}' is denied to you by rule deny[{rule.name}] of the bot's access policy. "
+                    "Ask whoever runs this bot if that is wrong.",
                 )
         if not mutating and self.read_only_open:
             return Verdict.ok("read_only: open")
@@ -264,9 +268,24 @@ class Policy:
         )
         return Verdict.no(
             "default: deny unless granted",
-            f"'{command}' {kind}; no grant in {self.source} gives it to you"
-            f"{' in this channel' if channel else ''}. Ask the bot's owners for a grant.",
+            f"'{command}' {kind}; no grant of the bot's access policy gives it to you"
+            f"{' in this channel' if channel else ''}. {self._who_to_ask(command, channel, user)}",
         )
+
+    def _who_to_ask(self, command: str, channel: str | None, user: str) -> str:
+        """Whom a refused user can turn to: the people the policy already lets run ``command`` here
+        (they can run it, or vouch for a grant), and whoever runs the bot, who edits the policy."""
+        users, groups = self.approvers(command, channel)
+        who = [u for u in users if u != user] + [f"members of user group {g}" for g in groups]
+        if who:
+            return f"{_some(who)} may run it here: ask one of them to run it, or ask whoever runs this bot for a grant."
+        return "Nobody holds a grant for it here yet: ask whoever runs this bot to add one."
+
+
+def _some(items: list[str], most: int = 5) -> str:
+    """At most ``most`` items, then how many more."""
+    shown = ", ".join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 @dataclass
