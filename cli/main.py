@@ -165,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     # bot's parser, so quotes are optional as the help says.
     ask.add_argument("text", nargs=argparse.REMAINDER, help="the question, e.g. 'why URP' (quotes optional)")
     ask.add_argument("--json", action="store_true", help="print the answer as JSON")
+    # before the question too (`kbot ask --full "why URP"`), as after it: passed on with the question
+    ask.add_argument("--full", action="store_true", help="the whole runbook form instead of the short answer")
     ask.add_argument("--cluster", metavar="NAME", help="the configured cluster to ask about (clusters.yaml)")
     ask.add_argument("--png", metavar="FILE", help="write the answer's chart (a trend over time) to FILE as PNG")
     console = sub.add_parser(
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         text, png = split_png(args.text, args.png)
         if not text:
             parser.error("ask needs a question, e.g. kbot ask why URP")
-        return asyncio.run(ask(" ".join(text), args.json, png, settings, cluster=args.cluster))
+        question = " ".join([*text, "--full"] if args.full else text)
+        return asyncio.run(ask(question, args.json, png, settings, cluster=args.cluster))
     if args.command == "audit":
         from bot.console import ask
 

@@ -1,7 +1,9 @@
 """retention <topic> <ms>: change a topic's retention.ms, dry-run first.
 
 Lowering retention deletes data (every segment older than the new limit goes at the next
-retention check), so it needs a second approver; raising it does not.
+retention check), so it needs a second approver. So does -1 ("keep forever"): with no time limit
+the topic's log grows on disk without bound (unless retention.bytes caps each partition) until a
+broker's disk fills and its log directory goes offline. Raising it to a finite value does not.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
     # the dry run is the config principal's: it shows now, not after a confirmation, if it lacks the right
     error = await _validate(await config_gateway(ctx, request.cluster), topic, target)
     deleting = lowers(before, target)
+    unbounded = target == INFINITE and before != INFINITE
     changes = [f"{topic} {KEY}: {human_ms(before)} -> {human_ms(target)}"]
+    if unbounded:
+        changes.append(_unbounded_growth(topic, cfg))
     if deleting:
         size = await _size_on_disk(gw, topic)
         changes.append(
@@ -145,7 +150,8 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
         kind=SPEC.name,
         cluster=gw.name,
         args={"topic": topic, "before": before, "target": target},
-        summary=f"{'Lower' if deleting else 'Raise' if target != before else 'Keep'} {topic} retention.ms to {human_ms(target)}.",
+        summary=f"{'Lower' if deleting else 'Raise' if target != before else 'Keep'} {topic} retention.ms to {human_ms(target)}."
+        + (" Nothing is deleted by age any more: disk use grows without bound." if unbounded else ""),
         changes=changes,
         validation="IncrementalAlterConfigs validate_only: "
         + (f"refused: {error}" if error else "accepted by the broker"),
@@ -153,7 +159,23 @@ async def plan(request: CommandRequest, ctx: Context) -> ActionPlan:
             Precondition("validate_only dry run", error is None, error or "accepted"),
             Precondition("value changes", target != before, f"{KEY} is {human_ms(before)} now"),
         ],
-        high_risk=deleting,
+        high_risk=deleting or unbounded,
+    )
+
+
+def _unbounded_growth(topic: str, cfg: dict[str, ConfigValue]) -> str:
+    """The warning -1 needs: what stops the topic filling the brokers' disks, if anything."""
+    cap = config_value(cfg, "retention.bytes", "-1")
+    bounded = cap not in (None, "-1") and cap.lstrip("-").isdigit() and int(cap) >= 0
+    limit = (
+        f"only retention.bytes={int(cap):,} ({human_bytes(int(cap))} per partition) still bounds it"
+        if bounded
+        else "retention.bytes is -1 too, so nothing bounds it"
+    )
+    return (
+        f"WARNING: unbounded disk growth: no record of {topic} is deleted by age any more; its log grows "
+        f"with every write ({limit}) until a broker's disk fills, and a full log directory goes offline "
+        "with every partition on it. Watch the brokers' free disk, or give a finite retention."
     )
 
 
@@ -214,6 +236,6 @@ ACTION = ActionSpec(
     execute,
     reconcile,
     principal="config",
-    second_approver="when it lowers retention.ms: that deletes data",
+    second_approver="when it lowers retention.ms or sets -1: lowering deletes data, -1 lets disk use grow without bound",
 )
 COMMAND = Command(SPEC, action=ACTION)

@@ -33,6 +33,9 @@ from live.gateway import (
 log = logging.getLogger(__name__)
 
 Outcome = Literal["answered", "bad_input", "unavailable", "failed"]
+# The exit-code contract of `kbot ask` (README): 0 answered; 1 an evidence source or the bot failed,
+# or an action failed or cannot go ahead (its execution failed, or its preview shows a failing
+# precondition); 2 bad input, or a request refused as asked (a confirm the gate refuses).
 EXIT_CODES: dict[str, int] = {"answered": 0, "bad_input": 2, "unavailable": 1, "failed": 1}
 
 
@@ -59,7 +62,7 @@ async def run_request(request: CommandRequest, ctx: Context, *, early: bool = Fa
     """Run a parsed request. A command may answer before its slower evidence is in (``reply.later``):
     with ``early`` the transport gets that first answer and shows the rest when it comes (see
     ``complete``); without it, this waits and returns the complete answer."""
-    answer = await _run(request, ctx)
+    answer = _by_reply_outcome(await _run(request, ctx))
     if not early and answer.reply.later is not None:
         answer = await complete(answer)
     reply = answer.reply
@@ -69,6 +72,17 @@ async def run_request(request: CommandRequest, ctx: Context, *, early: bool = Fa
         reply.outcome = _REPLY_OUTCOME[answer.outcome]
     elif not request.full and reply.more_command is None and _offers_full(request):
         reply.more_command = _with_full(request.raw)
+    return answer
+
+
+# A command's own Reply can say it did not answer (a refused confirm, a failed action, a preview
+# whose precondition fails): the request's outcome, and so the exit code, follows what it says.
+_ANSWER_OUTCOME: dict[str, Outcome] = {"bad_input": "bad_input", "source_down": "unavailable", "failed": "failed"}
+
+
+def _by_reply_outcome(answer: Answer) -> Answer:
+    if answer.outcome == "answered" and answer.reply.outcome in _ANSWER_OUTCOME:
+        answer.outcome = _ANSWER_OUTCOME[answer.reply.outcome]
     return answer
 
 
@@ -147,7 +161,10 @@ async def _propose(request: CommandRequest, action: ActionSpec, ctx: Context) ->
     except NothingToDo as exc:
         return Reply(title=f"Nothing to do: {request.spec.name}", severity="ok", verdict=str(exc))
     pending = await ctx.gate.propose(plan, request)
-    return preview_reply(pending)
+    reply = preview_reply(pending)
+    if not plan.ready:  # nothing can be confirmed: the request did not get what it asked for
+        reply.outcome = "failed"
+    return reply
 
 
 def parse_request(

@@ -90,7 +90,7 @@ class Record:
 class Decision:
     action: Literal["execute", "approve", "refuse"]
     # ok | approved | break_glass | unknown | expired | used | cancelled | not_ready | rbac | wrong_user |
-    # self_approval | already_approved | not_needed | no_break_glass | no_reason
+    # self_approval | already_approved | not_needed | no_break_glass | no_reason | wrong_cluster
     code: str
     reason: str
 
@@ -100,6 +100,19 @@ def _refuse(code: str, reason: str) -> Decision:
 
 
 UNKNOWN_TOKEN = "No pending action has that token. Check it, or run the command again."
+
+
+def _other_cluster(record: Record, cluster: str | None) -> Decision | None:
+    """A token acts on the cluster its preview read; a confirm or cancel that names another
+    cluster (``--cluster``, ``@name``) is refused rather than run where the user did not mean."""
+    if cluster is None or cluster == record.plan.cluster:
+        return None
+    return _refuse(
+        "wrong_cluster",
+        f"This token is for cluster {record.plan.cluster}, not {cluster}: it was previewed there and can only "
+        f"act there. Nothing was changed. To confirm it on {record.plan.cluster}, leave out the cluster (or name "
+        f"{record.plan.cluster}); for {cluster}, run the command there for its own preview.",
+    )
 
 
 def _cannot_confirm(record: Record, now: float, permitted: Verdict | None) -> Decision | None:
@@ -142,11 +155,13 @@ def decide(
     *,
     permitted: Verdict | None = None,
     approvers_required: int = 1,
+    cluster: str | None = None,
 ) -> Decision:
-    """May ``user`` confirm ``record`` at ``now``? No I/O: the RBAC verdict is passed in."""
+    """May ``user`` confirm ``record`` at ``now``? No I/O: the RBAC verdict is passed in;
+    ``cluster`` is the one the confirm named, if any."""
     if record is None:
         return _refuse("unknown", UNKNOWN_TOKEN)
-    refusal = _cannot_confirm(record, now, permitted)
+    refusal = _other_cluster(record, cluster) or _cannot_confirm(record, now, permitted)
     if refusal is not None:
         return refusal
     if not record.needs_second_approver:
@@ -175,13 +190,19 @@ MIN_BREAK_GLASS_REASON = 12
 
 
 def decide_break_glass(
-    record: Record | None, user: str, now: float, reason: str, *, permitted: Verdict | None = None
+    record: Record | None,
+    user: str,
+    now: float,
+    reason: str,
+    *,
+    permitted: Verdict | None = None,
+    cluster: str | None = None,
 ) -> Decision:
     """May ``user`` confirm ``record`` alone, on the record, because nobody else can approve in time?
     Only a high-risk action's own requester, allowed to run it, named by a break_glass rule, with a reason."""
     if record is None:
         return _refuse("unknown", UNKNOWN_TOKEN)
-    refusal = _cannot_confirm(record, now, permitted)
+    refusal = _other_cluster(record, cluster) or _cannot_confirm(record, now, permitted)
     if refusal is not None:
         return refusal
     if not record.needs_second_approver:
@@ -193,8 +214,8 @@ def decide_break_glass(
     if permitted is None or not permitted.break_glass:
         return _refuse(
             "no_break_glass",
-            "No break_glass rule of the RBAC policy names you for this command, so it still needs a second "
-            "approver. Ask one of the approvers named below.",
+            f"No break_glass rule of the RBAC policy names you for '{record.command}', so it still needs a "
+            "second approver.",
         )
     if len(" ".join(reason.split())) < MIN_BREAK_GLASS_REASON:
         return _refuse(
@@ -205,11 +226,13 @@ def decide_break_glass(
     return Decision("execute", "break_glass", f"Confirmed alone by {user} under {permitted.break_glass}.")
 
 
-def decide_cancel(record: Record | None, user: str, now: float, *, permitted: Verdict | None = None) -> Decision:
+def decide_cancel(
+    record: Record | None, user: str, now: float, *, permitted: Verdict | None = None, cluster: str | None = None
+) -> Decision:
     """The requester may cancel; so may anyone allowed to run the action (an approver saying no)."""
     if record is None:
         return _refuse("unknown", "No pending action has that token.")
-    refusal = _state_refusal(record, now)
+    refusal = _other_cluster(record, cluster) or _state_refusal(record, now)
     if refusal is not None:
         return refusal
     if user == record.requester or (permitted is not None and permitted.allowed):
@@ -385,7 +408,7 @@ class PendingStore:
 def needs_second_approver(plan: ActionPlan, command: str, high_risk_kinds: frozenset[str]) -> bool:
     """The one rule the gate applies at propose time: a second person (not the requester) must
     confirm when the command marked its plan high-risk (``ActionPlan.high_risk``: abort-txn always,
-    retention when it lowers retention.ms) or when KBOT_HIGH_RISK_KINDS lists the action."""
+    retention when it lowers retention.ms or sets -1) or when KBOT_HIGH_RISK_KINDS lists the action."""
     return bool(plan.high_risk or plan.kind in high_risk_kinds or command in high_risk_kinds)
 
 
@@ -394,7 +417,7 @@ class ApprovalRule:
     """When one action kind needs a second approver, and which part of the rule says so."""
 
     kind: str
-    when: str  # "always", "when it lowers retention.ms", "never"
+    when: str  # "always", "when it lowers retention.ms or sets -1", "never"
     source: str  # why: "the command: ...", "KBOT_HIGH_RISK_KINDS lists it", both, or "-"
     principal: str  # the Kafka principal the action runs as (ActionSpec.principal)
 
@@ -563,6 +586,7 @@ class ConfirmationGate(Gate):
                 rec.approvals if rec else [],
                 permitted=verdict,
                 approvers_required=self.approvers_required,
+                cluster=request.cluster,
             )
             # decide() refuses a missing record; "rec is None" is here so the type checker sees it too.
             if d.action == "refuse" or rec is None:
@@ -599,7 +623,7 @@ class ConfirmationGate(Gate):
         async with lock:
             rec = await self.status(token)
             now = self.clock()
-            d = decide_break_glass(rec, user, now, reason, permitted=verdict)
+            d = decide_break_glass(rec, user, now, reason, permitted=verdict, cluster=request.cluster)
             if d.action == "refuse" or rec is None or verdict is None:
                 reply = await self._answer_refusal(
                     d, rec, token, user, now, "confirm", rule=verdict.rule if verdict else None
@@ -637,8 +661,11 @@ class ConfirmationGate(Gate):
             )
         else:
             reply.notes.append(
-                f"The RBAC policy names nobody else who may run '{rec.command}' here: ask the bot's owners "
-                "for a grant, or for a break_glass rule."
+                f"No approver is configured: the RBAC policy lets nobody but you run '{rec.command}' here, so "
+                "nobody can approve it. To configure one, whoever runs this bot adds a grant naming a second "
+                f"person (users: [<Slack user id>] or groups: [<user group id>], commands: [{rec.command}]) to "
+                "the RBAC policy file (KBOT_RBAC_FILE; docs/security.md), or a break_glass rule naming you for "
+                f"'{rec.command}' so you may confirm it alone with a reason. The token stays valid until it expires."
             )
         if verdict is not None and verdict.break_glass:
             reply.notes.append(
@@ -681,8 +708,8 @@ class ConfirmationGate(Gate):
         except Exception as exc:
             log.exception("recheck of %s failed", rec.command)
             await close("aborted", "refusal", code="recheck_failed", detail=f"could not re-check preconditions: {exc}")
-            return error_reply(
-                f"Could not re-check the preconditions ({exc}); nothing was changed.", title="Not executed"
+            return _failed(
+                error_reply(f"Could not re-check the preconditions ({exc}); nothing was changed.", title="Not executed")
             )
         failing = [p for p in checks if not p.ok]
         if failing:
@@ -693,6 +720,7 @@ class ConfirmationGate(Gate):
             return Reply(
                 title=f"Not executed: {rec.plan.kind}",
                 severity="error",
+                outcome="failed",
                 verdict="A precondition no longer holds, so nothing was changed.",
                 evidence=[Evidence(p.name, p.detail, "live: re-check", "ok" if p.ok else "bad") for p in checks],
                 followups=[f"Run '{rec.command}' again for a fresh preview once the cause is fixed."],
@@ -715,9 +743,12 @@ class ConfirmationGate(Gate):
             )
             if unanswered:
                 return _unconfirmed_reply(rec, exc, outcome)
-            return error_reply(
-                f"The action raised an error ({type(exc).__name__}: {exc}). Checked the cluster afterwards: {outcome}.",
-                title=f"Execution error: {rec.plan.kind}",
+            return _failed(
+                error_reply(
+                    f"The action raised an error ({type(exc).__name__}: {exc}). "
+                    f"Checked the cluster afterwards: {outcome}.",
+                    title=f"Execution error: {rec.plan.kind}",
+                )
             )
         state = "executed" if result.ok else "failed"
         await close(state, "execution", ok=result.ok, detail=result.detail, before=result.before, after=result.after)
@@ -738,7 +769,7 @@ class ConfirmationGate(Gate):
         rec = await self.status(token)
         verdict = await self.authorize(user, request.channel, rec) if (rec and self.authorize) else None
         now = self.clock()
-        d = decide_cancel(rec, user, now, permitted=verdict)
+        d = decide_cancel(rec, user, now, permitted=verdict, cluster=request.cluster)
         # decide_cancel() refuses a missing record; "rec is None" is here so the type checker sees it too.
         if d.action == "refuse" or rec is None:
             return await self._answer_refusal(d, rec, token, user, now, "cancel")
@@ -856,6 +887,12 @@ def _unconfirmed_reply(rec: Record, exc: Exception, outcome: Reconciled) -> Repl
     )
 
 
+def _failed(reply: Reply) -> Reply:
+    """An action that went wrong once confirmed is a failure (exit 1), not the user's bad input."""
+    reply.outcome = "failed"
+    return reply
+
+
 def _result_reply(rec: Record, user: str, result: ActionResult) -> Reply:
     evidence = [Evidence(f"before: {k}", str(v), "live: before") for k, v in result.before.items()]
     evidence += [
@@ -864,6 +901,7 @@ def _result_reply(rec: Record, user: str, result: ActionResult) -> Reply:
     return Reply(
         title=f"{'Done' if result.ok else 'Failed'}: {rec.plan.kind}",
         severity="ok" if result.ok else "error",
+        outcome="answered" if result.ok else "failed",
         verdict=result.detail or rec.plan.summary,
         evidence=evidence,
         sections=[Section("Changed" if result.ok else "Attempted", rec.plan.changes or [rec.plan.summary])],

@@ -123,9 +123,12 @@ async def test_retention_dry_run_execute_reconcile(ctx, actions_cluster):
     assert await retention.ACTION.reconcile(lower, ctx) == "done"
     assert (await gw.topic_configs([topic]))[topic]["retention.ms"].value == "43200000"
 
+    # "forever" deletes nothing but lets the log grow without bound: said, and a second approver's call
     forever = await retention.ACTION.plan(ROUTER.parse(f"retention {topic} -1"), ctx)
-    assert forever.ready and not forever.high_risk
-    assert forever.changes == [f"{topic} retention.ms: 12 h (43,200,000 ms) -> forever (-1)"]
+    assert forever.ready and forever.high_risk
+    assert forever.changes[0] == f"{topic} retention.ms: 12 h (43,200,000 ms) -> forever (-1)"
+    assert forever.changes[1].startswith(f"WARNING: unbounded disk growth: no record of {topic} is deleted by age")
+    assert "disk use grows without bound" in forever.summary
 
 
 # ---- elect-leaders (restarts a broker) ---------------------------------------------------------------

@@ -20,6 +20,7 @@ class FakeAction:
     recheck_ok: bool = True  # the re-check right before execution
     reconcile_answer: str = "done"
     execute_error: Exception | None = None
+    execute_ok: bool = True  # False: the change was made and failed (an ActionResult that says so)
     calls: list[tuple[str, dict]] = field(default_factory=list)
 
     def count(self, name: str) -> int:
@@ -50,8 +51,10 @@ class FakeAction:
         if self.execute_error is not None:
             raise self.execute_error
         return ActionResult(
-            True,
-            f"retention.ms on {plan.args['topic']} is now 3600000",
+            self.execute_ok,
+            f"retention.ms on {plan.args['topic']} is now 3600000"
+            if self.execute_ok
+            else f"The change failed: retention.ms on {plan.args['topic']} is still 604800000",
             before={"retention.ms": "604800000"},
             after={"retention.ms": "3600000"},
         )
