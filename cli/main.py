@@ -40,7 +40,7 @@ from lab.cli import register as register_lab
 from lab.cli import run as run_lab
 from lake.cli import register as register_lake
 from lake.cli import run as run_lake
-from live.config import ConfigError, load_clusters
+from live.config import ConfigError, clusters_file_warnings, load_clusters
 from localkafka.cli import register as register_cluster
 from localkafka.cli import run as run_cluster
 from runbook_kb import KBError, default_kb
@@ -76,6 +76,7 @@ def _config(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     views = describe(settings)
     rules, unknown, heading = _approval_rules(settings)
+    warnings = clusters_file_warnings(settings)  # passwords in a clusters file others can read
     if args.json:
         rows: list[dict[str, object]] = [
             {"name": v.env, "value": v.value, "source": v.source, "section": v.section, "secret": v.secret}
@@ -95,6 +96,10 @@ def _config(args: argparse.Namespace) -> int:
             }
             for r in rules
         ]
+        rows += [
+            {"name": "warning", "value": w, "source": "clusters file", "section": "Warnings", "secret": False}
+            for w in warnings
+        ]
         print(json.dumps(rows, indent=2))
         return 0
     section = None
@@ -109,6 +114,8 @@ def _config(args: argparse.Namespace) -> int:
         print(f"  {r.kind:<16} {r.when:<28} {r.source}  [runs as the {r.principal} principal]")
     if unknown:
         print(f"  KBOT_HIGH_RISK_KINDS names no action: {', '.join(unknown)} (no effect)")
+    for w in warnings:
+        print(f"\nWARNING: {w}")
     return 0
 
 

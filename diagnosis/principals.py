@@ -14,7 +14,13 @@ its actions need (live/acls.py NEEDED), one privilege level per principal:
   authenticates clients (its actions are refused up front), or one principal configured for
   two roles (the privilege levels are then not apart);
 * a **missing right** (warning): a right the role needs and does not hold (its action will be
-  refused by the broker, which names the right then).
+  refused by the broker, which names the right then);
+* a **needed right that allows more** (info): Kafka has no narrower right for the action, so the
+  principal can do more with it than the bot does: ALTER_CONFIGS on the CLUSTER (throttle's broker
+  rates) is also how Kafka authorizes AlterClientQuotas, for any user or client id.
+
+Every finding about a right says what the right allows, not only that it is there: CREATE on the
+CLUSTER lets a principal create any topic (an escalation path, as CREATE on every topic is).
 
 When the ACLs cannot be read (the observer lacks DESCRIBE on the CLUSTER, or the cluster has no
 authorizer), it says what it could not read and states the documented expectation instead.
@@ -44,12 +50,28 @@ ROLE_ACTIONS = {
 # Operations that let a principal change what others see or do on every topic.
 _WILD_TOPIC_OPS = {"WRITE", "ALTER", "CREATE"}
 WILDCARD_PRINCIPAL = "User:*"
+# What a CLUSTER right lets a principal do that its name does not say (Kafka's sources:
+# ControllerApis.handleAlterClientQuotas authorizes ALTER_CONFIGS on the CLUSTER; CreateTopics is
+# allowed for every topic name by CREATE on the CLUSTER, before the per-topic CREATE check).
+CLUSTER_ALSO_ALLOWS = {
+    "ALTER_CONFIGS": (
+        "AlterClientQuotas for any user or client id (quotas are authorized as ALTER_CONFIGS on the "
+        "CLUSTER): it can throttle any producer or consumer to a crawl, cluster-wide through the default "
+        "entity, or lift the quotas that protect the brokers"
+    ),
+    "CREATE": (
+        "CreateTopics for any topic name, with any partition count, replication factor and configs "
+        "(CREATE on the CLUSTER is checked before the per-topic right), and auto-creation of any topic a "
+        "Metadata request names where auto.create.topics.enable is on"
+    ),
+}
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "escalation" | "beyond_need" | "missing_principal" | "shared_principal" | "missing_right"
-    severity: str  # "critical" | "warning"
+    # "escalation" | "beyond_need" | "missing_principal" | "shared_principal" | "missing_right" | "allows_more"
+    kind: str
+    severity: str  # "critical" | "warning" | "info"
     principal: str | None
     text: str
 
@@ -65,7 +87,9 @@ class Assessment:
     def severity(self) -> Severity:
         if any(f.severity == "critical" for f in self.findings):
             return "critical"
-        return "warning" if self.findings else "ok"
+        if any(f.severity == "warning" for f in self.findings):
+            return "warning"
+        return "info" if self.findings else "ok"
 
 
 def _resource(b: AclBinding) -> str:
@@ -105,7 +129,14 @@ def _escalation(b: AclBinding, roles: Sequence[str]) -> str | None:
         )
     if _every_topic(b) and b.operation in _WILD_TOPIC_OPS:
         return f"{b.operation} on every topic ({_resource(b)})"
+    if b.resource_type == "CLUSTER" and b.operation == "CREATE":
+        return f"CREATE on {_resource(b)}, which allows {CLUSTER_ALSO_ALLOWS['CREATE']}: as CREATE on every topic"
     return None
+
+
+def _also_allows(b: AclBinding) -> str | None:
+    """What binding ``b`` allows beyond its name, when Kafka authorizes more with it."""
+    return CLUSTER_ALSO_ALLOWS.get(b.operation) if b.resource_type == "CLUSTER" else None
 
 
 def evaluate(
@@ -162,15 +193,31 @@ def evaluate(
                 out.findings.append(Finding("escalation", "critical", principal, f"{who} holds {why}"))
                 out.verdicts.append((b, label, "escalation path"))
             elif any(_covers(r, b, audit_topic) for r in rights):
-                out.verdicts.append((b, label, "needed"))
+                more = _also_allows(b)
+                if more is None:
+                    out.verdicts.append((b, label, "needed"))
+                    continue
+                needed_for = "; ".join(r.why for r in rights if _covers(r, b, audit_topic))
+                out.findings.append(
+                    Finding(
+                        "allows_more",
+                        "info",
+                        principal,
+                        f"{who} holds {b.operation} on {_resource(b)}, needed for {needed_for}; Kafka has no "
+                        f"narrower right, and it also allows {more}",
+                    )
+                )
+                out.verdicts.append((b, label, f"needed; also allows {more.split(' (')[0]}"))
             else:
+                more = _also_allows(b)
                 out.findings.append(
                     Finding(
                         "beyond_need",
                         "warning",
                         principal,
                         f"{who} holds {b.operation} on {_resource(b)}, which none of its actions "
-                        f"({', '.join(ROLE_ACTIONS[r] for r in roles)}) needs",
+                        f"({', '.join(ROLE_ACTIONS[r] for r in roles)}) needs"
+                        + (f"; it allows {more}" if more else ""),
                     )
                 )
                 out.verdicts.append((b, label, "beyond need"))
@@ -188,7 +235,14 @@ def evaluate(
                     )
                 )
     # escalations first, then the rest in the order found
-    order = {"escalation": 0, "shared_principal": 1, "beyond_need": 2, "missing_principal": 3, "missing_right": 4}
+    order = {
+        "escalation": 0,
+        "shared_principal": 1,
+        "beyond_need": 2,
+        "missing_principal": 3,
+        "missing_right": 4,
+        "allows_more": 5,
+    }
     out.findings.sort(key=lambda f: order[f.kind])
     return out
 
@@ -209,15 +263,23 @@ def verdict_line(cluster: str, a: Assessment) -> str:
     """The short verdict: counts, then the first (worst) finding."""
     if not a.findings:
         return f"The bot's principals on cluster {cluster!r} hold exactly what their actions need: no escalation path."
+    if a.severity == "info":  # only needed rights that allow more: said, with what they allow
+        return (
+            f"The bot's principals on cluster {cluster!r} hold only what their actions need, no escalation path; "
+            f"{len(a.findings)} needed right{'s' if len(a.findings) > 1 else ''} allow{'' if len(a.findings) > 1 else 's'} "
+            f"more than the action: {a.findings[0].text}."
+        )
     counts: dict[str, int] = {}
     for f in a.findings:
-        counts[f.kind] = counts.get(f.kind, 0) + 1
+        if f.severity != "info":  # beside a real finding, rights that allow more are for the Findings list
+            counts[f.kind] = counts.get(f.kind, 0) + 1
     names = {
         "escalation": ("escalation path", "escalation paths"),
         "shared_principal": ("shared principal", "shared principals"),
         "beyond_need": ("right beyond need", "rights beyond need"),
         "missing_principal": ("missing principal", "missing principals"),
         "missing_right": ("missing right", "missing rights"),
+        "allows_more": ("needed right that allows more", "needed rights that allow more"),
     }
     parts = [f"{n} {names[k][n > 1]}" for k, n in counts.items()]
     first = a.findings[0].text

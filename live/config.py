@@ -73,6 +73,7 @@ from typing import Any, TypeVar
 from pydantic import SecretStr
 
 from kbot_settings import KbotSettings
+from live.secret_files import readable_by_others, warn_once
 
 # The principals the bot uses per cluster, one per privilege level, and what each is used for.
 ROLES = ("observer", "config", "operator")
@@ -331,18 +332,38 @@ class ClusterConfig:
                 out[role] = None
         return out
 
+    def _tls_setting(self, key: str) -> str:
+        """The setting an operator edits for ``key`` (ssl_ca / ssl_cert / ssl_key) of this config."""
+        role = "" if self.role == "observer" or key == "ssl_ca" else self.role
+        if self.source == "env":
+            return f"KBOT_{role.upper() + '_' if role else ''}{key.upper()}"
+        dotted = f"{role}.{key}" if role else key
+        return f"{dotted} (in {self.source[5:]})" if self.source.startswith("file:") else dotted
+
     def missing_tls_files(self) -> list[str]:
-        """The TLS files this configuration names that cannot be read, each as "setting path (why)":
-        librdkafka reports a missing CA bundle as an OpenSSL "BIO lib" error that names neither."""
+        """The TLS files this configuration names that cannot be used, each as "setting path (why)":
+        missing, unreadable, or not what OpenSSL can load (garbage, not PEM, a key that is not the
+        certificate's). librdkafka reports these as OpenSSL errors ("BIO lib", "ssl.ca.location
+        failed: ...") that name neither the setting nor the file."""
+        from live.tls import unusable_files
+
         named = (("ssl_ca", self.ssl_ca), ("ssl_cert", self.ssl_cert), ("ssl_key", self.ssl_key))
         out = []
-        for setting, path in named if self.uses_ssl else ():
+        usable: dict[str, tuple[str, str | None]] = {}
+        for key, path in named if self.uses_ssl else ():
+            setting = self._tls_setting(key)
+            usable[key] = (setting, None)
             if not path:
                 continue
             if not os.path.exists(path):
                 out.append(f"{setting} {path} (no such file)")
             elif not os.path.isfile(path) or not os.access(path, os.R_OK):
                 out.append(f"{setting} {path} (not a readable file)")
+            else:
+                usable[key] = (setting, path)
+        if usable and not out:
+            password = str(self.ssl_key_password) if self.ssl_key_password else None
+            out += unusable_files(usable["ssl_ca"], usable["ssl_cert"], usable["ssl_key"], password)
         return out
 
     def confluent_conf(self) -> dict[str, str]:
@@ -512,6 +533,7 @@ def _from_file(path: Path, env: Mapping[str, str]) -> tuple[dict[str, ClusterCon
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a mapping with 'clusters:' and 'default:'")
+    warn_once(path, doc)  # passwords in a file others can read: said at every load's first sight
     unknown_top = set(doc) - {"clusters", "default", "channels"}
     if unknown_top:
         raise ConfigError(
@@ -615,6 +637,19 @@ def load_channels(settings: KbotSettings, path: str | Path | None = None) -> dic
                 f"configured clusters: {', '.join(sorted(clusters)) or 'none'}"
             )
     return out
+
+
+def clusters_file_warnings(settings: KbotSettings) -> list[str]:
+    """What `kbot config` warns about the clusters file: passwords in it that others can read."""
+    import yaml
+
+    path = settings.clusters_file
+    try:
+        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return []  # loading it says what is wrong with it
+    warning = readable_by_others(path, doc)
+    return [warning] if warning else []
 
 
 def load_clusters(settings: KbotSettings, path: str | Path | None = None) -> dict[str, ClusterConfig]:

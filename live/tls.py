@@ -10,6 +10,7 @@ here sends Kafka bytes: the handshake is closed as soon as it is done.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 
@@ -18,6 +19,50 @@ _EXPIRED = {10}  # CERT_HAS_EXPIRED
 _NOT_YET_VALID = {9}  # CERT_NOT_YET_VALID
 _UNTRUSTED = {2, 18, 19, 20, 21, 27, 28}  # issuer unknown / self-signed / untrusted / rejected
 _HOSTNAME = {62, 64}  # HOSTNAME_MISMATCH, IP_ADDRESS_MISMATCH
+
+
+_PEM_CERT = b"-----BEGIN CERTIFICATE-----"
+_PEM_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+
+
+def _head(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(1 << 20)  # a CA bundle is kilobytes; a megabyte is enough to find the markers
+
+
+def unusable_files(
+    ca: tuple[str, str | None], cert: tuple[str, str | None], key: tuple[str, str | None], password: str | None
+) -> list[str]:
+    """The TLS files (each ``(setting, path)``) that exist but OpenSSL cannot use, each as
+    "setting path (why; what to fix)". librdkafka says only "ssl.ca.location failed: ..." with
+    neither the bot's setting nor the file: this names both, before librdkafka is asked."""
+    out = []
+    (ca_setting, ca_path), (cert_setting, cert_path), (key_setting, key_path) = ca, cert, key
+    if ca_path:
+        if _PEM_CERT not in _head(ca_path):
+            out.append(f"{ca_setting} {ca_path} (not a PEM certificate bundle: no BEGIN CERTIFICATE block)")
+        else:
+            try:
+                ssl.create_default_context(cafile=ca_path)
+            except ssl.SSLError as exc:
+                out.append(f"{ca_setting} {ca_path} (OpenSSL cannot load it as CA certificates: {exc.reason or exc})")
+    if cert_path and key_path:
+        bad = []
+        if _PEM_CERT not in _head(cert_path):
+            bad.append(f"{cert_setting} {cert_path} (not a PEM certificate: no BEGIN CERTIFICATE block)")
+        if not _PEM_KEY.search(_head(key_path)):
+            bad.append(f"{key_setting} {key_path} (not a PEM private key: no BEGIN PRIVATE KEY block)")
+        if not bad:
+            try:
+                # a callable, never None: with None OpenSSL would prompt on the terminal for the password
+                ssl.create_default_context().load_cert_chain(cert_path, key_path, password=lambda: password or "")
+            except ssl.SSLError as exc:
+                bad.append(
+                    f"{cert_setting} {cert_path} with {key_setting} {key_path} (OpenSSL cannot load the pair: "
+                    f"{exc.reason or exc}; the key must be the certificate's own, and its password the one set)"
+                )
+        out += bad
+    return out
 
 
 def _context(cafile: str | None, certfile: str | None, keyfile: str | None, password: str | None) -> ssl.SSLContext:
