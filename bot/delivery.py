@@ -22,6 +22,18 @@ once: retrying it cannot help, and the caller knows the fallback (answer private
 Retry-After and a dropped connection or a 5xx, for our calls and Bolt's alike; the queues use it
 through ``queue_client``, which leaves 429s and 5xx to them.
 
+Slack's Retry-After holds the *method* (its limits are per method and workspace; chat.postMessage's
+per channel), not only the call that met it: ``MethodHolds`` remembers each 429's window and every
+call to that method, from any queue, handler or Bolt itself, waits until it is over
+(``HoldingClient``) instead of spending the window earning more 429s.
+
+A file upload (files_upload_v2: getUploadURLExternal per file, the bytes to each upload URL, one
+completeUploadExternal) is sent step by step by its channel's queue, and a 429 or a 5xx retries the
+step that met it, never the whole flow: a restart would leave the upload slots already handed out
+never completed. What was started is completed.
+
+``Delivery.permalink``: a message's permalink never changes, so it is asked once and kept.
+
 ``Coalescer``: when the same read-only question about the same cluster is asked in a channel while
 its answer is being built, or was posted less than ``window_s`` ago, the first asker's thread answers
 everyone; the others are pointed to it instead of building the same answer N times.
@@ -33,7 +45,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -54,6 +66,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PACED_METHODS = frozenset({"chat_postMessage", "files_upload_v2", "files_completeUploadExternal"})
+PER_CHANNEL_LIMITS = frozenset({"chat.postMessage"})  # Slack limits these per channel, the rest per workspace
+UPLOAD = "files_upload_v2"  # sent step by step (ChannelQueue._upload), never as one call
+PERMALINKS_KEPT = 2000
 PACE_S = 1.0  # Slack: "1 message per second per channel", with short bursts allowed
 BURST = 3
 MAX_RATE_LIMITED = 20  # 429s one message may meet before we call it failed (each waited out)
@@ -132,6 +147,117 @@ def _server_wait(exc: SlackApiError, backoff_s: float) -> float:
         return backoff_s
 
 
+class MethodHolds:
+    """When each Slack method may be called again after a 429: ``hold`` starts a method's window
+    (its channel's, for chat.postMessage), ``wait`` sleeps until every window that covers a call is over."""
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ):
+        self.clock, self.sleep = clock, sleep
+        self._until: dict[str, float] = {}
+        self.held = 0  # calls that waited for a window (for the tests and the bench)
+
+    @staticmethod
+    def keys(method: str, channel: str | None) -> tuple[str, ...]:
+        if method in PER_CHANNEL_LIMITS and channel:
+            return (method, f"{method} {channel}")
+        return (method,)
+
+    def hold(self, method: str, channel: str | None, seconds: float) -> None:
+        key = self.keys(method, channel)[-1]
+        self._until[key] = max(self._until.get(key, 0.0), self.clock() + max(0.0, seconds))
+
+    def left(self, method: str, channel: str | None = None) -> float:
+        now = self.clock()
+        return max([0.0, *(self._until.get(k, 0.0) - now for k in self.keys(method, channel))])
+
+    async def wait(self, method: str, channel: str | None = None) -> None:
+        waited = False
+        while (left := self.left(method, channel)) > 0:
+            waited = True
+            await self.sleep(left)
+        self.held += waited
+
+
+def _method_of(url: str) -> str:
+    return url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def _channel_of(*bodies: object) -> str | None:
+    for body in bodies:
+        if isinstance(body, Mapping) and isinstance(body.get("channel"), str):
+            return str(body["channel"])
+    return None
+
+
+class HoldingRateLimitHandler(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's 429 retry, whose Retry-After also holds the method for every other call."""
+
+    def __init__(self, holds: MethodHolds, max_retry_count: int = 3):
+        super().__init__(max_retry_count=max_retry_count)
+        self.holds = holds
+
+    async def prepare_for_next_attempt_async(self, *, state, request, response=None, error=None) -> None:
+        if response is None:
+            raise error  # type: ignore[misc]  # as the parent does: nothing to wait for
+        state.next_attempt_requested = True
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        value = headers.get("retry-after")
+        try:
+            wait = float(value[0] if isinstance(value, list) else value)
+        except (TypeError, ValueError, IndexError):
+            wait = DEFAULT_RETRY_AFTER_S
+        method, channel = _method_of(request.url), _channel_of(request.body_params, request.data)
+        self.holds.hold(method, channel, wait)
+        await self.holds.wait(method, channel)
+        state.increment_current_attempt()
+
+
+class HoldingClient(AsyncWebClient):
+    """An AsyncWebClient whose every call first waits out its method's 429 window (``MethodHolds``),
+    and whose own 429s start one."""
+
+    holds: MethodHolds
+
+    async def api_call(  # type: ignore[override]
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict | None = None,
+        data: dict | aiohttp.FormData | None = None,
+        params: dict | None = None,
+        json: dict | None = None,
+        headers: dict | None = None,
+        auth: dict | None = None,
+    ):
+        channel = _channel_of(json, data, params)
+        await self.holds.wait(api_method, channel)
+        try:
+            return await super().api_call(
+                api_method,
+                http_verb=http_verb,
+                files=files,
+                data=data,
+                params=params,
+                json=json,
+                headers=headers,
+                auth=auth,
+            )
+        except SlackApiError as exc:
+            wait = retry_after(exc)
+            if wait is not None:
+                self.holds.hold(api_method, channel, wait)
+            raise
+
+
+def _holding_client(holds: MethodHolds, **kwargs) -> HoldingClient:
+    client = HoldingClient(**kwargs)
+    client.holds = holds
+    return client
+
+
 class AsyncServerErrorRetryHandler(AsyncRetryHandler):
     """A 5xx, whatever its body (Slack's JSON, a proxy's plain text or HTML page), is retried like a
     dropped connection; slack_sdk's own server-error handler knows 500 and 503 only."""
@@ -142,8 +268,12 @@ class AsyncServerErrorRetryHandler(AsyncRetryHandler):
         return error is not None and server_error(error)  # a 5xx whose JSON did not parse
 
 
-def make_client(settings: SlackSettings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
-    return AsyncWebClient(
+def make_client(
+    settings: SlackSettings, session: aiohttp.ClientSession | None = None, holds: MethodHolds | None = None
+) -> AsyncWebClient:
+    holds = holds or MethodHolds()
+    return _holding_client(
+        holds,
         token=settings.bot_token,
         base_url=settings.api_url,
         timeout=30,
@@ -153,15 +283,17 @@ def make_client(settings: SlackSettings, session: aiohttp.ClientSession | None =
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
             AsyncServerErrorRetryHandler(max_retry_count=2),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            HoldingRateLimitHandler(holds, max_retry_count=3),
         ],
     )
 
 
 def queue_client(client: AsyncWebClient) -> AsyncWebClient:
-    """The same client (token, URL, session), minus the rate-limit and 5xx retry handlers: the
-    delivery queue retries those itself, paced and reported per channel."""
-    return AsyncWebClient(
+    """The same client (token, URL, session, 429 windows), minus the rate-limit and 5xx retry
+    handlers: the delivery queue retries those itself, paced and reported per channel."""
+    holds = client.holds if isinstance(client, HoldingClient) else MethodHolds()
+    return _holding_client(
+        holds,
         token=client.token,
         base_url=client.base_url,
         timeout=client.timeout,
@@ -224,19 +356,92 @@ class ChannelQueue:
             self.jobs.popleft()
 
     async def _send(self, job: _Job):
+        if job.method == UPLOAD:
+            return await self._upload(job.kwargs)
+        return await self._retrying(
+            job.method, lambda: getattr(self.client, job.method)(channel=self.channel, **job.kwargs)
+        )
+
+    async def _upload(self, kwargs: dict):
+        """files_upload_v2, one step at a time, each retried on its own (429, 5xx, a dropped
+        connection): a file's upload slot is asked for once, its bytes sent once they can be, and
+        every slot handed out is completed in one completeUploadExternal."""
+        from slack_sdk.web.internal_utils import _to_v2_file_upload_item
+
+        kwargs = dict(kwargs)
+        given = kwargs.pop("file_uploads", None) or [
+            {
+                k: kwargs.pop(k)
+                for k in ("file", "content", "filename", "title", "alt_txt", "snippet_type")
+                if k in kwargs
+            }
+        ]
+        client = self.client
+        files = [_to_v2_file_upload_item(dict(f)) for f in given]
+        sent: list[dict] = []  # files whose slot is open and whose bytes are there
+
+        def complete():
+            return client.files_completeUploadExternal(  # type: ignore[attr-defined]
+                files=[{"id": f["file_id"], "title": f["title"]} for f in sent],
+                channel_id=self.channel,
+                **{k: v for k, v in kwargs.items() if k in ("thread_ts", "initial_comment") and v is not None},
+            )
+
+        try:
+            for f in files:
+                slot = await self._retrying(
+                    "files_getUploadURLExternal",
+                    lambda f=f: client.files_getUploadURLExternal(  # type: ignore[attr-defined]
+                        filename=f.get("filename"),
+                        length=f.get("length"),
+                        alt_txt=f.get("alt_txt"),
+                        snippet_type=f.get("snippet_type"),
+                    ),
+                )
+                f["file_id"], f["upload_url"] = slot.get("file_id"), slot.get("upload_url")
+                await self._retrying("file upload", lambda f=f: self._put_bytes(f))
+                sent.append(f)
+        except Exception:
+            if sent:  # a later file failed: what was started is still completed, then the failure told
+                await self._retrying("files_completeUploadExternal", complete)
+            raise
+        return await self._retrying("files_completeUploadExternal", complete)
+
+    async def _put_bytes(self, f: dict) -> None:
+        """Step 2 of an upload: the file's bytes to its upload URL (a 5xx raises, to be retried)."""
+        client = self.client
+        result = await client._upload_file(  # type: ignore[attr-defined]
+            url=f["upload_url"],
+            data=f["data"],
+            logger=client.logger,
+            timeout=client.timeout,
+            proxy=client.proxy,
+            ssl=client.ssl,  # type: ignore[attr-defined]
+        )
+        if result.status != 200:
+            raise aiohttp.ClientResponseError(
+                None,  # type: ignore[arg-type]
+                (),
+                status=result.status,
+                message=f"upload of {f.get('filename')} answered {result.status}",
+            )
+
+    async def _retrying(self, method: str, call: Callable[[], Awaitable]):
+        """``call`` until Slack takes it: a 429 waits its Retry-After, a 5xx or a dropped
+        connection backs off; a Slack error that is an answer is raised at once."""
         limited = transport = 0
         while True:
-            if job.method in PACED_METHODS:
+            if method in PACED_METHODS:
                 while (wait := self._take_token()) > 0:
                     await self.sleep(wait)
             try:
-                return await getattr(self.client, job.method)(channel=self.channel, **job.kwargs)
+                return await call()
             except SlackApiError as exc:
                 if server_error(exc):  # like a dropped connection: the message may never have reached Slack
                     transport += 1
                     if transport > MAX_TRANSPORT_RETRIES:
-                        raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
-                    log.info("%s in %s: Slack answered %s; retrying", job.method, self.channel, slack_error(exc))
+                        raise DeliveryFailed(method, self.channel, limited + transport, exc) from exc
+                    log.info("%s in %s: Slack answered %s; retrying", method, self.channel, slack_error(exc))
                     await self.sleep(_server_wait(exc, 2.0 ** (transport - 1)))
                     continue
                 wait = retry_after(exc)
@@ -245,15 +450,15 @@ class ChannelQueue:
                 limited += 1
                 self.rate_limited += 1
                 if limited > MAX_RATE_LIMITED:
-                    raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
-                log.info("%s in %s rate limited; retrying after %.1f s", job.method, self.channel, wait)
+                    raise DeliveryFailed(method, self.channel, limited + transport, exc) from exc
+                log.info("%s in %s rate limited; retrying after %.1f s", method, self.channel, wait)
                 await self.sleep(wait)
                 # Slack's clock wins over ours: once its Retry-After is over one message may go, then the pace.
                 self._tokens, self._stamp = 1.0, self.clock()
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 transport += 1
                 if transport > MAX_TRANSPORT_RETRIES:
-                    raise DeliveryFailed(job.method, self.channel, limited + transport, exc) from exc
+                    raise DeliveryFailed(method, self.channel, limited + transport, exc) from exc
                 await self.sleep(2.0 ** (transport - 1))
 
 
@@ -272,6 +477,8 @@ class Delivery:
         self.client = client
         self.pace_s, self.burst, self.clock, self.sleep = pace_s, burst, clock, sleep
         self.queues: dict[str, ChannelQueue] = {}
+        # (channel, ts) -> the message's permalink; a pending ask is shared by everyone who needs it
+        self._permalinks: collections.OrderedDict[tuple[str, str], asyncio.Future] = collections.OrderedDict()
 
     def submit(self, method: str, channel: str, **kwargs) -> asyncio.Future:
         """Queue one call behind everything already queued for ``channel``; its future holds the answer."""
@@ -294,6 +501,28 @@ class Delivery:
 
     async def update(self, channel: str, **kwargs):
         return await self.call("chat_update", channel, **kwargs)
+
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """The message's permalink (chat.getPermalink once per message: it never changes); None
+        when Slack has none. A failure is not kept, so the next asker tries again."""
+        key = (channel, ts)
+        found = self._permalinks.get(key)
+        if found is None:
+            found = self._permalinks[key] = asyncio.ensure_future(
+                self.client.chat_getPermalink(channel=channel, message_ts=ts)
+            )
+            while len(self._permalinks) > PERMALINKS_KEPT:
+                self._permalinks.popitem(last=False)
+        else:
+            self._permalinks.move_to_end(key)
+        try:
+            response = await asyncio.shield(found)
+        except Exception:
+            if self._permalinks.get(key) is found:
+                del self._permalinks[key]
+            raise
+        link = response.get("permalink")
+        return str(link) if link else None
 
     @property
     def rate_limited(self) -> int:

@@ -131,7 +131,7 @@ class Answering:
         thread_channel, ts = where
         link = None
         try:
-            link = (await self.bot.client.chat_getPermalink(channel=thread_channel, message_ts=ts)).get("permalink")
+            link = await self.bot.delivery.permalink(thread_channel, ts)  # asked once per message
         except SlackApiError as exc:
             log.info("no permalink for %s/%s: %s", thread_channel, ts, slack_error(exc))
         # Our own mrkdwn, so not a Reply (its verdict is escaped, which would show "&lt;@U…&gt;"): the

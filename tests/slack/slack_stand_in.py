@@ -9,6 +9,7 @@ Bolt app, the real slack_sdk clients and our code all run unmodified against it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import json
@@ -60,6 +61,10 @@ class StandIn:
     _ts: itertools.count = field(default_factory=lambda: itertools.count(1))
     _sockets: list = field(default_factory=list)
     _socket_acks: dict = field(default_factory=dict)
+    # A 429's Retry-After holds its method (chat.postMessage: in its channel) as Slack's limits do:
+    # key -> until (time.monotonic()); calls that arrive inside a window are kept in ``early``.
+    _held: dict = field(default_factory=dict)
+    early: list[Call] = field(default_factory=list)
 
     # ---- test controls ----
     def add_user(
@@ -120,6 +125,34 @@ class StandIn:
         text, a load balancer's HTML page) or Slack's own JSON."""
         self.faults.setdefault(method, []).extend([Fault(status, body, content_type, retry_after)] * times)
 
+    def counts(self) -> dict[str, int]:
+        """Calls per method, every answer counted (429s and errors too)."""
+        return dict(collections.Counter(c.method for c in self.calls))
+
+    def open_upload_slots(self) -> list[str]:
+        """File ids getUploadURLExternal handed out that no completeUploadExternal completed."""
+        handed = [c.result["file_id"] for c in self.called("files.getUploadURLExternal")]
+        done = {
+            f["id"]
+            for c in self.called("files.completeUploadExternal")
+            for f in (
+                json.loads(c.args["files"]) if isinstance(c.args.get("files"), str) else c.args.get("files") or []
+            )
+        }
+        return [f for f in handed if f not in done]
+
+    @staticmethod
+    def _limit_key(method: str, args: dict) -> str:
+        return f"{method} {args.get('channel', '')}" if method == "chat.postMessage" else method
+
+    def _rate_limited(self, method: str, args: dict, retry_after: str) -> None:
+        try:
+            seconds = float(retry_after)
+        except ValueError:
+            return
+        key = self._limit_key(method, args)
+        self._held[key] = max(self._held.get(key, 0.0), time.monotonic() + seconds)
+
     def called(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method and c.status == 200 and c.result.get("ok", True)]
 
@@ -165,6 +198,8 @@ class StandIn:
         args = await self._args(request)
         if request.headers.get("Authorization", "").startswith("Bearer "):
             args["_token_kind"] = request.headers["Authorization"][7:11]  # "xoxb" / "xapp": never the token itself
+        if time.monotonic() < self._held.get(self._limit_key(method, args), 0.0):
+            self.early.append(Call(method, args, time.monotonic()))  # inside its Retry-After window
         faults = self.faults.get(method)
         if faults:
             fault = faults.pop(0)
@@ -179,6 +214,7 @@ class StandIn:
             body = {"ok": False, "error": "ratelimited" if fault.status == 429 else fault.value}
             self.calls.append(Call(method, args, time.monotonic(), fault.status, body))
             if fault.status == 429:
+                self._rate_limited(method, args, fault.value)
                 return web.json_response(body, status=429, headers={"Retry-After": fault.value})
             return web.json_response(body)
         if method == "chat.postMessage" and self.pace is not None:
@@ -186,6 +222,7 @@ class StandIn:
             if wait is not None:
                 body = {"ok": False, "error": "ratelimited"}
                 self.calls.append(Call(method, args, time.monotonic(), 429, body))
+                self._rate_limited(method, args, str(wait))
                 return web.json_response(body, status=429, headers={"Retry-After": str(wait)})
         call = Call(method, args, time.monotonic())
         self.calls.append(call)
