@@ -74,6 +74,7 @@ from pydantic import SecretStr
 
 from kbot_settings import KbotSettings
 from live.secret_files import readable_by_others, warn_once
+from live.tls import unusable_files
 
 # The principals the bot uses per cluster, one per privilege level, and what each is used for.
 ROLES = ("observer", "config", "operator")
@@ -345,8 +346,6 @@ class ClusterConfig:
         missing, unreadable, or not what OpenSSL can load (garbage, not PEM, a key that is not the
         certificate's). librdkafka reports these as OpenSSL errors ("BIO lib", "ssl.ca.location
         failed: ...") that name neither the setting nor the file."""
-        from live.tls import unusable_files
-
         named = (("ssl_ca", self.ssl_ca), ("ssl_cert", self.ssl_cert), ("ssl_key", self.ssl_key))
         out = []
         usable: dict[str, tuple[str, str | None]] = {}
