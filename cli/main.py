@@ -11,7 +11,8 @@
     kbot audit --principals       the bot's own Kafka principals: rights beyond need, escalation paths
     kbot run                      the main job: local cluster if none is configured, then console
 
-Exit codes: 0 answered, 1 an evidence source or the bot failed, 2 bad input.
+Exit codes: 0 answered; 1 an evidence source or the bot failed, or an action failed or cannot go
+ahead (its preview shows a failing precondition); 2 bad input, or a confirm the gate refused.
 """
 
 from __future__ import annotations
