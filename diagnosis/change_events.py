@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # More partitions than this moving in one interval are one summary event per source broker.
 SUMMARISE_OVER = 10
@@ -109,6 +109,19 @@ def sensitive_digest(value: str | None) -> str:
 
 def _shown(key: str, value: str | None) -> str | None:
     return SENSITIVE if value is not None and value.startswith("sha256:") else value
+
+
+def carry_forward(before: MetadataSnapshot | None, after: MetadataSnapshot) -> MetadataSnapshot:
+    """``after`` with what it could not read this round taken from ``before``: a broker whose
+    exporter was slow keeps its last known start time, so its restart is still seen next round
+    (against the old time) instead of being lost between a read that failed and one that did not."""
+    if before is None:
+        return after
+    brokers = {
+        b: replace(s, started_ms=before.brokers[b].started_ms) if s.started_ms is None and b in before.brokers else s
+        for b, s in after.brokers.items()
+    }
+    return replace(after, brokers=brokers)
 
 
 def diff(before: MetadataSnapshot | None, after: MetadataSnapshot) -> list[ChangeEvent]:

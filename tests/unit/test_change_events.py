@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from diagnosis.change_events import (
     SENSITIVE,
+    carry_forward,
     BrokerState,
     GroupState,
     MetadataSnapshot,
@@ -104,3 +105,15 @@ def test_a_sensitive_value_is_never_in_an_event():
 def test_a_part_not_read_makes_no_events():
     """ACLs not describable this round (None) are not 'every ACL removed'."""
     assert diff(snap(), snap(at=2_000, acls=None, quotas=None, groups=None)) == []
+
+
+def test_a_restart_seen_a_round_late_is_still_seen():
+    """Broker 102's exporter did not answer the round after its restart: that round keeps the old
+    start time (no event, no lost state), and the next round sees the restart."""
+    first = snap()
+    unread = carry_forward(first, snap(at=2_000, brokers={**first.brokers, 102: BrokerState(endpoint="h:102")}))
+    assert diff(first, unread) == []
+    restarted = carry_forward(
+        unread, snap(at=3_000, brokers={**first.brokers, 102: BrokerState(endpoint="h:102", started_ms=2_500)})
+    )
+    assert [(e.resource, e.change) for e in diff(unread, restarted)] == [("broker 102", "restarted")]
