@@ -6,12 +6,12 @@ from dataclasses import replace
 
 from diagnosis.change_events import (
     SENSITIVE,
-    carry_forward,
     BrokerState,
     GroupState,
     MetadataSnapshot,
     Move,
     TopicState,
+    carry_forward,
     diff,
     sensitive_digest,
 )
