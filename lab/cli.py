@@ -19,7 +19,7 @@ import sys
 
 from lab.judge import ANSWER_BUDGET_S
 from lab.modes import by_name
-from lab.topology import TOPOLOGIES, cluster_for
+from lab.topology import TOPOLOGIES, cluster_for, standard
 
 EXIT_BAD_INPUT = 2
 
@@ -225,7 +225,6 @@ def _down(as_json: bool) -> int:
 
 def _chaos(args) -> int:
     from lab.chaos import run_campaign, summary, table
-    from lab.topology import standard
 
     if args.trials < 1 or (args.trial is not None and args.trial < 0):
         _say("--trials must be 1 or more and --trial 0 or more")

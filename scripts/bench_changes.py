@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU of one round of "what changed?"'s metadata diff (diagnosis/change_events.py) at scale.
+"""CPU of one round of "what changed?"'s metadata diff (live/change_events.py) at scale.
 
     scripts/bench_changes.py [--partitions 30000] [--topics 3000] [--rounds 20]
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnosis.change_events import BrokerState, GroupState, MetadataSnapshot, TopicState, diff  # noqa: E402
+from live.change_events import BrokerState, GroupState, MetadataSnapshot, TopicState, diff  # noqa: E402
 
 BROKERS = (101, 102, 103, 104, 105, 106)
 

@@ -1,6 +1,6 @@
-"""What changed? on the real cluster: two reads of its metadata (diagnosis/metadata_snapshot.py)
+"""What changed? on the real cluster: two reads of its metadata (live/metadata_snapshot.py)
 around changes made from outside with the user's own AdminClient and a broker restart, and the
-diff (diagnosis/change_events.py) names each change with its before and after."""
+diff (live/change_events.py) names each change with its before and after."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import asyncio
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from diagnosis.change_events import diff
-from diagnosis.metadata_snapshot import read_metadata
 from live import AdminGateway, ClusterConfig
+from live.change_events import diff
+from live.metadata_snapshot import read_metadata
 from localkafka.cluster import scrape
 
 pytestmark = pytest.mark.kafka

@@ -1,10 +1,10 @@
-"""The metadata diff of "what changed?" (diagnosis/change_events.py), on snapshots built in code:
+"""The metadata diff of "what changed?" (live/change_events.py), on snapshots built in code:
 a baseline is no burst of changes, each kind of change is one event with its before and after,
 many leaderships moving at once are one summary, and a sensitive value is never in an event."""
 
 from dataclasses import replace
 
-from diagnosis.change_events import (
+from live.change_events import (
     SENSITIVE,
     BrokerState,
     GroupState,

@@ -1,4 +1,4 @@
-"""One read of a cluster's metadata for "what changed?" (diagnosis/change_events.py).
+"""One read of a cluster's metadata for "what changed?" (live/change_events.py).
 
 Every part is read at once with its own failure: a part the bot may not read (ACLs without DESCRIBE
 on the cluster) or that did not answer is None in the snapshot, so the diff makes no event of it,
@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from diagnosis.change_events import BrokerState, GroupState, MetadataSnapshot, Move, TopicState, sensitive_digest
 from live import exporters
+from live.change_events import BrokerState, GroupState, MetadataSnapshot, Move, TopicState, sensitive_digest
 from live.gateway import AdminGateway, GatewayError
 from live.model import ConfigValue, TopicInfo
 
