@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lake.landing import write_landing_file
+from lake.landing import landing_name, write_landing_file
 from lake.layout import LakeLayout, write_atomic
 
 COLUMNS = ("ts", "cluster", "kind", "resource", "change", "before", "after", "count", "date")
@@ -56,8 +56,7 @@ def land_events(layout: LakeLayout, cluster: str, rows: Iterable[dict[str, Any]]
         return None
     d = landing_dir(layout)
     d.mkdir(parents=True, exist_ok=True)
-    name = f"changes-{time.time_ns() // 1000:020d}"
-    return write_landing_file(d, out, name)
+    return write_landing_file(d, out, landing_name(time.time_ns() // 1000))
 
 
 def _schema():  # type: ignore[no-untyped-def]
@@ -88,8 +87,11 @@ def ingest_changes(spark: Any, layout: LakeLayout) -> int:
     if pending is not None:  # a run died after claiming these: same version, Delta skips a duplicate
         version, names = pending
         files = [landing_dir(layout) / n for n in names if (landing_dir(layout) / n).exists()]
+    elif not files:
+        return 0
     else:
         version = _last_version(layout) + 1
+        layout.state_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(_txn_file(layout), json.dumps({"version": version, "files": [f.name for f in files]}))
     if not files:
         _txn_file(layout).unlink(missing_ok=True)

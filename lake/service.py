@@ -66,7 +66,7 @@ from pyspark.sql import functions as F
 
 from kbot_settings import KbotSettings
 from lake import delta
-from lake.changes import changes_table_of, read_changes
+from lake.changes import Change, changes_table_of, read_changes
 from lake.connect import ConnectServerError, query_url, start_server
 from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
 from lake.errors import LakeTimeout, LakeUnavailable, missing_table
@@ -614,7 +614,7 @@ class LakeService:
 
     async def changes(
         self, since_ms: int, kinds: tuple[str, ...] = (), name: str | None = None, cluster: str | None = None
-    ) -> list:
+    ) -> list[Change]:
         """The cluster's change events since ``since_ms`` (lake/changes.py), newest first, read in
         this process from the change table's Delta snapshot: no Spark, so they are there while
         Spark starts or after it failed."""
