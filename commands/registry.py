@@ -9,6 +9,7 @@ from commands import (
     audit,
     break_glass,
     cancel,
+    changes,
     confirm,
     describe,
     digest,
@@ -55,6 +56,7 @@ COMMANDS: list[Command] = [
     hot_partitions.COMMAND,
     history.COMMAND,
     timeline.COMMAND,
+    changes.COMMAND,
 ]
 
 ROUTER = Router(COMMANDS)

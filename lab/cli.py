@@ -4,6 +4,8 @@
     kbot lab run MODE [--heal] [--json]    reproduce MODE on a lab cluster, ask the bot, judge the answer
     kbot lab heal [--json]                 undo the fault a `lab run` left in place
     kbot lab down [--json]                 stop the lab clusters and delete their data
+    kbot lab chaos [--seed S] [--trials N] [--trial K] [--slow] [--json]
+                                           a seeded campaign of random, composed faults, judged
 
 Exit codes: 0 done (run: the answer passed), 1 the answer failed or the mode could not be
 reproduced, 2 bad input (an unknown mode).
@@ -17,7 +19,7 @@ import sys
 
 from lab.judge import ANSWER_BUDGET_S
 from lab.modes import by_name
-from lab.topology import TOPOLOGIES, cluster_for
+from lab.topology import TOPOLOGIES, cluster_for, standard
 
 EXIT_BAD_INPUT = 2
 
@@ -67,6 +69,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         "filesystem and delete the clusters' data.",
     )
     down.add_argument("--json", action="store_true", help="print what was done as JSON")
+    chaos = sub.add_parser(
+        "chaos",
+        help="a seeded campaign of random faults: alone, two at once, or during a recovery",
+        description="Draw faults at random from a seed (the lab's modes and broker faults on a broker "
+        "drawn at random; sometimes two at once, or one landing while a restarted broker catches "
+        "up), inject each from outside, ask what an engineer would, and judge: each fault's top "
+        "cause, what it hit named, no OK / Healthy while it is in place, no first step that moves "
+        "data for a cause not in place. Every trial is healed before the next.",
+        epilog="Examples: kbot lab chaos --seed 7 --trials 10 | kbot lab chaos --seed 7 --trial 3 --json",
+    )
+    chaos.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
+    chaos.add_argument("--trials", type=int, default=10, help="how many trials (default 10)")
+    chaos.add_argument("--trial", type=int, default=None, help="run trial K of the campaign alone (rerun one)")
+    chaos.add_argument("--slow", action="store_true", help="also draw the modes that take minutes to reproduce")
+    chaos.add_argument("--json", action="store_true", help="print every trial's result as JSON")
     return p
 
 
@@ -84,7 +101,9 @@ def run(args) -> int:
         return _heal(args.json)
     if action == "down":
         return _down(args.json)
-    _say("say what to do: list, run MODE, heal or down (kbot lab --help)")
+    if action == "chaos":
+        return _chaos(args)
+    _say("say what to do: list, run MODE, heal, down or chaos (kbot lab --help)")
     return EXIT_BAD_INPUT
 
 
@@ -202,3 +221,31 @@ def _down(as_json: bool) -> int:
         json.dumps({"destroyed": done}) if as_json else (f"destroyed: {', '.join(done)}" if done else "no lab cluster")
     )
     return 0
+
+
+def _chaos(args) -> int:
+    from lab.chaos import run_campaign, summary, table
+
+    if args.trials < 1 or (args.trial is not None and args.trial < 0):
+        _say("--trials must be 1 or more and --trial 0 or more")
+        return EXIT_BAD_INPUT
+
+    def progress(res: dict) -> None:
+        j = res["judgement"]
+        state = res["error"] or ("pass" if j["passed"] else "FAIL: " + "; ".join(j["failures"]))
+        _say(f"trial {res['trial']} ({res['seed']}, {res['shape']}: {' + '.join(res['faults'])}): {state}")
+
+    _say(f"seed {args.seed}: starting the lab cluster if needed ...")
+    try:
+        cluster = standard()
+        cluster.up(timeout=300)
+        results = run_campaign(cluster, args.seed, args.trials, only=args.trial, slow=args.slow, progress=progress)
+    except Exception as exc:  # the cluster would not start: a short answer, not a traceback
+        _say(f"chaos: {' '.join(str(exc).split())[:400]}")
+        return 1
+    if args.json:
+        print(json.dumps({"seed": args.seed, "summary": summary(results), "trials": results}, indent=2, default=str))
+    else:
+        print(table(results))
+        print(json.dumps(summary(results)))
+    return 0 if all(r["judgement"] and r["judgement"]["passed"] for r in results) else 1

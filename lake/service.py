@@ -66,6 +66,7 @@ from pyspark.sql import functions as F
 
 from kbot_settings import KbotSettings
 from lake import delta
+from lake.changes import Change, changes_table_of, read_changes
 from lake.connect import ConnectServerError, query_url, start_server
 from lake.embedded import READ_ERRORS, Question, TableNotFound, Window, WindowReader, collected
 from lake.errors import LakeTimeout, LakeUnavailable, missing_table
@@ -610,6 +611,16 @@ class LakeService:
             raise LakeTimeout(f"The metric lake did not say how much it holds within {budget:.0f} s.") from None
         except READ_ERRORS as exc:
             raise _unreadable(exc) from exc
+
+    async def changes(
+        self, since_ms: int, kinds: tuple[str, ...] = (), name: str | None = None, cluster: str | None = None
+    ) -> list[Change]:
+        """The cluster's change events since ``since_ms`` (lake/changes.py), newest first, read in
+        this process from the change table's Delta snapshot: no Spark, so they are there while
+        Spark starts or after it failed."""
+        return await asyncio.to_thread(
+            read_changes, changes_table_of(self.path), since_ms, cluster or self.cluster, kinds, name
+        )
 
     def view(self, cluster: str | None = None) -> LakeView:
         if self._spark is None:

@@ -189,3 +189,21 @@ def test_metadata_lag_answer_names_the_laggard_and_moves_nothing(runs):
         )
     finally:
         admin.close()
+
+
+# The chaos campaign's fixed-seed sample (lab/chaos.py; the 50-trial table is docs/chaos.md): one
+# random broker's loss beside a consumer group's rebalance storm, and a hanging transaction beside
+# another broker's loss, each judged as the campaign judges (every fault's cause, entities named,
+# no OK / Healthy while a fault is in place, no data-moving first step on a cause not in place).
+CHAOS_SAMPLE = [(1, 1), (1, 5)]
+
+
+@pytest.mark.parametrize("seed,trial", CHAOS_SAMPLE, ids=[f"{s}:{t}" for s, t in CHAOS_SAMPLE])
+def test_chaos_sample(runs, seed, trial):
+    from lab.chaos import run_campaign
+
+    (res,) = run_campaign(runs.cluster, seed, trials=trial + 1, only=trial)
+    assert res["error"] is None, res["error"]
+    j = res["judgement"]
+    said = "; ".join(f"{a['question']!r} -> [{a['severity']}] {a['verdict']}" for a in res["answers"])
+    assert j["passed"], f"{' + '.join(res['faults'])}: {'; '.join(j['failures'])}; answers: {said}"

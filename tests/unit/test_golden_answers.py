@@ -242,6 +242,7 @@ CASES = {
     "hot_partitions_live": Case("hot-partitions"),
     "hot_partitions_live_hot_key": Case("hot-partitions", hot_key_gateway),
     "history_no_lake": Case("history URP"),
+    "changes_no_lake": Case("changes --since 2h"),
     "digest": Case("digest"),
     "triage_start": Case("triage URP"),
     "triage_answer": Case(f"triage answer {TRIAGE_TOKEN} q1 no", before=("triage URP",)),

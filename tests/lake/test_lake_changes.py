@@ -1,0 +1,92 @@
+"""What changed? end to end, on the real cluster and real Spark: the collector's metadata rounds
+(lake/change_sampler.py) around changes made from outside with the user's own AdminClient, the
+events landed and appended to the lake's change table by Spark (lake/changes.py), and `changes`
+answering from that table - newest first, narrowed by topic, with before and after - while a
+sensitive value never reaches the table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from bot.render import render_json
+from commands.registry import answer
+from framework.context import Context
+from kbot_settings import load as load_settings
+from lake.change_sampler import ChangeSampler
+from lake.changes import changes_table, ingest_changes
+from lake.layout import LakeLayout
+from lake.service import LakeService
+from live import AdminGateway, ClusterConfig
+from runbook_kb import default_kb
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+CLUSTER = "changes-e2e"
+
+
+def _done(futures) -> None:
+    for f in futures.values():
+        f.result(30)
+
+
+def _alter(admin: AdminClient, topic: str, **configs: str) -> None:
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    _done(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]))
+
+
+def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark, tmp_path):
+    unique = uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    orders, other = f"chg-orders-{unique}", f"chg-other-{unique}"
+    _done(admin.create_topics([NewTopic(orders, 3, 3, config={"min.insync.replicas": "1"})], request_timeout=30))
+    kafka_cluster.faults.wait_for(lambda: orders in admin.list_topics(timeout=10).topics, 30, f"{orders} listed")
+    layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
+    sampler = ChangeSampler(layout, CLUSTER, interval_s=60)
+    config = ClusterConfig(name=CLUSTER, bootstrap=kafka_cluster.bootstrap_servers, expected_brokers=(101, 102, 103))
+
+    async def sample() -> int:
+        async with AdminGateway(config, timeout_s=15) as gw:
+            result = await sampler.round(gw)
+        assert result.error is None, result.error
+        return result.events
+
+    assert asyncio.run(sample()) == 0  # the baseline lands nothing
+    assert ingest_changes(spark, layout) == 0
+
+    # the user's own changes: min ISR raised to RF on orders, its retention lowered; another topic made
+    _alter(admin, orders, min_insync_replicas="3", retention_ms="60000")
+    _done(admin.create_topics([NewTopic(other, 1, 3)], request_timeout=30))
+    assert asyncio.run(sample()) >= 3
+    assert ingest_changes(spark, layout) >= 3
+    assert ingest_changes(spark, layout) == 0  # nothing landed since: nothing written twice
+
+    lake = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=120, warm=False).start()
+    ctx = Context(kb=default_kb(), lake=lake)
+
+    def ask(text: str) -> dict:
+        result = asyncio.run(answer(text, ctx, user="U0TEST"))
+        return json.loads(render_json(result.reply))
+
+    everything = ask("changes --since 1h")
+    rows = everything["tables"][0]["rows"]
+    seen = {(r["resource"], r["change"]): (r["before"], r["after"]) for r in rows}
+    assert seen[(f"topic {orders}", "min.insync.replicas 1 -> 3")] == ("1", "3"), rows
+    assert seen[(f"topic {orders}", "retention.ms set to 60000")] == (None, "60000"), rows
+    assert seen[(f"topic {other}", "created")] == (None, "1 partitions, RF 3"), rows
+    assert "change(s)" in everything["verdict"]
+
+    narrowed = ask(f"changes topic {orders}")
+    assert {r["resource"] for r in narrowed["tables"][0]["rows"]} == {f"topic {orders}"}, narrowed
+
+    bad = ask("changes planets")
+    assert bad["outcome"] == "bad_input" and "topic, broker, group" in bad["verdict"]
+
+    # the table holds what the answer showed, and nothing else about the topics' values
+    table = spark.read.format("delta").load(changes_table(layout))
+    assert table.filter(table.cluster == CLUSTER).count() == len(rows)
