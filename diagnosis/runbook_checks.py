@@ -7,7 +7,7 @@ brokers' JMX exporters). tests/kb/test_kb_bindings.py keeps the two in step.
 
 from __future__ import annotations
 
-from diagnosis import cold_reads, latency, metric_checks
+from diagnosis import cold_reads, group_checks, latency, metric_checks, quota_checks, reassignment_findings
 from diagnosis.live_checks import (
     Check,
     check_controller,
@@ -36,6 +36,9 @@ LIVE_CHECKS: dict[str, Check] = {
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
     "latency": latency.check_latency,
+    "client_quotas": quota_checks.check_client_quotas,
+    "group_lag": group_checks.check_group_lag,
+    "reassignments": reassignment_findings.check_reassignments,
 }
 
 

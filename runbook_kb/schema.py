@@ -32,6 +32,14 @@ class SourceRef(Strict):
     lines: list[int] = Field(min_length=1, description="Line number(s) at the knowledge base's source commit")
     symbol: str = Field(min_length=1, description="Method, constant or class at those lines")
     does: str = Field(min_length=10, description="What that code does, in our words")
+    commit: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{7,40}$",
+        description=(
+            "The apache/kafka commit the lines were read at, when it is not the knowledge base's source "
+            "commit (meta.yaml): causes the runbook does not cover are sourced from the code directly"
+        ),
+    )
 
     @field_validator("lines")
     @classmethod
