@@ -7,7 +7,8 @@ import asyncio
 
 from diagnosis.active_findings import read_active
 from diagnosis.entry_ids import UNDER_MIN_ISR
-from diagnosis.live_checks import brokers_evidence, read_quorum, stale_view_evidence
+from diagnosis.live_common import brokers_evidence, stale_view_evidence
+from diagnosis.quorum_checks import read_quorum
 from diagnosis.snapshot import Snapshot, at_min_isr_by_design, name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway

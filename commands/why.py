@@ -17,7 +17,7 @@ from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
-from diagnosis.live_checks import Check, run_check, unreachable
+from diagnosis.live_common import Check, run_check, unreachable
 from diagnosis.reference import reference_reply
 from diagnosis.runbook_checks import check_for
 from diagnosis.trends import bucket_for, trend_series

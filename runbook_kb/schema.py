@@ -143,7 +143,7 @@ class Empirical(Strict):
 
 class Bindings(Strict):
     """Which of the bot's functions gather evidence for an entry, by the names they are registered
-    under (diagnosis/live_checks.py, diagnosis/lake_evidence.py, commands/triage/probes.py). The runbook says
+    under (diagnosis/*_checks.py, diagnosis/lake_evidence.py, commands/triage/probes.py). The runbook says
     what to check; the Python side only holds the functions. A test fails when a name here has no
     function or a function is bound to no entry."""
 

@@ -191,7 +191,7 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     # Ask the paused broker's coordinator explicitly, as a listing made just before the fence would.
     listings, unread = await gw.list_transactions_partial(broker_ids=[101, 102, 103])
     assert 102 in unread
-    from diagnosis.live_checks import transaction_findings
+    from diagnosis.txn_checks import transaction_findings
     from diagnosis.txn_evidence import TxnReport
 
     report = TxnReport(
