@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from diagnosis.entry_ids import STALLED_REASSIGNMENT
+from diagnosis.entry_ids import BROKER_LOSS, STALLED_REASSIGNMENT
 from diagnosis.findings import LiveFindings
 from diagnosis.snapshot import broker_list, name_partitions
 from framework.reply import Action, Evidence, Severity
@@ -147,3 +147,34 @@ def reassignment_findings(read: ReassignmentRead) -> LiveFindings:
 
 async def check_reassignments(gw: AdminGateway) -> LiveFindings:
     return reassignment_findings(await read_reassignments(gw))
+
+
+@dataclass
+class BesideFault:
+    """What a reassignment in flight adds to an answer about another fault (`why URP`)."""
+
+    verdict: str
+    evidence: list[Evidence]
+    lead: list[tuple[str, str]]
+    stalled: bool  # a target broker is gone: the move is no expected operation any more
+
+
+async def beside_fault(gw: AdminGateway, registered: frozenset[int], verdict: str) -> BesideFault:
+    """The answer's verdict with the reassignment in flight named in it (its topics, targets and
+    throttle), so a broker lost in the middle of a move does not hide the move, and the move does
+    not hide the lost broker. Unchanged when nothing moves; a failed read is one evidence row."""
+    read = await read_reassignments(gw, registered)
+    evidence = reassignment_evidence(read)
+    if read.error is not None or not read.moves:
+        return BesideFault(verdict, evidence, [], False)
+    sentence = reassignment_sentence(read)
+    if not read.stalled:
+        return BesideFault(f"{verdict} {sentence}", evidence, [], False)
+    dead = read.dead_targets
+    gone = f"Broker {broker_list(dead)} is gone"
+    lead = [
+        (BROKER_LOSS, f"live: broker {broker_list(dead)} not registered"),
+        (STALLED_REASSIGNMENT, "live: " + sentence),
+    ]
+    text = f"{verdict} {sentence}" if gone in verdict else f"{gone}. {sentence}"
+    return BesideFault(text, evidence, lead, True)

@@ -53,10 +53,15 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
         return f"{t.offsets.lso_lag:,}" if t.offsets is not None else "?"
 
     lead = [(HANGING_TRANSACTION, "live: " + describe_txn(t, now)) for t in shown[:1]]
-    actions = [
-        Action(f"Abort on {t.where}", f"abort-txn {t.topic} {t.partition} --producer-id {t.producer_id}", mutating=True)
-        for t in (hanging or shown)[:3]
-    ]
+    actions = [Action(f"Abort on {t.where}", abort_command(t, now), mutating=True) for t in (hanging or shown)[:3]]
+    # one transaction may hold several partitions: count producers, name their partitions
+    txns = {t.producer_id for t in shown}
+    stuck = {t.producer_id for t in hanging}
+
+    def held(pid: int) -> str:
+        parts = [t.where for t in shown if t.producer_id == pid]
+        return parts[0] if len(parts) == 1 else f"{len(parts)} partitions ({', '.join(parts[:6])})"
+
     partial = (
         " This answer is partial: " + "; ".join(f"{k} not read" for k in sorted(report.unread)) + "."
         if report.partial
@@ -65,8 +70,13 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
     if hanging:
         worst = hanging[0]
         verdict = (
-            f"{len(hanging)} hanging transaction(s): producer {worst.producer_id} holds {worst.where}'s last stable "
-            f"offset {lag(worst)} records behind and nothing will abort it; "
+            f"{len(stuck)} hanging transaction(s): producer {worst.producer_id} holds "
+            + (
+                f"{worst.where}'s last stable offset {lag(worst)} records behind"
+                if held(worst.producer_id) == worst.where
+                else f"the last stable offsets of {held(worst.producer_id)}, {lag(worst)} records behind on {worst.where},"
+            )
+            + " and nothing will abort it; "
             "read_committed consumers are stuck there until it is aborted."
         )
         severity: Severity = "critical"
@@ -74,8 +84,10 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
         first = shown[0]
         at = first.abort_at_ms
         verdict = (
-            f"{len(shown)} open transaction(s) hold read_committed consumers back: producer {first.producer_id} on "
-            f"{first.where}, {lag(first)} records behind the high watermark. "
+            f"{len(txns)} open transaction(s) hold read_committed consumers back: producer {first.producer_id} on "
+            f"{held(first.producer_id)}, {lag(first)} records behind the high watermark"
+            + ("" if held(first.producer_id) == first.where else f" on {first.where}")
+            + ". "
             + (
                 f"Still within its timeout: its coordinator aborts it at "
                 f"{time.strftime('%H:%M:%S UTC', time.gmtime(at / 1000))} if its producer does not finish it."
@@ -90,6 +102,15 @@ def transaction_findings(report: TxnReport, min_age_ms: int | None = None) -> Li
     if report.partial and severity == "ok":
         severity = "warning"
     return LiveFindings(verdict + partial, severity, evidence, lead, actions)
+
+
+def abort_command(t: OpenTxn, now_ms: int) -> str:
+    """The abort a reply offers, runnable as offered: abort-txn refuses a transaction younger than
+    its --min-age-ms (default: the brokers' transaction.max.timeout.ms, 15 min), so the offer
+    carries the transaction's own age, rounded down to the second, when it is known."""
+    cmd = f"abort-txn {t.topic} {t.partition} --producer-id {t.producer_id}"
+    age = t.age_ms(now_ms)
+    return cmd if age is None else f"{cmd} --min-age-ms {age // 1000 * 1000}"
 
 
 async def check_hanging(gw: AdminGateway) -> LiveFindings:
@@ -119,8 +140,8 @@ def fencing_findings(descs: list[TransactionDescription], now_ms: int) -> LiveFi
         evidence.append(
             Evidence(
                 f"Transactional id {d.transactional_id}",
-                f"producer id {d.producer_id}, epoch {d.producer_epoch} (initialised {d.producer_epoch + 1} "
-                f"times), state {d.state}, coordinator {d.coordinator_id}{age}",
+                f"producer id {d.producer_id}, epoch {d.producer_epoch} ({initialisations(d.producer_epoch)}), "
+                f"state {d.state}, coordinator {d.coordinator_id}{age}",
                 "live: list/describe_transactions",
                 "bad",
             )
@@ -151,6 +172,14 @@ def fencing_findings(descs: list[TransactionDescription], now_ms: int) -> LiveFi
             )
         ],
     )
+
+
+def initialisations(epoch: int) -> str:
+    """What an epoch says about how often the id was initialised. Not epoch + 1: an InitProducerId
+    that finds a transaction still open bumps the epoch twice (once to abort that transaction, once
+    for the new producer), so two init_transactions calls can leave epoch 2. Each initialisation
+    after the first bumps it once or twice, so the epoch gives a lower bound."""
+    return f"initialised at least {1 + (epoch + 1) // 2} times"
 
 
 async def check_fencing(gw: AdminGateway) -> LiveFindings:

@@ -26,6 +26,7 @@ from diagnosis.live_common import (
     why_stopped,
 )
 from diagnosis.reassignment_checks import reassignment_answer, throttle_evidence
+from diagnosis.reassignment_findings import beside_fault
 from diagnosis.rules import (
     BrokerFacts,
     PartitionState,
@@ -379,6 +380,15 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         if moving:
             extra, verdict, expected, more = await reassignment_answer(gw, moving, len(urp), notes)
             evidence += extra
+    if expected is None:
+        # a reassignment in flight is a finding of its own beside whatever else broke (issue 35)
+        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict)
+        verdict, evidence = beside.verdict, evidence + beside.evidence
+        lead = [*beside.lead, *(x for x in lead if all(e != x[0] for e, _ in beside.lead))]
+    elif top is not None and top.cause == "reassignment":
+        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict)
+        if beside.stalled:  # its target is dead: no longer an operation to wait for
+            verdict, evidence, lead, expected = beside.verdict, evidence + beside.evidence, beside.lead, None
     severity: Severity = "critical" if cats["UnderMinIsr"] or cats["Offline"] else "warning"
     example_topic = urp[0].topic
     actions = [

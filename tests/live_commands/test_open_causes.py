@@ -13,8 +13,8 @@ import pytest
 from commandkit import unique_name as _name
 from waiting import wait_until
 
-from commands.registry import answer
 from bot.render import render_json
+from commands.registry import answer
 from localkafka.groups import slow_group
 
 pytestmark = pytest.mark.kafka
@@ -35,11 +35,7 @@ def _set_client_quota(cluster, client_id: str, key: str, value: float | None) ->
     try:
         entry = AlterClientQuotasRequest.EntryData(
             entity=[AlterClientQuotasRequest.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
-            ops=[
-                AlterClientQuotasRequest.EntryData.OpData(
-                    key=key, value=float(value or 0), remove=value is None
-                )
-            ],
+            ops=[AlterClientQuotasRequest.EntryData.OpData(key=key, value=float(value or 0), remove=value is None)],
         )
         resp = admin._manager.run(admin._manager.send, AlterClientQuotasRequest(entries=[entry], validate_only=False))
         assert all(e.error_code == 0 for e in resp.entries), resp
@@ -102,7 +98,9 @@ async def test_lag_names_records_deleted_before_the_group_read_them(ctx, kafka_c
         row = next(e for e in reply.evidence if e.label == "Deleted before read")
         assert f"{lost:,} records" in row.value
         listing = (await answer("lag", ctx)).reply
-        assert any("deleted by retention before it read them (data lost)" in line for s in listing.sections for line in s.lines)
+        assert any(
+            "deleted by retention before it read them (data lost)" in line for s in listing.sections for line in s.lines
+        )
     finally:
         lagging.stop()
 
@@ -130,7 +128,9 @@ async def test_a_consumer_slower_than_its_producer_leads_with_scaling_not_the_ho
                 offs = admin.list_group_offsets({group: None}).get(group) or {}
                 return len(offs) == 3 and all(o.offset > 0 for o in offs.values())
 
-            wait_until(committed_and_behind, 90, f"{group} to commit on all 3 partitions", interval=0.5, ignore=(Exception,))
+            wait_until(
+                committed_and_behind, 90, f"{group} to commit on all 3 partitions", interval=0.5, ignore=(Exception,)
+            )
         finally:
             admin.close()
         result = await answer(f"lag {group}", ctx)
@@ -145,3 +145,111 @@ async def test_a_consumer_slower_than_its_producer_leads_with_scaling_not_the_ho
         assert "consumer instances" in " ".join(first.first_steps + [s.text for s in first.mitigation])
     finally:
         fault.stop()
+
+
+# ---- two faults at once (seen item 4) -------------------------------------------------------------
+
+
+def _alter_configs(cluster, changes: list[tuple[str, str, str, str | None]]) -> None:
+    """incremental_alter_configs from the user's own client: (resource type, name, key, value or None)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    by_resource: dict[tuple[str, str], list] = {}
+    for kind, name, key, value in changes:
+        op = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
+        by_resource.setdefault((kind, name), []).append(ConfigEntry(key, value or "", incremental_operation=op))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resources = [
+        ConfigResource(ResourceType.BROKER if kind == "broker" else ResourceType.TOPIC, name, incremental_configs=es)
+        for (kind, name), es in by_resource.items()
+    ]
+    for r in resources:  # librdkafka takes one BROKER resource per call
+        for f in admin.incremental_alter_configs([r], request_timeout=15).values():
+            f.result(30)
+
+
+def _registered(cluster) -> set[int]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return {n.id for n in admin.describe_cluster(request_timeout=10).result(15).nodes}
+
+
+async def test_a_stalled_throttled_reassignment_is_named_beside_the_lost_broker(ctx, kafka_cluster):
+    """Seen: a throttled reassignment 101 -> 103, then 103 killed: a plain broker-loss answer, the
+    reassignment, its topic and its throttle nowhere."""
+    from kafka.structs import TopicPartition
+
+    topic = _name("moving")
+    kafka_cluster.faults.create_topic(topic, replica_assignment=[[101]])
+    producer = kafka_cluster.faults._producer(acks="all")
+    for _ in range(2000):  # 2 MB to copy at 1 KB/s: the move cannot finish during the test
+        producer.produce(topic, value=b"x" * 1024, partition=0)
+    assert producer.flush(60) == 0
+    throttles = [
+        ("broker", "101", "leader.replication.throttled.rate", "1024"),
+        ("broker", "103", "follower.replication.throttled.rate", "1024"),
+        ("topic", topic, "leader.replication.throttled.replicas", "0:101"),
+        ("topic", topic, "follower.replication.throttled.replicas", "0:103"),
+    ]
+    _alter_configs(kafka_cluster, throttles)
+    admin = _kp_admin(kafka_cluster)
+    try:
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [103]})
+        wait_until(
+            lambda: TopicPartition(topic, 0) in admin.list_partition_reassignments(),
+            30,
+            "the reassignment to be listed",
+            interval=0.3,
+            ignore=(Exception,),
+        )
+        kafka_cluster.faults.kill_broker(103)
+        wait_until(
+            lambda: 103 not in _registered(kafka_cluster),
+            90,
+            "broker 103 to leave the cluster",
+            interval=0.5,
+            ignore=(Exception,),
+        )
+        result = await answer("why URP", ctx)
+        reply = result.reply
+        assert result.outcome == "answered", reply.verdict
+        v = reply.verdict
+        assert "Broker 103 is gone" in v, v
+        assert f"topic {topic}" in v and "moving to broker 103" in v, v
+        assert "leader.replication.throttled.rate=1,024 B/s" in v, v
+        ids = [d.entry_id for d in reply.diagnoses]
+        assert ids[:2] == ["broker-loss", "stalled-reassignment"], ids
+        data = json.loads(render_json(reply))
+        assert topic in json.dumps(data["evidence"])
+        status = (await answer("status", ctx)).reply
+        assert "broker 103 missing" in status.verdict and "reassignment is stalled" in status.verdict, status.verdict
+        assert f"topic {topic}" in status.verdict
+    finally:
+        try:
+            admin.alter_partition_reassignments({TopicPartition(topic, 0): None})
+        except Exception:
+            pass  # the broker's return completes or the heal cancels it
+        admin.close()
+        _alter_configs(kafka_cluster, [(k, n, key, None) for k, n, key, _ in throttles])
+
+
+async def test_status_shows_a_dead_broker_and_an_open_transaction_together(ctx, kafka_cluster):
+    """Seen: a dead broker plus a hanging transaction: `status` showed only the broker. A
+    transaction spanning partitions counts once."""
+    topic = _name("txn-dead")
+    txn = kafka_cluster.faults.hanging_transaction(topic, 0, records=10)
+    leader = next(p["leader"] for p in kafka_cluster.faults.describe([topic])[topic] if p["partition"] == 0)
+    victim = next(b for b in (103, 102, 101) if b != leader)
+    kafka_cluster.faults.kill_broker(victim)
+    reply = (await answer("status", ctx)).reply
+    assert f"broker {victim} missing" in reply.verdict, reply.verdict
+    assert "1 open transaction(s)" in reply.verdict, reply.verdict
+    row = next(e for e in reply.evidence if e.label.startswith(f"Transaction of producer {txn['producer_id']}"))
+    assert f"{topic}-0" in row.value

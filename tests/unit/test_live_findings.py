@@ -144,7 +144,7 @@ def test_fencing_names_the_transactional_id_that_was_taken_over():
     assert found.lead[0][0] == "producer-fencing" and found.severity == "warning"
     assert found.verdict.startswith("Transactional id app-b was taken over: producer id 9 is at epoch 1")
     assert found.evidence[0].value == (
-        "producer id 9, epoch 1 (initialised 2 times), state Ongoing, coordinator 102, "
+        "producer id 9, epoch 1 (initialised at least 2 times), state Ongoing, coordinator 102, "
         "its current transaction began 5 s ago"
     )
     assert fencing_findings([fresh], NOW).severity == "ok"
