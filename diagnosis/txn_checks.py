@@ -109,8 +109,9 @@ def abort_command(t: OpenTxn, now_ms: int) -> str:
     its --min-age-ms (default: the brokers' transaction.max.timeout.ms, 15 min), so the offer
     carries the transaction's own age, rounded down to the second, when it is known."""
     cmd = f"abort-txn {t.topic} {t.partition} --producer-id {t.producer_id}"
-    age = t.age_ms(now_ms)
-    return cmd if age is None else f"{cmd} --min-age-ms {age // 1000 * 1000}"
+    # abort-txn measures the age from the producer's last write to the partition
+    idle = now_ms - t.last_write_ms if t.last_write_ms else t.age_ms(now_ms)
+    return cmd if idle is None else f"{cmd} --min-age-ms {max(0, idle) // 1000 * 1000}"
 
 
 async def check_hanging(gw: AdminGateway) -> LiveFindings:

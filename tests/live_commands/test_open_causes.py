@@ -232,12 +232,13 @@ async def test_a_stalled_throttled_reassignment_is_named_beside_the_lost_broker(
         assert "broker 103 missing" in status.verdict and "reassignment is stalled" in status.verdict, status.verdict
         assert f"topic {topic}" in status.verdict
     finally:
+        kafka_cluster.faults.heal()  # 103 back first: its throttle can only be removed while it runs
+        _alter_configs(kafka_cluster, [(k, n, key, None) for k, n, key, _ in throttles])
         try:
             admin.alter_partition_reassignments({TopicPartition(topic, 0): None})
         except Exception:
-            pass  # the broker's return completes or the heal cancels it
+            pass  # already complete once 103 copied the partition unthrottled
         admin.close()
-        _alter_configs(kafka_cluster, [(k, n, key, None) for k, n, key, _ in throttles])
 
 
 async def test_status_shows_a_dead_broker_and_an_open_transaction_together(ctx, kafka_cluster):
