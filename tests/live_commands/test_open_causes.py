@@ -249,6 +249,13 @@ async def test_status_shows_a_dead_broker_and_an_open_transaction_together(ctx, 
     leader = next(p["leader"] for p in kafka_cluster.faults.describe([topic])[topic] if p["partition"] == 0)
     victim = next(b for b in (103, 102, 101) if b != leader)
     kafka_cluster.faults.kill_broker(victim)
+    wait_until(
+        lambda: victim not in _registered(kafka_cluster),
+        90,
+        f"broker {victim} to leave the cluster",
+        interval=0.5,
+        ignore=(Exception,),
+    )
     reply = (await answer("status", ctx)).reply
     assert f"broker {victim} missing" in reply.verdict, reply.verdict
     assert "1 open transaction(s)" in reply.verdict, reply.verdict
