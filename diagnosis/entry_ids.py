@@ -32,7 +32,7 @@ HANGING_TRANSACTION: Final = "hanging-transaction"
 # beyond the runbook's 18: sourced from the Kafka code directly
 CLIENT_QUOTA_THROTTLING: Final = "client-quota-throttling"
 LAG_BEYOND_RETENTION: Final = "lag-beyond-retention"
-SLOW_CONSUMERS: Final = "slow-consumers"
+SLOW_CONSUMERS: Final = "consumers-slower-than-producers"
 STALLED_REASSIGNMENT: Final = "stalled-reassignment"
 
 #: every id above

@@ -1,4 +1,4 @@
-"""Consumer lag as a cause, for `why` (the lag-beyond-retention and slow-consumers entries): every
+"""Consumer lag as a cause, for `why` (the lag-beyond-retention and consumers-slower-than-producers entries): every
 group of the cluster read once, the lagging ones watched for a few reads and ranked by
 ``diagnosis.groups.rank``, so the answer names the group and its cause rather than the runbook's
 first guess for "lag"."""

@@ -59,7 +59,12 @@ EXPECTED_IDS = {
     "hanging-transaction",
 }
 # causes the runbook does not cover (issue 35), sourced from the Kafka code at their own commit
-BEYOND_RUNBOOK_IDS = {"client-quota-throttling", "lag-beyond-retention", "slow-consumers", "stalled-reassignment"}
+BEYOND_RUNBOOK_IDS = {
+    "client-quota-throttling",
+    "lag-beyond-retention",
+    "consumers-slower-than-producers",
+    "stalled-reassignment",
+}
 
 
 def test_every_failure_mode_has_its_own_entry():

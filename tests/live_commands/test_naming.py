@@ -86,7 +86,7 @@ from confluent_kafka import Producer
 bootstrap, topic, tid, role = sys.argv[1:5]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 600000,
               "logger": lambda *a, **k: None})
-p.init_transactions(30)
+p.init_transactions(120)  # the coordinator first aborts what an earlier instance left open
 if role == "open":
     p.begin_transaction()
     for part in range(3):
@@ -102,10 +102,14 @@ def _txn_child(cluster, topic: str, tid: str, role: str) -> subprocess.Popen:
         [sys.executable, "-c", _TXN, cluster.bootstrap_servers, topic, tid, role],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None and child.stdout.readline().startswith("READY")
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline()
+    if not line.startswith("READY"):
+        child.kill()
+        raise AssertionError(f"transactional child ({role}) failed: {child.stderr.read()[-2000:]}")
     return child
 
 

@@ -137,7 +137,9 @@ async def test_a_consumer_slower_than_its_producer_leads_with_scaling_not_the_ho
         reply = result.reply
         assert result.outcome == "answered", reply.verdict
         data = json.loads(render_json(reply))
-        assert data["diagnoses"][0]["entry_id"] == "slow-consumers", [d["entry_id"] for d in data["diagnoses"]]
+        assert data["diagnoses"][0]["entry_id"] == "consumers-slower-than-producers", [
+            d["entry_id"] for d in data["diagnoses"]
+        ]
         assert "hot-partition" not in [d["entry_id"] for d in data["diagnoses"]]
         assert "slower than the producers" in reply.verdict, reply.verdict
         first = reply.diagnoses[0]

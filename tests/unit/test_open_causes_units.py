@@ -52,7 +52,7 @@ def test_even_growing_lag_is_slow_consumers_with_the_hot_partition_only_consider
     )
     r = rank(f)
     ranked = [c.entry_id for c in r.causes if not c.considered]
-    assert ranked[0] == "slow-consumers" and "hot-partition" not in ranked
+    assert ranked[0] == "consumers-slower-than-producers" and "hot-partition" not in ranked
 
 
 def test_a_quota_is_named_with_its_entity_and_value():
