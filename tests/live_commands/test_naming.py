@@ -85,7 +85,7 @@ import sys
 from confluent_kafka import Producer
 bootstrap, topic, tid, role = sys.argv[1:5]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 600000,
-              "logger": lambda *a, **k: None})
+              "log_level": 2})
 p.init_transactions(120)  # the coordinator first aborts what an earlier instance left open
 if role == "open":
     p.begin_transaction()
