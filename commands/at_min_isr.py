@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosis.entries import diagnosis
 from diagnosis.entry_ids import UNDER_MIN_ISR
-from diagnosis.live_checks import stale_view_evidence
+from diagnosis.live_common import stale_view_evidence
 from diagnosis.snapshot import name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway

@@ -18,9 +18,10 @@ from diagnosis.durability import audit_topics
 from diagnosis.groups import summarize_groups
 from diagnosis.lake_evidence import FRESH_S
 from diagnosis.lake_summary import lake_data_end, lake_rows
-from diagnosis.live_checks import brokers_evidence, transaction_findings
+from diagnosis.live_common import brokers_evidence
 from diagnosis.snapshot import Snapshot, name_partitions, snapshot
 from diagnosis.thresholds import hot_rule
+from diagnosis.txn_checks import transaction_findings
 from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
 from framework.gateways import gateway

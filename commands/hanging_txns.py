@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosis.entries import diagnosis
 from diagnosis.entry_ids import HANGING_TRANSACTION
-from diagnosis.live_checks import transaction_findings
+from diagnosis.txn_checks import transaction_findings
 from diagnosis.txn_evidence import read_open_transactions
 from framework.context import Context
 from framework.gateways import gateway

@@ -200,6 +200,16 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
                 "bad",
             )
         )
+    if facts.deleted_unread:
+        evidence.append(
+            Evidence(
+                "Deleted before read",
+                f"{facts.deleted_unread:,} records on {', '.join(facts.deleted_partitions[:4])}: the committed offset "
+                "is below the log start (retention deleted them)",
+                "live: list_group_offsets + list_offsets (earliest)",
+                "bad",
+            )
+        )
     no_commit = [p for p in rows if p.committed is None]
     if no_commit:
         evidence.append(Evidence("Partitions without a committed offset", str(len(no_commit)), "live", "neutral"))
@@ -235,6 +245,7 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         "state": g.state,
         "status": ranking.status,
         "total_lag": g.total_lag,
+        "deleted_unread": facts.deleted_unread,
         "lag_change": ranking.change,
         "seconds_watched": round(facts.seconds, 3),
         "reads": len(reads),
@@ -244,7 +255,15 @@ async def _one(request: CommandRequest, ctx: Context, group: str) -> Reply:
         "last_commit": facts.lake_last_commit,
         "causes": [{"key": c.key, "entry_id": c.entry_id, "considered": c.considered} for c in ranking.causes],
         "partitions": [
-            {"topic": p.topic, "partition": p.partition, "committed": p.committed, "log_end": p.log_end, "lag": p.lag}
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "committed": p.committed,
+                "log_start": p.log_start,
+                "log_end": p.log_end,
+                "lag": p.lag,
+                "deleted_unread": p.deleted_unread,
+            }
             for p in rows
         ],
         "lake_collects_group": collected,

@@ -1,11 +1,14 @@
-"""status: brokers registered vs expected, the controller quorum, and the KIP-427 partition counts."""
+"""status: brokers registered vs expected, the controller quorum, the KIP-427 partition counts, and every
+other active finding: open or hanging transactions, reassignments (running or stalled), client quotas."""
 
 from __future__ import annotations
 
 import asyncio
 
+from diagnosis.active_findings import read_active
 from diagnosis.entry_ids import UNDER_MIN_ISR
-from diagnosis.live_checks import brokers_evidence, read_quorum, stale_view_evidence
+from diagnosis.live_common import brokers_evidence, stale_view_evidence
+from diagnosis.quorum_checks import read_quorum
 from diagnosis.snapshot import Snapshot, at_min_isr_by_design, name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway
@@ -16,7 +19,8 @@ from live.probe import ProbeResult
 
 SPEC = CommandSpec(
     words=("status",),
-    summary="Cluster health at a glance: brokers, controller quorum, UnderReplicated / AtMinIsr / UnderMinIsr / Offline counts.",
+    summary="Cluster health at a glance: brokers, controller quorum, UnderReplicated / AtMinIsr / UnderMinIsr / Offline "
+    "counts, hanging transactions, reassignments and client quotas.",
     examples=("status", "status --cluster prod"),
 )
 
@@ -50,7 +54,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         {p.leader for p in snap.states if p.leader is not None and len(p.isr) < len(p.replicas)}
         & snap.brokers.registered
     )
-    liveness = await _liveness(gw, sorted(set(missing) | set(leaders)))
+    liveness, active = await asyncio.gather(
+        _liveness(gw, sorted(set(missing) | set(leaders))),
+        read_active(gw, frozenset(snap.brokers.registered), snap.topics),
+    )
+    evidence += active.evidence
     cut_off = [b for b in leaders if b in liveness and liveness[b].state == "unreachable"]
     for b, res in sorted(liveness.items(), reverse=True):
         if b in missing or b in cut_off:
@@ -87,6 +95,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     ):
         if parts:
             problems.append(f"{len(parts):,} {word}")
+    problems += active.problems
     if by_design:
         notes.append(
             f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
@@ -94,7 +103,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         )
     severity: Severity = (
         "critical"
-        if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical"
+        if cats["Offline"] or cats["UnderMinIsr"] or quorum.severity == "critical" or active.critical
         else "warning"
         if problems
         else "ok"
@@ -106,6 +115,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         if not problems
         else "Not healthy: " + "; ".join(problems) + "."
     )
+    if active.notices:
+        verdict += " Also: " + "; ".join(active.notices) + "."
     if quorum.lost:
         # The partition counts below come from the brokers' cached metadata, which stops changing
         # without a controller: say so first, they are not evidence of health.
@@ -124,6 +135,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         actions.append(Action("Why under min ISR", f"why {UNDER_MIN_ISR}"))
     if cats["UnderReplicated"]:
         actions.append(Action("Why URP", "why URP"))
+    actions += active.actions
     return Reply(
         title=f"Cluster status ({gw.name})",
         severity=severity,

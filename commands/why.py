@@ -17,7 +17,8 @@ from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
-from diagnosis.live_checks import Check, run_check, unreachable
+from diagnosis.live_common import Check, run_check, unreachable
+from diagnosis.named_topics import missing_topics, topic_candidates
 from diagnosis.reference import reference_reply
 from diagnosis.runbook_checks import check_for
 from diagnosis.trends import bucket_for, trend_series
@@ -57,6 +58,41 @@ def _lead_first(lead: list[tuple[str, str]], ranked: list[tuple[str, str]]) -> l
 
 
 async def run(request: CommandRequest, ctx: Context) -> Reply:
+    reply = await _answer(request, ctx)
+    symptom = str(request.args["symptom"])
+    hits = ctx.lookup.answer(symptom, limit=1)
+    if hits and hits[0].kind == "reference":  # how Kafka works: no resource of this cluster is asked about
+        return reply
+    return await _name_missing_topics(ctx, request, symptom, reply)
+
+
+async def _name_missing_topics(ctx: Context, request: CommandRequest, symptom: str, reply: Reply) -> Reply:
+    """A topic the question names that the cluster lacks is said first (issue 35): no runbook cause
+    of stuck consumers applies to a topic that is not there."""
+    if ctx.live is None or not topic_candidates(symptom):
+        return reply
+    try:
+        gw = await gateway(ctx, request.cluster)
+    except GatewayError:
+        return reply
+    missing = await missing_topics(gw, symptom)
+    if not missing:
+        return reply
+    names = ", ".join(f"`{n}`" for n in missing)
+    one = len(missing) == 1
+    reply.verdict = (
+        f"Topic {names} does not exist in cluster {gw.name}: "
+        f"{'its' if one else 'their'} consumers have nothing to read and producers to {'it' if one else 'them'} "
+        "fail unless the broker creates topics on first use. Check the name (`describe <topic>`). "
+        f"Otherwise: {reply.verdict}"
+    )
+    reply.evidence.insert(0, Evidence(f"Topic {names}", "does not exist", "live: metadata (topic list)", "bad"))
+    if reply.severity in ("ok", "info", "unknown"):
+        reply.severity = "warning"
+    return reply
+
+
+async def _answer(request: CommandRequest, ctx: Context) -> Reply:
     symptom = str(request.args["symptom"])
     hits = ctx.lookup.answer(symptom, limit=MAX_DIAGNOSES)
     if hits and hits[0].kind == "reference":

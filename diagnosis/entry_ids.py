@@ -29,6 +29,11 @@ FETCH_SESSION_EVICTION: Final = "fetch-session-eviction"
 REBALANCE_STORM: Final = "rebalance-storm"
 PRODUCER_FENCING: Final = "producer-fencing"
 HANGING_TRANSACTION: Final = "hanging-transaction"
+# beyond the runbook's 18: sourced from the Kafka code directly
+CLIENT_QUOTA_THROTTLING: Final = "client-quota-throttling"
+LAG_BEYOND_RETENTION: Final = "lag-beyond-retention"
+SLOW_CONSUMERS: Final = "consumers-slower-than-producers"
+STALLED_REASSIGNMENT: Final = "stalled-reassignment"
 
 #: every id above
 ALL: Final = frozenset(
@@ -51,5 +56,9 @@ ALL: Final = frozenset(
         REBALANCE_STORM,
         PRODUCER_FENCING,
         HANGING_TRANSACTION,
+        CLIENT_QUOTA_THROTTLING,
+        LAG_BEYOND_RETENTION,
+        SLOW_CONSUMERS,
+        STALLED_REASSIGNMENT,
     }
 )

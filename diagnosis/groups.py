@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from diagnosis import lake_evidence
-from diagnosis.entry_ids import HOT_PARTITION, REBALANCE_STORM
+from diagnosis.entry_ids import HOT_PARTITION, LAG_BEYOND_RETENTION, REBALANCE_STORM, SLOW_CONSUMERS
 from framework.reply import Severity
 from live.gateway import AdminGateway, GatewayError
 from live.model import GroupLag, GroupListing, GroupRead
@@ -54,6 +54,8 @@ class GroupFacts:
     lake_status: str | None = None  # Burrow's group status over the lake window: OK, WARN, ERR
     lake_worst: str | None = None  # the worst partition status: STOP, STALL, REWIND ...
     lake_last_commit: float | None = None  # epoch seconds of the last commit the lake saw
+    deleted_unread: int = 0  # records below the log start the group had not read (retention deleted them)
+    deleted_partitions: tuple[str, ...] = ()  # "topic-p" where that happened
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,27 @@ def trend_text(change: int, seconds: float) -> str:
 
 
 def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
-    """The likely causes of a group's lag, best first, from what the reads showed. Pure."""
+    """The likely causes of a group's lag, best first, from what the reads showed. Pure.
+    Records retention deleted before the group read them lead whatever else holds the group: that
+    data is lost, and the lag figure counts records nobody can read any more."""
+    ranking = _rank_lag(f, sig)
+    if not f.deleted_unread:
+        return ranking
+    where = ", ".join(f.deleted_partitions[:4]) + (" ..." if len(f.deleted_partitions) > 4 else "")
+    reason = (
+        f"committed offsets below the log start on {len(f.deleted_partitions)} partition(s) ({where}): "
+        f"{f.deleted_unread:,} records deleted by retention before the group read them"
+    )
+    lost = Cause(LAG_BEYOND_RETENTION, LAG_BEYOND_RETENTION, "Consumer lag beyond retention", reason)
+    readable = max(0, ranking.lag - f.deleted_unread)
+    verdict = (
+        f"Group {f.group}: {f.deleted_unread:,} of its {ranking.lag:,} records of lag were deleted by retention "
+        f"before it read them (data lost, on {where}); {readable:,} are still on the log. " + ranking.verdict
+    )
+    return Ranking(ranking.status, "critical", verdict, (lost, *ranking.causes), ranking.lag, ranking.change)
+
+
+def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
     lag, first = f.lags[-1], f.lags[0]
     change = lag - first
     growing = len(f.lags) > 1 and change > 0
@@ -219,25 +241,40 @@ def rank(f: GroupFacts, sig: LagSignals = LagSignals()) -> Ranking:
         )
     if slow:
         moved = "committed offsets moved" if f.committed_moved else "committed offsets did not move"
+        spread = f" on {f.lagging_partitions} of {f.partitions} partition(s)" if f.partitions > 1 else ""
         causes.append(
             Cause(
-                "slow-consumer",
-                None,
+                SLOW_CONSUMERS,
+                SLOW_CONSUMERS,
                 "Consumers slower than producers",
-                f"{stable}; lag {lag:,} ({watched}) while {moved}",
+                f"{stable}; lag {lag:,}{spread} ({watched}) while {moved}",
             )
         )
-    causes += [
-        Cause(
-            e,
-            e,
-            e,
-            f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
-            considered=not slow,
+    for e in others:
+        if concentrated and e == HOT_PARTITION:
+            continue
+        if e == HOT_PARTITION and f.partitions > 1:
+            # lag spread over the partitions is no hot partition: its steps (and its "do not add
+            # consumers") would point away from the cause
+            causes.append(
+                Cause(
+                    e,
+                    e,
+                    e,
+                    f"ranks lower: the lag is spread over the partitions (the largest holds {f.worst_share:.0%})",
+                    considered=True,
+                )
+            )
+            continue
+        causes.append(
+            Cause(
+                e,
+                e,
+                e,
+                f"named by the KB's {LAG_ALERT} alert" + ("" if slow else "; the lag is not growing"),
+                considered=not slow,
+            )
         )
-        for e in others
-        if not (concentrated and e == HOT_PARTITION)
-    ]
     causes.append(
         Cause(
             REBALANCE_STORM,
@@ -270,6 +307,7 @@ def facts_from_reads(
     worst = max(last.partitions, key=lambda p: p.lag or 0, default=None)
     first_committed = {(p.topic, p.partition): p.committed for p in reads[0][0].lag.partitions}
     moved = any(first_committed.get((p.topic, p.partition)) != p.committed for p in last.partitions)
+    deleted = [p for p in last.partitions if p.deleted_unread]
     return GroupFacts(
         group=group,
         states=tuple(r.lag.state for r, _ in reads),
@@ -285,6 +323,8 @@ def facts_from_reads(
         lake_status=getattr(lake, "status", None),
         lake_worst=getattr(lake, "worst_status", None),
         lake_last_commit=getattr(lake, "last_commit", None),
+        deleted_unread=sum(p.deleted_unread for p in deleted),
+        deleted_partitions=tuple(f"{p.topic}-{p.partition}" for p in sorted(deleted, key=lambda p: -p.deleted_unread)),
     )
 
 
@@ -325,6 +365,7 @@ class GroupSummary:
     lagging_partitions: int = 0
     partitions: int = 0
     error: str | None = None
+    deleted_unread: int = 0  # records retention deleted before the group read them
 
     @property
     def lagging(self) -> bool:
@@ -379,6 +420,7 @@ async def summarize_groups(
             s.total_lag = read.lag.total_lag
             s.partitions = len(read.lag.partitions)
             s.lagging_partitions = sum(1 for p in read.lag.partitions if (p.lag or 0) > 0)
+            s.deleted_unread = read.lag.deleted_unread
         out.append(s)
     out.sort(key=lambda s: (not s.lagging, -(s.total_lag or 0), s.group))
     return out, skipped
@@ -391,6 +433,8 @@ def summary_line(s: GroupSummary) -> str:
     if not s.lagging:
         return f"{s.group} ({s.state}{who}): caught up"
     text = f"{s.group} ({s.state}{who}): {s.total_lag:,} behind on {s.lagging_partitions} partition(s)"
+    if s.deleted_unread:
+        text += f", {s.deleted_unread:,} of them deleted by retention before it read them (data lost)"
     if s.state in NO_MEMBERS:
         text += ": no members, nobody is consuming"
     elif s.state in REBALANCING:
@@ -403,4 +447,6 @@ def summary_severity(s: GroupSummary) -> Severity:
         return "error"
     if not s.lagging:
         return "ok"
+    if s.deleted_unread:
+        return "critical"
     return "warning" if s.state in NO_MEMBERS or s.state in REBALANCING else "info"

@@ -27,7 +27,7 @@ from diagnosis.entry_ids import (
     UNCLEAN_ELECTION,
 )
 from diagnosis.findings import LiveFindings
-from diagnosis.live_checks import check_offline
+from diagnosis.offline_checks import check_offline
 from diagnosis.rules import PartitionState
 from diagnosis.snapshot import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.thresholds import HANDLER_IDLE_ALERT, alert_bounds, hot_rule

@@ -1,23 +1,19 @@
 """The live checks by the name the runbook binds them under (an entry's `checks.live`).
 
 The runbook says which check gathers an entry's evidence; this module holds the functions, from
-diagnosis/live_checks.py (metadata, the quorum, transactions) and diagnosis/metric_checks.py (the
-brokers' JMX exporters). tests/kb/test_kb_bindings.py keeps the two in step.
+diagnosis/urp_checks.py, offline_checks.py, quorum_checks.py and txn_checks.py (metadata, the
+quorum, transactions), diagnosis/metric_checks.py (the brokers' JMX exporters), quota_checks.py,
+group_checks.py and reassignment_findings.py (causes beyond the runbook's 18). tests/kb/test_kb_bindings.py keeps the two in step.
 """
 
 from __future__ import annotations
 
-from diagnosis import cold_reads, latency, metric_checks
-from diagnosis.live_checks import (
-    Check,
-    check_controller,
-    check_fencing,
-    check_hanging,
-    check_metadata_lag,
-    check_offline,
-    check_under_min_isr,
-    check_urp,
-)
+from diagnosis import cold_reads, group_checks, latency, metric_checks, quota_checks, reassignment_findings
+from diagnosis.live_common import Check
+from diagnosis.offline_checks import check_offline, check_under_min_isr
+from diagnosis.quorum_checks import check_controller, check_metadata_lag
+from diagnosis.txn_checks import check_fencing, check_hanging
+from diagnosis.urp_checks import check_urp
 from runbook_kb import KnowledgeBase
 
 # The live checks by the name the runbook binds them under (an entry's `checks.live`).
@@ -36,6 +32,9 @@ LIVE_CHECKS: dict[str, Check] = {
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
     "latency": latency.check_latency,
+    "client_quotas": quota_checks.check_client_quotas,
+    "group_lag": group_checks.check_group_lag,
+    "reassignments": reassignment_findings.check_reassignments,
 }
 
 

@@ -96,6 +96,15 @@ class PartitionLag:
     log_end: int | None  # None: the end offset could not be read
     lag: int | None  # log_end - committed, None when either is unknown
     error: str | None = None
+    log_start: int | None = None  # the earliest offset still on the log; None: not read
+
+    @property
+    def deleted_unread(self) -> int:
+        """Records retention (or DeleteRecords) removed before the group read them: the committed
+        offset lies below the log's start, so they count in ``lag`` but can never be consumed."""
+        if self.committed is None or self.log_start is None:
+            return 0
+        return max(0, self.log_start - self.committed)
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,10 @@ class GroupLag:
     @property
     def total_lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions)
+
+    @property
+    def deleted_unread(self) -> int:
+        return sum(p.deleted_unread for p in self.partitions)
 
 
 @dataclass(frozen=True)
@@ -283,3 +296,19 @@ class PartitionOffsets:
     def lso_lag(self) -> int:
         """Records read_committed consumers cannot see yet (held back by an open transaction)."""
         return max(0, self.high_watermark - self.last_stable)
+
+
+@dataclass(frozen=True)
+class ClientQuota:
+    """One client-quota entity (DescribeClientQuotas) and its limits."""
+
+    entity: dict[str, str]  # entity type (user, client-id, ip) -> name, "<default>" for the default
+    values: dict[str, float]  # producer_byte_rate, consumer_byte_rate, request_percentage ... -> limit
+
+    @property
+    def entity_label(self) -> str:
+        return ", ".join(f"{t}={n}" for t, n in sorted(self.entity.items()))
+
+    def describe(self) -> str:
+        limits = ", ".join(f"{k}={v:g}" for k, v in self.values.items())
+        return f"{self.entity_label}: {limits}"

@@ -12,6 +12,8 @@ parent and exit when it is gone, so an interrupted test run leaves no consumers 
 * :func:`stopped_group`: a group that committed and then lost all its consumers while a producer
   keeps writing (``FaultInjector.lagging_consumer_group``): state EMPTY, lag growing.
 * :func:`steady_group`: the healthy control, a member that keeps up (classic or KIP-848 protocol).
+* :func:`slow_group`: a member that keeps consuming and committing, but spends so long on each record
+  that a producer process writing ten times faster outruns it on every partition.
 """
 
 from __future__ import annotations
@@ -88,6 +90,26 @@ c.subscribe([topic])
 end = time.monotonic() + limit
 while time.monotonic() < end and os.getppid() == parent:
     c.poll(0.2)
+c.close()
+"""
+
+
+# A member that works slowly on each record. argv: bootstrap, group, topic, parent pid, max seconds,
+# records per second it manages.
+_SLOW = r"""
+import os, sys, time
+from confluent_kafka import Consumer
+bootstrap, group, topic, parent, limit, pace = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+quiet = lambda *a, **k: None
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": True, "auto.commit.interval.ms": 500, "session.timeout.ms": 10000,
+              "logger": quiet, "error_cb": quiet})
+c.subscribe([topic])
+end = time.monotonic() + limit
+while time.monotonic() < end and os.getppid() == parent:
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        time.sleep(1.0 / pace)  # the application's work on one record
 c.close()
 """
 
@@ -189,4 +211,22 @@ def steady_group(
     producer.flush(30)
     fault = ClientProcesses(group, topic)
     fault.procs.append(_spawn(_STEADY, cluster.bootstrap_servers, group, topic, os.getpid(), duration, protocol))
+    return fault
+
+
+def slow_group(
+    cluster: LocalCluster, group: str, topic: str, rate: float = 40, pace: float = 4, duration: float = 600
+) -> ClientProcesses:
+    """A group whose one member handles ``pace`` records/s of ``topic`` (3 partitions) while a producer
+    process writes ``rate`` records/s spread over the partitions: members stable, offsets committed,
+    lag growing evenly everywhere (consumers slower than producers)."""
+    cluster.faults.create_topic(topic, 3, 3)
+    me = os.getpid()
+    fault = ClientProcesses(group, topic)
+    try:
+        fault.procs.append(_spawn(_PRODUCE, cluster.bootstrap_servers, topic, rate, me, duration))
+        fault.procs.append(_spawn(_SLOW, cluster.bootstrap_servers, group, topic, me, duration, pace))
+    except BaseException:
+        fault.stop()
+        raise
     return fault

@@ -63,13 +63,13 @@ class KnowledgeBase:
         """Failure-mode ids in the runbook's order."""
         return list(self.meta["catalogue"])
 
-    def link(self, file: str, line: int | None = None) -> str:
-        """A link to the cited file at the commit the runbook was written against."""
-        url = f"{self.meta['source_repo']}/blob/{self.meta['source_commit']}/{self.source_paths[file]}"
+    def link(self, file: str, line: int | None = None, commit: str | None = None) -> str:
+        """A link to the cited file at the commit the runbook was written against (or ``commit``)."""
+        url = f"{self.meta['source_repo']}/blob/{commit or self.meta['source_commit']}/{self.source_paths[file]}"
         return f"{url}#L{line}" if line else url
 
     def ref_link(self, ref: SourceRef) -> str:
-        return self.link(ref.file, ref.lines[0])
+        return self.link(ref.file, ref.lines[0], ref.commit)
 
     def loc_link(self, loc: str) -> str:
         file, line = parse_source_loc(loc)

@@ -32,6 +32,14 @@ class SourceRef(Strict):
     lines: list[int] = Field(min_length=1, description="Line number(s) at the knowledge base's source commit")
     symbol: str = Field(min_length=1, description="Method, constant or class at those lines")
     does: str = Field(min_length=10, description="What that code does, in our words")
+    commit: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{7,40}$",
+        description=(
+            "The apache/kafka commit the lines were read at, when it is not the knowledge base's source "
+            "commit (meta.yaml): causes the runbook does not cover are sourced from the code directly"
+        ),
+    )
 
     @field_validator("lines")
     @classmethod
@@ -135,7 +143,7 @@ class Empirical(Strict):
 
 class Bindings(Strict):
     """Which of the bot's functions gather evidence for an entry, by the names they are registered
-    under (diagnosis/live_checks.py, diagnosis/lake_evidence.py, commands/triage/probes.py). The runbook says
+    under (diagnosis/*_checks.py, diagnosis/lake_evidence.py, commands/triage/probes.py). The runbook says
     what to check; the Python side only holds the functions. A test fails when a name here has no
     function or a function is bound to no entry."""
 

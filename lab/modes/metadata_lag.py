@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-from diagnosis.live_checks import metadata_stale_ms
+from diagnosis.quorum_checks import metadata_stale_ms
 from lab import netcut, probes
 from lab.mode import Mode
 from localkafka.metrics import FENCED_BROKERS

@@ -40,6 +40,7 @@ One class per concern, stacked, and :class:`AdminGateway` composes them::
         kafkapython.KafkaPythonTransport   the kafka-python client's lifecycle and calls
           reads.ReadsMixin            cluster, topics, configs, quorum, log dirs
             groups.GroupsMixin        consumer groups
+            quotas.QuotasMixin        client quotas
             transactions.TransactionsMixin   transactions, producers
           actions.ActionsMixin        config changes, leader elections, aborts
 
@@ -70,6 +71,7 @@ from live.gateway.errors import (
 )
 from live.gateway.groups import GroupsMixin
 from live.gateway.kafkapython import COORDINATOR_RETRY_S, STALE_RETRY_S
+from live.gateway.quotas import QuotasMixin
 from live.gateway.transactions import TransactionsMixin
 
 __all__ = [
@@ -92,7 +94,7 @@ __all__ = [
 ]
 
 
-class AdminGateway(ActionsMixin, TransactionsMixin, GroupsMixin):
+class AdminGateway(ActionsMixin, TransactionsMixin, GroupsMixin, QuotasMixin):
     """Async admin access to one cluster. ``config`` is a ClusterConfig, a
     cluster name from the clusters file, or None for the default cluster."""
 

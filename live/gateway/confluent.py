@@ -310,3 +310,9 @@ def latest_offset() -> OffsetSpec:
     """ListOffsets' "latest" spec (the log end offset, or the LSO under read_committed)."""
     spec: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # unannotated in confluent-kafka
     return spec
+
+
+def earliest_offset() -> OffsetSpec:
+    """ListOffsets' "earliest" spec (the log start offset: retention deletes below it)."""
+    spec: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]  # unannotated in confluent-kafka
+    return spec

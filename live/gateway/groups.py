@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaError, TopicPartition
 
 from live import model
-from live.gateway.confluent import latest_offset
+from live.gateway.confluent import earliest_offset, latest_offset
 from live.gateway.convert import enum_name, snake
 from live.gateway.errors import ClusterUnreachable, GatewayError, UnknownGroup
 from live.gateway.kafkapython import COORDINATOR_RETRY_S, KP_COORDINATOR_RETRIABLE
@@ -128,13 +128,16 @@ class GroupsMixin(ReadsMixin):
                 continue
             found[group] = (desc, state, committed, members, sorted(set(committed) | assigned))
         all_tps = sorted({tp for v in found.values() for tp in v[4]})
-        ends, errors = await self._log_ends(all_tps, read_committed, f"list_offsets for group {what}")
+        (ends, errors), starts = await asyncio.gather(
+            self._log_ends(all_tps, read_committed, f"list_offsets for group {what}"),
+            self._log_starts(all_tps, f"list_offsets (earliest) for group {what}"),
+        )
         for group, (desc, state, committed, members, tps) in found.items():
             parts = []
             for k in tps:
                 c, e = committed.get(k), ends.get(k)
                 lag = max(0, e - c) if c is not None and e is not None else None
-                parts.append(model.PartitionLag(k[0], k[1], c, e, lag, errors.get(k)))
+                parts.append(model.PartitionLag(k[0], k[1], c, e, lag, errors.get(k), starts.get(k)))
             out[group] = model.GroupRead(
                 lag=model.GroupLag(group, state, parts),
                 members=sorted(members, key=lambda m: (m.client_id, m.member_id)),
@@ -224,6 +227,21 @@ class GroupsMixin(ReadsMixin):
             else:
                 ends[k] = r.offset
         return ends, errors
+
+    async def _log_starts(self, tps: list[tuple[str, int]], what: str) -> dict[tuple[str, int], int]:
+        """Log start offsets, where they could be read: a committed offset below one means retention
+        deleted records the group never read. A partition that did not answer is left out (the lag
+        figures stand without it; only the deleted-unread count needs it)."""
+        if not tps:
+            return {}
+        futs = self._rdkafka().list_offsets(
+            {TopicPartition(t, p): earliest_offset() for t, p in tps}, request_timeout=self.timeout_s
+        )
+        try:
+            res = await self._await_all({(tp.topic, tp.partition): f for tp, f in futs.items()}, what)
+        except GatewayError:
+            return {}
+        return {k: r.offset for k, r in res.items() if not isinstance(r, KafkaError) and (r.offset or 0) >= 0}
 
     async def list_consumer_groups(self, broker_ids: Iterable[int] | None = None) -> model.GroupListings:
         """Every group of the cluster (ListGroups). A broker answers ListGroups

@@ -130,6 +130,10 @@ class FakeGateway:
     async def reassignments(self):
         return self.moves
 
+    async def client_quotas(self):
+        self._check("client_quotas")
+        return list(getattr(self, "quotas", []))
+
     async def describe_producers(self, topic, partition, broker_id=None):
         return list(self.producers.get((topic, partition), []))
 

@@ -48,7 +48,7 @@ def test_the_urp_entries_share_one_live_check():
 
 def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_threshold_is_read():
     from commands.triage import view
-    from diagnosis import cold_reads, live_checks, thresholds
+    from diagnosis import cold_reads, quorum_checks, thresholds
 
     read = {
         ("hot-partition", thresholds.HOT_SKEW_KEY),
@@ -56,7 +56,7 @@ def test_every_threshold_the_code_reads_is_a_number_in_the_kb_and_every_kb_thres
         ("broker-loss", view.THROTTLE_KEY),
         (cold_reads.ENTRY, cold_reads.RATE_KEY),
         (cold_reads.ENTRY, cold_reads.LAG_KEY),
-        ("metadata-lag", live_checks.METADATA_STALE_KEY),
+        ("metadata-lag", quorum_checks.METADATA_STALE_KEY),
     }
     for entry, key in read:
         value = KB.failure_modes[entry].checks.thresholds.get(key)

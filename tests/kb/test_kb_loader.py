@@ -12,11 +12,11 @@ from runbook_kb.loader import DATA_DIR
 
 def test_packaged_kb_loads_and_links_resolve():
     kb = default_kb()
-    assert len(kb.failure_modes) == 18
+    assert len(kb.failure_modes) == 22
     for mode in kb.failure_modes.values():
         for ref in mode.mechanism:
             link = kb.ref_link(ref)
-            assert link.startswith("https://github.com/apache/kafka/blob/04bfe7d/")
+            assert link.startswith(f"https://github.com/apache/kafka/blob/{ref.commit or '04bfe7d'}/")
             assert link.endswith(f"#L{ref.lines[0]}")
     assert kb.ref_link(kb.failure_modes["broker-loss"].mechanism[0]) == (
         "https://github.com/apache/kafka/blob/04bfe7d/core/src/main/scala/kafka/cluster/Partition.scala#L232"
@@ -37,7 +37,7 @@ def _edit(path: Path, change) -> None:
 
 
 def test_copy_loads(kb_copy):
-    assert len(load_kb(kb_copy).failure_modes) == 18
+    assert len(load_kb(kb_copy).failure_modes) == 22
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,10 @@ async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_a
     assert f"LSO {txn['first_offset']} lags the high watermark" in line.value and "by 25 records" in line.value
     assert "within its 10.0 min timeout" in line.value
     assert reply.diagnoses[0].entry_id == "hanging-transaction"
-    assert any(a.command == f"abort-txn {topic} 0 --producer-id {txn['producer_id']}" for a in reply.actions)
+    assert any(
+        a.command.startswith(f"abort-txn {topic} 0 --producer-id {txn['producer_id']} --min-age-ms ")
+        for a in reply.actions
+    )
     why = (await answer("why LSO stuck", ctx)).reply
     assert why.severity == "warning" and where in why.verdict
 
@@ -191,7 +194,7 @@ async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
     # Ask the paused broker's coordinator explicitly, as a listing made just before the fence would.
     listings, unread = await gw.list_transactions_partial(broker_ids=[101, 102, 103])
     assert 102 in unread
-    from diagnosis.live_checks import transaction_findings
+    from diagnosis.txn_checks import transaction_findings
     from diagnosis.txn_evidence import TxnReport
 
     report = TxnReport(

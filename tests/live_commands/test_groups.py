@@ -121,7 +121,7 @@ def test_stable_members_with_growing_lag_are_slow_consumers():
         sig,
     )
     assert r.status == "WARN" and r.severity == sig.lag_severity
-    assert r.causes[0].key == "slow-consumer"
+    assert r.causes[0].key == "consumers-slower-than-producers"
     storm = next(c for c in r.causes if c.key == "rebalance-storm")
     assert storm.considered and "no rebalance seen" in storm.reason
 
@@ -141,7 +141,7 @@ def test_lag_on_one_partition_ranks_the_hot_partition_first():
         ),
         sig,
     )
-    assert [c.key for c in r.causes][:2] == ["hot-partition", "slow-consumer"]
+    assert [c.key for c in r.causes][:2] == ["hot-partition", "consumers-slower-than-producers"]
     assert "95% of the lag is on orders-3" in r.causes[0].reason
 
 
@@ -452,5 +452,5 @@ def test_a_runbook_entry_for_stopped_consumers_is_used_once_the_kb_has_one():
 
 def test_the_lakes_window_verdict_counts_as_growing_when_the_reads_are_too_short_to_tell():
     r = rank(facts(["STABLE"] * 5, [{"a"}] * 5, [300] * 5, lake_worst="STALL"))
-    assert r.status == "STALL" and r.causes[0].key == "slow-consumer"
+    assert r.status == "STALL" and r.causes[0].key == "consumers-slower-than-producers"
     assert "metric lake over its window: STALL" in r.causes[0].reason

@@ -8,7 +8,7 @@ from action_fakes import FakeGateway, FakePool, cv
 
 from bot.render import render_text
 from commands.registry import answer
-from diagnosis.live_checks import move_progress, throttle_lines
+from diagnosis.reassignment_checks import move_progress, throttle_lines
 from diagnosis.rules import PartitionState
 from framework.context import Context
 from live.model import LogDir, LogDirPartition, Reassignment

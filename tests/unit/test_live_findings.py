@@ -3,8 +3,9 @@ quorum's observers, transactions from a report, and the URP cause of a paused or
 
 from __future__ import annotations
 
-from diagnosis.live_checks import metadata_lag_findings, quorum_view, transaction_findings
+from diagnosis.quorum_checks import metadata_lag_findings, quorum_view
 from diagnosis.rules import BrokerFacts, PartitionState, urp_findings
+from diagnosis.txn_checks import transaction_findings
 from diagnosis.txn_evidence import OpenTxn, TxnReport
 from live.model import PartitionOffsets, QuorumInfo, QuorumVoter, TransactionDescription
 from live.probe import ProbeResult, api_versions_request, parse_addresses, parse_voters
@@ -135,7 +136,7 @@ def test_urp_cause_follows_the_probe():
 
 
 def test_fencing_names_the_transactional_id_that_was_taken_over():
-    from diagnosis.live_checks import fencing_findings
+    from diagnosis.txn_checks import fencing_findings
 
     fresh = TransactionDescription("app-a", 101, "Empty", 4, 0, 60_000, -1, [])
     taken = TransactionDescription("app-b", 102, "Ongoing", 9, 1, 60_000, NOW - 5_000, [("orders", 1)])
@@ -143,7 +144,7 @@ def test_fencing_names_the_transactional_id_that_was_taken_over():
     assert found.lead[0][0] == "producer-fencing" and found.severity == "warning"
     assert found.verdict.startswith("Transactional id app-b was taken over: producer id 9 is at epoch 1")
     assert found.evidence[0].value == (
-        "producer id 9, epoch 1 (initialised 2 times), state Ongoing, coordinator 102, "
+        "producer id 9, epoch 1 (initialised at least 2 times), state Ongoing, coordinator 102, "
         "its current transaction began 5 s ago"
     )
     assert fencing_findings([fresh], NOW).severity == "ok"
@@ -185,7 +186,7 @@ def test_reconcile_takes_the_view_most_brokers_share_and_names_the_stale_broker(
 
 def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
     """The read landed on a broker that still names a leader the others no longer have."""
-    from diagnosis.live_checks import stale_view_evidence
+    from diagnosis.live_common import stale_view_evidence
     from diagnosis.snapshot import Snapshot, reconcile
     from live.model import Broker, ClusterInfo
 
@@ -207,7 +208,7 @@ def test_a_stale_broker_cannot_hide_an_offline_partition_from_why_offline():
 
 
 def test_a_stale_broker_cannot_hide_under_replication_from_why_urp():
-    from diagnosis.live_checks import stale_view_evidence
+    from diagnosis.live_common import stale_view_evidence
     from diagnosis.snapshot import Snapshot, reconcile
     from live.model import Broker, ClusterInfo
 
@@ -272,7 +273,7 @@ class _SlowLogDirs:
 
         from action_fakes import FakeGateway
 
-        from diagnosis.live_checks import LOG_DIRS_BUDGET_S
+        from diagnosis.live_common import LOG_DIRS_BUDGET_S
         from live.model import LogDir
 
         slow = self.slow

@@ -1,0 +1,104 @@
+"""What else is going on besides the brokers and partitions: open or hanging transactions,
+reassignments (running or stalled), client quotas in force. `status` reads them beside its
+snapshot so an answer about one fault does not hide another (a dead broker and a hanging
+transaction at once). Each read is bounded and reported as not read when it fails: a finding
+that could not be read is never shown as absent."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from diagnosis.quota_checks import quota_evidence, quota_sentence, read_quotas
+from diagnosis.reassignment_findings import read_reassignments, reassignment_evidence, reassignment_sentence
+from diagnosis.txn_evidence import OpenTxn, TxnReport, read_open_transactions
+from framework.reply import Action, Evidence
+from live.gateway import AdminGateway, GatewayError
+from live.model import TopicInfo
+
+TXN_SOURCE = "live: list_offsets + describe_producers + describe_transactions"
+
+
+@dataclass
+class ActiveFindings:
+    problems: list[str] = field(default_factory=list)  # make the cluster "not healthy"
+    notices: list[str] = field(default_factory=list)  # in force, worth naming, not a fault by itself
+    evidence: list[Evidence] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    critical: bool = False
+
+
+def transactions_by_producer(open_txns: list[OpenTxn]) -> dict[int, list[OpenTxn]]:
+    """One transaction per producer: a transaction spanning three partitions is one transaction."""
+    out: dict[int, list[OpenTxn]] = {}
+    for t in open_txns:
+        out.setdefault(t.producer_id, []).append(t)
+    return out
+
+
+def _txn_part(report: TxnReport, into: ActiveFindings) -> None:
+    now = report.now_ms
+    for what, why in sorted(report.unread.items()):
+        into.evidence.append(Evidence(f"Transactions not read: {what}", why, "live", "bad"))
+    by_pid = transactions_by_producer(report.open)
+    if not by_pid:
+        return
+    hanging = {pid: ts for pid, ts in by_pid.items() if any(t.status(now) != "within-timeout" for t in ts)}
+    for pid, ts in by_pid.items():
+        where = ", ".join(t.where for t in ts)
+        tid = ts[0].transactional_id
+        state = "hanging (nothing will abort it)" if pid in hanging else "open, within its timeout"
+        into.evidence.append(
+            Evidence(
+                f"Transaction of producer {pid}" + (f" ({tid})" if tid else ""),
+                f"{state}; holds the last stable offset of {where}",
+                TXN_SOURCE,
+                "bad",
+            )
+        )
+    if hanging:
+        parts = sum(len(ts) for ts in hanging.values())
+        into.problems.append(
+            f"{len(hanging)} hanging transaction(s) holding {parts} partition(s) "
+            f"({', '.join(t.where for ts in hanging.values() for t in ts)}): read_committed consumers are stuck there"
+        )
+        into.critical = True
+        into.actions.append(Action("Hanging transactions", "hanging-txns"))
+    within = len(by_pid) - len(hanging)
+    if within:
+        into.notices.append(f"{within} open transaction(s) within their timeout")
+
+
+async def read_active(
+    gw: AdminGateway, registered: frozenset[int], topics: list[TopicInfo] | None = None
+) -> ActiveFindings:
+    """Transactions, reassignments and client quotas, read at the same time."""
+    out = ActiveFindings()
+    txn, moves, quotas = await asyncio.gather(
+        read_open_transactions(gw, topics=topics),
+        read_reassignments(gw, registered),
+        read_quotas(gw),
+        return_exceptions=True,
+    )
+    if isinstance(txn, GatewayError):
+        out.evidence.append(Evidence("Transactions", f"not read ({txn})", TXN_SOURCE, "bad"))
+    elif isinstance(txn, BaseException):
+        raise txn
+    else:
+        _txn_part(txn, out)
+    if isinstance(moves, BaseException):
+        raise moves
+    out.evidence += reassignment_evidence(moves)
+    sentence = reassignment_sentence(moves)
+    if moves.stalled:
+        out.problems.append(sentence.rstrip("."))
+        out.critical = True
+        out.actions.append(Action("Why is the reassignment stuck", "why stalled reassignment"))
+    elif sentence:
+        out.notices.append(sentence.rstrip("."))
+    if isinstance(quotas, BaseException):
+        raise quotas
+    out.evidence += quota_evidence(quotas)
+    if quotas.throttling:
+        out.notices.append(quota_sentence(quotas).rstrip(".") + " (clients above it are throttled)")
+    return out
