@@ -211,7 +211,7 @@ def _timeline_elsewhere(request: CommandRequest, channel: str | None) -> str | N
     if ref[0] == channel:
         return None
     return (
-        f"That thread is in <#{ref[0]}>: its timeline is shown only there. "
+        f"That thread is in channel {ref[0]}: its timeline is shown only there. "
         f"Run `/kafka timeline` in that thread (or `/kafka timeline {ref[0]}/{ref[1]}` in that channel)."
     )
 
