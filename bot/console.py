@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.answer_parts import show_in_parts
 from bot.app import close_context, make_context
 from bot.charts import chart_png
+from bot.console_session import ConsoleSession
 from bot.render import render_addition, render_json, render_text
 from bot.spinner import Spinner
 from commands.registry import ROUTER
@@ -72,11 +74,22 @@ def _write_png(result: Answer, path: str) -> None:
     print(f"chart written to {path}", file=sys.stderr)
 
 
-async def _answer(text: str, ctx: Context, memory: IncidentMemory | None, cluster: str | None) -> Answer:
+async def _answer(
+    text: str,
+    ctx: Context,
+    memory: IncidentMemory | None,
+    cluster: str | None,
+    session: ConsoleSession | None = None,
+) -> Answer:
     user = ctx.gate.acting_user if ctx.gate is not None else None  # the OS account, never $USER
     parsed = parse_request(text, memory, user=user, channel=None, router=ROUTER, cluster=cluster)
     if isinstance(parsed, Answer):
         return parsed
+    if session is not None and memory is not None and parsed.spec.name == "timeline" and not parsed.args.get("thread"):
+        if parsed.options.get("help"):
+            return await run_request(parsed, ctx, early=True)
+        reply = await session.timeline(parsed, ctx, memory)  # `timeline` alone: this session's incident
+        return Answer(reply, "bad_input" if reply.severity == "error" else "answered", parsed)
     return await run_request(parsed, ctx, early=True)
 
 
@@ -108,6 +121,7 @@ async def _answer_and_emit(
     compact_json: bool = False,
     memory: IncidentMemory | None = None,
     cluster: str | None = None,
+    session: ConsoleSession | None = None,
 ) -> Answer:
     """Print the answer; when the lake's evidence is still coming, print the live answer first and
     the lake's part when it is in (JSON waits: one document per answer). ``memory``: the console
@@ -117,8 +131,9 @@ async def _answer_and_emit(
     # one as they go (the terminal only: in Slack each message is an edit of the working message)
     await SPINNER.progress(f"answering '{_clip(text)}'")
     color = ctx is not None and ctx.settings.color  # NO_COLOR, a setting like any other
+    asked_at = time.time()
     try:
-        result = await _answer(text, ctx, memory, cluster)
+        result = await _answer(text, ctx, memory, cluster, session)
     finally:
         SPINNER.stop()
     if as_json or (result.request is not None and result.request.json):
@@ -128,6 +143,10 @@ async def _answer_and_emit(
         final = await show_in_parts(result, _shower(color), _add, complete_with=_complete_with_spinner)
     if memory is not None and final.request is not None:
         memory.remember(final.request, final.reply)
+    if session is not None:
+        session.note(text, final, asked_at)
+        if final.request is not None and final.request.spec.name == "timeline" and final.reply.series:
+            _write_png(final, str(session.chart_path()))  # the console's "attachment": the chart as a file
     return final
 
 
@@ -194,6 +213,7 @@ def console(as_json: bool, settings: KbotSettings, *, cluster: str | None = None
         )
     loop = asyncio.new_event_loop()
     memory = IncidentMemory(scope="this session")  # one incident per console session
+    session = ConsoleSession(ctx.gate.acting_user if ctx.gate is not None else None, home=settings.home)
     try:
         for line in _console_lines("kafka> ", settings.home):
             text = line.strip()
@@ -202,7 +222,10 @@ def console(as_json: bool, settings: KbotSettings, *, cluster: str | None = None
             if text.lower() in ("exit", "quit", r"\q"):
                 break
             _run_cancellable(
-                loop, _answer_and_emit(text, ctx, as_json, compact_json=True, memory=memory, cluster=cluster)
+                loop,
+                _answer_and_emit(
+                    text, ctx, as_json, compact_json=True, memory=memory, cluster=cluster, session=session
+                ),
             )
             sys.stdout.flush()
     finally:

@@ -26,9 +26,12 @@ from bot.delivery import slack_error
 from bot.slack_answer import AUDIT_TEXT_CHARS
 from bot.slack_messages import tell_privately
 from bot.slack_request import SlackRequest
+from commands.timeline import parse_thread
+from framework import plain_words
 from framework.dispatch import Answer
 from framework.followup import parse_request as parse_followup
 from framework.reply import Reply, error_reply
+from framework.router import BadInput
 from framework.spec import CommandRequest
 from gate.rbac import Verdict
 
@@ -139,6 +142,10 @@ class Intake:
             return None
         if request.spec.name == "timeline" and not request.args.get("thread") and channel and req.thread_ts:
             request.args["thread"] = f"{channel}/{req.thread_ts}"  # `timeline` in a thread: that thread
+        elsewhere = _timeline_elsewhere(request, channel)
+        if elsewhere is not None:
+            await self.refuse(Verdict.no("timeline: another channel", elsewhere), "scope", req, command="timeline")
+            return None
         verdict = await self.bot.authorizer.command(user, channel, request.spec.name, request.spec.mutating)
         if not verdict.allowed:
             await self.refuse(verdict, "rbac", req, command=request.spec.name)
@@ -147,11 +154,13 @@ class Intake:
 
     async def handle_thread_message(self, req: SlackRequest) -> None:
         """A plain message in a thread: answered as a follow-up when the bot answers in that
-        thread and the message starts with a command; other talk in threads is left alone."""
-        if self.bot.router.command_for(req.text) is None:
-            return
-        if await self.bot.memory(req.channel, req.thread_ts) is None:
+        thread and the message starts with a command or is one of the plain-words follow-ups
+        (framework/plain_words.py: "and broker 102?"); other talk in threads is left alone."""
+        memory = await self.bot.memory(req.channel, req.thread_ts)
+        if memory is None:
             return  # a thread the bot did not start or answer in
+        if self.bot.router.command_for(req.text) is None and plain_words.read(req.text, memory) is None:
+            return  # talk between people ("thanks, looking"): only a mention gets "I can answer: ..."
         await self.handle_text(req)
 
     async def refuse(
@@ -185,6 +194,26 @@ class Intake:
             text_len=len(req.text),
             **extra,
         )
+
+
+def _timeline_elsewhere(request: CommandRequest, channel: str | None) -> str | None:
+    """Why a `timeline` of a thread in another channel is refused here, or None. A thread's
+    timeline carries its whole incident (questions, verdicts, actions, files): it is shown where the
+    incident was worked, not wherever someone names it (the terminal's `kbot incident timeline` is
+    the way for people with access to the host)."""
+    given = request.arg_text("thread") if request.spec.name == "timeline" else None
+    if not given:
+        return None
+    try:
+        ref = parse_thread(given)
+    except BadInput:
+        return None  # the command itself says what is wrong with it
+    if ref[0] == channel:
+        return None
+    return (
+        f"That thread is in channel {ref[0]}: its timeline is shown only there. "
+        f"Run `/kafka timeline` in that thread (or `/kafka timeline {ref[0]}/{ref[1]}` in that channel)."
+    )
 
 
 def _coalesce_key(request, channel: str | None):

@@ -20,7 +20,8 @@ that started the thread), and the gate's records of the actions previewed in it 
 
 Durations run from the incident's start (the alert's ``startsAt``, else the first event): time to
 first answer, time to mitigation (the first action executed), time to resolution (the alert
-resolved; without one, the last answer). ``build`` is pure (records in, a JSON document out);
+resolved; without one, the last answer or the last event, whichever came later: never before the
+mitigation). ``build`` is pure (records in, a JSON document out);
 ``render_markdown`` turns that document into Markdown for a postmortem.
 """
 
@@ -37,11 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from diagnosis import lake_evidence as lake
+from diagnosis.trends import broker_series, bucket_for, by_bucket
 from framework.context import Context
 from framework.errors import Unavailable
-from framework.reply import Reply, Section, Table
+from framework.reply import Reply, Section, Series, Table
 from framework.router import BadInput
 from framework.spec import Command, CommandRequest, CommandSpec, Param
+from runbook_kb.lookup import norm
 
 SCHEMA = 1
 EVIDENCE_KEPT = 12  # evidence lines an answer's audit record keeps
@@ -450,10 +454,17 @@ def build(records: Sequence[Mapping[str, Any]], ref: ThreadRef, memory: Mapping[
     first_answer = min((float(e.data["answered_ts"]) for e in questions), default=None)
     executed = [e for e in events if e.kind == "action executed" and e.data.get("ok") is True]
     mitigated = executed[0].ts if executed else None
+    answered = [float(e.data["answered_ts"]) for e in questions]
     if resolved_at is not None:
         resolution, resolved_by = resolved_at, "alert resolved"
-    elif questions:
-        resolution, resolved_by = max(float(e.data["answered_ts"]) for e in questions), "last answer"
+    elif questions or executed:
+        # No alert resolved it: the incident ran at least until the last thing done in the thread -
+        # never before its mitigation, its last answer or the last action's end (a preview, a
+        # confirm and its execution answer too, though they are not questions).
+        last_answer = max(answered, default=None)
+        last_event = max((e.ts for e in events if e.kind != "alert"), default=None)
+        resolution = max(t for t in (last_answer, last_event, mitigated) if t is not None)
+        resolved_by = "last answer" if last_answer is not None and resolution == last_answer else "last event"
     else:
         resolution, resolved_by = None, None
 
@@ -674,6 +685,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     ref = parse_thread(given)
     records, memory = await asyncio.to_thread(_read, ctx, ref)
     doc = build(records, ref, memory)
+    return await _with_chart(request, ctx, doc, memory)
+
+
+async def _with_chart(request: CommandRequest, ctx: Context, doc: JsonDict, memory: JsonDict | None) -> Reply:
+    """The timeline's answer, with the chart of the thread's metric over the incident window."""
+    ref = (str(doc["channel"]), str(doc["thread_ts"]))
     if not doc["events"]:
         if memory is None:
             raise BadInput(
@@ -686,7 +703,66 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             f"Thread {thread_name(ref)} has no recorded events yet (no alert, question or action in the "
             "audit log): ask something there first.",
         )
-    return timeline_reply(doc)
+    reply = timeline_reply(doc)
+    series, said = await incident_chart(request, ctx, doc, (memory or {}).get("metric"))
+    reply.series = series
+    reply.notes.append(said)
+    return reply
+
+
+def _metric_name(ctx: Context, text: str) -> str:
+    """The lake's name of a metric as a thread said it (URP -> UnderReplicatedPartitions), as
+    `history` reads it (commands/history.resolve_metric; commands do not import each other)."""
+    by_lower = {n.lower(): n for n in lake.known_metrics()}
+    if text.lower() in by_lower:
+        return by_lower[text.lower()]
+    target = ctx.kb.vocabulary.get(text) or next(
+        (v for k, v in ctx.kb.vocabulary.items() if norm(k) == norm(text)), None
+    )
+    return by_lower.get(str(target).lower(), text) if target else text
+
+
+CHART_MARGIN_S = 300  # the chart shows five minutes either side of the incident
+
+
+async def incident_chart(
+    request: CommandRequest, ctx: Context, doc: JsonDict, metric: object
+) -> tuple[list[Series], str]:
+    """The metric lake's history of the thread's metric (the symptom its `why` was about) over the
+    incident window, as chart series, and one line saying what the chart is - or why there is
+    none: no metric named in the thread, no lake, a lake that did not answer or holds no sample."""
+    if not isinstance(metric, str) or not metric or not doc.get("started_at"):
+        return [], "No chart: no `why` in this thread named a metric to chart."
+    name = _metric_name(ctx, metric)
+    started = _parse_time(doc["started_at"]) or ctx.clock()
+    resolved = doc["durations"].get("time_to_resolution_s")
+    ended = started + float(resolved) if resolved is not None else ctx.clock()
+    now = ctx.clock()
+    start = dt.datetime.fromtimestamp(started - CHART_MARGIN_S, dt.timezone.utc)
+    end = dt.datetime.fromtimestamp(min(now, ended + CHART_MARGIN_S), dt.timezone.utc)
+    window = lake.Window(start, end, max(end - start, dt.timedelta(minutes=1)))
+    bucket_s = bucket_for(window.since)
+    if ctx.lake is None:
+        return (
+            [],
+            f"No chart of {name}: no metric lake is configured here, so its history over the incident is not known.",
+        )
+    try:
+        facts = await lake.history(ctx, request, window, name, None, None, None, bucket_s)
+    except Unavailable as exc:
+        return [], f"No chart of {name}: the metric lake did not answer ({_clip(str(exc).split('[[')[0], 200)})."
+    rows = facts.get("rows") or []
+    if not rows:
+        return (
+            [],
+            f"No chart of {name}: the metric lake holds no sample of it over the incident window ({window.label}).",
+        )
+    counter = name.endswith("PerSec")
+    unit = ("events per bucket" if counter else "largest sample per bucket") + f" ({bucket_s}s)"
+    mark = (_iso(started), _iso(min(ended, now)))
+    brokers = sorted({r["broker"] for r in rows})
+    series = broker_series(name, "", unit, by_bucket(rows), brokers, mark, scale=bucket_s if counter else 1)
+    return series, f"Chart: {name} from the metric lake over the incident window ({window.label}), incident shaded."
 
 
 def timeline_reply(doc: JsonDict) -> TimelineReply:
@@ -699,7 +775,7 @@ def timeline_reply(doc: JsonDict) -> TimelineReply:
         parts.append("no action executed")
     if d["resolution"]:
         parts.append(
-            f"{'resolved' if d['resolution'] == 'alert resolved' else 'last answer'} after "
+            f"{'resolved' if d['resolution'] == 'alert resolved' else d['resolution']} after "
             f"{duration(d['time_to_resolution_s'])}"
         )
     events = doc["events"]

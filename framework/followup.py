@@ -49,7 +49,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from framework import dispatch
+from framework import dispatch, plain_words
 from framework.dispatch import Answer
 from framework.reply import Reply, error_reply
 from framework.router import BadInput, Router
@@ -67,6 +67,8 @@ DETERMINERS = frozenset({"the", "that", "this", "same"})
 KINDS = ("topic", "group", "broker", "partition", "transactional id")
 _TOPIC_PARTITION = re.compile(r"^([A-Za-z0-9._-]+)-(\d+)$")
 _BROKER_LABEL = re.compile(r"^Broker (\d+)$")
+# a partition named in an evidence line's list (diagnosis.snapshot.name_partitions): "orders-3"
+_PARTITION_IN_TEXT = re.compile(r"(?:(?<=[(,:])|(?<=[(,:] ))([A-Za-z0-9._-]+-\d+)(?=[,)]|\s[(…]|$)")
 _TXN_ID = re.compile(r"\btransactional id ([A-Za-z0-9._:@+=/-]+?)[,:;)]?(?:\s|$)")
 
 
@@ -107,19 +109,21 @@ class IncidentMemory:
     cluster: str | None = None
     since: str | None = None
     cause: tuple[str, str] | None = None  # (runbook entry id, title) of the last `why`'s first diagnosis
+    metric: str | None = None  # the metric of the last `why` (its symptom): what "is it getting better?" charts
     current: dict[str, str] = field(default_factory=dict)  # kind -> the one value "it" means now
     named: dict[str, list[str]] = field(default_factory=dict)  # kind -> every value named, newest last
     updated_at: float = 0.0
 
     # ---- before a question ------------------------------------------------------------------
-    def binding(self) -> Binding:
-        return Binding(self)
+    def binding(self, fill: bool = True) -> Binding:
+        return Binding(self, fill=fill)
 
-    def parse(self, text: str, router: Router, cluster: str | None = None) -> CommandRequest:
+    def parse(self, text: str, router: Router, cluster: str | None = None, *, fill: bool = True) -> CommandRequest:
         """``text`` parsed with this memory: references and left-out values bound, the note set.
-        ``cluster``: chosen outside the text, it comes before the memory's. Raises BadInput as
-        Router.parse does (and when "it" refers to nothing known)."""
-        binding = self.binding()
+        ``cluster``: chosen outside the text, it comes before the memory's. ``fill``: False leaves
+        parameters left out unset (a plain "who is affected?" asks about the whole cluster). Raises
+        BadInput as Router.parse does (and when "it" refers to nothing known)."""
+        binding = self.binding(fill)
         request = router.parse(text, referents=binding)
         request.cluster = request.cluster or cluster
         self.apply(request, binding)
@@ -172,12 +176,15 @@ class IncidentMemory:
             if request.spec.name == "why" and reply.diagnoses:
                 first = reply.diagnoses[0]
                 self.cause = (first.entry_id, first.title)
+                self.metric = _metric(request, reply) or self.metric
             found = _from_reply(reply, request.router)
             for kind, values in found.items():
                 for v in values:
                     self._name(kind, v)
                 if len(values) == 1:  # an answer that names one of a kind is about it
                     self.current[kind] = values[0]
+                else:  # several (orders-* and payments-*): "it" asks which instead of keeping an older one
+                    self.current.pop(kind, None)
         for kind, v in _from_request(request):  # the user's own words last: explicit input wins
             self._name(kind, v)
             self.current[kind] = v
@@ -200,6 +207,7 @@ class IncidentMemory:
             cluster=data.get("cluster"),
             since=data.get("since"),
             cause=(str(cause[0]), str(cause[1])) if cause else None,
+            metric=str(data["metric"]) if data.get("metric") else None,
             current={str(k): str(v) for k, v in (data.get("current") or {}).items()},
             named={str(k): [str(x) for x in v] for k, v in (data.get("named") or {}).items()},
             updated_at=float(data.get("updated_at") or 0.0),
@@ -210,8 +218,9 @@ class Binding:
     """framework.spec.Referents for one parse: resolves references and left-out values from the
     memory, and records what it took for the note."""
 
-    def __init__(self, memory: IncidentMemory):
+    def __init__(self, memory: IncidentMemory, *, fill: bool = True):
         self.memory = memory
+        self.fill = fill
         self.taken: dict[str, str] = {}
 
     def refer(self, words: Sequence[str], spec: CommandSpec, name: str, kind: ParamKind) -> tuple[int, ArgValue] | None:
@@ -231,7 +240,7 @@ class Binding:
 
     def missing(self, spec: CommandSpec, param: Param) -> ArgValue | None:
         slot = _slot(param.kind, param.name)
-        if slot not in ("topic", "group") or spec.mutating:
+        if not self.fill or slot not in ("topic", "group") or spec.mutating:
             return None  # an action's target is said, never remembered into it
         value = self.memory.value(slot)
         if value is not None:
@@ -255,6 +264,22 @@ class Binding:
                 f"say which, e.g. `{spec.name} {several[-1]}`."
             )
         return f"'{words}': {where} has not named a {_noun(slot)} yet; name one (`{spec.usage()}`)."
+
+
+_SYMPTOM = re.compile(r"^symptom ([A-Za-z][A-Za-z0-9_.-]+)$")
+
+
+def _metric(request: CommandRequest, reply: Reply) -> str | None:
+    """The metric a `why` was about: the symptom typed when it is one word (URP, IsrShrinksPerSec),
+    else the metric the runbook matched the words to ("symptom UnderReplicatedPartitions")."""
+    symptom = request.arg_text("symptom") or ""
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]+", symptom):
+        return symptom
+    for d in reply.diagnoses:
+        m = _SYMPTOM.match(d.why_ranked)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _from_request(request: CommandRequest) -> list[tuple[str, str]]:
@@ -320,6 +345,12 @@ def _from_reply(reply: Reply, router: Router | None) -> dict[str, list[str]]:
         m = _BROKER_LABEL.match(ev.label)
         if m and ev.status == "bad":
             add("broker", m.group(1))
+        if ev.status == "bad":  # "gone from 6 ISR(s) (orders-0, orders-1, payments-0 (+2 more))"
+            for name in _PARTITION_IN_TEXT.findall(ev.value):
+                tp = _TOPIC_PARTITION.match(name)
+                if tp and re.search(r"[A-Za-z]", tp.group(1)):
+                    add("topic", tp.group(1))
+                    add("partition", name)
         for txn in _TXN_ID.findall(ev.value):
             add("transactional id", txn)
     return found
@@ -449,10 +480,23 @@ def parse_request(
         if isinstance(parsed, CommandRequest):
             parsed.cluster = parsed.cluster or cluster
         return parsed
+    reading = None
+    if router.command_for(text) is None:  # plain words: "and broker 102?", "what should I do first?"
+        reading = plain_words.read(text, memory)
+        if reading is None and plain_words.plain(text):
+            first = " ".join(plain_words.clean(text).split()[:2])
+            return Answer(error_reply(plain_words.not_understood(text, memory), router.closest(first)), "bad_input")
     try:
-        request = memory.parse(text, router, cluster)
+        if reading is None:  # a command, or a mistyped one (the router says which it may be)
+            request = memory.parse(text, router, cluster)
+        else:
+            request = memory.parse(reading.command, router, cluster, fill=reading.fill)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input")
+    if reading is not None:
+        said = " ".join(text.split())
+        read_as = f"Read “{said[:80]}” as `{reading.command}`."
+        request.context_note = f"{read_as} {request.context_note}" if request.context_note else read_as
     request.user, request.channel = user, channel
     return request
 

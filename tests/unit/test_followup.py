@@ -182,3 +182,26 @@ def test_a_console_session_is_one_incident(tmp_path: Path):
     assert "From this session" not in first
     assert "Note: From this session: window 30m" in offline
     assert "Note: From this session: cause " in runbook
+
+
+def test_it_asks_which_topic_when_the_answer_named_several_even_if_it_suggested_one():
+    """Issue 37: `why URP` named orders-* and payments-* partitions and suggested `describe orders`;
+    `describe it` guessed orders. It must ask which (and forget an older "it")."""
+    memory = IncidentMemory()
+    memory.remember(ROUTER.parse("describe clicks"), Reply(title="Topic clicks"))
+    reply = Reply(
+        title="Why URP?",
+        evidence=[
+            Evidence(
+                "Broker 102", "gone from 6 ISR(s) (orders-0, orders-1, orders-2, payments-0 (+2 more))", "live", "bad"
+            ),
+            Evidence("Under-replicated", "4: orders-0, payments-3 … (+2 more)", "live", "bad"),
+        ],
+        diagnoses=[Diagnosis("broker-loss", "Broker loss", "a broker left")],
+        actions=[Action("Describe orders", "describe orders")],
+    )
+    memory.remember(ROUTER.parse("why URP"), reply)
+    assert "topic" not in memory.current and memory.named["topic"][-2:] == ["orders", "payments"]
+    with pytest.raises(BadInput) as err:
+        memory.parse("describe it", ROUTER)
+    assert "named several topics (clicks, orders, payments); say which" in err.value.message

@@ -225,10 +225,22 @@ def test_events_in_order_with_durations():
     json.dumps(doc)  # a JSON document
 
 
-def test_without_a_resolved_alert_resolution_is_the_last_answer():
+def test_without_a_resolved_alert_resolution_is_the_last_answer_or_event_never_before_mitigation():
+    """Issue 37: "Time to mitigation 5m22s" beside "Time to resolution 2m35s (last answer)": the
+    answers after the last question (a preview, a confirm, the execution) are not questions, yet the
+    incident went on until them."""
     records = [r for r in _records() if r.get("status") != "resolved"]
-    d = build(records, (CH, ROOT))["durations"]
-    assert d["resolution"] == "last answer" and d["time_to_resolution_s"] == 65.0
+    doc = build(records, (CH, ROOT))
+    d = doc["durations"]
+    assert d["time_to_mitigation_s"] == 125.0
+    assert d["time_to_resolution_s"] == 125.0 and d["resolution"] == "last event"
+    assert d["time_to_resolution_s"] >= max(e["offset_s"] for e in doc["events"])
+    markdown = render_markdown(doc)
+    assert "| Time to resolution | 2m05s (last event) |" in markdown
+    # a question after the mitigation: the last answer is the end
+    later = {**records[2], "ts": T0 + 400, "latency_ms": 1000.0}
+    d = build([*records, later], (CH, ROOT))["durations"]
+    assert d["time_to_resolution_s"] == 400.0 and d["resolution"] == "last answer"
 
 
 def test_a_thread_a_slash_command_started_is_found_by_its_request_id():
