@@ -60,7 +60,7 @@ async def test_the_lake_part_is_added_after_the_answer_shown():
 async def test_the_terminal_prints_the_live_answer_then_the_lake_part(monkeypatch, capsys):
     early, final = _early_and_final()
 
-    async def answer(text, ctx, memory, cluster):
+    async def answer(text, ctx, memory, cluster, session=None):
         early.later = asyncio.ensure_future(_later(final))
         return Answer(early, "answered")
 
@@ -74,7 +74,7 @@ async def test_the_terminal_prints_the_live_answer_then_the_lake_part(monkeypatc
 async def test_the_terminal_waits_for_the_lake_part_in_json(monkeypatch, capsys):
     early, final = _early_and_final()
 
-    async def answer(text, ctx, memory, cluster):
+    async def answer(text, ctx, memory, cluster, session=None):
         early.later = asyncio.ensure_future(_later(final))
         return Answer(early, "answered")
 
