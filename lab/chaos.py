@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lab import probes
+from lab import chaos_faults, probes
 from lab.ask import Asker
 from lab.judge import answer_text, names
 from lab.mode import Facts, Mode
@@ -198,6 +198,23 @@ def reassignment_target_dies(mode: Mode) -> Fault:
     )
 
 
+def _from_spec(spec: dict[str, Any]) -> Fault:
+    """A fault of lab/chaos_faults.py (a dict of the Fault's fields: those modules build no lab Mode)."""
+    return Fault(
+        name=spec["name"],
+        expect=spec["expect"],
+        questions=spec["questions"],
+        brokers=spec.get("brokers", frozenset()),
+        takes_broker=False,
+        inject=spec["inject"],
+        wait=spec.get("wait"),
+        heal=spec.get("heal"),
+        named=spec["named"],
+        topics=spec.get("topics", ()),
+        in_status=spec.get("in_status", True),
+    )
+
+
 @dataclass
 class Trial:
     index: int
@@ -231,9 +248,22 @@ def draw_trial(seed: int, index: int, *, slow: bool = False, modes: dict[str, Mo
         broker_faults: list[Callable[[], Fault]] = []
         if free and keep:
             broker_faults = [lambda: kill_fault(rng.choice(free), rng), lambda: pause_fault(rng.choice(free), rng)]
+        if free and chaos_faults.cpu_cgroup_unavailable() is None:
+            broker_faults.append(lambda: _from_spec(chaos_faults.starve(rng.choice(free), rng)))
+        clients: list[Callable[[], Fault]] = [
+            lambda: _from_spec(chaos_faults.quota(rng)),
+            lambda: _from_spec(chaos_faults.deleted_unread(rng)),
+            lambda: _from_spec(chaos_faults.slow_consumer(rng)),
+        ]
         if not pairable and "reassignment-throttled" in available and not exclude:
             modes.append(lambda: reassignment_target_dies(available["reassignment-throttled"]))
-        pool = broker_faults if broker_faults and (not modes or rng.random() < 0.4) else modes
+        draw = rng.random()
+        if broker_faults and draw < 0.35:
+            pool = broker_faults
+        elif draw < 0.55 or not modes:
+            pool = clients
+        else:
+            pool = modes
         return rng.choice(pool)()
 
     if shape == "single":

@@ -15,6 +15,7 @@ from waiting import wait_until
 
 from bot.render import render_json
 from commands.registry import answer
+from lab.chaos_faults import set_client_quota
 from localkafka.groups import slow_group
 
 pytestmark = pytest.mark.kafka
@@ -27,20 +28,8 @@ def _kp_admin(cluster):
 
 
 def _set_client_quota(cluster, client_id: str, key: str, value: float | None) -> None:
-    """What `kafka-configs --alter --entity-type clients` sends (AlterClientQuotas), from the
-    user's own client: set ``key`` on ``client_id``, or remove it (value None)."""
-    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest
-
-    admin = _kp_admin(cluster)
-    try:
-        entry = AlterClientQuotasRequest.EntryData(
-            entity=[AlterClientQuotasRequest.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
-            ops=[AlterClientQuotasRequest.EntryData.OpData(key=key, value=float(value or 0), remove=value is None)],
-        )
-        resp = admin._manager.run(admin._manager.send, AlterClientQuotasRequest(entries=[entry], validate_only=False))
-        assert all(e.error_code == 0 for e in resp.entries), resp
-    finally:
-        admin.close()
+    """The user's own AlterClientQuotas (what `kafka-configs --alter --entity-type clients` sends)."""
+    set_client_quota(cluster, client_id, key, value)
 
 
 async def test_a_client_quota_is_named_before_any_broker_cause(ctx, kafka_cluster):
