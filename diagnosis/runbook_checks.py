@@ -7,7 +7,7 @@ quorum, transactions) and diagnosis/metric_checks.py (the brokers' JMX exporters
 
 from __future__ import annotations
 
-from diagnosis import cold_reads, latency, metric_checks
+from diagnosis import cold_reads, latency, metric_checks, responsiveness
 from diagnosis.live_common import Check
 from diagnosis.offline_checks import check_offline, check_under_min_isr
 from diagnosis.quorum_checks import check_controller, check_metadata_lag
@@ -31,6 +31,7 @@ LIVE_CHECKS: dict[str, Check] = {
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
     "latency": latency.check_latency,
+    "starved_broker": responsiveness.check_starved_broker,
 }
 
 
