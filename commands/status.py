@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from diagnosis import responsiveness
 from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.live_common import brokers_evidence, stale_view_evidence
 from diagnosis.quorum_checks import read_quorum
@@ -51,7 +52,14 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         {p.leader for p in snap.states if p.leader is not None and len(p.isr) < len(p.replicas)}
         & snap.brokers.registered
     )
-    liveness = await _liveness(gw, sorted(set(missing) | set(leaders)))
+    # every registered broker too: one that answers far later than the others is starved (issue 35)
+    liveness = await _liveness(gw, sorted(set(missing) | set(leaders) | snap.brokers.registered))
+    responsiveness.record_probes(liveness)
+    slow = responsiveness.slow_listeners(liveness, snap.brokers.registered)
+    for b in slow:
+        evidence.insert(
+            1, Evidence(f"Broker {b} listener", liveness[b].describe(), "live: TCP + ApiVersions probe", "bad")
+        )
     cut_off = [b for b in leaders if b in liveness and liveness[b].state == "unreachable"]
     for b, res in sorted(liveness.items(), reverse=True):
         if b in missing or b in cut_off:
@@ -72,6 +80,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                 "refused": " (not running: its port refuses connections)",
                 "answers": " (its process answers but it is fenced)",
             }.get(state or "", "")
+        )
+    for b in slow:
+        problems.append(
+            f"broker {b} answers far later than the others ({liveness[b].describe()}): alive but starved of CPU or "
+            "disk, or paused (`why starved broker`)"
         )
     for b in cut_off:
         alone = [p for p in snap.states if p.leader == b and tuple(p.isr) == (b,) and len(p.replicas) > 1]

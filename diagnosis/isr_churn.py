@@ -50,6 +50,8 @@ FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SH
 # the lab at load 27-50 on 2 cores each exporter took 2 to more than 4 s, and an answer that gave
 # up on them said "no URP" about a broker fenced every 10 s. An idle exporter answers in ~0.1 s.
 CHURN_SCRAPE_TIMEOUT_S = exporters.SCRAPE_TIMEOUT_S
+# A flap needs repeated transitions: fewer whole returns than this in the last minute is one stall.
+MIN_RETURNS = 2.0
 # The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
 CONTROLLER_SHARE = 0.2
 # Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
@@ -68,6 +70,7 @@ class ChurnRead:
         self.started = time.monotonic()
         self.unread: str | None = None  # why no exporter could be read, when none could
         self.host_busy: HostBusy | None = None
+        self.last: exporters.Reading | None = None  # the reading, once awaited
         self.task: asyncio.Task[NodeReading] | None = (
             asyncio.ensure_future(read_nodes(urls, NAMES, CHURN_SCRAPE_TIMEOUT_S, self.started)) if urls else None
         )
@@ -78,7 +81,15 @@ class ChurnRead:
             return exporters.Reading()
         read = await self.task
         self.host_busy = read.host_busy
+        self.last = read.reading
         return read.reading
+
+    def started_s_ago(self) -> dict[int, float]:
+        """Seconds since each node's process started, from the reading once it was awaited."""
+        if self.last is None:
+            return {}
+        now = time.time()
+        return {s.node: now - s.value for s in self.last.named(STARTED) if s.value > 0}
 
     async def result(self, snap: Snapshot) -> Churn | None:
         """The churn the meters show, read against ``snap`` (None: none, or nothing was read)."""
@@ -113,8 +124,8 @@ class Churn:
     def evidence(self) -> list[Evidence]:
         return evidence(self.finding, self.facts, self.reading, self.started_s_ago)
 
-    def verdict(self, urp_now: bool) -> str:
-        return verdict(self.finding, self.facts, urp_now, self.started_s_ago)
+    def verdict(self, urp_now: bool, returns: float | None = None) -> str:
+        return verdict(self.finding, self.facts, urp_now, self.started_s_ago, returns)
 
     @property
     def lead(self) -> tuple[str, str]:
@@ -265,7 +276,24 @@ def evidence(
     return out
 
 
-def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: dict[int, float] | None = None) -> str:
+def returns_estimate(f: ChurnFinding, snap: Snapshot) -> float | None:
+    """How many times the named broker's replicas rejoined in the last minute, as a whole: the
+    leaders' rejoin rate (a minute's worth) over the replicas it follows. One return of a broker that
+    follows 40 partitions shows ~40 rejoins in the one-minute rate; a broker that flaps every 8 s, 7x
+    that. None when no one broker is named."""
+    if f.broker is None:
+        return None
+    follows = sum(1 for p in snap.states if f.broker in p.replicas and p.leader != f.broker)
+    return f.rejoins_per_s * 60 / follows if follows else None
+
+
+def verdict(
+    f: ChurnFinding,
+    facts: ChurnFacts,
+    urp_now: bool,
+    started_s_ago: dict[int, float] | None = None,
+    returns: float | None = None,
+) -> str:
     who = f"Broker {f.broker}" if f.broker is not None else "A broker"
     now = (
         "some partitions are under-replicated right now, and"
@@ -278,6 +306,13 @@ def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: di
         "a minute themselves (IsrShrinksPerSec)"
     )
     age = _restarted(f, started_s_ago or {})
+    if f.cause == GC_PAUSES and returns is not None and returns < MIN_RETURNS:
+        return (
+            f"{who} dropped out of the ISRs and came back once, it seems, not over and over: {now} {rates}, about "
+            f"{returns:.1f} time(s) its replicas' worth in the last minute. One stall (a pause, a stopped process "
+            "resumed, a restart) is not a flap; if it keeps happening, the count rises when you ask again. "
+            f"{named_because(f, facts)[:1].upper() + named_because(f, facts)[1:]}. Do not reassign its replicas: it is alive."
+        )
     caveat = (
         f" But its process started {age:,.0f} s ago: if that was a restart, the rejoins may be its replicas coming "
         "back once; ask again in a few minutes (the one-minute rates fall by two thirds a minute when nothing new "

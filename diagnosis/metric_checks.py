@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -163,6 +164,40 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
     )
     lead = [(HANDLER_SATURATION, f"live: RequestHandlerAvgIdlePercent {worst[1]:.2f} on broker {worst[0]}")]
     return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
+
+
+_TYPED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(\s*%)?(?![\w.])")
+
+
+def echo_typed(symptom: str, live: LiveFindings) -> LiveFindings:
+    """The figure the user typed ("RequestHandlerAvgIdlePercent 0.05") set against what was read
+    now: a dashboard's number and the brokers' current one can differ, and the answer must say which
+    it speaks of."""
+    m = _TYPED.search(symptom)
+    rows = [e for e in live.evidence if e.label.endswith(" request handlers idle")]
+    if m is None or not rows:
+        return live
+    typed = float(m.group(1)) / (100 if m.group(2) or float(m.group(1)) > 1 else 1)
+    now = ", ".join(f"{e.label.split()[1]} {e.value.split(';')[0]}" for e in rows)
+    low = [e for e in rows if _percent(e.value) is not None and abs((_percent(e.value) or 0) - typed) <= 0.05]
+    said = f"You gave {m.group(0).strip()} ({typed:.0%} idle); the brokers read now: {now}. " + (
+        f"Broker {', '.join(e.label.split()[1] for e in low)} is near your figure."
+        if low
+        else "None is near your figure now: it may be from another time or another broker (your dashboard's "
+        "window), and this answer is about now."
+    )
+    live.evidence.insert(
+        0, Evidence("Your figure", said, "your question", "bad" if not low and typed < 0.3 else "neutral")
+    )
+    return live
+
+
+def _percent(value: str) -> float | None:
+    head = value.split(";")[0].strip().rstrip("%")
+    try:
+        return float(head) / 100
+    except ValueError:
+        return None
 
 
 # ---- fetch-session eviction -----------------------------------------------------------------------

@@ -34,6 +34,32 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
+def record_probes(probes: dict[int, ProbeResult]) -> None:
+    """Each listener probe as an evidence source: answered (read, or slow when late), silent (no
+    answer: the process is there and does not serve), refused or unreachable (failed)."""
+    for b, r in probes.items():
+        state: SourceState = "read" if r.state == "answers" else "no answer" if r.state == "silent" else "failed"
+        sources.record(f"listener {b}", state, r.seconds, "" if r.state == "answers" else r.state, node=b)
+
+
+def slow_listeners(probes: dict[int, ProbeResult], registered: set[int] | frozenset[int]) -> list[int]:
+    """Registered brokers whose listener answered far later than the others' (or not at all)."""
+    answered = {b: r.seconds for b, r in probes.items() if r.state == "answers"}
+    out = []
+    for b, r in sorted(probes.items()):
+        if b not in registered:
+            continue
+        others = [s for o, s in answered.items() if o != b]
+        if others and (
+            r.state == "silent"
+            or (
+                r.state == "answers" and r.seconds >= SLOW_PROBE_S and r.seconds >= SLOWER_THAN_OTHERS * _median(others)
+            )
+        ):
+            out.append(b)
+    return out
+
+
 def starved(
     probes: dict[int, ProbeResult], exporters_read: NodeReading | None, brokers: set[int]
 ) -> tuple[list[int], list[Evidence]]:
@@ -83,9 +109,7 @@ async def check_starved_broker(gw: AdminGateway) -> LiveFindings:
     except GatewayError as exc:
         probes = {}
         sources.record("probe", "failed", detail=str(exc))
-    for b, r in probes.items():
-        state: SourceState = "read" if r.state in ("answers", "silent") else "failed"
-        sources.record(f"listener {b}", state, r.seconds, "" if r.state == "answers" else r.state, node=b)
+    record_probes(probes)
     suspects, evidence = starved(probes, exporters_read, brokers)
     if exporters_read is not None and exporters_read.host_busy is not None and not suspects:
         return LiveFindings(

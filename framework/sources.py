@@ -79,8 +79,9 @@ def _seconds(r: SourceRead) -> str:
 
 
 def summary(reads: Iterable[SourceRead]) -> str:
-    """One compact line: 'admin read 0.2 s; exporter 101 read 0.8 s; exporter 103 no answer 6.0 s'.
-    Sources that all read fine are folded into a count per kind."""
+    """One compact line: 'admin read; exporter 2 read; exporter 103 no answer 6.0 s (...)'. Reads that
+    answered in time are folded into a count per kind, without their times (the JSON has them);
+    a slow, silent or failed one is named with its time and why."""
     out: list[str] = []
     folded: dict[str, list[SourceRead]] = {}
     for r in reads:
@@ -89,14 +90,7 @@ def summary(reads: Iterable[SourceRead]) -> str:
             folded.setdefault(kind, []).append(r)
         else:
             out.append(f"{r.source} {_WORD[r.state]}{_seconds(r)}" + (f" ({r.detail})" if r.detail else ""))
-    ok = []
-    for kind, rs in folded.items():
-        slowest = max((r.seconds or 0.0) for r in rs)
-        ok.append(
-            f"{kind} {len(rs)} read" + (f" (slowest {slowest:.1f} s)" if slowest else "")
-            if len(rs) > 1
-            else f"{rs[0].source} read{_seconds(rs[0])}"
-        )
+    ok = [f"{kind} {len(rs)} read" if len(rs) > 1 else f"{rs[0].source} read" for kind, rs in folded.items()]
     return "; ".join(ok + out)
 
 

@@ -44,7 +44,7 @@ def test_a_refused_exporter_is_not_a_starved_one_and_all_read_stays_ok():
     ok = _reads(("exporter 101", "read", 101), ("exporter 102", "read", 102))
     reply = honest(Reply("t", "ok", "fine"), ok)
     assert (reply.severity, reply.verdict) == ("ok", "fine")
-    assert summary(ok) == "admin read 0.2 s; exporter 2 read (slowest 1.0 s)"
+    assert summary(ok) == "admin read; exporter 2 read"
 
 
 def test_outside_a_request_nothing_is_recorded():
