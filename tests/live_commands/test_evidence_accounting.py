@@ -201,7 +201,7 @@ async def test_a_restarted_broker_catching_up_is_recovering_not_failing(ctx, kaf
     _healed(kafka_cluster)  # the tests before may have left broker 103 catching up
     topic = _name("restarted")
     kafka_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)
-    producer = kafka_cluster.faults.hot_key_producer(topic, "k", None, 200, 0.0, 2)
+    producer = kafka_cluster.faults.hot_key_producer(topic, "k", None, 200, 0.0, 6)
     kafka_cluster.faults.kill_broker(BROKER)
     wait_until(
         lambda: BROKER not in kafka_cluster.registered_brokers(timeout=3),
