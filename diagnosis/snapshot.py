@@ -149,8 +149,20 @@ async def snapshot(
                 [b for b in cluster.brokers if b.id in late], budget_s=VIEWS_RETRY_S, most=len(late), topic=one
             )
             views = {**again, **views}
+        unseen = [b for b in wanted if b not in views]
+        refused: set[int] = set()
+        if unseen:
+            # a port that refuses is a process that is not there (dead), not one that cannot serve
+            try:
+                probes = await gw.broker_liveness(unseen)
+                refused = {b for b, r in probes.items() if r.state == "refused"}
+            except GatewayError:
+                pass
         for b in wanted:
-            if b not in views:
+            if b in refused:
+                why = "its port refuses connections: the process is not running"
+                sources.record(f"metadata {b}", "failed", time.monotonic() - asked, why, node=b)
+            elif b not in views:
                 why = f"its own view not read in {VIEWS_BUDGET_S:g} s, nor in {VIEWS_RETRY_S:g} s more"
                 sources.record(f"metadata {b}", "no answer", time.monotonic() - asked, why, node=b)
             elif b in late:

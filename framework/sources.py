@@ -102,13 +102,14 @@ def lone_silent_nodes(reads: Iterable[SourceRead]) -> dict[int, list[SourceRead]
     for r in reads:
         if r.node is not None:
             by_kind.setdefault(r.source.split(" ")[0], []).append(r)
+    gone = {r.node for r in reads if r.node is not None and r.state == "failed"}  # refused: not running
     out: dict[int, list[SourceRead]] = {}
     for rs in by_kind.values():
         # "no answer", not "failed": a refused connection is a process that is not there (dead), a
         # read that hangs is one that is there and cannot serve (paused, starved)
         silent = [r for r in rs if r.state == "no answer"]
         answered = [r for r in rs if r.state in ("read", "slow")]
-        if len(silent) == 1 and answered:
+        if len(silent) == 1 and answered and silent[0].node not in gone:
             out.setdefault(silent[0].node or 0, []).append(silent[0])
     return out
 

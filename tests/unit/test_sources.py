@@ -49,3 +49,12 @@ def test_a_refused_exporter_is_not_a_starved_one_and_all_read_stays_ok():
 
 def test_outside_a_request_nothing_is_recorded():
     record("admin", "read", 0.1)  # no collecting(): a no-op, no error
+
+
+def test_a_node_whose_port_refuses_is_dead_not_starved():
+    with collecting() as reads:
+        record("metadata 101", "read", 0.1, node=101)
+        record("metadata 103", "failed", 0.1, "its port refuses connections", node=103)
+        record("exporter 101", "read", 0.5, node=101)
+        record("exporter 103", "no answer", 6.0, "no answer within 6.0 s", node=103)
+    assert lone_silent_nodes(reads) == {}
