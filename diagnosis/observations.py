@@ -77,6 +77,18 @@ def urp_trend(cluster: str, now: float | None = None) -> tuple[int, int] | None:
     return max(o.urp for o in obs), obs[-1].urp
 
 
+STUCK_AFTER_S = 120.0  # URP watched this long without falling below its peak is not a recovery
+
+
+def stuck(cluster: str, now: float | None = None) -> bool:
+    """The memory has watched URP for STUCK_AFTER_S or more and it never fell below its first
+    reading in that time: whatever holds the replicas back, it is not catching up."""
+    obs = recent(cluster, now=now)
+    if len(obs) < 2 or obs[-1].at - obs[0].at < STUCK_AFTER_S:
+        return False
+    return obs[-1].urp > 0 and min(o.urp for o in obs) >= obs[0].urp
+
+
 def forget(cluster: str | None = None) -> None:
     """Drop the memory (of one cluster, or all): for tests and a reconfigured cluster."""
     if cluster is None:

@@ -364,7 +364,16 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     expected: ExpectedCause | None = None
     undecided: Undecided | None = None
     more: list[Action] = []
-    recovering = top is not None and top.cause == SLOW_FOLLOWER and top.broker in restarted
+    # recovering: it (re)started recently, nothing else holds it back (a replication throttle is a
+    # cause of its own), and the bot has not watched the count stay put for minutes
+    throttled = any(e.label.endswith("replication throttle") for e in evidence)
+    recovering = (
+        top is not None
+        and top.cause == SLOW_FOLLOWER
+        and top.broker in restarted
+        and not throttled
+        and not observations.stuck(gw.name)
+    )
     if top and recovering:
         trend = observations.urp_trend(gw.name)
         was = f" (it was {trend[0]:,} a moment ago)" if trend is not None and trend[0] > trend[1] else ""
