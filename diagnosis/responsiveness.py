@@ -81,7 +81,10 @@ def starved(
     if exporters_read is not None:
         reading = exporters_read.reading
         silent = reading.silent & brokers
-        if len(silent) == 1 and len(brokers - silent) >= 1 and exporters_read.host_busy is None:
+        # alone in not answering while the others did: the finding, even on a busy host (the others
+        # answered through the same load)
+        answered_nodes = {s.node for s in reading.samples} & brokers
+        if len(silent) == 1 and answered_nodes:
             suspects |= silent
         p99 = p99_splits(reading)
         totals = {b: s.total for (b, req), s in p99.items() if req == PRODUCE and b in brokers}
