@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bot.layout import EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize, short_answer
 from framework.reply import Reply, Section, Series, Table
+from framework.sources import summary as sources_summary
 
 
 def slack_escape(text: object) -> str:
@@ -37,6 +38,7 @@ class _Templates:
                 autoescape=False,  # Slack mrkdwn is not HTML; the `esc` filter applies Slack's own escaping
             )
             self._env.filters["esc"] = slack_escape
+            self._env.filters["sources"] = sources_summary
         return self._env.get_template(name)
 
 
@@ -168,6 +170,8 @@ def _short_text(reply: Reply, short: ShortAnswer, paint: _Paint) -> list[str]:
     if reply.window:
         out.append(paint("dim", f"Window: {reply.window}"))
     out += [paint("warn", f"Missing from this answer: {m}") for m in reply.missing]
+    if reply.sources:
+        out.append(paint("dim", f"Sources: {sources_summary(reply.sources)}"))
     if short.heading:
         out += ["", paint("bold", short.heading)]
         for n, step in enumerate(short.steps, 1):

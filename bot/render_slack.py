@@ -11,6 +11,7 @@ from __future__ import annotations
 from bot.layout import EVIDENCE_ROWS, SECTION_LINES, SEVERITY_WORD, ShortAnswer, first_sentence, localize, short_answer
 from bot.render import TEMPLATES, fmt_cell, numeric_columns, slack_escape
 from framework.reply import Reply, Section, Table
+from framework.sources import summary as sources_summary
 
 # Slack Block Kit limits (https://docs.slack.dev/reference/block-kit/blocks).
 MAX_BLOCKS_PER_MESSAGE = 50
@@ -184,6 +185,7 @@ def _verdict_text(reply: Reply) -> str:
         f"{SEVERITY_EMOJI.get(reply.severity, '')} *{sev}* {slack_escape(reply.verdict)}"
         + (f"\n_Window: {slack_escape(reply.window)}_" if reply.window else "")
         + "".join(f"\n:warning: _Missing from this answer:_ {slack_escape(m)}" for m in reply.missing)
+        + (f"\n_Sources: {slack_escape(sources_summary(reply.sources))}_" if reply.sources else "")
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from diagnosis import responsiveness
 from diagnosis.active_findings import read_active
 from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.live_common import brokers_evidence, stale_view_evidence
@@ -54,10 +55,17 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         {p.leader for p in snap.states if p.leader is not None and len(p.isr) < len(p.replicas)}
         & snap.brokers.registered
     )
+    # every registered broker too: one that answers far later than the others is starved (issue 35)
     liveness, active = await asyncio.gather(
-        _liveness(gw, sorted(set(missing) | set(leaders))),
+        _liveness(gw, sorted(set(missing) | set(leaders) | snap.brokers.registered)),
         read_active(gw, frozenset(snap.brokers.registered), snap.topics),
     )
+    responsiveness.record_probes(liveness)
+    slow = responsiveness.slow_listeners(liveness, snap.brokers.registered)
+    for b in slow:
+        evidence.insert(
+            1, Evidence(f"Broker {b} listener", liveness[b].describe(), "live: TCP + ApiVersions probe", "bad")
+        )
     evidence += active.evidence
     cut_off = [b for b in leaders if b in liveness and liveness[b].state == "unreachable"]
     for b, res in sorted(liveness.items(), reverse=True):
@@ -79,6 +87,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
                 "refused": " (not running: its port refuses connections)",
                 "answers": " (its process answers but it is fenced)",
             }.get(state or "", "")
+        )
+    for b in slow:
+        problems.append(
+            f"broker {b} answers far later than the others ({liveness[b].describe()}): alive but starved of CPU or "
+            "disk, or paused (`why starved broker`)"
         )
     for b in cut_off:
         alone = [p for p in snap.states if p.leader == b and tuple(p.isr) == (b,) and len(p.replicas) > 1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from diagnosis import lake_evidence
+from diagnosis import lake_evidence, metric_checks
 from diagnosis.entries import diagnosis, hold_unconfirmed
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
@@ -121,7 +121,7 @@ async def _answer(request: CommandRequest, ctx: Context) -> Reply:
             except GatewayError as exc:  # nothing listens there: the runbook's answer still stands
                 live = unreachable(exc)
             else:
-                live = await run_check(check, gw)
+                live = metric_checks.echo_typed(symptom, await run_check(check, gw))
     except BaseException:
         lake_task.cancel()
         raise

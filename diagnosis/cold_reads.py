@@ -20,11 +20,13 @@ import time
 from dataclasses import dataclass
 
 from diagnosis.entry_ids import PAGE_CACHE_COLD_READS
+from diagnosis.exporter_reads import read_nodes
 from diagnosis.findings import LiveFindings
 from diagnosis.groups import read_groups
 from diagnosis.latency import FETCH_CONSUMER, PRODUCE, Split, p99_splits, timer_series
-from diagnosis.metric_checks import LIVE_SCRAPE_TIMEOUT_S, exporter_urls, failed_evidence
+from diagnosis.metric_checks import exporter_urls, failed_evidence
 from diagnosis.snapshot import broker_list
+from framework import sources
 from framework.reply import Action, Evidence
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
@@ -241,11 +243,12 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
     rate_min, lag_min = thresholds()
     urls = exporter_urls(gw)
     names = frozenset({DISK_READ, *timer_series()})
-    first = await exporters.read(urls, frozenset({DISK_READ}), LIVE_SCRAPE_TIMEOUT_S)
+    first = (await read_nodes(urls, frozenset({DISK_READ}))).reading
     groups_task = asyncio.ensure_future(_groups_behind(gw, lag_min))
     cluster_task = asyncio.ensure_future(gw.describe_cluster())
     await asyncio.sleep(max(0.0, GAP_S - (time.monotonic() - first.at)))
-    second = await exporters.read(urls, names, LIVE_SCRAPE_TIMEOUT_S)
+    second_read = await read_nodes(urls, names)
+    second = second_read.reading
     notes: list[str] = []
     try:
         groups = await groups_task
@@ -263,6 +266,16 @@ async def check_cold_reads(gw: AdminGateway) -> LiveFindings:
         for n in sorted(registered & set(urls))  # brokers only: a controller serves no fetches
     ]
     found = cold_read_findings(brokers, groups, rate_min=rate_min, lag_min=lag_min, gap_s=second.at - first.at)
-    found.evidence += failed_evidence(second)
+    # a broker whose gauge was not read both times has no rate: its exporter did not answer once
+    for n in sorted(registered & set(urls)):
+        why = first.failed.get(n) or second.failed.get(n)
+        if rates.get(n) is None and why:
+            sources.record(
+                f"exporter {n}", "no answer" if n in first.silent | second.silent else "failed", detail=why, node=n
+            )
+    found.evidence += failed_evidence(
+        exporters.Reading(failed={**first.failed, **second.failed}, silent=first.silent | second.silent),
+        second_read.host_busy,
+    )
     found.notes += notes
     return found

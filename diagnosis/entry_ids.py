@@ -25,6 +25,7 @@ PAGE_CACHE_COLD_READS: Final = "page-cache-cold-reads"
 HOT_PARTITION: Final = "hot-partition"
 HANDLER_SATURATION: Final = "handler-saturation"
 FETCH_SESSION_EVICTION: Final = "fetch-session-eviction"
+STARVED_BROKER: Final = "starved-broker"
 # clients
 REBALANCE_STORM: Final = "rebalance-storm"
 PRODUCER_FENCING: Final = "producer-fencing"
@@ -53,6 +54,7 @@ ALL: Final = frozenset(
         HOT_PARTITION,
         HANDLER_SATURATION,
         FETCH_SESSION_EVICTION,
+        STARVED_BROKER,
         REBALANCE_STORM,
         PRODUCER_FENCING,
         HANGING_TRANSACTION,

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from diagnosis.entry_ids import GC_PAUSES
+from diagnosis.exporter_reads import HostBusy, NodeReading, read_nodes
 from diagnosis.rules import ChurnFacts, ChurnFinding, IsrMeters, isr_churn, preferred_leadership
 from diagnosis.snapshot import Snapshot, broker_list
 from diagnosis.thresholds import alert_bounds
@@ -43,13 +44,14 @@ NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTE
 RECENT_START_S = 600.0
 FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SHUTDOWN 20)
 # A paused broker's exporter never answers, and a `why` answer must not wait for it: once every node
-# but one has answered, the last one gets LONE_SILENT_S from the start of the reads and is then
+# but one has answered, the last one gets exporter_reads.LONE_SILENT_S from the start of the reads and is then
 # reported as silent (alone in not answering, it is the finding: a stopped JVM). When they are all
 # slow the host is busy, not one broker stalled, and they get Prometheus's own scrape timeout: in
 # the lab at load 27-50 on 2 cores each exporter took 2 to more than 4 s, and an answer that gave
 # up on them said "no URP" about a broker fenced every 10 s. An idle exporter answers in ~0.1 s.
 CHURN_SCRAPE_TIMEOUT_S = exporters.SCRAPE_TIMEOUT_S
-LONE_SILENT_S = 1.5
+# A flap needs repeated transitions: fewer whole returns than this in the last minute is one stall.
+MIN_RETURNS = 2.0
 # The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
 CONTROLLER_SHARE = 0.2
 # Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
@@ -59,50 +61,39 @@ LATE_HEARTBEAT_MS = 3000.0
 
 class ChurnRead:
     """The exporters' read, started at once (nothing when the cluster has no metrics endpoints),
-    awaited only if the answer needs it; ``close`` drops it otherwise."""
+    awaited only if the answer needs it; ``close`` drops it otherwise. Each node is read on its own
+    under one deadline (diagnosis/exporter_reads.py): a node still silent once every other one has
+    answered is reported as silent (alone in not answering, it is the finding: a stopped JVM)."""
 
     def __init__(self, gw: AdminGateway) -> None:
         urls = getattr(gw.config, "metrics_urls", None) or {}
         self.started = time.monotonic()
         self.unread: str | None = None  # why no exporter could be read, when none could
-        # one read per node, so one that does not answer does not hold the others' samples back
-        self.tasks: dict[int, asyncio.Task[exporters.Reading]] = {
-            n: asyncio.ensure_future(exporters.read({n: u}, NAMES, CHURN_SCRAPE_TIMEOUT_S)) for n, u in urls.items()
-        }
+        self.host_busy: HostBusy | None = None
+        self.last: exporters.Reading | None = None  # the reading, once awaited
+        self.task: asyncio.Task[NodeReading] | None = (
+            asyncio.ensure_future(read_nodes(urls, NAMES, CHURN_SCRAPE_TIMEOUT_S, self.started)) if urls else None
+        )
 
     async def reading(self) -> exporters.Reading:
-        """Every node's answer, or its silence: each read ends by CHURN_SCRAPE_TIMEOUT_S, and the last
-        one still out once all the others have answered gets LONE_SILENT_S, or twice as long as the
-        slowest of the others took (a busy host's slow leader still counts: its meters matter)."""
-        pending: set[asyncio.Future[exporters.Reading]] = set(self.tasks.values())
-        slowest = 0.0
-        while pending:
-            waited = time.monotonic() - self.started
-            lone_until = max(LONE_SILENT_S, 2 * slowest) - waited
-            if len(pending) == 1 and lone_until <= 0:
-                break
-            done, pending = await asyncio.wait(
-                pending, timeout=lone_until if len(pending) == 1 else None, return_when=asyncio.FIRST_COMPLETED
-            )
-            if done:
-                slowest = time.monotonic() - self.started
-        out = exporters.Reading()
-        for node, task in sorted(self.tasks.items()):
-            if task in pending:
-                out.failed[node] = (
-                    f"no answer within {time.monotonic() - self.started:.1f} s while every other node answered"
-                )
-                out.silent.add(node)
-            elif not task.cancelled() and task.exception() is None:
-                part = task.result()
-                out.samples += part.samples
-                out.failed.update(part.failed)
-                out.silent |= part.silent
-        return out
+        """Every node's answer, or its silence."""
+        if self.task is None:
+            return exporters.Reading()
+        read = await self.task
+        self.host_busy = read.host_busy
+        self.last = read.reading
+        return read.reading
+
+    def started_s_ago(self) -> dict[int, float]:
+        """Seconds since each node's process started, from the reading once it was awaited."""
+        if self.last is None:
+            return {}
+        now = time.time()
+        return {s.node: now - s.value for s in self.last.named(STARTED) if s.value > 0}
 
     async def result(self, snap: Snapshot) -> Churn | None:
         """The churn the meters show, read against ``snap`` (None: none, or nothing was read)."""
-        if not self.tasks:
+        if self.task is None:
             return None
         reading = await self.reading()
         if not reading.samples:
@@ -116,11 +107,11 @@ class ChurnRead:
         return Churn(found, facts, reading, started)
 
     async def close(self) -> None:
-        for task in self.tasks.values():
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 @dataclass(frozen=True)
@@ -133,8 +124,8 @@ class Churn:
     def evidence(self) -> list[Evidence]:
         return evidence(self.finding, self.facts, self.reading, self.started_s_ago)
 
-    def verdict(self, urp_now: bool) -> str:
-        return verdict(self.finding, self.facts, urp_now, self.started_s_ago)
+    def verdict(self, urp_now: bool, returns: float | None = None) -> str:
+        return verdict(self.finding, self.facts, urp_now, self.started_s_ago, returns)
 
     @property
     def lead(self) -> tuple[str, str]:
@@ -285,7 +276,24 @@ def evidence(
     return out
 
 
-def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: dict[int, float] | None = None) -> str:
+def returns_estimate(f: ChurnFinding, snap: Snapshot) -> float | None:
+    """How many times the named broker's replicas rejoined in the last minute, as a whole: the
+    leaders' rejoin rate (a minute's worth) over the replicas it follows. One return of a broker that
+    follows 40 partitions shows ~40 rejoins in the one-minute rate; a broker that flaps every 8 s, 7x
+    that. None when no one broker is named."""
+    if f.broker is None:
+        return None
+    follows = sum(1 for p in snap.states if f.broker in p.replicas and p.leader != f.broker)
+    return f.rejoins_per_s * 60 / follows if follows else None
+
+
+def verdict(
+    f: ChurnFinding,
+    facts: ChurnFacts,
+    urp_now: bool,
+    started_s_ago: dict[int, float] | None = None,
+    returns: float | None = None,
+) -> str:
     who = f"Broker {f.broker}" if f.broker is not None else "A broker"
     now = (
         "some partitions are under-replicated right now, and"
@@ -298,6 +306,13 @@ def verdict(f: ChurnFinding, facts: ChurnFacts, urp_now: bool, started_s_ago: di
         "a minute themselves (IsrShrinksPerSec)"
     )
     age = _restarted(f, started_s_ago or {})
+    if f.cause == GC_PAUSES and returns is not None and returns < MIN_RETURNS:
+        return (
+            f"{who} dropped out of the ISRs and came back once, it seems, not over and over: {now} {rates}, about "
+            f"{returns:.1f} time(s) its replicas' worth in the last minute. One stall (a pause, a stopped process "
+            "resumed, a restart) is not a flap; if it keeps happening, the count rises when you ask again. "
+            f"{named_because(f, facts)[:1].upper() + named_because(f, facts)[1:]}. Do not reassign its replicas: it is alive."
+        )
     caveat = (
         f" But its process started {age:,.0f} s ago: if that was a restart, the rejoins may be its replicas coming "
         "back once; ask again in a few minutes (the one-minute rates fall by two thirds a minute when nothing new "

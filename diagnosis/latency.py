@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnosis.findings import LiveFindings
-from diagnosis.metric_checks import LIVE_SCRAPE_TIMEOUT_S, exporter_urls, failed_evidence
+from diagnosis.metric_checks import broker_nodes, failed_evidence, read_exporters
 from framework.reply import Evidence, Severity
 from live import exporters
 from live.gateway import AdminGateway
@@ -131,5 +131,8 @@ def latency_findings(reading: exporters.Reading, kb: KnowledgeBase | None = None
 
 async def check_latency(gw: AdminGateway) -> LiveFindings:
     """One read of every broker's RequestMetrics timers."""
-    reading = await exporters.read(exporter_urls(gw), timer_series(), LIVE_SCRAPE_TIMEOUT_S)
-    return latency_findings(reading)
+    read = await read_exporters(gw, timer_series(), await broker_nodes(gw))
+    found = latency_findings(read.reading)
+    if read.host_busy is not None:
+        found.evidence += failed_evidence(exporters.Reading(), read.host_busy)
+    return found

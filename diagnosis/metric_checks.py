@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from diagnosis import exporter_reads
 from diagnosis.entry_ids import (
     FETCH_SESSION_EVICTION,
     FULL_DISK,
@@ -31,15 +33,13 @@ from diagnosis.offline_checks import check_offline
 from diagnosis.rules import PartitionState
 from diagnosis.snapshot import Snapshot, broker_list, config_value, name_partitions, snapshot
 from diagnosis.thresholds import HANDLER_IDLE_ALERT, alert_bounds, hot_rule
+from framework import sources
 from framework.reply import Action, Evidence, Severity
 from live import exporters
 from live.gateway import AdminGateway, GatewayError
 from live.model import PartitionOffsets
 
 RATE_GAP_S = 1.0  # between the two end-offset reads of the hot-partition check
-# A live answer must come in seconds: an exporter that does not answer in this time is reported
-# (its JVM may be paused) rather than waited for. The lake's collector uses the full 10 s.
-LIVE_SCRAPE_TIMEOUT_S = 4.0
 
 
 def _breaches(value: float, bound: tuple[str, float]) -> bool:
@@ -62,6 +62,7 @@ def _worst(severities: Iterable[Severity]) -> Severity:
 def exporter_urls(gw: AdminGateway) -> dict[int, str]:
     urls = gw.config.metrics_urls
     if not urls:
+        sources.record("exporters", "not configured", detail="no metrics endpoints for this cluster")
         raise GatewayError(
             f"no metrics endpoints are configured for cluster {gw.name!r} "
             "(set KBOT_METRICS_TARGETS=<node id>=<url>,...)",
@@ -70,10 +71,40 @@ def exporter_urls(gw: AdminGateway) -> dict[int, str]:
     return urls
 
 
-def failed_evidence(reading: exporters.Reading) -> list[Evidence]:
-    return [
+def failed_evidence(reading: exporters.Reading, busy: exporter_reads.HostBusy | None = None) -> list[Evidence]:
+    out = [
         Evidence(f"Node {n} exporter", why, "live: JMX exporter", "bad") for n, why in sorted(reading.failed.items())
     ]
+    if busy is not None:
+        out.append(Evidence("The bot's host", busy.sentence(), "live: host load + event loop", "bad"))
+    return out
+
+
+async def broker_nodes(gw: AdminGateway) -> set[int] | None:
+    """The exporter nodes that are brokers: registered or expected brokers, and any configured node
+    that is not a controller voter (a broker that is down is still one). None when neither read
+    answered: then every node is read, and controllers are named as nodes."""
+    cluster, quorum = await asyncio.gather(gw.describe_cluster(), gw.metadata_quorum(), return_exceptions=True)
+    if isinstance(cluster, BaseException) and isinstance(quorum, BaseException):
+        return None
+    out: set[int] = set()
+    if not isinstance(cluster, BaseException):
+        out |= set(cluster.broker_ids) | set(cluster.expected_brokers)
+    if not isinstance(quorum, BaseException):
+        voters = {v.id for v in quorum.voters}
+        out |= {n for n in gw.config.metrics_urls if n not in voters}
+    return out
+
+
+async def read_exporters(
+    gw: AdminGateway, names: frozenset[str], nodes: set[int] | None = None
+) -> exporter_reads.NodeReading:
+    """Every configured exporter (or those of ``nodes``) read under one deadline, each read recorded
+    as an evidence source (diagnosis/exporter_reads.py)."""
+    urls = exporter_urls(gw)
+    if nodes is not None:
+        urls = {n: u for n, u in urls.items() if n in nodes} or urls
+    return await exporter_reads.read_nodes(urls, names)
 
 
 # ---- handler saturation ---------------------------------------------------------------------------
@@ -84,9 +115,11 @@ QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
 
 
 async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
-    reading = await exporters.read(
-        exporter_urls(gw), frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), LIVE_SCRAPE_TIMEOUT_S
-    )
+    # the brokers' handlers: a KRaft controller has a request-handler pool too, and its idle time
+    # says nothing of the produce and fetch path
+    brokers = await broker_nodes(gw)
+    read = await read_exporters(gw, frozenset({HANDLER_IDLE, NETWORK_IDLE, QUEUE_TIME}), brokers)
+    reading = read.reading
     bounds = alert_bounds(HANDLER_IDLE_ALERT)
     net_bounds = alert_bounds("NetworkProcessorAvgIdlePercent")
     evidence: list[Evidence] = []
@@ -114,7 +147,7 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
             evidence.append(
                 Evidence(f"Broker {s.node} network threads idle", f"{s.value:.0%}", "live: JMX exporter", "bad")
             )
-    evidence += failed_evidence(reading)
+    evidence += failed_evidence(reading, read.host_busy)
     if not busy:
         if not reading.named(HANDLER_IDLE):
             return LiveFindings("No broker's request-handler idle time could be read.", "warning", evidence)
@@ -133,6 +166,40 @@ async def check_handler_saturation(gw: AdminGateway) -> LiveFindings:
     return LiveFindings(verdict, severity, evidence, lead, [Action("Cluster status", "status")])
 
 
+_TYPED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(\s*%)?(?![\w.])")
+
+
+def echo_typed(symptom: str, live: LiveFindings) -> LiveFindings:
+    """The figure the user typed ("RequestHandlerAvgIdlePercent 0.05") set against what was read
+    now: a dashboard's number and the brokers' current one can differ, and the answer must say which
+    it speaks of."""
+    m = _TYPED.search(symptom)
+    rows = [e for e in live.evidence if e.label.endswith(" request handlers idle")]
+    if m is None or not rows:
+        return live
+    typed = float(m.group(1)) / (100 if m.group(2) or float(m.group(1)) > 1 else 1)
+    now = ", ".join(f"{e.label.split()[1]} {e.value.split(';')[0]}" for e in rows)
+    low = [e for e in rows if _percent(e.value) is not None and abs((_percent(e.value) or 0) - typed) <= 0.05]
+    said = f"You gave {m.group(0).strip()} ({typed:.0%} idle); the brokers read now: {now}. " + (
+        f"Broker {', '.join(e.label.split()[1] for e in low)} is near your figure."
+        if low
+        else "None is near your figure now: it may be from another time or another broker (your dashboard's "
+        "window), and this answer is about now."
+    )
+    live.evidence.insert(
+        0, Evidence("Your figure", said, "your question", "bad" if not low and typed < 0.3 else "neutral")
+    )
+    return live
+
+
+def _percent(value: str) -> float | None:
+    head = value.split(";")[0].strip().rstrip("%")
+    try:
+        return float(head) / 100
+    except ValueError:
+        return None
+
+
 # ---- fetch-session eviction -----------------------------------------------------------------------
 
 EVICTIONS = "kafka_server_fetchsessioncache_incrementalfetchsessionevictionspersec_oneminuterate"
@@ -141,13 +208,14 @@ SLOTS_KEY = "max.incremental.fetch.session.cache.slots"
 
 
 async def check_fetch_sessions(gw: AdminGateway) -> LiveFindings:
-    reading, configs = await asyncio.gather(
-        exporters.read(exporter_urls(gw), frozenset({EVICTIONS, SESSIONS}), LIVE_SCRAPE_TIMEOUT_S),
+    read, configs = await asyncio.gather(
+        read_exporters(gw, frozenset({EVICTIONS, SESSIONS})),
         gw.broker_configs(),
         return_exceptions=True,
     )
-    if isinstance(reading, BaseException):
-        raise reading
+    if isinstance(read, BaseException):
+        raise read
+    reading = read.reading
     slots: dict[int, int] = {}
     if not isinstance(configs, BaseException):
         for b, cfg in configs.items():
@@ -397,9 +465,7 @@ class UncleanCount:
 
 async def unclean_elections(gw: AdminGateway) -> UncleanCount:
     """The controllers' own count of unclean elections (exporter), and since when it counts."""
-    reading = await exporters.read(
-        exporter_urls(gw), frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE, STARTED}), LIVE_SCRAPE_TIMEOUT_S
-    )
+    reading = (await read_exporters(gw, frozenset({UNCLEAN_TOTAL, UNCLEAN_RATE, STARTED}))).reading
     rates = {s.node: s.value for s in reading.named(UNCLEAN_RATE)}
     starts = {s.node: s.value for s in reading.named(STARTED)}
     out = UncleanCount()

@@ -8,7 +8,15 @@ group_checks.py and reassignment_findings.py (causes beyond the runbook's 18). t
 
 from __future__ import annotations
 
-from diagnosis import cold_reads, group_checks, latency, metric_checks, quota_checks, reassignment_findings
+from diagnosis import (
+    cold_reads,
+    group_checks,
+    latency,
+    metric_checks,
+    quota_checks,
+    reassignment_findings,
+    responsiveness,
+)
 from diagnosis.live_common import Check
 from diagnosis.offline_checks import check_offline, check_under_min_isr
 from diagnosis.quorum_checks import check_controller, check_metadata_lag
@@ -32,6 +40,7 @@ LIVE_CHECKS: dict[str, Check] = {
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
     "latency": latency.check_latency,
+    "starved_broker": responsiveness.check_starved_broker,
     "client_quotas": quota_checks.check_client_quotas,
     "group_lag": group_checks.check_group_lag,
     "reassignments": reassignment_findings.check_reassignments,

@@ -8,19 +8,27 @@ first read says they could change the answer, which keeps `why URP` fast on larg
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import overload
 
 from diagnosis.rules import BrokerFacts, PartitionState, categories
+from framework import sources
 from framework.partial import note_missing
-from live.gateway import AdminGateway, NotAuthorized
-from live.model import BrokerViews, ClusterInfo, ConfigValue, PartitionView, TopicInfo
+from live.gateway import AdminGateway, GatewayError, NotAuthorized
+from live.model import Broker, BrokerViews, ClusterInfo, ConfigValue, PartitionInfo, PartitionView, TopicInfo
 
 #: how long a cross-checked snapshot waits for the brokers' own views: a healthy broker answers a
 #: Metadata request in milliseconds, and a paused one must not hold the answer
 VIEWS_BUDGET_S = 1.0
+VIEWS_RETRY_S = 1.5  # a broker whose view was missing is asked once more, alone, this long
+VIEWS_ASKED = 7  # brokers asked for their own view: enough to outvote one broker's old view
+#: how long the one Metadata read of the partitions may go unanswered before every registered broker
+#: is asked for its own (a paused broker holds a request sent to it for the whole request timeout)
+TOPICS_STALL_S = 1.0
 #: {broker: [((topic, partition), its view, the view most brokers share)]} (``reconcile``)
 StaleViews = dict[int, list[tuple[tuple[str, int], PartitionView, PartitionView]]]
 SAMPLE = 8  # partitions named per finding; the JSON keeps the counts, the text stays readable
@@ -111,17 +119,65 @@ async def snapshot(
     one Metadata read of ``describe_topics`` lands on a broker librdkafka picks, and a broker
     that stopped applying the controller's updates (a stalled disk) answers with old leaders and
     ISRs: "in sync", "has a leader" or "no URP" that are no longer true."""
-    import asyncio
+
+    started = time.monotonic()
+    one = topics[0] if topics is not None and len(topics) == 1 else None
+
+    async def read_cluster() -> ClusterInfo:
+        try:
+            found = await gw.describe_cluster()
+        except GatewayError as exc:
+            sources.record("admin", "failed", time.monotonic() - started, str(exc))
+            raise
+        sources.record("admin", "read", time.monotonic() - started)
+        return found
+
+    cluster_task = asyncio.ensure_future(read_cluster())
 
     async def cluster_and_views() -> tuple[ClusterInfo, BrokerViews]:
         # the brokers to ask are the ones this read registers: one describe_cluster for both
-        cluster = await gw.describe_cluster()
-        one = topics[0] if topics is not None and len(topics) == 1 else None
-        return cluster, await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S, topic=one)
+        cluster = await cluster_task
+        asked = time.monotonic()
+        views = await gw.metadata_views(cluster.brokers, budget_s=VIEWS_BUDGET_S, most=VIEWS_ASKED, topic=one)
+        took = time.monotonic() - asked
+        wanted = sorted(cluster.broker_ids)[:VIEWS_ASKED]
+        late = [b for b in wanted if b not in views]
+        if late and len(late) < len(wanted):
+            # asked once more, alone: a new client now and then misses a healthy broker within the
+            # budget, while a paused or starved one misses again (then it is the finding)
+            again = await gw.metadata_views(
+                [b for b in cluster.brokers if b.id in late], budget_s=VIEWS_RETRY_S, most=len(late), topic=one
+            )
+            views = {**again, **views}
+        unseen = [b for b in wanted if b not in views]
+        refused: set[int] = set()
+        if unseen:
+            # a port that refuses is a process that is not there (dead), not one that cannot serve
+            try:
+                probes = await gw.broker_liveness(unseen)
+                refused = {b for b, r in probes.items() if r.state == "refused"}
+            except GatewayError:
+                pass
+        for b in wanted:
+            if b in refused:
+                why = "its port refuses connections: the process is not running"
+                sources.record(f"metadata {b}", "failed", time.monotonic() - asked, why, node=b)
+            elif b not in views:
+                why = f"its own view not read in {VIEWS_BUDGET_S:g} s, nor in {VIEWS_RETRY_S:g} s more"
+                sources.record(f"metadata {b}", "no answer", time.monotonic() - asked, why, node=b)
+            elif b in late:
+                sources.record(f"metadata {b}", "slow", time.monotonic() - asked, "answered when asked again", node=b)
+            else:
+                sources.record(f"metadata {b}", "read", took, node=b)
+        return cluster, views
 
-    (cluster, views), described = await asyncio.gather(
-        cluster_and_views(), gw.describe_topics(topics, include_internal=include_internal)
-    )
+    views_task = asyncio.ensure_future(cluster_and_views())
+    try:
+        described = await _described(gw, topics, include_internal, cluster_task)
+        cluster, views = await views_task
+    finally:
+        views_task.cancel()
+        cluster_task.cancel()
     states, stale = reconcile(
         [
             PartitionState(
@@ -164,6 +220,92 @@ async def snapshot(
         floors_unread=floors_unread,
         stale_views=stale,
     )
+
+
+async def _described(
+    gw: AdminGateway,
+    topics: list[str] | None,
+    include_internal: bool,
+    cluster_task: asyncio.Future[ClusterInfo],
+) -> list[TopicInfo]:
+    """The partitions from the one Metadata read librdkafka sends, or, when that one has not answered
+    within TOPICS_STALL_S (it went to a paused broker, which holds it for the whole request timeout),
+    from the first registered broker that answers its own: a slow broker never holds the answer."""
+    asked: asyncio.Future[list[TopicInfo] | None] = asyncio.ensure_future(
+        gw.describe_topics(topics, include_internal=include_internal)
+    )
+    answered, _ = await asyncio.wait({asked}, timeout=TOPICS_STALL_S)
+    if answered or not hasattr(gw, "metadata_from"):
+        return await _first(asked)
+    try:
+        cluster = await cluster_task
+    except GatewayError:
+        return await _first(asked)
+    one = topics[0] if topics is not None and len(topics) == 1 else None
+    others = [asyncio.ensure_future(_topics_from(gw, b, one)) for b in cluster.brokers]
+    pending: set[asyncio.Future[list[TopicInfo] | None]] = {asked, *others}
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.cancelled() or task.exception() is not None:
+                    if task is asked:
+                        raise task.exception() or GatewayError("the metadata read was cancelled", gw.name)
+                    continue
+                got = task.result()
+                if got is not None and (topics is None or set(topics) <= {t.name for t in got}):
+                    return _only(got, topics, include_internal)
+        return await _first(asked)
+    finally:
+        for task in pending:
+            task.cancel()
+            task.add_done_callback(_discard)
+
+
+async def _first(asked: asyncio.Future[list[TopicInfo] | None]) -> list[TopicInfo]:
+    got = await asked
+    assert got is not None  # describe_topics returns a list or raises
+    return got
+
+
+def _discard(task: asyncio.Future[list[TopicInfo] | None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _only(described: list[TopicInfo], topics: list[str] | None, include_internal: bool) -> list[TopicInfo]:
+    if topics is not None:
+        wanted = set(topics)
+        return [t for t in described if t.name in wanted]
+    return [t for t in described if include_internal or not t.internal]
+
+
+async def _topics_from(gw: AdminGateway, broker: Broker, topic: str | None) -> list[TopicInfo] | None:
+    """Every partition as ``broker`` itself reports them (one Metadata request to it), or None when it
+    does not answer within the request timeout."""
+
+    address = f"[{broker.host}]:{broker.port}" if ":" in broker.host else f"{broker.host}:{broker.port}"
+    try:
+        _who, md = await asyncio.to_thread(gw.metadata_from, address, min(gw.timeout_s, 5.0), topic)
+    except Exception:  # noqa: BLE001 - a broker that cannot answer gives no partitions
+        return None
+    out = []
+    for name, t in sorted(md.topics.items()):
+        if t.error is not None:
+            continue
+        parts = [
+            PartitionInfo(
+                topic=name,
+                partition=p.id,
+                leader=p.leader if p.leader is not None and p.leader >= 0 else None,
+                replicas=list(p.replicas),
+                isr=list(p.isrs),
+                error=p.error.str() if p.error is not None else None,
+            )
+            for p in sorted(t.partitions.values(), key=lambda p: p.id)
+        ]
+        out.append(TopicInfo(name, parts, name.startswith("__")))
+    return out
 
 
 def name_partitions(parts: Iterable[PartitionState | tuple[str, int]], limit: int = SAMPLE) -> str:

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import replace
 from typing import cast
 
-from diagnosis import isr_churn
+from diagnosis import isr_churn, observations
 from diagnosis.entry_ids import (
     BROKER_LOSS,
     GC_PAUSES,
@@ -36,7 +36,7 @@ from diagnosis.rules import (
     urp_findings,
 )
 from diagnosis.snapshot import Snapshot, broker_list, name_partitions, snapshot
-from framework.reply import Action, Evidence, Severity
+from framework.reply import Action, Evidence, Severity, Step
 from live.gateway import AdminGateway, GatewayError
 from live.model import LogDir, Reassignment
 
@@ -224,6 +224,29 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
         await churn_read.close()
 
 
+def _restarted_brokers(cluster: str, snap: Snapshot, started_s_ago: dict[int, float]) -> dict[int, float]:
+    """Registered brokers that came back recently: {broker: seconds since}. From the brokers' own
+    process start times (their exporters) and the bot's memory of seeing them missing."""
+    out: dict[int, float] = {}
+    for b in snap.brokers.registered:
+        ages = [a for a in (started_s_ago.get(b), observations.back_since(cluster, b)) if a is not None]
+        if ages and min(ages) < isr_churn.RECENT_START_S:
+            out[b] = min(ages)
+    return out
+
+
+def _returns(cluster: str, churn: isr_churn.Churn | None, snap: Snapshot) -> float | None:
+    """How many times the churning broker dropped out in the last minute: the meters' estimate, or the
+    bot's own count when its memory saw more."""
+    if churn is None or churn.finding.broker is None:
+        return None
+    estimate = isr_churn.returns_estimate(churn.finding, snap)
+    seen = observations.dropouts(cluster, churn.finding.broker) if len(observations.recent(cluster)) > 2 else 0
+    if estimate is None and not seen:
+        return None
+    return max(estimate or 0.0, float(seen))
+
+
 async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveFindings:
     # (cross-checked, as every snapshot: a stalled disk's broker kept calling its dropped
     # replicas in sync, and "no URP" from its view would be wrong)
@@ -293,12 +316,41 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     top_cause = findings[0].cause if findings else None
     # no URP now, or a live follower out of sync: the meters say whether it keeps happening
     churn = await churn_read.result(snap) if not urp or top_cause == SLOW_FOLLOWER else None
+    observations.remember(gw.name, snap)
+    restarted = _restarted_brokers(gw.name, snap, churn_read.started_s_ago())
     if churn is not None:
         evidence += churn.evidence()
+    returns = _returns(gw.name, churn, snap)
+    if churn is not None and returns is not None:
+        evidence.append(
+            Evidence(
+                f"Broker {churn.finding.broker} drop-outs",
+                f"about {returns:.1f} in the last minute (ISR rejoins over the replicas it follows"
+                + (", and the bot's own readings" if observations.recent(gw.name)[:-1] else "")
+                + f"); a flap needs {isr_churn.MIN_RETURNS:g} or more",
+                "live: JMX exporter + the bot's memory",
+                "bad" if returns >= isr_churn.MIN_RETURNS else "neutral",
+            )
+        )
     if not urp:
+        if (
+            churn is not None
+            and churn.finding.broker in restarted
+            and (returns is None or returns < isr_churn.MIN_RETURNS)
+        ):
+            b = churn.finding.broker
+            return LiveFindings(
+                f"Recovered: broker {b} (re)started {restarted[b]:,.0f} s ago and its replicas have rejoined the ISRs; "
+                "no partition is under-replicated now. The one-minute ISR rates still show its return; that is not a "
+                "fault. Ask again in a few minutes if you want to see them settle.",
+                "info",
+                evidence,
+                notes=notes,
+                facts=facts,
+            )
         if churn is not None:
             return LiveFindings(
-                churn.verdict(urp_now=False),
+                churn.verdict(urp_now=False, returns=returns),
                 "warning",
                 evidence,
                 [churn.lead],
@@ -313,12 +365,64 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     expected: ExpectedCause | None = None
     undecided: Undecided | None = None
     more: list[Action] = []
-    if top and top.cause == GC_PAUSES:
+    # recovering: it (re)started recently, nothing else holds it back (a replication throttle is a
+    # cause of its own), and the bot has not watched the count stay put for minutes
+    throttled = any(e.label.endswith("replication throttle") for e in evidence)
+    recovering = (
+        top is not None
+        and top.cause == SLOW_FOLLOWER
+        and top.broker in restarted
+        and not throttled
+        and not observations.stuck(gw.name)
+    )
+    if top and recovering:
+        trend = observations.urp_trend(gw.name)
+        was = f" (it was {trend[0]:,} a moment ago)" if trend is not None and trend[0] > trend[1] else ""
+        verdict = (
+            f"Recovering: broker {top.broker} (re)started {restarted[top.broker]:,.0f} s ago and is catching up: "
+            f"{len(top.partitions):,} of its replicas are still out of ISR, {len(urp):,} partitions under-replicated"
+            f"{was}. Each replica rejoins once it has copied what it missed; that is not a fault. Ask again in a "
+            "minute: it is one only if the count stops falling."
+        )
+        lead = []
+        expected = ExpectedCause(
+            topic="startup-recovery",
+            title="Broker recovering after a restart",
+            reason=f"live: broker {top.broker} started {restarted[top.broker]:,.0f} s ago; its replicas are catching up",
+            steps=[
+                Step(
+                    f"Watch the under-replicated count fall as broker {top.broker} catches up (ask again in a minute).",
+                    command="why URP",
+                ),
+                Step(
+                    f"If it stops falling, read broker {top.broker}'s log for errors during its log recovery and check "
+                    "its disk (iostat) before anything else."
+                ),
+            ],
+            do_not=[
+                f"Restart broker {top.broker} again or move its replicas: it is catching up, and either starts the copy over.",
+                "Tune the heap or the garbage collector: nothing here points at GC.",
+            ],
+        )
+    elif top and top.cause == GC_PAUSES:
         verdict = (
             f"Broker {top.broker} is paused, not dead: its listener accepts connections but answers nothing "
             f"(a long GC pause, SIGSTOP or a hung JVM), so {len(urp):,} partitions lost it from their ISR. "
             "Do not reassign its replicas: find why it stalled (GC log, a stopped process, swapping); "
             "it rejoins the ISR by itself once it runs again."
+        )
+        # no GC evidence is read from here: what decides comes first, not heap tuning or a restart
+        undecided = Undecided(
+            GC_PAUSES,
+            {},
+            [
+                Step(
+                    f"Find out why broker {top.broker} stalled before changing anything: on its host, whether the "
+                    "process is stopped (`ps -o stat= -p <pid>` shows T) and its GC log's last pauses.",
+                    command="ps -o stat= -p <pid>",
+                ),
+                Step("Check its host's CPU and memory (swapping, a cpu cgroup limit, steal) while it is stalled."),
+            ],
         )
     elif top and cut_off_registered(top.cause, top.broker, snap.brokers):
         probed = next((e.value for e in probes if e.label == f"Broker {top.broker} listener"), "no TCP answer")

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from framework import partial
+from framework import partial, sources
 from framework.actions import ActionSpec, preview_reply
 from framework.context import Context
 from framework.errors import NothingToDo, Unavailable
@@ -98,6 +98,7 @@ async def complete(answer: Answer) -> Answer:
         answer.reply.notes = [n for n in answer.reply.notes if "still coming" not in n]
         answer.reply.notes.append("The metric lake's evidence could not be added; the bot's log has the error.")
         return answer
+    reply = sources.honest(reply, answer.reply.sources)  # the lake's reads joined the same list
     if answer.request is not None and not answer.request.full and reply.more_command is None:
         reply.more_command = answer.reply.more_command
     return Answer(reply, answer.outcome, answer.request)
@@ -118,13 +119,14 @@ async def _run(request: CommandRequest, ctx: Context) -> Answer:
     if request.options.get("help"):
         return Answer(command_help(request.spec), "answered", request)
     try:
-        with partial.collecting() as missing:
+        with partial.collecting() as missing, sources.collecting() as reads:
             if request.command.action is not None:
                 reply = await _propose(request, request.command.action, ctx)
             else:
                 assert request.command.run is not None  # Command: a read-only command has a run
                 reply = await request.command.run(request, ctx)
         reply.missing += [m for m in missing if m not in reply.missing]
+        reply = sources.honest(reply, reads)
         return Answer(reply, "answered", request)
     except BadInput as exc:
         return Answer(error_reply(exc.message, exc.suggestions), "bad_input", request)

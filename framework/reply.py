@@ -29,6 +29,22 @@ class Evidence:
     status: Literal["ok", "bad", "neutral"] = "neutral"
 
 
+# How a source of evidence fared for one answer (framework/sources.py): answered ("read", or "slow"
+# when it answered late), did not answer in time, answered with an error, or is not set up here.
+SourceState = Literal["read", "slow", "no answer", "failed", "not configured"]
+
+
+@dataclass
+class SourceRead:
+    """One evidence source the answer read: "admin", "metadata 103", "exporter 101", "lake", "probe 102"."""
+
+    source: str
+    state: SourceState
+    seconds: float | None = None  # how long the read took, or waited before giving up
+    detail: str = ""  # why it failed, when it did
+    node: int | None = None  # the node a per-node read asked
+
+
 @dataclass
 class SourceLine:
     """A line of Kafka source that produces the behaviour, with a link at the cited commit."""
@@ -137,6 +153,8 @@ class Reply:
     outcome: Outcome = "answered"
     more_command: str | None = None  # the /kafka text that gives the full answer (--full)
     ask: Ask | None = None  # whom to notify in the thread (a high-risk action's approvers)
+    # every evidence source this answer read and how each fared (framework/sources.py)
+    sources: list[SourceRead] = field(default_factory=list)
     # Not data: set when slower evidence (the metric lake) is still being gathered; resolves to
     # the complete Reply. Transports that can show it later do; others wait (framework.dispatch).
     later: Optional[Awaitable["Reply"]] = field(default=None, repr=False, compare=False)

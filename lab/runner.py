@@ -73,7 +73,7 @@ def unavailable(mode: Mode, cluster: LabCluster | None = None) -> str | None:
 async def _ask_all(cluster: LabCluster, questions: list[str]):
     asker = Asker(cluster)
     try:
-        return [await asker.ask(q) for q in questions]
+        return [await asker.ask_until_read(q) for q in questions]
     finally:
         await asker.close()
 
@@ -123,7 +123,8 @@ def run_mode(mode: Mode, cluster: LabCluster | None = None, *, heal: bool = True
         result["reproduced"] = True
         asked = asyncio.run(_ask_all(cluster, mode.questions_for(facts)))
         result["answers"] = [
-            {"question": a.question, "outcome": a.outcome, "seconds": a.seconds, "reply": a.reply} for a in asked
+            {"question": a.question, "outcome": a.outcome, "seconds": a.seconds, "tries": a.tries, "reply": a.reply}
+            for a in asked
         ]
         first = asked[0]
         j = judge(

@@ -37,6 +37,16 @@ def hermetic_environment(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True)
+def fresh_bot_memory():
+    """Each test starts with an empty memory of what the bot observed (diagnosis/observations.py):
+    in one test process, a broker another test killed would otherwise read as "recovering" here."""
+    from diagnosis import observations
+
+    observations.forget()
+    yield
+
+
 # ---- running on two workers (scripts/test.sh: pytest-xdist) --------------------------------------------
 # A worker is a process with its own session fixtures, so each test that shares a real resource
 # (fixed ports, a cluster folder, an in-process Spark) must run on the worker that holds it: every

@@ -83,7 +83,7 @@ class FakeGateway:
             for n in wanted
         ]
 
-    async def metadata_views(self, brokers=None, budget_s=1.5, topic=None):
+    async def metadata_views(self, brokers=None, budget_s=1.5, most=7, topic=None):
         """Every broker sees the same layout (a real cluster's disagreement is in tests/lab)."""
         self._check("metadata_views")
         view = {

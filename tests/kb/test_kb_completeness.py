@@ -54,6 +54,7 @@ EXPECTED_IDS = {
     "hot-partition",
     "handler-saturation",
     "fetch-session-eviction",
+    "starved-broker",
     "rebalance-storm",
     "producer-fencing",
     "hanging-transaction",

@@ -12,7 +12,7 @@ from runbook_kb.loader import DATA_DIR
 
 def test_packaged_kb_loads_and_links_resolve():
     kb = default_kb()
-    assert len(kb.failure_modes) == 22
+    assert len(kb.failure_modes) == 23
     for mode in kb.failure_modes.values():
         for ref in mode.mechanism:
             link = kb.ref_link(ref)
@@ -37,7 +37,7 @@ def _edit(path: Path, change) -> None:
 
 
 def test_copy_loads(kb_copy):
-    assert len(load_kb(kb_copy).failure_modes) == 22
+    assert len(load_kb(kb_copy).failure_modes) == 23
 
 
 @pytest.mark.parametrize(

@@ -332,7 +332,8 @@ async def test_why_urp_short_answer_acts_within_forty_lines(tmp_path):
     assert lines[1].startswith("Broker 103 is gone"), lines[1]
     # a broker that is down may have crashed or been halted by its failed log dirs: the first steps
     # find out which (issue 27, finding 4), none moves its replicas away
-    assert lines[3] == "Check first: Broker loss or Log-directory / disk failure"
+    assert lines[2].startswith("Sources: admin read"), lines[2]  # what the answer read (issue 35)
+    assert lines[4] == "Check first: Broker loss or Log-directory / disk failure"
     assert "kafka-reassign-partitions" not in text.split("Evidence")[0]
     full = render_text(result.reply, full=True)
     assert len(full.splitlines()) > 2 * len(lines)  # everything is still there, on request

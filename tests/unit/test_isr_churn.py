@@ -185,10 +185,17 @@ async def test_no_churn_is_still_no_urp(exposition):
     assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
 
 
-async def test_unreadable_exporters_leave_the_snapshot_answer(exposition):
+async def test_unreadable_exporters_leave_the_snapshot_answer_but_not_an_ok(exposition):
+    """Issue 35: the snapshot's answer stands, but with the exporters unread it is not a clean
+    bill of health: "can't tell", naming what did not answer."""
     exposition.pages = {}
     reply = await _why_urp()
-    assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
+    assert reply.severity == "unknown", reply.verdict
+    assert reply.verdict.startswith("Can't tell: exporter "), reply.verdict
+    assert reply.verdict.endswith("No under-replicated partitions right now."), reply.verdict
+    assert reply.sources and all(r.state != "read" for r in reply.sources if r.source.startswith("exporter ")), (
+        reply.sources
+    )
     assert any(n.startswith("Whether ISRs keep churning was not checked: no exporter answered") for n in reply.notes)
 
 

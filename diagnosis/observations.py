@@ -1,0 +1,97 @@
+"""A short memory of what the bot observed, per cluster (issue 35: time).
+
+One snapshot cannot tell a broker catching up after a restart from one that is failing, nor one
+stall from a broker that keeps dropping out. The long-running bot remembers the last few readings
+of each cluster (a small in-process ring, nothing on disk): which brokers were registered and
+which were out of the ISRs, and how many partitions were under-replicated. A one-shot process
+starts with an empty memory and reads the same from the brokers' meters instead (the processes'
+start times and the ISR rates, diagnosis/isr_churn.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from diagnosis.snapshot import Snapshot
+
+RING = 64  # readings kept per cluster
+WINDOW_S = 600.0  # how far back "recently" and a flap count look
+
+
+@dataclass(frozen=True)
+class Observation:
+    at: float  # time.monotonic()
+    registered: frozenset[int]
+    out_of_isr: frozenset[int]  # brokers with a replica out of some ISR
+    urp: int
+
+
+_RINGS: dict[str, deque[Observation]] = {}
+
+
+def remember(cluster: str, snap: Snapshot, now: float | None = None) -> None:
+    out = frozenset(b for p in snap.states for b in p.replicas if b not in p.isr)
+    urp = sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader)
+    ring = _RINGS.setdefault(cluster, deque(maxlen=RING))
+    ring.append(Observation(time.monotonic() if now is None else now, snap.brokers.registered, out, urp))
+
+
+def recent(cluster: str, window_s: float = WINDOW_S, now: float | None = None) -> list[Observation]:
+    now = time.monotonic() if now is None else now
+    return [o for o in _RINGS.get(cluster, ()) if now - o.at <= window_s]
+
+
+def back_since(cluster: str, broker: int, now: float | None = None) -> float | None:
+    """Seconds since ``broker`` was seen registered again after being seen missing within the
+    window (None: not seen missing recently, or still missing)."""
+    obs = recent(cluster, now=now)
+    now = time.monotonic() if now is None else now
+    back_at = None
+    for prev, cur in zip(obs, obs[1:]):
+        if broker not in prev.registered and broker in cur.registered:
+            back_at = cur.at
+        elif broker not in cur.registered:
+            back_at = None
+    return None if back_at is None else now - back_at
+
+
+def dropouts(cluster: str, broker: int, now: float | None = None) -> int:
+    """How many times ``broker`` went from registered and in sync to missing or out of the ISRs, in
+    the window: one stall is one, a flapping broker many."""
+    obs = recent(cluster, now=now)
+    count = 0
+    for prev, cur in zip(obs, obs[1:]):
+        was_ok = broker in prev.registered and broker not in prev.out_of_isr
+        now_bad = broker not in cur.registered or broker in cur.out_of_isr
+        count += int(was_ok and now_bad)
+    return count
+
+
+def urp_trend(cluster: str, now: float | None = None) -> tuple[int, int] | None:
+    """(the highest URP count in the window, the latest), when the memory has two readings."""
+    obs = recent(cluster, now=now)
+    if len(obs) < 2:
+        return None
+    return max(o.urp for o in obs), obs[-1].urp
+
+
+STUCK_AFTER_S = 120.0  # URP watched this long without falling below its peak is not a recovery
+
+
+def stuck(cluster: str, now: float | None = None) -> bool:
+    """The memory has watched URP for STUCK_AFTER_S or more and it never fell below its first
+    reading in that time: whatever holds the replicas back, it is not catching up."""
+    obs = recent(cluster, now=now)
+    if len(obs) < 2 or obs[-1].at - obs[0].at < STUCK_AFTER_S:
+        return False
+    return obs[-1].urp > 0 and min(o.urp for o in obs) >= obs[0].urp
+
+
+def forget(cluster: str | None = None) -> None:
+    """Drop the memory (of one cluster, or all): for tests and a reconfigured cluster."""
+    if cluster is None:
+        _RINGS.clear()
+    else:
+        _RINGS.pop(cluster, None)
