@@ -15,7 +15,7 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.answer_parts import show_in_parts
@@ -31,6 +31,9 @@ from gate.files import private_dir
 from kbot_settings import KbotSettings
 
 log = logging.getLogger(__name__)
+
+#: how long the exit waits for the start-up task (one audit's Kafka requests) to finish
+AT_START_GRACE_S = 15.0
 
 # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 _UCRED = struct.Struct("3i")
@@ -48,9 +51,15 @@ def peer_uid(sock: socket.socket) -> int | None:
 class AskServer:
     """Serves one-shot asks on the state folder's socket until stop()."""
 
-    def __init__(self, settings: KbotSettings, prepare: Callable[[Context], None] | None = None):
+    def __init__(
+        self,
+        settings: KbotSettings,
+        prepare: Callable[[Context], None] | None = None,
+        at_start: Callable[[Context], Awaitable[None]] | None = None,
+    ):
         self.settings = settings
         self.prepare = prepare
+        self.at_start = at_start  # run once on the server's loop, with its context (a start-up log line)
         self.path = socket_path(settings.state_dir)
         self.serving = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -59,11 +68,16 @@ class AskServer:
         self._ctx: Context | None = None
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
+        self._at_start: asyncio.Task[None] | None = None
+        self._stopping = threading.Event()  # stop() before the loop ran: it never starts serving
 
     def start(self, timeout: float = 10.0) -> AskServer:
+        """Start serving in a thread; wait up to ``timeout`` s for the socket (0: not at all - the
+        console's prompt does not wait for it)."""
         self._thread = threading.Thread(target=self._run, name="kbot-ask-socket", daemon=True)
         self._thread.start()
-        self._ready.wait(timeout)
+        if timeout > 0:
+            self._ready.wait(timeout)
         return self
 
     def _run(self) -> None:
@@ -71,7 +85,7 @@ class AskServer:
         try:
             loop.run_until_complete(self._open())
             self._ready.set()
-            if self.serving:
+            if self.serving and not self._stopping.is_set():
                 loop.run_forever()
         except Exception:  # noqa: BLE001 - the bot runs on without it: asks answer in their own process
             log.warning("one-shot ask socket %s not served", self.path, exc_info=True)
@@ -94,8 +108,18 @@ class AskServer:
         self._inode = self.path.stat().st_ino
         self.serving = True
         log.info("serving one-shot asks on %s", self.path)
+        if self.at_start is not None:
+            self._at_start = asyncio.get_running_loop().create_task(self.at_start(self._ctx))
 
     async def _close(self) -> None:
+        task = self._at_start
+        if task is not None and not task.done():
+            # a Kafka request in flight must complete before the context closes and the process
+            # exits (librdkafka's callbacks into a finalizing interpreter abort it): a bounded wait
+            try:
+                await asyncio.wait_for(asyncio.shield(task), AT_START_GRACE_S)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - it is a log line
+                task.cancel()
         if self._server is not None:
             self._server.close()
             try:
@@ -108,6 +132,7 @@ class AskServer:
             await close_context(self._ctx)
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._loop is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
@@ -190,6 +215,11 @@ async def _send(writer: asyncio.StreamWriter, message: dict) -> None:
     await writer.drain()
 
 
-def serve_in_background(settings: KbotSettings, prepare: Callable[[Context], None] | None = None) -> AskServer:
-    """Start answering one-shot asks on the state folder's socket; stop() ends it."""
-    return AskServer(settings, prepare).start()
+def serve_in_background(
+    settings: KbotSettings,
+    prepare: Callable[[Context], None] | None = None,
+    at_start: Callable[[Context], Awaitable[None]] | None = None,
+) -> AskServer:
+    """Start answering one-shot asks on the state folder's socket (ready a moment later, without
+    holding the caller up); stop() ends it."""
+    return AskServer(settings, prepare, at_start).start(timeout=0)

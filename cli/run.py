@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, AlertConfig
 from bot.alerts_stack import RULES, StackError, local_stack
@@ -35,7 +35,6 @@ from gate.files import private_dir, private_file
 from kbot_settings import KbotSettings
 from lake.connect import stop_server
 from lake.errors import LakeError
-from live.pool import GatewayPool
 from localkafka.cluster import LocalCluster
 
 
@@ -123,6 +122,50 @@ def bring_up_cluster(cluster: LocalCluster, startup: Startup, timeout: float = C
     )
 
 
+def cluster_up_in_child(cluster: LocalCluster, startup: Startup, settings: KbotSettings) -> None:
+    """The local cluster up in a child process (`kbot cluster up`), watched from a daemon thread:
+    an `exit` while it starts neither waits for it nor cuts a Kafka client off in mid-call (the
+    child goes on, in a session of its own, and its JVMs are detached anyway)."""
+    cmd = [sys.executable, "-m", "localkafka", "up", "--json", "--name", cluster.name]
+    cmd += ["--base-dir", str(cluster.base_dir), "--port-base", str(cluster.port_base)]
+    cmd += ["--timeout", f"{CLUSTER_START_S:g}"]
+    t0 = time.monotonic()
+    child = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=settings.child_environ(),
+        start_new_session=True,  # Ctrl-C at the console does not stop the cluster's start
+    )
+    out, err = child.communicate()
+    try:
+        st = json.loads(out) if child.returncode == 0 else None
+    except ValueError:
+        st = None
+    if st is None:
+        why = (err.strip().splitlines() or [f"exit {child.returncode}"])[-1].removeprefix("error: ")
+        startup.set(
+            CLUSTER,
+            FAILED,
+            f"the local cluster is not serving ({why[:300]}); live answers say what they cannot reach, "
+            "runbook answers work; `kbot cluster status` shows the nodes",
+        )
+        return
+    silent = [i for i, ok in (st.get("metrics") or {}).items() if not ok]
+    metrics = (
+        "all metrics endpoints answer"
+        if not silent
+        else f"metrics endpoints of node(s) {', '.join(silent)} not answering yet (the collector retries them)"
+    )
+    startup.set(
+        CLUSTER,
+        UP,
+        f"local cluster serving at {cluster.bootstrap_servers} after {time.monotonic() - t0:.0f}s; {metrics}",
+    )
+
+
 def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
     """Collect the cluster's metrics into the lake in a child process (a round every 10 s, each
     landing file ingested as soon as it is written: a sample is queryable seconds after its
@@ -162,26 +205,36 @@ def run(args, settings: KbotSettings) -> int:
             return 2
     else:
         stack = None
-    background = ThreadPoolExecutor(2, thread_name_prefix="kbot-start")
-    background.submit(_cluster_then_audit, cluster, startup, settings)
+    # daemon threads: `exit` does not wait for a start still under way (the JVMs it launched are
+    # detached and keep starting; `kbot cluster status` shows them)
+    if cluster is not None:
+        _background(cluster_up_in_child, cluster, startup, settings)
     lake = LakeStart(settings, startup, enabled=not args.no_lake)
     if not args.no_lake:
-        background.submit(lake.bring_up)
+        _background(lake.bring_up)
     try:
         return _serve_or_console(args, settings, startup, lake)
     finally:
-        background.shutdown(wait=False, cancel_futures=True)
+        startup.close()  # what the start threads still find out is not said after the exit
         lake.stop()
         if stack is not None:
             stack.stop()
         _say_what_keeps_running(settings, cluster is not None or _is_dev(settings), lake)
 
 
-def _cluster_then_audit(cluster: LocalCluster | None, startup: Startup, settings: KbotSettings) -> None:
-    if cluster is not None:
-        bring_up_cluster(cluster, startup)
+def _background(target, *args) -> None:
+    threading.Thread(target=target, args=args, name="kbot-start", daemon=True).start()
+
+
+async def audit_principals_once_live(ctx: Context, startup: Startup) -> None:
+    """The one log line of the bot's audit of its own principals (bot.app), once the cluster's
+    start is over (the console path; the Slack app logs its own)."""
+    while startup.state(CLUSTER) == STARTING:
+        await asyncio.sleep(1)
+    if ctx.live is None:
+        return
     try:
-        log_principals(settings)
+        await log_principals_audit(ctx)
     except Exception:  # noqa: BLE001 - the audit is a log line; the answers say what the cluster lacks
         logging.getLogger("kbot.principals").warning("principals audit at start failed", exc_info=True)
 
@@ -331,21 +384,6 @@ def start_connect_server(settings: KbotSettings, startup: Startup):
     return info
 
 
-def log_principals(settings: KbotSettings) -> None:
-    """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
-    if not cluster_configured(settings):
-        return
-
-    async def once() -> None:
-        pool = GatewayPool(settings)
-        try:
-            await log_principals_audit(Context(live=pool, settings=settings))
-        finally:
-            await pool.close()
-
-    asyncio.run(once())
-
-
 def _serve_or_console(args, settings: KbotSettings, startup: Startup, lake: LakeStart) -> int:
     from bot.ask_server import serve_in_background
 
@@ -358,7 +396,9 @@ def _serve_or_console(args, settings: KbotSettings, startup: Startup, lake: Lake
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
     startup.before_question.append(lake.attach)
-    asker = serve_in_background(lake.console_settings(), startup.prepare)
+    asker = serve_in_background(
+        lake.console_settings(), startup.prepare, at_start=lambda ctx: audit_principals_once_live(ctx, startup)
+    )
     try:
         return console(args.json, lake.console_settings(), startup=startup)
     finally:

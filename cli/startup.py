@@ -39,6 +39,7 @@ class Startup:
         self._parts: dict[str, Part] = {}
         self._queued: list[str] = []
         self._queue_only = False
+        self._closed = False
         self._changed = threading.Condition(self._lock)
         # run by the console before each question, in its own thread (e.g. attach the lake once
         # its Spark server is up): what the start threads bring is taken in where it is used
@@ -51,11 +52,16 @@ class Startup:
             self._parts[name] = Part(name, state, detail, since)
             self._changed.notify_all()
             line = f"{name}: {detail}"
-            if announce:
+            if announce and not self._closed:
                 if self._queue_only:
                     self._queued.append(line)
                 else:
                     self._say(line)
+
+    def close(self) -> None:
+        """The run is ending: changes are still recorded, no longer said."""
+        with self._lock:
+            self._closed = True
 
     def queue_messages(self) -> None:
         """From now on, changes are queued for drain() instead of said at once: the console
