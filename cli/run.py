@@ -256,6 +256,12 @@ def _say_what_keeps_running(settings: KbotSettings, dev: bool, lake: LakeStart) 
         _say(
             "the lake's Spark server keeps running (it was running before this run): `kbot lake serve --stop` stops it"
         )
+    elif lake.enabled and lake.startup.state(SPARK) == STARTING:
+        # its start runs on in a process of its own: it may come up after this run has ended
+        _say(
+            "the lake's Spark server was still starting: it may keep running "
+            "(`kbot lake serve --status` tells, `kbot lake serve --stop` stops it)"
+        )
 
 
 class LakeStart:
