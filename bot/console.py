@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 from bot.answer_parts import show_in_parts
 from bot.app import close_context, make_context
@@ -168,16 +169,33 @@ async def ask(
     return result.exit_code
 
 
-def _console_lines(prompt: str, home: Path):
-    """Lines typed by the user: prompt_toolkit with history on a terminal, plain stdin otherwise."""
+class StartupStatus(Protocol):
+    """What `kbot run` is still bringing up behind the prompt (cli/startup.py)."""
+
+    def line(self) -> str: ...
+    def lines(self) -> list[str]: ...
+    def drain(self) -> list[str]: ...
+    def queue_messages(self) -> None: ...
+    def prepare(self, ctx: Context) -> None: ...
+
+
+def _console_lines(prompt: str, home: Path, startup: StartupStatus | None = None):
+    """Lines typed by the user: prompt_toolkit with history on a terminal (and `kbot run`'s start-up
+    as its status line, its news printed between answers, not over the prompt), plain stdin otherwise."""
     if sys.stdin.isatty():
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
 
         # the history holds every command typed, tokens of confirmations included: private
         history = private_file(private_dir(home) / "console_history")
-        session = PromptSession(history=FileHistory(str(history)))
+        toolbar = None
+        if startup is not None:
+            startup.queue_messages()
+            toolbar = startup.line
+        session = PromptSession(history=FileHistory(str(history)), bottom_toolbar=toolbar, refresh_interval=1.0)
         while True:
+            for news in startup.drain() if startup is not None else ():
+                print(f"kbot: {news}", file=sys.stderr)
             try:
                 yield session.prompt(prompt)
             except KeyboardInterrupt:
@@ -203,7 +221,9 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
         print("\nCancelled.", file=sys.stderr)
 
 
-def console(as_json: bool, settings: KbotSettings, *, cluster: str | None = None) -> int:
+def console(
+    as_json: bool, settings: KbotSettings, *, cluster: str | None = None, startup: StartupStatus | None = None
+) -> int:
     # Spark's JVM (the lake, started in the background) writes its start-up warnings to a log in
     # the state folder (KBOT_SPARK_LOG) instead of over the prompt.
     ctx = make_context(settings, progress=_progress, spark_log=settings.spark_log)
@@ -215,18 +235,25 @@ def console(as_json: bool, settings: KbotSettings, *, cluster: str | None = None
     memory = IncidentMemory(scope="this session")  # one incident per console session
     session = ConsoleSession(ctx.gate.acting_user if ctx.gate is not None else None, home=settings.home)
     try:
-        for line in _console_lines("kafka> ", settings.home):
+        for line in _console_lines("kafka> ", settings.home, startup):
             text = line.strip()
             if not text:
                 continue
             if text.lower() in ("exit", "quit", r"\q"):
                 break
+            if startup is not None:
+                startup.prepare(ctx)  # e.g. the lake, once its Spark server is up
             _run_cancellable(
                 loop,
                 _answer_and_emit(
                     text, ctx, as_json, compact_json=True, memory=memory, cluster=cluster, session=session
                 ),
             )
+            if startup is not None and text.lower().removeprefix("/kafka").split()[:1] == ["status"]:
+                # what `kbot run` has up and what is still starting, after the cluster's own status
+                print(
+                    "\n".join(f"start-up: {ln}" for ln in startup.lines()), file=sys.stderr if as_json else sys.stdout
+                )
             sys.stdout.flush()
     finally:
         loop.run_until_complete(close_context(ctx))

@@ -135,6 +135,9 @@ def run(args: argparse.Namespace, kbot: KbotSettings) -> int:
         print(f"kbot serve: WARNING: {warning}", file=sys.stderr, flush=True)
     if logging.getLogger().level > logging.INFO:
         logging.getLogger(__name__).setLevel(logging.INFO)
+    from bot.ask_server import serve_in_background
+
+    asker = serve_in_background(kbot)  # a one-shot `kbot ask` on this machine is answered by this bot
     try:
         asyncio.run(
             serve(
@@ -145,6 +148,8 @@ def run(args: argparse.Namespace, kbot: KbotSettings) -> int:
         )
     except KeyboardInterrupt:
         pass
+    finally:
+        asker.stop()
     return 0
 
 

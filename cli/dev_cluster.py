@@ -16,7 +16,7 @@ def effective_settings(settings: KbotSettings) -> KbotSettings:
     started. A copy (KbotSettings.updated): nothing is written anywhere to pass configuration around."""
     if cluster_configured(settings):
         return settings
-    cluster = LocalCluster(name=DEV)
+    cluster = LocalCluster.named(DEV)
     if any(n.pid() for n in cluster.nodes):
         return local_settings(settings, cluster)
     return settings

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 
 from bot.alertmanager import CHANNEL_ENV, PATH, ROUTES_ENV, AlertConfig
 from bot.alerts_stack import RULES, StackError, local_stack
@@ -26,12 +29,12 @@ from bot.slack_app import configured
 from bot.slack_app import run as run_serve
 from bot.slack_settings import SlackSettings
 from cli.dev_cluster import DEV, effective_settings
+from cli.startup import FAILED, OFF, STARTING, UP, Startup
 from framework.context import Context
 from gate.files import private_dir, private_file
 from kbot_settings import KbotSettings
 from lake.connect import stop_server
 from lake.errors import LakeError
-from live.pool import GatewayPool
 from localkafka.cluster import LocalCluster
 
 
@@ -54,18 +57,113 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+# the parts of the start-up (the status line's names)
+CLUSTER, SPARK, COLLECTOR = "cluster", "Spark", "collector"
+# how long the local cluster may take to serve (every step: storage format, JVM starts, registration)
+CLUSTER_START_S = 300.0
+
+
 def _say(message: str) -> None:
     print(f"kbot: {message}", file=sys.stderr, flush=True)
 
 
-def embedded_cluster(settings: KbotSettings) -> KbotSettings:
-    """Start (or reuse) the local cluster; return the settings pointed at it."""
+def local_cluster_settings(settings: KbotSettings, startup: Startup) -> tuple[KbotSettings, LocalCluster]:
+    """The settings pointed at the local dev cluster, and that cluster; says truly whether its JVMs
+    were found running or are being started (the start itself runs behind the prompt)."""
+    cluster = LocalCluster.named(DEV)
+    running = cluster.running_nodes()
+    if len(running) == len(cluster.nodes):
+        startup.set(
+            CLUSTER, STARTING, f"local cluster found running at {cluster.bootstrap_servers}; checking it serves"
+        )
+    elif running:
+        startup.set(
+            CLUSTER,
+            STARTING,
+            f"local cluster partly running (nodes {', '.join(map(str, running))}): starting the others in the background",
+        )
+    else:
+        startup.set(
+            CLUSTER,
+            STARTING,
+            "no Kafka cluster configured: starting the local one in the background (the first start downloads "
+            "the Kafka jars)",
+        )
+    return local_settings(settings, cluster), cluster
 
-    cluster = LocalCluster(name=DEV)
-    _say("no Kafka cluster configured: starting the local one (the first start downloads the Kafka jars)")
-    cluster.up(timeout=300, progress=_say)
-    _say(f"local cluster up at {cluster.bootstrap_servers} (stop it with `kbot cluster down`)")
-    return local_settings(settings, cluster)
+
+def bring_up_cluster(cluster: LocalCluster, startup: Startup, timeout: float = CLUSTER_START_S) -> None:
+    """The local cluster up (brokers serving; metrics endpoints reported, never awaited)."""
+
+    def progress(message: str) -> None:
+        startup.set(CLUSTER, STARTING, message, announce=False)
+
+    t0 = time.monotonic()
+    try:
+        cluster.up(timeout=timeout, progress=progress, metrics=False)
+    except Exception as exc:  # the run goes on: answers say what they could not reach
+        startup.set(
+            CLUSTER,
+            FAILED,
+            f"the local cluster is not serving ({' '.join(str(exc).split())[:300]}); live answers say what "
+            "they cannot reach, runbook answers work; `kbot cluster status` shows the nodes",
+        )
+        return
+    silent = [str(i) for i, ok in cluster.metrics_answering().items() if not ok]
+    metrics = (
+        "all metrics endpoints answer"
+        if not silent
+        else f"metrics endpoints of node(s) {', '.join(silent)} not answering yet (the collector retries them)"
+    )
+    startup.set(
+        CLUSTER,
+        UP,
+        f"local cluster serving at {cluster.bootstrap_servers} after {time.monotonic() - t0:.0f}s; {metrics}",
+    )
+
+
+def cluster_up_in_child(cluster: LocalCluster, startup: Startup, settings: KbotSettings) -> None:
+    """The local cluster up in a child process (`kbot cluster up`), watched from a daemon thread:
+    an `exit` while it starts neither waits for it nor cuts a Kafka client off in mid-call (the
+    child goes on, in a session of its own, and its JVMs are detached anyway)."""
+    cmd = [sys.executable, "-m", "localkafka", "up", "--json", "--name", cluster.name]
+    cmd += ["--base-dir", str(cluster.base_dir), "--port-base", str(cluster.port_base)]
+    cmd += ["--timeout", f"{CLUSTER_START_S:g}"]
+    t0 = time.monotonic()
+    child = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=settings.child_environ(),
+        start_new_session=True,  # Ctrl-C at the console does not stop the cluster's start
+    )
+    out, err = child.communicate()
+    try:
+        st = json.loads(out) if child.returncode == 0 else None
+    except ValueError:
+        st = None
+    if st is None:
+        why = (err.strip().splitlines() or [f"exit {child.returncode}"])[-1].removeprefix("error: ")
+        startup.set(
+            CLUSTER,
+            FAILED,
+            f"the local cluster is not serving ({why[:300]}); live answers say what they cannot reach, "
+            "runbook answers work; `kbot cluster status` shows the nodes",
+        )
+        return
+    silent = [i for i, ok in (st.get("metrics") or {}).items() if not ok]
+    metrics = (
+        "all metrics endpoints answer"
+        if not silent
+        else f"metrics endpoints of node(s) {', '.join(silent)} not answering yet (the collector retries them)"
+    )
+    startup.set(
+        CLUSTER,
+        UP,
+        f"local cluster serving at {cluster.bootstrap_servers} after {time.monotonic() - t0:.0f}s; {metrics}",
+    )
 
 
 def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
@@ -74,10 +172,6 @@ def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
     scrape), logging to the state dir; stopped when the bot exits. The child gets this run's
     settings as its environment (KbotSettings.child_environ)."""
     if settings.kbot_metrics_source == "exporters" and not settings.kbot_metrics_targets:
-        _say(
-            "no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with KBOT_PROMETHEUS_URL): "
-            "not collecting into the lake"
-        )
         return None
 
     # The state folder also holds confirm tokens and the audit trail: 0700, and the log 0600.
@@ -87,52 +181,159 @@ def start_collection(settings: KbotSettings) -> subprocess.Popen | None:
     child = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=settings.child_environ()
     )
-    _say(f"collecting metrics into the lake (log: {state / 'collector.log'})")
     return child
 
 
 def run(args, settings: KbotSettings) -> int:
     # This run's configuration: the settings the command line loaded plus what the run itself
-    # decides (the embedded cluster, the lake on), copies handed down explicitly.
-    local = False
-    spark = None
-    if not args.no_lake:
-        if settings.kbot_lake is None:
-            settings = settings.updated(kbot_lake=True)
-        # Spark's server starts while the cluster does (it needs none of the cluster's settings):
-        # the prompt waits for the slower of the two, not for both in a row.
-        spark = ThreadPoolExecutor(1, thread_name_prefix="spark-start").submit(start_connect_server, settings)
+    # decides (the embedded cluster, the lake on), copies handed down explicitly. The prompt comes
+    # first: the cluster, the Spark server and the collector start behind it (cli/startup.py).
+    startup = Startup(_say)
+    cluster = None
     if not cluster_configured(settings) and not args.no_cluster:
-        try:
-            settings = embedded_cluster(settings)
-            local = True
-        except Exception as exc:  # the run goes on: runbook answers need no cluster
-            _say(
-                f"could not start the local cluster ({' '.join(str(exc).split())[:300]}); answering from the runbook only"
-            )
-    collector = stack = None
+        settings, cluster = local_cluster_settings(settings, startup)
+    settings = effective_settings(settings)  # --no-cluster: a dev cluster that runs is still used
     if getattr(args, "alerts", False):
+        # the alert stack scrapes the exporters: it needs the cluster first (not the console's path)
+        if cluster is not None:
+            bring_up_cluster(cluster, startup)
+            cluster = None
         try:
             stack, settings = start_alert_stack(settings)
         except ValueError as exc:  # AlertConfigError: the alert configuration is wrong, one line
             _say(f"--alerts: {exc}")
-            _stop_spark(spark.result() if spark is not None else None, settings)
             return 2
-    connect = None
-    if spark is not None:
-        connect = spark.result()
-        collector = start_collection(settings)
-    log_principals(settings)
+    else:
+        stack = None
+    # daemon threads: `exit` does not wait for a start still under way (the JVMs it launched are
+    # detached and keep starting; `kbot cluster status` shows them)
+    if cluster is not None:
+        _background(cluster_up_in_child, cluster, startup, settings)
+    lake = LakeStart(settings, startup, enabled=not args.no_lake)
+    if not args.no_lake:
+        _background(lake.bring_up)
     try:
-        return _serve_or_console(args, settings)
+        return _serve_or_console(args, settings, startup, lake)
     finally:
-        if collector is not None:
-            stop_collection(collector)
-        _stop_spark(connect, settings)
+        startup.close()  # what the start threads still find out is not said after the exit
+        lake.stop()
         if stack is not None:
             stack.stop()
-        if local:  # kept for the next run (a warm start); say so, and how to stop it
-            _say(f"the local cluster keeps running at {settings.kbot_bootstrap}: `kbot cluster down` stops it")
+        _say_what_keeps_running(settings, cluster is not None or _is_dev(settings), lake)
+
+
+def _background(target, *args) -> None:
+    threading.Thread(target=target, args=args, name="kbot-start", daemon=True).start()
+
+
+async def audit_principals_once_live(ctx: Context, startup: Startup) -> None:
+    """The one log line of the bot's audit of its own principals (bot.app), once the cluster's
+    start is over (the console path; the Slack app logs its own)."""
+    while startup.state(CLUSTER) == STARTING:
+        await asyncio.sleep(1)
+    if ctx.live is None:
+        return
+    try:
+        await log_principals_audit(ctx)
+    except Exception:  # noqa: BLE001 - the audit is a log line; the answers say what the cluster lacks
+        logging.getLogger("kbot.principals").warning("principals audit at start failed", exc_info=True)
+
+
+def _is_dev(settings: KbotSettings) -> bool:
+    return settings.kbot_bootstrap is not None and settings.kbot_bootstrap == LocalCluster.named(DEV).bootstrap_servers
+
+
+def _say_what_keeps_running(settings: KbotSettings, dev: bool, lake: LakeStart) -> None:
+    """At exit: what this run leaves running, and the command that stops each."""
+    if dev:
+        running = LocalCluster.named(DEV).running_nodes()
+        if running:
+            _say(
+                f"the local cluster keeps running ({len(running)} JVMs: nodes {', '.join(map(str, running))} at "
+                f"{settings.kbot_bootstrap}) for a quick next start: `kbot cluster down` stops it"
+            )
+    if lake.server_kept:
+        _say(
+            "the lake's Spark server keeps running (it was running before this run): `kbot lake serve --stop` stops it"
+        )
+    elif lake.enabled and lake.startup.state(SPARK) == STARTING:
+        # its start runs on in a process of its own: it may come up after this run has ended
+        _say(
+            "the lake's Spark server was still starting: it may keep running "
+            "(`kbot lake serve --status` tells, `kbot lake serve --stop` stops it)"
+        )
+
+
+class LakeStart:
+    """The lake behind the prompt: the Spark Connect server, then the collector; the console's
+    context gets the lake once the server answers (an earlier lake would start a second, in-process
+    Spark beside the server)."""
+
+    def __init__(self, settings: KbotSettings, startup: Startup, *, enabled: bool):
+        self.settings = settings if not enabled or settings.kbot_lake is not None else settings.updated(kbot_lake=True)
+        self.startup = startup
+        self.enabled = enabled
+        self.connect = None
+        self.collector: subprocess.Popen | None = None
+        self.server_kept = False
+        self._lake = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        if enabled:
+            startup.set(SPARK, STARTING, "starting the lake's Spark server in the background", announce=False)
+        else:
+            startup.set(SPARK, OFF, "the lake is off (--no-lake)", announce=False)
+
+    def bring_up(self) -> None:
+        self.connect = start_connect_server(self.settings, self.startup)
+        if self.connect is not None and not self.connect.started:
+            self.server_kept = True
+        if self._stopping:
+            return
+        try:
+            self.collector = start_collection(self.settings)
+        except OSError as exc:
+            self.startup.set(COLLECTOR, FAILED, f"the collector did not start: {exc}")
+            return
+        if self.collector is None:
+            self.startup.set(
+                COLLECTOR,
+                OFF,
+                "no metrics targets (KBOT_METRICS_TARGETS, or KBOT_METRICS_SOURCE=prometheus with "
+                "KBOT_PROMETHEUS_URL): not collecting into the lake",
+            )
+        else:
+            log = self.settings.state_dir / "collector.log"
+            self.startup.set(
+                COLLECTOR,
+                UP,
+                f"collecting metrics into the lake, retrying each target that does not answer (log: {log})",
+            )
+
+    def console_settings(self) -> KbotSettings:
+        """The settings the console's and the socket's contexts start with: no lake of their own;
+        attach() gives them the one lake once the Spark server is up (a lake made earlier would
+        start a second, in-process Spark beside the server)."""
+        return self.settings.updated(kbot_lake=False) if self.enabled else self.settings
+
+    def attach(self, ctx) -> None:
+        """Give a context (the console's, the one-shot socket's) the lake once the Spark server is up
+        (or failed: the lake then runs Spark in-process, as without a server): one lake for all."""
+        if not self.enabled or ctx.lake is not None or self.startup.state(SPARK) == STARTING:
+            return
+        with self._lock:
+            if self._lake is None:
+                from lake.service import lake_from_settings
+
+                self._lake = lake_from_settings(self.settings, spark_log=self.settings.spark_log)
+        ctx.lake = self._lake
+        ctx.settings = self.settings
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.collector is not None:
+            stop_collection(self.collector)
+        _stop_spark(self.connect, self.settings)
 
 
 def _stop_spark(connect, settings: KbotSettings) -> None:
@@ -165,49 +366,49 @@ def stop_collection(collector: subprocess.Popen, wait_s: float = COLLECTOR_STOP_
         collector.wait()
 
 
-def start_connect_server(settings: KbotSettings):
+def start_connect_server(settings: KbotSettings, startup: Startup):
     """A Spark Connect server for the lake, kept warm for every bot process - `kbot ask` in another
     terminal, the console, the Slack app (docs/lake-connect.md). None when KBOT_SPARK_MASTER picks
     another Spark, or when it cannot start (the lake then runs Spark in-process)."""
     if settings.kbot_spark_master:
+        startup.set(SPARK, UP, f"the lake uses KBOT_SPARK_MASTER={settings.kbot_spark_master}")
         return None
     from lake.service import ensure_server
 
     try:
         info = ensure_server(settings)
     except LakeError as exc:
-        _say(
-            f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark"
+        startup.set(
+            SPARK,
+            FAILED,
+            f"Spark Connect server not started ({' '.join(str(exc).split())[:300]}); the lake uses an in-process Spark",
         )
         return None
-    _say(f"Spark kept warm at {info.url} ({'started' if info.started else 'already running'}; log {info.log})")
+    startup.set(
+        SPARK, UP, f"Spark kept warm at {info.url} ({'started' if info.started else 'found running'}; log {info.log})"
+    )
     return info
 
 
-def log_principals(settings: KbotSettings) -> None:
-    """One log line at start: the bot's audit of its own Kafka principals (bot.app)."""
-    if not cluster_configured(settings):
-        return
+def _serve_or_console(args, settings: KbotSettings, startup: Startup, lake: LakeStart) -> int:
+    from bot.ask_server import serve_in_background
 
-    async def once() -> None:
-        pool = GatewayPool(settings)
-        try:
-            await log_principals_audit(Context(live=pool, settings=settings))
-        finally:
-            await pool.close()
-
-    asyncio.run(once())
-
-
-def _serve_or_console(args, settings: KbotSettings) -> int:
-    # with --no-cluster the bot still finds a dev cluster that is running, as `kbot ask` does
-    settings = effective_settings(settings)
     if configured(settings):
-        return run_serve(args, settings)
+        # the Slack app takes its lake from its settings at start: it waits for the Spark server
+        # (the cluster still comes up behind it); one-shot asks are served by the Slack app's own
+        startup.wait(SPARK, timeout=300)
+        return run_serve(args, lake.settings)
     from bot.console import console
 
     _say("no Slack tokens set (SLACK_BOT_TOKEN with SLACK_SIGNING_SECRET or SLACK_APP_TOKEN): starting the console")
-    return console(args.json, settings)
+    startup.before_question.append(lake.attach)
+    asker = serve_in_background(
+        lake.console_settings(), startup.prepare, at_start=lambda ctx: audit_principals_once_live(ctx, startup)
+    )
+    try:
+        return console(args.json, lake.console_settings(), startup=startup)
+    finally:
+        asker.stop()
 
 
 def start_alert_stack(settings: KbotSettings):

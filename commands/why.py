@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from diagnosis import lake_evidence, metric_checks
 from diagnosis.entries import diagnosis, hold_unconfirmed
+from diagnosis.entry_ids import BROKER_LOSS
 from diagnosis.findings import ExpectedCause, LiveFindings, Undecided
 from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
@@ -215,6 +216,9 @@ def _reply(
     elif lake is not None and lake.lead:
         ranked = _lead_first(lake.lead, ranked)  # no live data: the lake's trend points the way
     diagnoses = [diagnosis(ctx.kb, ctx.kb.failure_modes[eid], reason=why) for eid, why in ranked[:MAX_DIAGNOSES]]
+    if live is not None and live.facts is not None and _local_dev(ctx):
+        # before the look-alikes' steps go first: the runbook's own first step gets the command
+        diagnoses = [_local_bring_back(d, live.facts.missing_brokers) for d in diagnoses]
     if live is not None and live.undecided is not None:
         diagnoses = [_undecided(ctx, d, live.undecided) for d in diagnoses]
     followups = [f"/kafka runbook {eid}" for eid, _ in ranked[:2]]
@@ -279,6 +283,27 @@ def _undecided(ctx: Context, d: Diagnosis, undecided: Undecided) -> Diagnosis:
         mitigation=[*undecided.steps, *kept.mitigation],
         undecided_with=[ctx.kb.failure_modes[e].title for e in undecided.reasons if e in ctx.kb.failure_modes],
     )
+
+
+def _local_dev(ctx: Context) -> bool:
+    """The local cluster `kbot run` starts (bot.app.local_settings names it "local", on loopback)."""
+    bootstrap = ctx.settings.kbot_bootstrap or ""
+    hosts = [b.rsplit(":", 1)[0] for b in bootstrap.split(",") if b]
+    return ctx.settings.kbot_cluster_name == "local" and bool(hosts) and all(h == "127.0.0.1" for h in hosts)
+
+
+def _local_bring_back(d: Diagnosis, missing: frozenset[int]) -> Diagnosis:
+    """On the local cluster, broker loss's first step ("bring the missing broker back") gets the
+    command that does it: `kbot cluster start <id>` starts a killed broker and waits until it serves."""
+    if d.entry_id != BROKER_LOSS or not missing or not d.mitigation:
+        return d
+    steps = list(d.mitigation)
+    first = next((i for i, s in enumerate(steps) if s.command is None and not s.confirmed_only), None)
+    if first is None:  # the runbook's entry gives a command of its own: it stays
+        return d
+    command = " && ".join(f"kbot cluster start {b}" for b in sorted(missing))
+    steps[first] = replace(steps[first], command=command)
+    return replace(d, mitigation=steps)
 
 
 def _expected_diagnosis(ctx: Context, expected: ExpectedCause) -> Diagnosis:

@@ -35,7 +35,7 @@ from lake.collector import Collector, parse_targets, targets_from_settings, targ
 from lake.layout import LakeLayout
 from live.config import get_cluster
 from live.pool import GatewayPool
-from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
+from localkafka.cluster import LocalCluster
 
 GROUPS_ENV = "KBOT_LAKE_GROUPS"
 
@@ -159,11 +159,29 @@ def _cluster_name(args, settings: KbotSettings) -> str:
         return "default"
 
 
+def _local(args) -> LocalCluster:
+    if args.port_base:
+        return LocalCluster(name=args.local, port_base=args.port_base)
+    return LocalCluster.named(args.local)  # on the port base it was created with
+
+
 def _targets(args, settings: KbotSettings):
     if args.local:
-        cluster = LocalCluster(name=args.local, port_base=args.port_base or DEFAULT_PORT_BASE)
-        return targets_from_urls(cluster.metrics_urls)
+        return targets_from_urls(_local(args).metrics_urls)
     return parse_targets(args.targets) if args.targets else targets_from_settings(settings)
+
+
+def _local_settings(args, settings: KbotSettings) -> KbotSettings:
+    """`--local NAME` with no cluster configured: the consumer groups' offsets are read from that
+    local cluster too (KBOT_BOOTSTRAP is not needed beside it)."""
+    if not getattr(args, "local", None) or settings.kbot_bootstrap or settings.clusters_file.exists():
+        return settings
+    cluster = _local(args)
+    return settings.updated(
+        kbot_bootstrap=cluster.bootstrap_servers,
+        kbot_cluster_name=args.local,
+        kbot_expected_brokers=",".join(str(b) for b in cluster.brokers),
+    )
 
 
 def _session(master: str | None, settings: KbotSettings):
@@ -217,6 +235,7 @@ def _stop_on_sigterm() -> _Stopping:
 async def _collect(args, settings: KbotSettings) -> int:
     from lake.ingest import IngestBusy, Ingestor
 
+    settings = _local_settings(args, settings)
     layout = _layout(args, settings)
     targets = _targets(args, settings)
     cluster = _cluster_name(args, settings)

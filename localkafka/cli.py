@@ -1,5 +1,9 @@
 """`kbot cluster up|down|status [--json]` (also `python -m localkafka ...`).
 
+`up`, `restart` and `start` succeed when the brokers serve (registered and unfenced); the nodes'
+metrics endpoints are reported beside that, never waited for: a JMX exporter on a busy machine
+can take longer to render than the brokers take to serve, and the lake's collector retries it.
+
 Wiring into another argparse parser::
 
     sub = parser.add_subparsers(dest="command")
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from localkafka import fetch
 from localkafka.cluster import DEFAULT_PORT_BASE, LocalCluster
+from localkafka.common import ClusterError
 from localkafka.fetch import JarsError
 from localkafka.secure import SecureCluster
 
@@ -36,10 +41,13 @@ def register(subparsers) -> argparse.ArgumentParser:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=["up", "down", "status", "kill", "pause", "resume", "restart", "heal"],
-        help="up | down | status; faults for demos: kill | pause | resume | restart BROKER; heal",
+        choices=["up", "down", "status", "start", "kill", "pause", "resume", "restart", "heal"],
+        help="up | down | status; start BROKER (bring a stopped or killed broker back); faults for demos: "
+        "kill | pause | resume | restart BROKER; heal",
     )
-    p.add_argument("broker", nargs="?", type=int, help="broker id for kill / pause / resume / restart (101-103)")
+    p.add_argument(
+        "broker", nargs="?", type=int, help="broker id for start / kill / pause / resume / restart (101-103)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--name", default="dev", help="cluster name (default: dev)")
     p.add_argument(
@@ -60,7 +68,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="KRaft controllers for `up` on a new cluster: 1, or 3 for a quorum that survives losing one "
         "(default: as the named cluster was created, else 1)",
     )
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for `up`")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        help="seconds `up`, `start` and `restart` may take, every step included (storage format, JVM start, "
+        "registration); default 180",
+    )
     p.add_argument(
         "--secure",
         action="store_true",
@@ -99,7 +113,40 @@ def format_status(st: dict) -> str:
     return "\n".join(lines)
 
 
-FAULTS = {"kill": "kill_broker", "pause": "pause_broker", "resume": "resume_broker", "restart": "restart_broker"}
+FAULTS = {"kill": "kill_broker", "pause": "pause_broker", "resume": "resume_broker"}
+# the actions that start JVMs: bounded by --timeout, done when the brokers serve
+STARTS = ("start", "restart")
+
+
+def metrics_line(answering: dict[int, bool]) -> str:
+    """One line on the nodes' metrics endpoints, reported beside the cluster's state (not gating it)."""
+    silent = [str(i) for i, ok in answering.items() if not ok]
+    if not silent:
+        return f"  metrics endpoints:    all {len(answering)} answer"
+    return (
+        f"  metrics endpoints:    not answering yet on node(s) {', '.join(silent)} (the brokers serve; "
+        "exporters can lag on a busy machine and the lake's collector retries them)"
+    )
+
+
+def start_broker(cluster: LocalCluster, broker: int, timeout: float, restart: bool) -> dict:
+    """`start BROKER` (a no-op when it runs) or `restart BROKER`, done when the broker serves."""
+    if restart:
+        done = cluster.faults.restart_broker(broker, timeout=timeout, metrics=False)
+    else:
+        node = cluster.brokers.get(broker)
+        if node is None:
+            cluster.node(broker)  # the error that names the cluster's brokers
+            raise ValueError(f"{broker} is a controller, not a broker")
+        old = node.pid()
+        t0 = time.monotonic()
+        pid = cluster.start_node(node)
+        try:
+            cluster.wait_ready(max(1.0, timeout - (time.monotonic() - t0)), brokers=[broker], metrics=False)
+        except ClusterError as exc:
+            raise ClusterError(f"broker {broker} not serving {timeout:g}s after its start: {exc}") from None
+        done = {"broker_id": broker, "pid": pid, "was_running": old is not None}
+    return {**done, "metrics": cluster.metrics_answering()}
 
 
 def recorded_port_base(name: str, base_dir: str | None) -> int:
@@ -126,9 +173,26 @@ def run(args) -> int:
             )
         if args.action == "up":
             t0 = time.monotonic()
-            cluster.up(timeout=args.timeout)
+            cluster.up(timeout=args.timeout, metrics=False)
             st = cluster.status()
             st["up_seconds"] = round(time.monotonic() - t0, 1)
+            st["metrics"] = cluster.metrics_answering()
+        elif args.action in STARTS:
+            if args.broker is None:
+                print(f"error: `cluster {args.action}` needs a broker id, e.g. 102", file=sys.stderr)
+                return 2
+            t0 = time.monotonic()
+            done = start_broker(cluster, args.broker, args.timeout, restart=args.action == "restart")
+            done["seconds"] = round(time.monotonic() - t0, 1)
+            if args.json:
+                print(json.dumps(done))
+            else:
+                verb = "restarted" if args.action == "restart" else "started"
+                if args.action == "start" and done.get("was_running"):
+                    verb = "was already running;"
+                print(f"broker {args.broker} {verb} serving in {done['seconds']}s (pid {done['pid']})")
+                print(metrics_line(done["metrics"]))
+            return 0
         elif args.action == "down":
             cluster.down()
             st = cluster.status()
@@ -160,8 +224,10 @@ def run(args) -> int:
                 print(f"cluster {args.name} stopped" if not alive else f"still running: {alive}")
             else:
                 if "up_seconds" in st:
-                    print(f"up in {st['up_seconds']}s")
+                    print(f"up in {st['up_seconds']}s (brokers serving)")
                 print(format_status(st))
+                if "metrics" in st:
+                    print(metrics_line(st["metrics"]))
                 if st.get("security"):
                     sec = st["security"]
                     print(f"  security:             {sec['listener']} {sec['sasl_mechanism']}, CA {sec['ca']}")

@@ -170,6 +170,14 @@ def recorded_meta(base_dir: Path) -> dict:
 
 
 class LocalCluster:
+    @classmethod
+    def named(cls, name: str) -> "LocalCluster":
+        """The cluster ``name`` in its default folder, on the port base it was created with (its
+        cluster.json), else the default one: `kbot cluster up --port-base N` then `kbot run`."""
+        folder = fetch.cache_root() / "clusters" / name
+        port_base = recorded_meta(folder.expanduser()).get("port_base", DEFAULT_PORT_BASE)
+        return cls(name=name, port_base=port_base if isinstance(port_base, int) else DEFAULT_PORT_BASE)
+
     def __init__(
         self,
         name: str = "dev",
@@ -331,9 +339,10 @@ class LocalCluster:
             *args,
         ]
 
-    def _format(self, libs: Path, cluster_id: str, nodes: list[Node]) -> None:
+    def _format(self, libs: Path, cluster_id: str, nodes: list[Node], timeout: float = 120.0) -> None:
         """kafka-storage format (kafka.tools.StorageTool in 4.x) for nodes
-        whose data dir was never formatted; all in parallel."""
+        whose data dir was never formatted; all in parallel, within ``timeout`` seconds (a JVM
+        start each: on a loaded machine that alone can take minutes)."""
         todo = [n for n in nodes if not all((d / "meta.properties").exists() for d in self.log_dirs(n))]
         if not todo:
             return
@@ -354,11 +363,19 @@ class LocalCluster:
                 ),
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=max(1.0, deadline - time.monotonic()),
             )
 
+        deadline = time.monotonic() + timeout
         with ThreadPoolExecutor(len(todo)) as pool:
-            for n, res in pool.map(run, todo):
+            try:
+                done = list(pool.map(run, todo))
+            except subprocess.TimeoutExpired:
+                raise ClusterError(
+                    f"storage format did not finish within the {timeout:.1f}s left of the timeout (the machine is "
+                    "busy? give a longer --timeout)"
+                ) from None
+            for n, res in done:
                 if res.returncode != 0:
                     raise ClusterError(
                         f"storage format of node {n.node_id} failed: {(res.stdout + res.stderr).strip()[-2000:]}"
@@ -397,25 +414,41 @@ class LocalCluster:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
 
-    def up(self, timeout: float = 180.0, progress: Callable[[str], None] | None = None) -> "LocalCluster":
+    def up(
+        self, timeout: float = 180.0, progress: Callable[[str], None] | None = None, *, metrics: bool = True
+    ) -> "LocalCluster":
         """Start whatever is not running and wait until healthy. Idempotent:
-        a healthy running cluster is left alone; stale pid files are ignored. ``progress`` hears
-        what the wait is waiting for (see wait_ready)."""
-        if self._all_running() and self._healthy(5):
+        a healthy running cluster is left alone; stale pid files are ignored. ``timeout`` bounds
+        every step (storage format, start, wait). ``progress`` hears what the wait is waiting for
+        (see wait_ready). ``metrics=False``: ready when the brokers serve, whatever the exporters do
+        (`kbot cluster up`, `kbot run`: a slow /metrics is reported, never a failed start)."""
+        deadline = time.monotonic() + timeout
+        if self._all_running() and self._healthy(5, metrics=metrics):
             return self
         libs = fetch.ensure_jars()
         with self._locked():
             meta = self._meta()
             for n in self.nodes:
                 self._render(n)
-            self._format(libs, meta["cluster_id"], [n for n in self.nodes if not n.pid()])
+            todo = [n for n in self.nodes if not n.pid()]
+            self._format(libs, meta["cluster_id"], todo, timeout=max(0.1, deadline - time.monotonic()))
             for n in self.nodes:
                 pid = n.pid()
                 if pid and procs.is_stopped(pid):
                     procs.signal_pid(pid, signal.SIGCONT)  # `up` means running
                 self.start_node(n, libs)
-            self.wait_ready(timeout, progress=progress)
+            self.wait_ready(max(1.0, deadline - time.monotonic()), progress=progress, metrics=metrics)
         return self
+
+    def running_nodes(self) -> list[int]:
+        """Ids of the nodes whose JVM exists (running or paused), from their pid files."""
+        return [n.node_id for n in self.nodes if n.pid()]
+
+    def metrics_answering(self, timeout: float = 5.0) -> dict[int, bool]:
+        """Per node: does its metrics endpoint answer within ``timeout`` (one scrape each, in parallel)."""
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            answers = pool.map(lambda n: scrape(n.metrics_url, timeout) is not None, self.nodes)
+            return {n.node_id: ok for n, ok in zip(self.nodes, answers, strict=True)}
 
     def _all_running(self) -> bool:
         pids = [n.pid() for n in self.nodes]
@@ -427,9 +460,11 @@ class LocalCluster:
         brokers: list[int] | None = None,
         progress: Callable[[str], None] | None = None,
         progress_every_s: float = 10.0,
+        *,
+        metrics: bool = True,
     ) -> None:
         """Poll until the controller is active, the wanted brokers are
-        registered and unfenced, and every node's metrics endpoint answers. ``progress`` hears
+        registered and unfenced, and (``metrics``) every node's metrics endpoint answers. ``progress`` hears
         what is awaited once the wait passes 2 s: when that changes, and every ``progress_every_s``."""
         want = set(brokers or self.brokers)
         started = time.monotonic()
@@ -450,14 +485,31 @@ class LocalCluster:
             try:
                 registered = set(self.registered_brokers(timeout=3))
                 last = f"registered brokers {sorted(registered)}, want {sorted(want)}"
-                if want <= registered and self._metrics_up():
-                    return
-                if want <= registered:
+                silent = [b for b in sorted(want) if b in registered and not self.serves(b)]
+                if silent:
+                    # a just-killed broker stays registered until its session times out
+                    last = f"broker(s) {silent} registered but not answering requests yet"
+                elif want <= registered:
+                    if not metrics or self._metrics_up():
+                        return
                     last = "brokers registered, waiting for metrics endpoints"
             except Exception as e:  # KafkaException while nodes are still starting
                 last = str(e)
             time.sleep(0.5)
         raise ClusterError(f"cluster {self.name!r} not ready after {timeout:.0f}s: {last}")
+
+    def serves(self, broker_id: int, timeout: float = 3.0) -> bool:
+        """The broker itself answers a Metadata request on its listener (it does so only once its
+        start-up is complete): a registration alone may be the previous, killed process's."""
+        # this broker alone, with the cluster's own client settings (the secure cluster's SASL/TLS)
+        admin = self.admin(**{"bootstrap.servers": f"127.0.0.1:{self.brokers[broker_id].port}"})
+        try:
+            md = admin.list_topics(timeout=timeout)
+        except Exception:  # noqa: BLE001 - KafkaException while it starts: not serving yet
+            return False
+        # the answer came over this broker's own listener (the only bootstrap given), so from the
+        # process that holds the port now, and it lists the broker among the live ones
+        return broker_id in md.brokers
 
     def _metrics_up(self) -> bool:
         """Every node's exporter answers and exactly one controller is active."""
@@ -482,9 +534,9 @@ class LocalCluster:
         except Exception:
             return sorted(admin.list_topics(timeout=timeout).brokers)
 
-    def _healthy(self, timeout: float) -> bool:
+    def _healthy(self, timeout: float, metrics: bool = True) -> bool:
         try:
-            return self.registered_brokers(timeout) == sorted(self.brokers) and self._metrics_up()
+            return self.registered_brokers(timeout) == sorted(self.brokers) and (not metrics or self._metrics_up())
         except Exception:
             return False
 

@@ -141,14 +141,19 @@ class FaultInjector:
         procs.signal_pid(pid, signal.SIGCONT)
         return {"broker_id": broker_id, "pid": pid, "signal": "SIGCONT"}
 
-    def restart_broker(self, broker_id: int, timeout: float = 90) -> dict:
+    def restart_broker(self, broker_id: int, timeout: float = 90, *, metrics: bool = True) -> dict:
         """Clean stop (SIGTERM -> controlled shutdown) and start; waits until
-        the broker is registered again."""
+        the broker is registered again (and, with ``metrics``, every exporter answers), all
+        within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
         node = self._broker(broker_id)
         old = node.pid()
-        self.c.stop_node(node)
+        self.c.stop_node(node, grace=min(20.0, timeout / 2))
         pid = self.c.start_node(node)
-        self.c.wait_ready(timeout, brokers=[broker_id])
+        try:
+            self.c.wait_ready(max(1.0, deadline - time.monotonic()), brokers=[broker_id], metrics=metrics)
+        except ClusterError as exc:  # said against the whole timeout, not the part left for the wait
+            raise ClusterError(f"broker {broker_id} not serving {timeout:g}s after its restart began: {exc}") from None
         return {"broker_id": broker_id, "old_pid": old, "pid": pid}
 
     # ---- topics ----------------------------------------------------------

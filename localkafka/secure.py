@@ -436,10 +436,12 @@ class SecureCluster(LocalCluster):
             f.write("\n# secure mode (localkafka/secure.py)\n" + "".join(f"{k}={v}\n" for k, v in extra.items()))
         os.chmod(node.props_file, 0o600)  # it holds the keystore and super-user passwords
 
-    def up(self, timeout: float = 180.0) -> "SecureCluster":
+    def up(
+        self, timeout: float = 180.0, progress: Callable[[str], None] | None = None, *, metrics: bool = True
+    ) -> "SecureCluster":
         _ = self.state  # certificates before the first render
         self._provisioned = False
-        super().up(timeout)  # wait_ready() provisions whenever a node was (re)started ...
+        super().up(timeout, progress, metrics=metrics)  # wait_ready() provisions whenever a node was (re)started ...
         if not self._provisioned:  # ... and a cluster that was already running gets it here
             self._provision(timeout)
         return self
@@ -450,8 +452,10 @@ class SecureCluster(LocalCluster):
         brokers: list[int] | None = None,
         progress: Callable[[str], None] | None = None,
         progress_every_s: float = 10.0,
+        *,
+        metrics: bool = True,
     ) -> None:
-        super().wait_ready(timeout, brokers, progress, progress_every_s)
+        super().wait_ready(timeout, brokers, progress, progress_every_s, metrics=metrics)
         if progress is not None:
             progress("provisioning the bot's SCRAM users and ACLs")
         self._provision(timeout)

@@ -29,21 +29,52 @@ fi
 # Reinstall only when the declared dependencies changed.
 stamp=.venv/.kbot-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# A long step runs with a progress line every 20 s (elapsed time and what it is doing, from its
+# log): a fresh install takes minutes, longer on a busy machine, and silence reads as a hang.
+with_progress() {  # with_progress LABEL LOG CMD...: run CMD with its output in LOG
+  local label=$1 log=$2 start=$SECONDS pid rc=0 last
+  shift 2
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+      sleep 1
+      kill -0 "$pid" 2>/dev/null || break
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      last=$(grep -E '^(Collecting|Downloading|Installing|Building|Successfully|Obtaining|Preparing)' "$log" | tail -n 1 | cut -c1-100)
+      echo "setup: $label: still running after $((SECONDS - start)) s${last:+ ($last)}" >&2
+    fi
+  done
+  wait "$pid" || rc=$?
+  return $rc
+}
+
+pip_install() {
+  .venv/bin/python -m pip install --progress-bar off --upgrade pip &&
+    .venv/bin/python -m pip install --progress-bar off -e '.[test,lint]'
+}
+
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing Python dependencies into .venv (first run downloads Spark, ~1-3 min)" >&2
+  echo "setup: installing Python dependencies into .venv (the first run downloads Spark: a few minutes, longer on a busy machine)" >&2
   # pip's and setuptools' own output (a BuildBackendWarning block for the editable install) goes to
   # a log, not above the console's prompt; on a failure its end is shown.
   log=.venv/pip-install.log
-  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[test,lint]'; } >"$log" 2>&1; then
+  t0=$SECONDS
+  if ! with_progress "installing Python dependencies" "$log" pip_install; then
     tail -n 40 "$log" >&2
     echo "setup: installing the Python dependencies failed; the whole output is in $log" >&2
     exit 1
   fi
+  echo "setup: Python dependencies installed in $((SECONDS - t0)) s" >&2
   echo "$want" > "$stamp"
 fi
 
 # The Delta Lake jars (lake/pom.xml) from Maven Central, before any Spark session needs them.
-bash scripts/fetch_delta.sh >/dev/null  # prints the jar paths; setup stays quiet when all is done
+if ! with_progress "fetching the Delta Lake jars" .venv/fetch-delta.log bash scripts/fetch_delta.sh; then
+  tail -n 20 .venv/fetch-delta.log >&2
+  exit 1
+fi  # the log holds the jar paths; setup stays quiet when all is done
 
 # The bot's own modules as bytecode. pip compiles the packages it installs, but an editable install
 # leaves ours as source, and where PYTHONDONTWRITEBYTECODE is set (as on these machines) every

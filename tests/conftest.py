@@ -58,6 +58,9 @@ MODULE_GROUPS = {  # modules that start clusters or processes of their own, not 
     "lab/test_lab_standard.py": "lab-standard",  # own cluster on KBOT_LAB_PORT_BASE
     "lab/test_lab_quorum.py": "lab-quorum",  # own cluster on KBOT_LAB_QUORUM_PORT_BASE
     "test_lake_connect_process.py": "spark-connect",  # its own pytest process with Connect servers
+    # `kbot run`'s own dev cluster on KBOT_TEST_SECOND_PORT_BASE: beside tests/secure's second cluster,
+    # never at the same time (that one is package-scoped, and a group stays on one worker)
+    "kafka/test_run_prompt_first.py": "secure",
 }
 FIXTURE_GROUPS = (  # (fixture in a test's closure, group), heaviest first
     ("secure_kafka_cluster", "secure"),  # the two clusters of tests/secure, package scope

@@ -4,6 +4,7 @@ access) and its real principals kbot-observer, kbot-config and kbot-operator."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -232,12 +233,23 @@ def test_one_log_line_at_bot_start(secure, kbot_env, caplog, monkeypatch):
     import logging
 
     import bot.app
-    from cli.run import log_principals
+    from cli.run import audit_principals_once_live
+    from cli.startup import Startup
+    from framework.context import Context
+    from live.pool import GatewayPool
+
+    async def start_twice() -> None:
+        settings = load_settings(kbot_env)
+        for _ in range(2):  # once per process
+            pool = GatewayPool(settings)
+            try:
+                await audit_principals_once_live(Context(live=pool, settings=settings), Startup(lambda _line: None))
+            finally:
+                await pool.close()
 
     monkeypatch.setattr(bot.app, "_PRINCIPALS_LOGGED", False)
     caplog.set_level(logging.INFO, logger="kbot.principals")
-    log_principals(load_settings(kbot_env))
-    log_principals(load_settings(kbot_env))  # once per process
+    asyncio.run(start_twice())
     lines = [r for r in caplog.records if r.name == "kbot.principals"]
     assert [r.levelname for r in lines] == ["INFO"]
     message = lines[0].getMessage()

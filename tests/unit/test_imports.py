@@ -70,6 +70,10 @@ ALLOWED = {
 # into the metric lake (LakeService.query with the lake's named queries, LakeService.ask_window
 # with the window's questions); no other command module may import the lake's code.
 ENTRY_POINTS = {"diagnosis.lake_evidence": {"lake", "spark_queries", "window_queries"}}
+# Deferrals that keep a light path light although nothing HEAVY stands behind them: `kbot`'s entry
+# point hands a one-shot ask to the running bot before it imports the whole command line (the
+# bot's own modules cost the one-shot process more CPU than the warm bot's answer).
+LIGHT_ENTRY = {("cli.entry", "cli.main")}
 
 
 def _modules() -> dict[str, Path]:
@@ -290,7 +294,7 @@ def test_deferred_imports_only_save_a_heavy_import():
     wrong = []
     for name, path in mods.items():
         for line, target in _deferred(name, path, set(mods)):
-            if not heavy.get(target, set()) - heavy[name]:
+            if not heavy.get(target, set()) - heavy[name] and (name, target) not in LIGHT_ENTRY:
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}")
     assert not wrong, "function-local project imports that save no heavy import:\n" + "\n".join(sorted(wrong))
 
