@@ -54,6 +54,8 @@ def quota(rng: random.Random) -> dict[str, Any]:
         "inject": inject,
         "heal": heal,
         "named": lambda f: [f["client_id"]],
+        # the brokers are healthy: `status` may say so, naming the quota in force (named above)
+        "in_status": False,
     }
 
 
