@@ -317,6 +317,14 @@ class KbotSettings(_GivenOnly):
     kbot_lake_groups: str | None = _f(
         None, "KBOT_LAKE_GROUPS", "consumer groups whose commits are collected", "Metric lake"
     )
+    kbot_changes_interval_s: float = _f(
+        60.0,
+        "KBOT_CHANGES_INTERVAL_S",
+        "seconds between the collector's metadata snapshots for `changes` (0: none)",
+        "Metric lake",
+        ge=0,
+        le=86400,
+    )
     kbot_metrics_targets: str | None = _f(
         None, "KBOT_METRICS_TARGETS", "exporters to scrape: 101=http://host:7071/metrics,...", "Metric lake"
     )

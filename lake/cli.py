@@ -31,9 +31,11 @@ import time
 
 from kbot_settings import KbotSettings, SettingsError, load
 from lake import connect
+from lake.change_sampler import ChangeSampler
 from lake.collector import Collector, parse_targets, targets_from_settings, targets_from_urls
 from lake.layout import LakeLayout
-from live.config import get_cluster
+from live.config import ConfigError, get_cluster
+from live.gateway import GatewayError
 from live.pool import GatewayPool
 from localkafka.cluster import LocalCluster
 
@@ -244,6 +246,15 @@ async def _collect(args, settings: KbotSettings) -> int:
     if groups:
         pool = GatewayPool(settings)
         gw = await pool.get(None)
+    admin, changes = gw, None
+    if settings.kbot_changes_interval_s > 0:
+        # "what changed?": the cluster's metadata every KBOT_CHANGES_INTERVAL_S, when a cluster is configured
+        try:
+            pool = pool or GatewayPool(settings)
+            admin = admin or await pool.get(None)
+            changes = ChangeSampler(layout, cluster, settings.kbot_changes_interval_s)
+        except (ConfigError, GatewayError) as exc:
+            print(f"collect: no metadata snapshots for `changes`: {exc}", file=sys.stderr, flush=True)
     collector = Collector(
         targets,
         layout.landing,
@@ -253,6 +264,8 @@ async def _collect(args, settings: KbotSettings) -> int:
         groups=groups,
         lag_source=gw,
         settings=settings,
+        changes=changes,
+        admin=admin,
     )
     ingestor = follower = None
     if args.ingest_follow:

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbot_settings import KbotSettings
+from lake.change_sampler import ChangeSampler
 from lake.landing import LANDING_SUFFIX, fsync_dir, land, landing_name, remove_stale_tmp, write_landing_file  # noqa: F401 (re-exported)
 from lake.mapping import Mapper, group_rows
 from lake.prometheus_source import PrometheusSource, PromRound
@@ -247,6 +248,8 @@ class Collector:
         source: str | None = None,
         prometheus: PrometheusSource | None = None,
         settings: KbotSettings | None = None,
+        changes: ChangeSampler | None = None,
+        admin=None,
     ):
         # the source, and Prometheus's URL, label and selector, come from the process's settings
         # (KBOT_METRICS_SOURCE, KBOT_PROMETHEUS_*) unless given; without either, the defaults
@@ -279,7 +282,26 @@ class Collector:
                 mapper=self.mapper,
                 clock=clock,
             )
+        # "what changed?": a metadata snapshot every ``changes.interval_s`` through ``admin``
+        self.changes = changes if admin is not None else None
+        self.admin = admin
         self.rounds = 0
+
+    async def _sample_changes(self) -> None:
+        """One metadata round when due; bounded by the scrape interval, so a cluster that does not
+        answer delays no sample round by more than one interval, and never stops collection."""
+        if self.changes is None or not self.changes.due():
+            return
+        try:
+            res = await asyncio.wait_for(self.changes.round(self.admin), timeout=max(self.interval_s, 10.0))
+        except asyncio.TimeoutError:
+            log.warning("metadata snapshot of %s: no answer within %.0f s", self.cluster, max(self.interval_s, 10.0))
+            return
+        except Exception as exc:  # noqa: BLE001 - the samples go on without the change events
+            log.warning("metadata snapshot of %s failed: %s", self.cluster, exc)
+            return
+        if res.events:
+            log.info("metadata snapshot of %s: %d change(s)", self.cluster, res.events)
 
     async def _scrape(self, session, target: Target, ts_us: int) -> ScrapeResult:
         import aiohttp
@@ -334,6 +356,7 @@ class Collector:
             rows += g_rows
         if rows:
             report.file = await land(self.landing_dir, rows, landing_name(ts_us))
+        await self._sample_changes()
         report.seconds = time.monotonic() - t0
         self.rounds += 1
         return report

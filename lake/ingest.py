@@ -86,6 +86,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lake.changes import ingest_changes
 from lake.errors import LakeError
 from lake.landing import fsync_dir
 from lake.landing_check import scan_fast
@@ -201,6 +202,7 @@ class IngestReport:
     pruned: int = 0
     seconds: float = 0.0
     rollup_seconds: float = 0.0  # deferred rollups run at the end of this run
+    change_events: int = 0  # "what changed?" events appended to their table (lake/changes.py)
 
     @property
     def files(self) -> int:
@@ -419,12 +421,21 @@ class Ingestor:
                     break
                 batch_dir = self._claim(files)
                 report.batches.append(self._process(batch_dir, app_id, recovered=False))
+            self._ingest_changes(report)
             if self.rollups and rollups:
                 # deferred minutes when due; without deferral, any an earlier deferring run left
                 report.rollup_seconds = self._pending_rollups(force=self.rollup_every_s == 0)
             report.pruned = self._prune_done()
         report.seconds = time.monotonic() - t0
         return report
+
+    def _ingest_changes(self, report: IngestReport) -> None:
+        """The collector's change events (lake/changes.py) in the same pass: their own table and
+        commit, so a failure there is logged and never holds the samples back."""
+        try:
+            report.change_events += ingest_changes(self.spark, self.layout)
+        except Exception as exc:  # noqa: BLE001 - the samples' ingest goes on; the files stay landed
+            log.warning("ingest of change events failed (they stay landed for the next run): %s", exc)
 
     # ---- steps
     def _next_version(self) -> int:
