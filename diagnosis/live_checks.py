@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar, cast
@@ -781,6 +782,7 @@ def facts_of(snap: Snapshot) -> LiveFacts:
         under_replicated=sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader),
         offline=len(cats["Offline"]),
         missing_brokers=frozenset(snap.brokers.expected - snap.brokers.registered),
+        out_of_isr=Counter(b for p in snap.states for b in p.replicas if b not in p.isr),
     )
 
 

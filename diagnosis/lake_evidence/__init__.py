@@ -19,7 +19,16 @@ import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from diagnosis.lake_evidence.findings import FRESH_S, LakeFindings, apply_freshness, hms, no_data, unavailable
+from diagnosis.lake_evidence.findings import (
+    FRESH_S,
+    LakeFindings,
+    age,
+    apply_freshness,
+    data_age,
+    hms,
+    no_data,
+    unavailable,
+)
 from diagnosis.lake_evidence.hot import ask_hot_partitions, hot, hot_symptom
 from diagnosis.lake_evidence.lag import GroupLagFindings, group_lag, group_lag_or_note, partition_lag_lines
 from diagnosis.lake_evidence.symptoms import controller, hanging, offline, saturation, under_min_isr
@@ -174,6 +183,8 @@ async def for_symptom(
 
 __all__ = [
     "FRESH_S",
+    "age",
+    "data_age",
     "LakeFindings",
     "apply_freshness",
     "hms",

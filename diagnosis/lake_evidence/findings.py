@@ -45,6 +45,7 @@ class LakeFindings:
     data_end: float | None = None  # set when the lake's data ends before the symptom (stale)
     newest: float | None = None  # the window's newest sample (epoch s), whenever the lake had one
     series: list[Series] = field(default_factory=list)  # the symptom's trend, for a chart
+    began: float | None = None  # when the symptom the lake shows began, read from its samples (epoch s)
 
     @classmethod
     def young(cls, window: Window, source: str) -> "LakeFindings":
@@ -71,26 +72,48 @@ def hms(epoch: float) -> str:
     return f"{dt.datetime.fromtimestamp(epoch, dt.timezone.utc):%H:%M:%S}"
 
 
+def age(seconds: float) -> str:
+    """A data age in words: "35 s", "4 min"."""
+    s = max(0, int(seconds))
+    return f"{s} s" if s < 120 else f"{s // 60} min"
+
+
+def data_age(newest: float, now: float) -> str:
+    """How old the lake's data is, for a lake line: "lake data to 10:42:10 UTC, 35 s old"."""
+    return f"lake data to {hms(newest)} UTC, {age(now - newest)} old"
+
+
 def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datetime | None = None) -> "LakeFindings":
-    """Say so when the lake's data ends before the symptom began (or, without a start time,
-    :data:`FRESH_S` before the window's end): a healthy trend from before the symptom is no
-    evidence against it.  Healthy items are replaced; problems the lake did see are kept."""
+    """Say so when the lake's data ends before the symptom began (``began``, when the caller
+    knows it) or, without a start time, :data:`FRESH_S` before the window's end: a healthy trend
+    from before the symptom is no evidence against it, and its healthy items are replaced.
+
+    Without ``began`` nothing says when the symptom began, so the answer does not claim the data
+    ends before it: it says how old the data is, and when the lake itself shows the symptom, from
+    when (``out.began``, read from its samples: "lake data ends 02:24:31, before this began"
+    stood beside a lake that showed the kill of 02:22:10)."""
     out.newest = data_end
     if not out.has_data or data_end is None:
         return out
-    limit = began.timestamp() if began is not None else out.window.end.timestamp() - FRESH_S
-    if data_end >= limit:
-        return out
+    if began is not None:
+        if data_end >= began.timestamp():
+            return out
+        line = f"lake data ends {hms(data_end)} UTC, before this began ({hms(began.timestamp())} UTC)"
+    else:
+        end = out.window.end.timestamp()
+        if data_end >= end - FRESH_S:
+            return out
+        line = f"lake data ends {hms(data_end)} UTC, {age(end - data_end)} before this answer"
     out.data_end = data_end
-    line = f"lake data ends {hms(data_end)} UTC, before this began"
-    if not out.lead:
+    shows_it = bool(out.lead) or any(e.status == "bad" for e in out.evidence)
+    if not shows_it:
         out.evidence = [e for e in out.evidence if e.status == "bad"]
         out.evidence.insert(
             0,
             Evidence(
                 "Metric lake",
                 line
-                + ": it cannot show this symptom"
+                + ": it cannot show what happened since"
                 + "[[terminal: (is `kbot lake collect` / ingest running?)]][[slack: (its collector may be stopped)]]",
                 "lake: freshness",
                 "neutral",
@@ -98,8 +121,11 @@ def apply_freshness(out: "LakeFindings", data_end: float | None, began: dt.datet
         )
         out.verdict = f"The metric lake cannot say: {line}."
         out.severity = "info"
-    else:
+    elif began is not None:
         out.notes.append(f"Metric lake: {line}; what it shows is from before that.")
+    else:
+        since = f" from {hms(out.began)} UTC" if out.began is not None else ""
+        out.notes.append(f"Metric lake: {line}; it shows this{since} up to then, not what happened since.")
     return out
 
 
