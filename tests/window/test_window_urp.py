@@ -178,3 +178,21 @@ def test_a_gauges_trend_is_its_largest_sample_per_broker_and_bucket():
         (t0 + 120, 2, 3.0, 2),
     ]
     assert out["data_end"] == at(3).timestamp()
+
+
+def test_a_trend_chart_ends_on_the_newest_sample_not_the_minutes_worst():
+    """After a recovery the minute's worst (11) stood as the chart's "now" while the newest
+    sample was 0: the line ends on the newest sample."""
+    from diagnosis.trends import trend_series
+    from window_queries.trend import gauge_trend
+
+    rows = series(1, [0, 11, 11, 0]) + series(2, [3, 3, 3, 3])
+    out = gauge_trend(URP).answer(window_of(rows), 120)
+    assert pick(out["rows"], "broker", "value", "last_value", "last_ts")[-2:] == [
+        (1, 11.0, 0.0, at(3)),
+        (2, 3.0, 3.0, at(3)),
+    ]
+    charts = {s.label: s.points for s in trend_series(URP, out["rows"], "partitions")}
+    assert [v for _t, v in charts["broker 1"]] == [11.0, 11.0, 0.0]  # the worst of each bucket, then now
+    assert charts["broker 1"][-1][0] == at(3).isoformat()
+    assert [v for _t, v in charts["broker 2"]] == [3.0, 3.0]  # its newest sample is its bucket's value
