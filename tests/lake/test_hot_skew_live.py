@@ -1,6 +1,9 @@
-"""`hot-partitions` on a real 90/10 key split, read from a lake the collector wrote (issue 35, 6):
-it said 809x where the split made the hot partition about 90x its siblings. The truth is the
-producer's own delivery reports: records per partition over the same minutes.
+"""`hot-partitions` on a real 90/10 key split, read from a lake the collector wrote (issue 35, 6:
+it said 809x where the split made the hot partition about 90x its siblings). The truth is the
+producer's own delivery reports: records per partition over the same minutes. The lake's skew
+agrees with it (on the code before issue 35's changes too): the 809x did not come from the lake's
+ranking; the live-only ranking's verdict (``metric_checks.hot_partition_findings``) divides by
+``max(median, 1)``, so under a topic median of 1 record/s its "x" is the hot rate itself.
 
 The fault is a separate producer client (faults.hot_key_producer): 90% of its records carry one
 key, the rest random keys spread over the topic's partitions."""
