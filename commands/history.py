@@ -174,10 +174,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
         f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC."
     )
+    newest = dt.datetime.fromtimestamp(last_bucket, dt.timezone.utc)
     evidence = [
         Evidence(
             "Series",
-            f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}",
+            f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}; newest bucket {newest:%H:%M} UTC, "
+            f"{lake.age(ctx.clock() - last_bucket)} before this answer",
             "lake: metric_history",
             "neutral",
         ),

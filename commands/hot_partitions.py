@@ -262,6 +262,9 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     )
     evidence: list[Evidence] = []
     rule = hot_rule(ctx.kb)
+    newest = facts.get("data_end")
+    # every lake line says how old its data is
+    aged = f" ({lake.data_age(float(newest), ctx.clock())})" if newest is not None else ""
     for r in rows:
         live_leader = leaders.get((r["topic"], r["partition"]))
         leader = (
@@ -292,7 +295,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             evidence.append(
                 Evidence(
                     f"{r['topic']}-{r['partition']}",
-                    f"{rate}, {skew_text}{median}, {leader}",
+                    f"{rate}, {skew_text}{median}, {leader}{aged}",
                     "lake: hot_partitions",
                     "bad" if rule.is_hot(_ranked(r, rank_by), skew) else "neutral",
                 )

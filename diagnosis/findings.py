@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from framework.reply import Action, Evidence, Severity, Step
@@ -16,6 +17,9 @@ class LiveFacts:
     under_replicated: int
     offline: int
     missing_brokers: frozenset[int]  # expected but not registered now (gone, fenced, cut off)
+    # broker -> how many of its replicas are out of their partition's ISR now: where the missing
+    # replicas are (the lake only knows which leaders report URP)
+    out_of_isr: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ stopped, and how a check that could not read the cluster still answers (run_chec
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -136,6 +137,7 @@ def facts_of(snap: Snapshot) -> LiveFacts:
         under_replicated=sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader),
         offline=len(cats["Offline"]),
         missing_brokers=frozenset(snap.brokers.expected - snap.brokers.registered),
+        out_of_isr=Counter(b for p in snap.states for b in p.replicas if b not in p.isr),
     )
 
 

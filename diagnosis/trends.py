@@ -26,8 +26,20 @@ def by_bucket(rows: list[lake.Row]) -> dict[int, dict[int, float]]:
 
 def trend_series(metric: str, rows: list[lake.Row], unit: str, mark: tuple[str, str] | None = None) -> list[Series]:
     """A metric's history rows as one series per broker, for a chart; the incident window ``mark``
-    (UTC ISO times) is shaded."""
-    return broker_series(metric, "", unit, by_bucket(rows), sorted({r["broker"] for r in rows}), mark)
+    (UTC ISO times) is shaded.  Rows with the bucket's newest sample (``last_value``, ``last_ts``:
+    ``window_queries.trend``) end each line on it when the newest bucket's worst differs: a
+    chart's last value reads as "now", and the minute's worst is not now."""
+    series = broker_series(metric, "", unit, by_bucket(rows), sorted({r["broker"] for r in rows}), mark)
+    newest: dict[int, lake.Row] = {}
+    for r in rows:
+        if r.get("last_ts") is not None and (r["broker"] not in newest or r["bucket"] > newest[r["broker"]]["bucket"]):
+            newest[r["broker"]] = r
+    by_label = {("cluster" if b == -1 else f"broker {b}"): r for b, r in newest.items()}
+    for s in series:
+        last = by_label.get(s.label)
+        if last is not None and s.points and float(last["last_value"]) != s.points[-1][1]:
+            s.points.append((last["last_ts"].astimezone(dt.timezone.utc).isoformat(), float(last["last_value"])))
+    return series
 
 
 def broker_series(

@@ -33,8 +33,12 @@ async def test_why_urp_broker_loss_from_the_lake(ctx_at):
     assert [e.label for e in trend] == ["URP trend, broker 1", "URP trend, broker 3", "URP trend, broker 4"]
     assert all(e.value.startswith("flat: level at 5") and e.status == "bad" for e in trend)
     churn = {e.label: e.value for e in ev(reply, "lake: isr_churn")}
-    assert churn["ISR churn, broker 1"] == "5 ISR shrinks, 0 expands (shrinks without expands)"
-    assert ev(reply, "lake: urp_concentration")[0].label == "URP spread evenly over"
+    assert churn["ISR churn, broker 1"] == (
+        "5 ISR shrinks, 0 expands (shrinks without expands) (lake data to 10:29:30 UTC, 30 s old)"
+    )
+    assert ev(reply, "lake: urp_concentration")[0].label == "URP reported evenly by"
+    # when it began, read from the samples (broker 2 was lost at 10:10)
+    assert all(", since 10:10:00 UTC" in e.value for e in trend), trend
     # no live cluster: the lake's flat trend points at broker loss
     assert reply.diagnoses[0].entry_id == "broker-loss"
     assert reply.diagnoses[0].why_ranked.startswith("lake: URP flat on broker(s) 1, 3, 4")
@@ -47,10 +51,70 @@ async def test_why_urp_slow_follower_is_fluctuating_and_concentrated(ctx_at):
     shapes = {e.label: e.value.split(":")[0] for e in ev(reply, "lake: urp_trend")}
     assert set(shapes.values()) == {"fluctuating"}
     conc = ev(reply, "lake: urp_concentration")
-    assert conc and conc[0].label == "URP concentrates on"
+    assert conc and conc[0].label == "URP reported mostly by"
+    assert "the missing replicas may be on another broker" in conc[0].value
     churn = {e.label: e for e in ev(reply, "lake: isr_churn")}
     assert "shrinks without expands" in churn["ISR churn, broker 3"].value
     assert reply.diagnoses[0].entry_id == "slow-follower"
+
+
+@pytest.fixture(scope="module")
+def lake_behind(spark, tmp_path_factory):
+    """A lake whose data ends at 10:59:30 while broker 2, lost at 10:10, is still gone (its
+    collector stopped): tools.synthetic, 3 brokers, 30 s samples."""
+    from lake.service import LakeService
+    from tools import synthetic as S
+
+    path = str(tmp_path_factory.mktemp("behind") / "lake")
+    S.generate(
+        path,
+        cluster="syn",
+        start=hhmm(10, 0),
+        hours=1,
+        brokers=3,
+        topics=2,
+        partitions_per_topic=3,
+        resolution_s=30,
+        seed=11,
+        spark=spark,
+        metrics=["UnderReplicatedPartitions", "IsrShrinksPerSec", "IsrExpandsPerSec"],
+        incidents=[S.broker_loss(2, hhmm(10, 10), dt.timedelta(hours=2))],
+    )
+    svc = LakeService(path, cluster=None, spark=spark, query_timeout_s=60)
+    assert svc.start().wait_ready_sync(120), svc.status()
+    yield svc
+    svc.stop()
+
+
+async def test_why_urp_on_a_lake_behind_says_how_old_its_data_is_and_when_what_it_shows_began(lake_behind):
+    """The lake's data ends 5 minutes before the answer, and it shows the loss from 10:10: it said
+    "lake data ends 10:59:30 UTC, before this began", when nothing told when this began and its
+    own samples showed it beginning at 10:10."""
+    ctx = Context(lake=lake_behind, clock=clock_at(hhmm(11, 5)))
+    reply = (await answer("why URP --since 1h", ctx)).reply
+    assert not any("before this began" in n for n in reply.notes), reply.notes
+    assert (
+        "Metric lake: lake data ends 10:59:30 UTC, 5 min before this answer; it shows this from 10:10:00 UTC up to "
+        "then, not what happened since." in reply.notes
+    ), reply.notes
+    trend = ev(reply, "lake: urp_trend")
+    assert trend and all(e.status == "bad" and ", since 10:10:00 UTC" in e.value for e in trend), trend
+    assert all(e.value.endswith("(lake data to 10:59:30 UTC, 5 min old)") for e in trend), trend
+    assert reply.diagnoses[0].entry_id == "broker-loss"
+
+
+async def test_why_urp_on_a_sample_or_two_of_urp_tells_no_shape(lake_behind):
+    """A minute into the loss the lake holds two samples of it: "fluctuating: between 11 and 11,
+    0 changes in 1 samples" read a shape into them."""
+    ctx = Context(lake=lake_behind, clock=clock_at(hhmm(10, 11)))
+    reply = (await answer("why URP --since 1m", ctx)).reply
+    trend = ev(reply, "lake: urp_trend")
+    assert trend and all(e.status == "bad" for e in trend), trend
+    assert not any(e.value.startswith(("fluctuating", "flat")) for e in trend), trend
+    assert all("too few to tell flat from fluctuating" in e.value for e in trend), trend
+    assert "in too few samples to tell a lost broker (flat) from a slow follower (fluctuating)" in reply.verdict
+    # no shape, no cause pointed at from it: the runbook's order stands
+    assert not reply.diagnoses[0].why_ranked.startswith("lake:"), reply.diagnoses[0].why_ranked
 
 
 async def test_why_on_an_empty_window_says_no_data(ctx_at):

@@ -197,7 +197,7 @@ async def test_a_lake_that_stopped_before_the_symptom_says_so(ctx_at):
     minutes before 12:00 are no evidence that all is well now."""
     reply = (await answer("why under min ISR --since 30m", ctx_at(hhmm(12, 20)))).reply
     lake = [e for e in reply.evidence if e.source.startswith("lake:")]
-    assert lake[0].value.startswith("lake data ends 11:59:30 UTC, before this began")
+    assert lake[0].value.startswith("lake data ends 11:59:30 UTC, 20 min before this answer: it cannot show")
     assert not any(e.status == "ok" for e in lake)
     fresh = (await answer("why under min ISR --since 30m", ctx_at(hhmm(11, 50)))).reply
-    assert not any("before this began" in e.value for e in fresh.evidence)
+    assert not any("lake data ends" in e.value for e in fresh.evidence)

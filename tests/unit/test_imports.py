@@ -66,14 +66,19 @@ ALLOWED = {
     "cli": set(PACKAGES) - {"cli", "tools"},
     "tools": set(PACKAGES) - {"tools"},
 }
-# Named exceptions, each one module wide: diagnosis/lake_evidence.py is the diagnosis's one way
-# into the metric lake (LakeService.query with the lake's named queries, LakeService.ask_window
+# Named exceptions, each one module (or package) wide: diagnosis/lake_evidence/ is the diagnosis's
+# one way into the metric lake (LakeService.query with the lake's named queries, LakeService.ask_window
 # with the window's questions); no other command module may import the lake's code.
 ENTRY_POINTS = {"diagnosis.lake_evidence": {"lake", "spark_queries", "window_queries"}}
 # Deferrals that keep a light path light although nothing HEAVY stands behind them: `kbot`'s entry
 # point hands a one-shot ask to the running bot before it imports the whole command line (the
 # bot's own modules cost the one-shot process more CPU than the warm bot's answer).
 LIGHT_ENTRY = {("cli.entry", "cli.main")}
+
+
+def _entry_point(module: str) -> set[str]:
+    """The exception that covers ``module``: its own, or its package's."""
+    return next((deps for name, deps in ENTRY_POINTS.items() if module == name or module.startswith(name + ".")), set())
 
 
 def _modules() -> dict[str, Path]:
@@ -156,7 +161,7 @@ def test_no_package_imports_one_above_it():
     wrong = []
     for module, deps in _graph().items():
         pkg = module.split(".")[0]
-        allowed = ALLOWED[pkg] | ENTRY_POINTS.get(module, set())
+        allowed = ALLOWED[pkg] | _entry_point(module)
         for dep in deps:
             dep_pkg = dep.split(".")[0]
             if dep_pkg != pkg and dep_pkg not in allowed and dep not in allowed:

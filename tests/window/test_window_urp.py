@@ -32,6 +32,8 @@ TREND = (
     "modal_value",
     "modal_share",
     "shape",
+    "episode_start",
+    "began_before_window",
 )
 
 
@@ -47,11 +49,11 @@ def test_urp_trend_shapes():
     out = urp_trend(window_of(rows))
     assert list(out[0]) == list(TREND)
     assert pick(out, *TREND) == [
-        ("c1", 1, 10, 0.0, 5.0, 4.0, 5.0, 2, 1, 8, 5.0, 1.0, "flat"),
-        ("c1", 2, 10, 0.0, 5.0, 2.1, 2.0, 6, 9, 8, 3.0, 0.25, "fluctuating"),
-        ("c1", 3, 10, 0.0, 0.0, 0.0, 0.0, 1, 0, 0, None, None, "zero"),
-        ("c1", 4, 10, 0.0, 4.0, 2.0, 4.0, 2, 9, 5, 4.0, 1.0, "fluctuating"),
-        ("c1", 5, 10, 0.0, 6.0, 3.6, 0.0, 2, 2, 6, 6.0, 1.0, "flat"),
+        ("c1", 1, 10, 0.0, 5.0, 4.0, 5.0, 2, 1, 8, 5.0, 1.0, "flat", at(2), False),
+        ("c1", 2, 10, 0.0, 5.0, 2.1, 2.0, 6, 9, 8, 3.0, 0.25, "fluctuating", at(5), False),
+        ("c1", 3, 10, 0.0, 0.0, 0.0, 0.0, 1, 0, 0, None, None, "zero", None, False),
+        ("c1", 4, 10, 0.0, 4.0, 2.0, 4.0, 2, 9, 5, 4.0, 1.0, "fluctuating", at(9), False),
+        ("c1", 5, 10, 0.0, 6.0, 3.6, 0.0, 2, 2, 6, 6.0, 1.0, "flat", None, False),
     ]
 
 
@@ -82,6 +84,29 @@ def test_urp_concentration():
         ("c1", 4, 10 / 3, 5.0, 0.25, 2),
         ("c1", 3, 0.0, 0.0, 0.0, 3),
     ]
+
+
+def test_urp_in_too_few_samples_has_no_shape_yet():
+    """ "fluctuating: between 11 and 11, 0 changes in 1 samples" was a shape read into one sample."""
+    rows = series(1, [11]) + series(2, [0, 0, 0, 7, 7]) + series(3, [0, 3, 0, 4, 0])
+    out = urp_trend(window_of(rows))
+    assert pick(out, "broker", "samples", "changes", "shape", "episode_start", "began_before_window") == [
+        (1, 1, 0, "brief", at(0), True),  # one sample of 11: it began before the window
+        (2, 5, 1, "brief", at(3), False),  # a step up two samples ago
+        (3, 5, 4, "fluctuating", None, False),  # few non-zero samples, but in and out of the ISR: moving
+    ]
+
+
+def test_urp_share_does_not_move_with_missed_scrapes():
+    """Brokers 1 and 3 report a steady 5 each, but half of broker 3's scrapes never reached the
+    lake (an exporter slow under load): a share of the samples' sum gave broker 1 67%; the share
+    of the means says what the levels say, half each, whichever scrapes were missed."""
+    full = series(1, [5] * 10)
+    half = [sample(URP, 5, at(i), broker=3) for i in range(0, 10, 2)]
+    out = urp_concentration(window_of(full + half))
+    assert pick(out, "broker", "share", "rank") == [(1, 0.5, 1), (3, 0.5, 1)]
+    shifted = [sample(URP, 5, at(i), broker=3) for i in range(1, 10, 3)]
+    assert pick(urp_concentration(window_of(full + shifted)), "share") == [(0.5,), (0.5,)]
 
 
 def test_urp_concentration_no_urp_has_null_share():
@@ -153,3 +178,21 @@ def test_a_gauges_trend_is_its_largest_sample_per_broker_and_bucket():
         (t0 + 120, 2, 3.0, 2),
     ]
     assert out["data_end"] == at(3).timestamp()
+
+
+def test_a_trend_chart_ends_on_the_newest_sample_not_the_minutes_worst():
+    """After a recovery the minute's worst (11) stood as the chart's "now" while the newest
+    sample was 0: the line ends on the newest sample."""
+    from diagnosis.trends import trend_series
+    from window_queries.trend import gauge_trend
+
+    rows = series(1, [0, 11, 11, 0]) + series(2, [3, 3, 3, 3])
+    out = gauge_trend(URP).answer(window_of(rows), 120)
+    assert pick(out["rows"], "broker", "value", "last_value", "last_ts")[-2:] == [
+        (1, 11.0, 0.0, at(3)),
+        (2, 3.0, 3.0, at(3)),
+    ]
+    charts = {s.label: s.points for s in trend_series(URP, out["rows"], "partitions")}
+    assert [v for _t, v in charts["broker 1"]] == [11.0, 11.0, 0.0]  # the worst of each bucket, then now
+    assert charts["broker 1"][-1][0] == at(3).isoformat()
+    assert [v for _t, v in charts["broker 2"]] == [3.0, 3.0]  # its newest sample is its bucket's value
