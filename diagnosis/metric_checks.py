@@ -335,14 +335,27 @@ async def check_hot_partition(gw: AdminGateway, topic: str | None = None) -> Liv
     return hot_partition_findings(await read_partition_rates(gw, topic))
 
 
+def skew_text(rate: float, median: float, topic_total: float) -> str:
+    """How much faster than the rest of its topic a partition is written. A median under one record
+    a second is not measured by two end-offset reads a moment apart (seen: 809x printed for a 90/10
+    key split, the hot partition's own rate over a median of 0): then its share of the topic's writes."""
+    if median >= 1:
+        return f"{rate / median:,.0f}x"
+    share = rate / topic_total if topic_total > 0 else 1.0
+    return f"{share:.0%} of the topic's writes; the rest too slow to measure in this read"
+
+
 def hot_partition_findings(live: LiveRates) -> LiveFindings:
     """A partition written many times faster than its topic's median (:func:`hot_partitions`), from live rates."""
     rates, leaders, took = live.rates, live.leaders, live.seconds
     hot = hot_partitions(rates)
+    totals: dict[str, float] = defaultdict(float)
+    for (t, _p), r in rates.items():
+        totals[t] += r
     evidence = [
         Evidence(
             f"{t}-{p}",
-            f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({r / max(m, 1):,.0f}x), "
+            f"{r:,.0f} records/s, topic median {m:,.0f} records/s ({skew_text(r, m, totals[t])}), "
             f"leader broker {leaders.get((t, p))}",
             f"live: end offsets over {took:.1f} s",
             "bad",
@@ -361,7 +374,7 @@ def hot_partition_findings(live: LiveRates) -> LiveFindings:
     leader = leaders.get((topic, part))
     verdict = (
         f"{topic}-{part} is hot: {rate:,.0f} records/s against its topic's median {median:,.0f} "
-        f"({rate / max(median, 1):,.0f}x)"
+        f"({skew_text(rate, median, totals[topic])})"
         + (f", all of it on leader broker {leader}" if leader is not None else "")
         + ". A skewed key (or a custom partitioner) sends most records to one partition; adding partitions does not "
         "spread a single key."
@@ -373,7 +386,8 @@ def hot_partition_findings(live: LiveRates) -> LiveFindings:
         [
             (
                 HOT_PARTITION,
-                f"live: {topic}-{part} at {rate:,.0f} records/s, {rate / max(median, 1):,.0f}x its topic median",
+                f"live: {topic}-{part} at {rate:,.0f} records/s, {skew_text(rate, median, totals[topic])} "
+                "against its topic median",
             )
         ],
         [Action(f"Describe {topic}", f"describe {topic}")],

@@ -469,3 +469,15 @@ async def test_why_offline_with_its_broker_down_leaves_the_cause_of_the_stop_ope
     assert ids[:3] == ["offline-partitions", "broker-loss", "log-dir-failure"], ids
     lost = reply.diagnoses[1]
     assert lost.undecided_with and not any(s.confirmed_only for s in lost.mitigation)
+
+
+def test_a_hot_partition_over_an_unmeasured_median_gives_its_share_not_its_rate_as_skew():
+    """Seen: `hot-partitions` on a 90/10 key split said 809x: the live fallback divided the hot
+    partition's rate by max(median, 1) when the rest of the topic was under 1 record/s."""
+    from diagnosis.metric_checks import LiveRates, hot_partition_findings
+
+    rates = {("orders", 0): 809.0, **{("orders", p): 0.33 for p in range(1, 12)}}
+    found = hot_partition_findings(LiveRates(rates, {("orders", 0): 101}, 3.0))
+    assert "809x" not in found.verdict and "99% of the topic's writes" in found.verdict, found.verdict
+    measured = {("orders", 0): 900.0, **{("orders", p): 10.0 for p in range(1, 12)}}
+    assert "(90x)" in hot_partition_findings(LiveRates(measured, {}, 3.0)).verdict
