@@ -319,6 +319,21 @@ class WindowReader:
             keep = keep & (pc.field("cluster") == cluster)
         return keep
 
+    def file_uris(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None) -> list[str]:
+        """The data files of [start, end)'s partitions (and ``cluster``), as the snapshot lists
+        them (absolute paths for a local table): for DuckDB to read with its own Parquet reader,
+        which pushes the question's filters and reads only its columns (``window_queries.history``).
+        The live files only: the snapshot's, never a directory listing."""
+        s, e = to_utc(start), to_utc(end)
+        hours = _hours(s, e)
+        keep: list[tuple[str, str, Any]] = [("date", "in", sorted({d for d, _ in hours}))]
+        if self.resolution != "1h":
+            keep.append(("hour", "in", sorted({str(h) for _, h in hours})))
+        if cluster is not None:
+            keep.append(("cluster", "=", cluster))
+        uris: list[str] = self._snapshot().file_uris(file_pruning_predicate=keep)
+        return uris
+
     def _file_list(self) -> tuple[Any, Any, Any, list[Any], list[Any]]:
         """The snapshot's files as (dates, hours, clusters, sizes, row counts), None for a partition
         column the table lacks; read from Delta's log once per table version."""

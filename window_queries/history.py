@@ -35,11 +35,11 @@ from lake.embedded import FileSet, PastCrossover, Question, Window, WindowReader
 from lake.schema import RAW, RESOLUTION_NAMES, ROLLUPS, STALE_S, open_hours_start, to_utc
 
 #: The files (bytes on disk, after partition pruning) one question reads in process; past it,
-#: Spark.  Measured (scripts/bench_history.py, docs/lake-engines.md): the in-process answer takes
-#: about 1 s per 150 MB of rollup files on this 2-core machine at load ~25, and 3,000 partitions
-#: hold ~1.5 MB of 1-minute rollup a day per metric pair of the bench; 7 days of the hour table
-#: is a few MB.  So every `history` of one cluster up to the 31-day limit on a lake of that size
-#: is read here; a lake tens of times larger, or months of minutes, goes to Spark.
+#: Spark.  Measured (scripts/bench_history.py, docs/lake-engines.md; 3,000 partitions, load ~45 on
+#: 2 cores): a day of the minute rollup (114 MB) answers a metric of a few series in 0.3-0.6 s and
+#: even a metric on every row in 2.9 s, where Spark took 2-8 s.  The largest read of minutes
+#: `history` makes is 2 days (3 days and more read the hour table), 228 MB at that size; a bigger
+#: lake goes to Spark.
 BUDGET_BYTES = 256 * 1024 * 1024
 
 _SERIES = "cluster, broker, topic, partition, list_sort(map_entries(labels)) AS lk"
@@ -84,10 +84,19 @@ SELECT cluster, broker, topic, partition,
 FROM steps GROUP BY ALL
 """
 
+# one read of a rollup table: DuckDB's Parquet reader over the snapshot's files of the read's
+# partitions, with the question's filters pushed to it and only the columns it needs read (the
+# gauge needs no labels: decoding them was most of an Arrow read's time)
 _ROLLUP_ROWS = (
-    'SELECT bucket, cluster, broker, topic, partition, labels, "max", "count", last_ts, inc, seconds, {width} AS width '
-    "FROM {view}"
+    "SELECT bucket, $cluster AS cluster, broker, topic, partition, {labels} AS labels, "
+    '"max", "count", last_ts, inc, seconds, {width} AS width '
+    "FROM read_parquet($files_{i}) WHERE metric = $metric AND bucket >= $start_{i} AND bucket < $end_{i}"
+    " AND ($topic IS NULL OR topic = $topic) AND ($broker IS NULL OR broker = $broker)"
+    " AND ($partition IS NULL OR partition = $partition)"
 )
+
+
+_PRESENT_SQL = "SELECT DISTINCT metric FROM read_parquet($files) WHERE bucket >= $start AND bucket < $end"
 
 
 def resolution_for(window: Window, bucket_s: int) -> str:
@@ -155,24 +164,43 @@ def _answer(
         )
     where = {k: v for k, v in (("topic", topic), ("broker", broker), ("partition", partition)) if v is not None}
     params: dict[str, Any] = {"bucket_s": bucket_s}
+    counter = metric.endswith("PerSec")
     if resolution == RAW:
         window.attach("raw_rows", reads[0][0].read(reads[0][1], reads[0][2], window.cluster, [metric], where))
         hist = f"SELECT *, $bucket_s AS width FROM ({_RAW_AS_ROLLUP})"
         params["stale_us"] = STALE_S * 1_000_000
     else:
+        params.update(metric=metric, topic=topic, broker=broker, partition=partition)
+        params["cluster"] = next(iter(files.clusters), window.cluster)
         parts = []
-        for i, (reader, s, e, width) in enumerate(reads):  # view names and widths are ours, never a user's
-            window.attach(f"hist_{i}", reader.read(s, e, window.cluster, [metric], where))
-            parts.append(_ROLLUP_ROWS.format(width=int(width), view=f"hist_{i}"))
+        for i, (reader, s, e, width) in enumerate(reads):  # names and widths are ours, never a user's
+            uris = reader.file_uris(s, e, window.cluster)
+            if not uris:
+                continue
+            params.update({f"files_{i}": uris, f"start_{i}": s, f"end_{i}": e})
+            labels = "labels" if counter else "NULL::MAP(VARCHAR, VARCHAR)"
+            parts.append(_ROLLUP_ROWS.format(width=int(width), i=i, labels=labels))
+        if not parts:
+            return _facts([], [], resolution, bucket_s, files)
         hist = " UNION ALL ".join(parts)
-    counter = metric.endswith("PerSec")
     out = window.rows((_COUNTER_SQL if counter else _GAUGE_SQL).format(hist=hist), params)
     present: list[str] = []
     if not out:  # say what the window does hold, to suggest a name
         names: set[str] = set()
         for reader, s, e, _w in reads:
-            names |= set(reader.read(s, e, window.cluster, None, columns=("metric",)).column("metric").to_pylist())
+            uris = reader.file_uris(s, e, window.cluster) if resolution != RAW else []
+            if uris:  # only the metric column, by DuckDB's reader
+                found = window.con.execute(_PRESENT_SQL, {"files": uris, "start": s, "end": e}).fetchall()
+                names |= {m for (m,) in found}
+            elif resolution == RAW:
+                names |= set(reader.read(s, e, window.cluster, None, columns=("metric",)).column("metric").to_pylist())
         present = sorted(n for n in names if n is not None)[:60]
+    return _facts(out, present, resolution, bucket_s, files)
+
+
+def _facts(
+    out: list[dict[str, Any]], present: list[str], resolution: str, bucket_s: int, files: FileSet
+) -> dict[str, Any]:
     ends = [r["newest"] for r in out if r["newest"] is not None]
     return {
         "rows": out,
