@@ -1,18 +1,22 @@
 """history <metric> [--since 1h] [--topic T] [--broker N] [--partition P]: one metric over time, per broker, from the metric lake.
 
-One line per minute (wider buckets for long windows), one value per broker. Gauges show the
+One line per minute (wider buckets for long windows), one value per broker, newest first, under
+the age of the data (when its newest sample was taken, how long before the answer). Gauges show the
 largest sample in the bucket; cumulative meters (names ending in PerSec) show the events per
 bucket (counter restarts handled), at the rate measured over the part of the bucket the lake saw:
 the bucket still filling, the one the window's start cuts and the one after a collector outage
 read at their real rate instead of a false drop or spike. The answer is read from the coarsest
 table that has the bucket width (1-hour rollups for days, 1-minute rollups for hours, raw samples
-below a minute) and says which it used.
+below a minute) and says which it used, and which engine read it: this process (DuckDB over the
+Delta snapshot) for what it reads in about a second, Spark past that (docs/lake-engines.md).
 Runbook words work as names too: `history URP` is UnderReplicatedPartitions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
+from typing import Any
 
 from rapidfuzz import process
 
@@ -87,6 +91,45 @@ def _who(broker: int) -> str:
     return "cluster" if broker == -1 else f"b{broker}"
 
 
+@dataclass(frozen=True)
+class DataAge:
+    """How old a history's data is: ``short`` for the verdict, ``long`` for the evidence."""
+
+    short: str
+    long: str
+    seconds: float | None
+
+
+def _ago(seconds: float) -> str:
+    secs = max(0, int(seconds))
+    if secs < 120:
+        return f"{secs} s"
+    if secs < 7200:
+        return f"{secs // 60} min"
+    return lake.describe_since(dt.timedelta(minutes=secs // 60))
+
+
+def data_age(data_end: float | None, now: float) -> DataAge:
+    """The newest sample the answer was made of and its age at ``now`` (epoch seconds)."""
+    if data_end is None:
+        return DataAge("data age unknown", "the lake did not say when its newest sample was taken", None)
+    age = now - data_end
+    when = f"{dt.datetime.fromtimestamp(data_end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    return DataAge(f"data {_ago(age)} old", f"newest sample {when}, {_ago(age)} before this answer", age)
+
+
+def engine_line(facts: dict[str, Any]) -> str:
+    """Which engine read the history, and why Spark when it did (docs/lake-engines.md)."""
+    if facts.get("engine") == "in process":
+        read = facts.get("read") or {}
+        size = f": {read.get('files', 0)} file(s), {read.get('bytes', 0) / 1e6:,.1f} MB" if read else ""
+        how = "in process (DuckDB over the Delta snapshot)" + size
+        reason = facts.get("engine_reason")
+        return how + (f"; {reason}" if reason else "")
+    reason = facts.get("engine_reason")
+    return "Spark" + (f": {reason}" if reason else "")
+
+
 async def run(request: CommandRequest, ctx: Context) -> Reply:
     typed = str(request.args["metric"])
     metric, known = resolve_metric(ctx, typed)
@@ -156,7 +199,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
     buckets = by_bucket(rows)
     width = "minute" if bucket_s == 60 else lake.describe_since(dt.timedelta(seconds=bucket_s))
     lines = []
-    for b in sorted(buckets)[-MAX_POINTS:]:
+    for b in sorted(buckets, reverse=True)[:MAX_POINTS]:  # newest first: a short answer cuts the oldest
         t = dt.datetime.fromtimestamp(b, dt.timezone.utc)
         values = buckets[b]
         if len(brokers) <= MAX_BROKER_COLUMNS:
@@ -166,16 +209,19 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             cells = f"max {_fmt(top[1], counter, bucket_s)} on {_who(top[0])} ({len(values)} brokers)"
         lines.append(f"{t:%H:%M}  {cells}")
     last_bucket = max(buckets)
-    latest = buckets[last_bucket]
+    newest = buckets[last_bucket]
     peak = max(rows, key=lambda r: r["value"])
     unit = f"events per {width}" if counter else f"largest sample per {width}"
+    age = data_age(facts.get("data_end"), ctx.clock())
     verdict = (
-        f"{metric}{scope}: latest {', '.join(f'{_who(k)} {_fmt(v, counter, bucket_s)}' for k, v in sorted(latest.items())[:MAX_BROKER_COLUMNS])}; "
+        f"{metric}{scope}: newest {dt.datetime.fromtimestamp(last_bucket, dt.timezone.utc):%H:%M} UTC ({age.short}) "
+        f"{', '.join(f'{_who(k)} {_fmt(v, counter, bucket_s)}' for k, v in sorted(newest.items())[:MAX_BROKER_COLUMNS])}; "
         f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
         f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC."
     )
     newest = dt.datetime.fromtimestamp(last_bucket, dt.timezone.utc)
     evidence = [
+        Evidence("Data age", age.long, "lake: metric_history", "neutral"),
         Evidence(
             "Series",
             f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}; newest bucket {newest:%H:%M} UTC, "
@@ -184,6 +230,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             "neutral",
         ),
         Evidence("Resolution", f"{resolution} ({facts.get('resolution', 'raw')})", "lake: metric_history", "neutral"),
+        Evidence("Read by", engine_line(facts), "lake: metric_history", "neutral"),
     ]
     notes = [
         f"Resolution: {resolution}"
@@ -207,7 +254,7 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         severity="info",
         verdict=verdict,
         evidence=evidence,
-        sections=[Section(f"Per {width} (UTC)", lines)],
+        sections=[Section(f"Per {width} (UTC), newest first", lines)],
         notes=notes,
         window=window.label,
         # a meter's chart in the unit it is labelled with: events per bucket, as the lines show

@@ -82,6 +82,8 @@ class Window:
     end: _dt.datetime
     cluster: str | None
     rollups: Mapping[str, "WindowReader"] = field(default_factory=dict)
+    #: the raw table's reader, for a question that attaches samples of its own (:meth:`samples`)
+    raw: "WindowReader | None" = None
 
     @classmethod
     def over(
@@ -91,12 +93,13 @@ class Window:
         end: _dt.datetime,
         cluster: str | None = None,
         rollups: Mapping[str, "WindowReader"] | None = None,
+        raw: "WindowReader | None" = None,
     ) -> "Window":
         """A window over ``samples`` (an Arrow table with :data:`COLUMNS`), already cut to it."""
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET threads = 2")
-        window = cls(con, start, end, cluster, dict(rollups or {}))
+        window = cls(con, start, end, cluster, dict(rollups or {}), raw)
         window.attach("w", samples)
         return window
 
@@ -107,15 +110,42 @@ class Window:
         self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}_arrow")
 
     def rollup(
-        self, resolution: str, start: _dt.datetime, end: _dt.datetime, metrics: Sequence[str], name: str
+        self,
+        resolution: str,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        metrics: Sequence[str] | None,
+        name: str,
+        where: Mapping[str, Any] | None = None,
     ) -> bool:
         """Attach the rows of the ``resolution`` rollup (``1m``, ``1h``) whose bucket starts in
-        [start, end) as the view ``name``; False (and nothing attached) without that table."""
+        [start, end) as the view ``name``; False (and nothing attached) without that table.
+        ``metrics`` None: every metric; ``where``: column = value filters (see
+        :meth:`WindowReader.read`)."""
         reader = self.rollups.get(resolution)
         if reader is None:
             return False
         try:
-            rows = reader.read(start, end, self.cluster, metrics)
+            rows = reader.read(start, end, self.cluster, metrics, where)
+        except TableNotFound:
+            return False
+        self.attach(name, rows)
+        return True
+
+    def samples(
+        self,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        metrics: Sequence[str] | None,
+        name: str,
+        where: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Attach the raw samples of [start, end) as the view ``name`` (as :meth:`rollup` does a
+        rollup's), for a question that reads no ``w`` of its own; False without the raw table."""
+        if self.raw is None:
+            return False
+        try:
+            rows = self.raw.read(start, end, self.cluster, metrics, where)
         except TableNotFound:
             return False
         self.attach(name, rows)
@@ -133,12 +163,69 @@ class Window:
         return None if end is None else end / 1e6
 
 
+_LABELS = pa.map_(pa.string(), pa.string())
+_SERIES_FIELDS = [
+    ("broker", pa.int32()), ("metric", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("labels", _LABELS),
+]  # fmt: skip
+#: An empty read of each kind of table (by its time column), for a question that reads no metric.
+_EMPTY = {
+    "ts": pa.schema(
+        [("ts", pa.timestamp("us", "UTC")), *_SERIES_FIELDS, ("value", pa.float64()), ("cluster", pa.string())]
+    ).empty_table(),
+    "bucket": pa.schema(
+        [
+            ("bucket", pa.timestamp("us", "UTC")),
+            *_SERIES_FIELDS,
+            *[(n, pa.float64()) for n in ("min", "max", "sum")],
+            ("count", pa.int64()),
+            ("last", pa.float64()),
+            ("last_ts", pa.timestamp("us", "UTC")),
+            *[(n, pa.float64()) for n in ("inc", "growth")],
+            ("resets", pa.int64()),
+            ("seconds", pa.float64()),
+            ("cluster", pa.string()),
+        ]
+    ).empty_table(),
+}
+
 #: What reading a window can raise besides our own errors: delta-rs, DuckDB, Arrow, the store.
 READ_ERRORS: tuple[type[BaseException], ...] = (DeltaError, duckdb.Error, pa.ArrowException, OSError)
 
 
 class TableNotFound(LakeUnavailable):
     """No Delta table at the lake's path yet (a young lake: nothing ingested)."""
+
+
+class PastCrossover(Exception):
+    """A question too big to answer in this process within its budget (the files it would read,
+    from Delta's log), on a lake on an object store, or over several clusters: Spark's to answer
+    (``docs/lake-engines.md``: where the crossover lies and why).  Raised before any data file is
+    opened; ``reason`` says which limit; ``budget``: only the size budget was passed (a local lake
+    of one cluster, which this process can still read, slower, when Spark cannot)."""
+
+    def __init__(self, reason: str, files: "FileSet | None" = None, budget: bool = False):
+        self.reason, self.files, self.budget = reason, files, budget
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """The data files a read of a table would open, from Delta's log (no file opened): how many,
+    their bytes and rows, and the clusters they hold."""
+
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    clusters: frozenset[str] = frozenset()
+
+    def __add__(self, other: "FileSet") -> "FileSet":
+        return FileSet(
+            self.files + other.files,
+            self.bytes + other.bytes,
+            self.rows + other.rows,
+            self.clusters | other.clusters,
+        )
 
 
 class WindowReader:
@@ -157,6 +244,20 @@ class WindowReader:
         self._time, self._columns = ("ts", COLUMNS) if resolution == RAW else ("bucket", ROLLUP_COLUMNS)
         self._table: Any = None  # deltalake.DeltaTable
         self._lock = threading.Lock()
+        self._files_cache: tuple[int, Any] | None = None  # (table version, _file_list())
+
+    @property
+    def remote(self) -> bool:
+        """Is the table on an object store (``s3://``, ``abfss://``, ...) rather than a local path?"""
+        return "://" in self.location and not self.location.startswith("file://")
+
+    def exists(self) -> bool:
+        """Is there a Delta table at the path (its first commit landed)?"""
+        try:
+            self._snapshot()
+        except TableNotFound:
+            return False
+        return True
 
     def _snapshot(self) -> Any:
         with self._lock:
@@ -174,23 +275,109 @@ class WindowReader:
                 ) from None
             return self._table
 
-    def read(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None, metrics: Sequence[str]) -> Any:
-        """The rows of [start, end) (by ``ts``, or a rollup's ``bucket``) of ``metrics``, as Arrow.
+    def read(
+        self,
+        start: _dt.datetime,
+        end: _dt.datetime,
+        cluster: str | None,
+        metrics: Sequence[str] | None,
+        where: Mapping[str, Any] | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> Any:
+        """The rows of [start, end) (by ``ts``, or a rollup's ``bucket``) of ``metrics`` (None:
+        every metric; empty: none, and no file is opened), as Arrow.  ``where``: more
+        ``column = value`` filters (``topic``, ``broker``, ``partition``), values compared as
+        values (never text put into an expression).
 
         The dataset is pruned to the window's hours and cluster by partition value (fragments
-        of other hours are never opened) and its rows by time and metric (Parquet statistics
-        skip row groups)."""
+        of other hours are never opened) and its rows by time, metric and ``where`` (Parquet
+        statistics skip row groups).  ``columns``: a part of the table's columns (default all the
+        questions read)."""
         s, e = to_utc(start), to_utc(end)
+        wanted = list(columns or self._columns)
+        if metrics is not None and not metrics:  # not even the snapshot: the table need not exist
+            return _EMPTY[self._time].select(wanted)
         dataset = self._snapshot().to_pyarrow_dataset()
+        keep = self._partitions(s, e, cluster)
+        t = pc.field(self._time)
+        keep = keep & (t >= s) & (t < e)
+        if metrics is not None:
+            keep = keep & pc.field("metric").isin(list(metrics))
+        for column, value in (where or {}).items():
+            if column not in self._columns:
+                raise ValueError(f"cannot filter the {self.resolution} table on {column!r}")
+            keep = keep & (pc.field(column) == value)
+        return dataset.to_table(columns=wanted, filter=keep)
+
+    def _partitions(self, s: _dt.datetime, e: _dt.datetime, cluster: str | None) -> Any:
+        """The partition filter of [s, e) (and ``cluster``): the date (and hour) values."""
         hours = _hours(s, e)
         keep = pc.field("date").isin(sorted({d for d, _ in hours}))
         if self.resolution != "1h":  # the hour table is partitioned by date only
             keep = keep & pc.field("hour").isin(sorted({h for _, h in hours}))
-        t = pc.field(self._time)
-        keep = keep & (t >= s) & (t < e) & pc.field("metric").isin(list(metrics))
         if cluster is not None:
             keep = keep & (pc.field("cluster") == cluster)
-        return dataset.to_table(columns=list(self._columns), filter=keep)
+        return keep
+
+    def file_uris(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None) -> list[str]:
+        """The data files of [start, end)'s partitions (and ``cluster``), as the snapshot lists
+        them (absolute paths for a local table): for DuckDB to read with its own Parquet reader,
+        which pushes the question's filters and reads only its columns (``window_queries.history``).
+        The live files only: the snapshot's, never a directory listing."""
+        s, e = to_utc(start), to_utc(end)
+        hours = _hours(s, e)
+        keep: list[tuple[str, str, Any]] = [("date", "in", sorted({d for d, _ in hours}))]
+        if self.resolution != "1h":
+            keep.append(("hour", "in", sorted({str(h) for _, h in hours})))
+        if cluster is not None:
+            keep.append(("cluster", "=", cluster))
+        uris: list[str] = self._snapshot().file_uris(file_pruning_predicate=keep)
+        return uris
+
+    def _file_list(self) -> tuple[Any, Any, Any, list[Any], list[Any]]:
+        """The snapshot's files as (dates, hours, clusters, sizes, row counts), None for a partition
+        column the table lacks; read from Delta's log once per table version."""
+        table = self._snapshot()
+        version = table.version()
+        cached = self._files_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        actions = table.get_add_actions(flatten=True)
+        names = set(actions.schema.names)
+        col = {n: actions.column(n).to_pylist() for n in names if n.startswith("partition.")}
+        sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
+        counts = actions.column("num_records").to_pylist() if "num_records" in names else [None] * len(sizes)
+        listed = (col.get("partition.date"), col.get("partition.hour"), col.get("partition.cluster"), sizes, counts)
+        self._files_cache = (version, listed)
+        return listed
+
+    def files(self, start: _dt.datetime, end: _dt.datetime, cluster: str | None) -> FileSet:
+        """The data files a :meth:`read` of [start, end) would open after partition pruning, from
+        the snapshot's add actions in Delta's log (no data file opened): what a question costs
+        before it is asked."""
+        s, e = to_utc(start), to_utc(end)
+        p_date, p_hour, p_cluster, sizes, counts = self._file_list()
+        hours = _hours(s, e)
+        dates = {d for d, _ in hours}
+        hour_set = {h for _, h in hours}
+        total = FileSet()
+        for i in range(len(sizes)):
+            if p_date is not None and str(p_date[i]) not in dates:
+                continue
+            if (
+                self.resolution != "1h"
+                and p_hour is not None
+                and p_hour[i] is not None
+                and int(p_hour[i]) not in hour_set
+            ):
+                continue
+            owner = None if p_cluster is None else str(p_cluster[i])
+            if cluster is not None and owner is not None and owner != cluster:
+                continue
+            total = total + FileSet(
+                1, int(sizes[i] or 0), int(counts[i] or 0), frozenset() if owner is None else frozenset({owner})
+            )
+        return total
 
     def newest(self, now: _dt.datetime, hours: int = 2, cluster: str | None = None) -> _dt.datetime | None:
         """The newest sample time (of ``cluster``, else any) in the ``hours`` before ``now``
@@ -242,9 +429,10 @@ class WindowReader:
         rollups: Mapping[str, "WindowReader"] | None = None,
     ) -> Window:
         """A window whose view ``w`` holds the samples of ``metrics`` in [start, end); DuckDB
-        reads the Arrow rows without copying."""
+        reads the Arrow rows without copying.  A question of no metrics (``history``: it picks
+        its tables itself) gets an empty ``w`` and opens no file for it."""
         s, e = to_utc(start), to_utc(end)
-        return Window.over(self.read(s, e, cluster, metrics), s, e, cluster, rollups)
+        return Window.over(self.read(s, e, cluster, metrics), s, e, cluster, rollups, raw=self)
 
 
 def collected(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 
-from lake.schema import RAW, ROLLUPS, from_spark
+from lake.schema import RAW, RESOLUTION_NAMES, ROLLUPS, from_spark
 from spark_queries.history import metric_history
 from spark_queries.rollup import rollup_history
 
@@ -42,14 +42,22 @@ def _without_seconds(exc: Exception) -> bool:
 
 # --------------------------------------------------------------------------- history
 
-RESOLUTION_NAMES = {RAW: "raw samples", "1m": "1-minute rollups", "1h": "1-hour rollups"}
-
 
 def q_history(
-    view, start, end, metric: str, topic: str | None, broker: int | None, partition: int | None, bucket_s: int
+    view,
+    start,
+    end,
+    metric: str,
+    topic: str | None,
+    broker: int | None,
+    partition: int | None,
+    bucket_s: int,
+    now: float | None = None,
 ) -> dict:
     """One metric per bucket and broker, from the coarsest table whose buckets tile ``bucket_s``
-    (``resolution`` in the result: ``1h``, ``1m`` or ``raw``): a 7-day trend reads hour rows."""
+    (``resolution`` in the result: ``1h``, ``1m`` or ``raw``): a 7-day trend reads hour rows.
+    ``now`` (epoch s, default the clock): where the hour table's open hours begin.  The same
+    answer as the in-process ``window_queries.history`` (below the crossover it answers)."""
     from pyspark.sql import functions as F
 
     resolution = view.resolution_for(bucket_s)
@@ -58,7 +66,7 @@ def q_history(
         if resolution == RAW:
             df = view.window(start, end)
         else:
-            df = view.rollup(resolution, start, end, assume_seconds=assume_seconds)
+            df = view.rollup(resolution, start, end, now=now, assume_seconds=assume_seconds)
         if topic is not None:
             df = df.filter(F.col("topic") == F.lit(topic))
         if broker is not None:
@@ -66,7 +74,7 @@ def q_history(
         if partition is not None:
             df = df.filter(F.col("partition") == F.lit(int(partition)))
         if resolution == RAW:
-            h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max")
+            h = metric_history(df, metric, by=("broker",), bucket_s=bucket_s, agg="max", newest=True)
         else:
             has_seconds = True if assume_seconds else None  # None: look at the table's columns
             h = rollup_history(
@@ -77,9 +85,11 @@ def q_history(
                 agg="max",
                 width_s=ROLLUPS[resolution],
                 has_seconds=has_seconds,
+                newest=True,
             )
+        newest = (F.unix_micros("newest") / F.lit(1e6)).alias("newest")
         return rows(
-            h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples").orderBy(
+            h.select("cluster", F.unix_seconds("bucket").alias("bucket"), "broker", "value", "samples", newest).orderBy(
                 "bucket", "broker"
             )
         )
@@ -92,14 +102,17 @@ def q_history(
         out = ask(assume_seconds=False)
     present: list[str] = []
     if not out:  # say what the window does hold, to suggest a name
-        src = view.window(start, end) if resolution == RAW else view.rollup(resolution, start, end)
+        src = view.window(start, end) if resolution == RAW else view.rollup(resolution, start, end, now=now)
         present = [r["metric"] for r in src.select("metric").distinct().orderBy("metric").limit(60).collect()]
+    ends = [r["newest"] for r in out if r["newest"] is not None]
     return {
         "rows": out,
         "present": present,
         "resolution": resolution,
         "resolution_name": RESOLUTION_NAMES[resolution],
         "bucket_s": bucket_s,
+        "data_end": max(ends) if ends else None,  # the newest sample the rows were made of (epoch s)
+        "engine": "spark",
     }
 
 

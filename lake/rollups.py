@@ -40,23 +40,23 @@ import time
 from collections.abc import Iterable
 
 from lake import delta
-from lake.schema import ROLLUP_PARTITIONS, ROLLUPS, STALE_S, partition_values, table_path
+from lake.schema import (  # noqa: F401 - OPEN_HOURS and open_hours_start are read through here too
+    OPEN_HOURS,
+    ROLLUP_PARTITIONS,
+    ROLLUPS,
+    STALE_S,
+    open_hours_start,
+    partition_values,
+    table_path,
+)
 from spark_queries.rollup import coarser_rollup, minute_rollup, newest_samples
 
 _MINUTE = 60
-#: Readers take this many newest hours (by the wall clock) from the minute rollup: an hour is
-#: closed STALE_S after it ends and written at the next rollup run, well within the next hour.
-OPEN_HOURS = 2
 
 
 def hour_closed(date: str, hour: int, now: float) -> bool:
     """Has the hour ended at least :data:`STALE_S` before ``now`` (epoch seconds)?"""
     return _hour_start(date, hour) + 3600 + STALE_S <= now
-
-
-def open_hours_start(now: float) -> int:
-    """Epoch seconds of the first hour readers take from the minute rollup."""
-    return int(now) // 3600 * 3600 - (OPEN_HOURS - 1) * 3600
 
 
 def _hour_start(date: str, hour: int) -> int:

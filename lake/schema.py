@@ -211,6 +211,19 @@ STALE_S = 300
 #: Rollup resolutions: name -> bucket width in seconds (coarsest last).
 ROLLUPS: dict[str, int] = {"1m": 60, "1h": 3600}
 RAW = "raw"
+#: How an answer names the table it read (both history engines).
+RESOLUTION_NAMES: dict[str, str] = {RAW: "raw samples", "1m": "1-minute rollups", "1h": "1-hour rollups"}
+#: Readers take this many newest hours (by the wall clock) from the minute rollup: an hour is
+#: closed STALE_S after it ends and written at the next rollup run (``lake.rollups``), well
+#: within the next hour.  Here, in the leaf, because both history engines read it (Spark's
+#: ``lake.service.LakeView.rollup`` and the in-process ``window_queries.history``).
+OPEN_HOURS = 2
+
+
+def open_hours_start(now: float) -> int:
+    """Epoch seconds of the first hour readers take from the minute rollup."""
+    return int(now) // 3600 * 3600 - (OPEN_HOURS - 1) * 3600
+
 
 #: The rollup tables' columns (both resolutions): bucket, the series, the aggregates, partitions.
 ROLLUP_COLUMNS: list[str] = [

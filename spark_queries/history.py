@@ -38,13 +38,15 @@ def metric_history(
     bucket_s: int = 60,
     agg: str = "max",
     counter: bool | None = None,
+    newest: bool = False,
 ) -> DataFrame:
     """Per cluster, bucket and ``by`` dimensions: ``value`` and ``samples``.
 
     ``metric`` is matched as a literal.  ``counter`` defaults to
     ``metric.endswith("PerSec")``; for counters ``value`` is events/s and
     ``agg`` is ignored.  ``by`` items: ``broker``, ``topic``, ``partition`` or
-    ``label:<key>`` (output column ``label_<key>``).
+    ``label:<key>`` (output column ``label_<key>``).  ``newest``: also ``newest``, the time
+    of the bucket's newest sample (the data's age).
     """
     if agg not in _AGGS:
         raise ValueError(f"agg must be one of {sorted(_AGGS)}, got {agg!r}")
@@ -57,11 +59,20 @@ def metric_history(
     if counter:  # per series and bucket: the increase and the seconds seen, then the rates
         per_bucket = minute_rollup(s, width_s=int(bucket_s))
         return rollup_history(
-            per_bucket, metric, by, bucket_s=int(bucket_s), counter=True, width_s=int(bucket_s), has_seconds=True
+            per_bucket,
+            metric,
+            by,
+            bucket_s=int(bucket_s),
+            counter=True,
+            width_s=int(bucket_s),
+            has_seconds=True,
+            newest=newest,
         )
     s = s.withColumn("bucket", bucket("ts", bucket_s))
     s = s.select("cluster", "bucket", "ts", "value", *[col.alias(name) for name, col in dims])
     names = [name for name, _ in dims]
     return s.groupBy("cluster", "bucket", *names).agg(
-        _AGGS[agg]("value").cast("double").alias("value"), F.count("*").alias("samples")
+        _AGGS[agg]("value").cast("double").alias("value"),
+        F.count("*").alias("samples"),
+        *([F.max("ts").alias("newest")] if newest else []),
     )

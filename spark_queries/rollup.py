@@ -177,6 +177,7 @@ def rollup_history(
     counter: bool | None = None,
     width_s: int = 60,
     has_seconds: bool | None = None,
+    newest: bool = False,
 ) -> DataFrame:
     """``spark_queries.history.metric_history`` answered from a rollup table of ``width_s`` rows.
 
@@ -187,7 +188,9 @@ def rollup_history(
     a bucket seen in part (still filling, cut by the window's start, after a gap) reads at the
     rate it was seen at, not diluted over its whole width.  Rows without ``seconds`` (written
     before the column existed) count as seen for their whole width; ``has_seconds`` None looks
-    at the table's columns to know (one more round trip through Spark Connect).
+    at the table's columns to know (one more round trip through Spark Connect).  ``newest``:
+    also ``newest``, the time of the newest sample each output row was made of (its data's age;
+    ``window_queries.history`` gives the same).
     """
     if agg not in _AGGS:
         raise ValueError(f"agg must be one of {sorted(_AGGS)}, got {agg!r}")
@@ -203,7 +206,9 @@ def rollup_history(
             "cluster", "bucket", "min", "max", "sum", "count", "last", "last_ts", *[c.alias(n) for n, c in dims]
         )
         return s.groupBy("cluster", "bucket", *names).agg(
-            _AGGS[agg]().cast("double").alias("value"), F.sum("count").cast("long").alias("samples")
+            _AGGS[agg]().cast("double").alias("value"),
+            F.sum("count").cast("long").alias("samples"),
+            *([F.max("last_ts").alias("newest")] if newest else []),
         )
     if has_seconds is None:
         has_seconds = "seconds" in rollup.columns
@@ -217,9 +222,16 @@ def rollup_history(
         "partition",
         labels_key().alias("lk"),
         *[c.alias(k) for (_, c), k in zip(dims, keep)],
-    ).agg(F.sum("inc").alias("inc"), F.sum(seen).alias("seen"), F.sum("count").alias("samples"))
+    ).agg(
+        F.sum("inc").alias("inc"),
+        F.sum(seen).alias("seen"),
+        F.sum("count").alias("samples"),
+        F.max("last_ts").alias("newest"),
+    )
     rate = F.when(F.col("seen") > 0, F.col("inc") / F.col("seen"))
     out = per_series.groupBy("cluster", "bucket", *[F.col(k).alias(n) for k, n in zip(keep, names)]).agg(
-        F.sum(rate).cast("double").alias("value"), F.sum("samples").cast("long").alias("samples")
+        F.sum(rate).cast("double").alias("value"),
+        F.sum("samples").cast("long").alias("samples"),
+        *([F.max("newest").alias("newest")] if newest else []),
     )
     return out.filter(F.col("value").isNotNull())  # no step seen in the bucket: no rate to show

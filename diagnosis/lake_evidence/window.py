@@ -24,11 +24,12 @@ from framework.context import Context
 from framework.errors import Unavailable
 from framework.router import BadInput
 from framework.spec import CommandRequest, Option
-from lake.embedded import Question, TableNotFound
+from lake.embedded import PastCrossover, Question, TableNotFound
 from lake.errors import LakeTimeout, LakeUnavailable
 from lake.errors import missing_table as lake_missing_table
 from lake.mapping import LAKE_METRICS
 from lake.schema import METRICS
+from window_queries.history import HISTORY_QUESTION
 from window_queries.trend import gauge_trend
 
 # A row of a lake query (a collected Spark Row as a dict): its values differ by column.
@@ -215,9 +216,27 @@ async def history(
     partition: int | None,
     bucket_s: int,
 ) -> Facts:
-    return await run_query(
-        ctx, request, _q("q_history"), window.start, window.end, metric, topic, broker, partition, bucket_s
-    )
+    """One metric per bucket and broker over ``window``: read in this process
+    (``window_queries.history``) when the files it needs fit what one process reads in about a
+    second, else by Spark (``lake.queries.q_history``: the same numbers); ``engine`` in the facts
+    says which, ``engine_reason`` why Spark.  Past the crossover with Spark unavailable, a local
+    lake is still read in process, without the budget."""
+    args = (metric, topic, broker, partition, bucket_s, ctx.clock())
+    cluster = lake_cluster(request, ctx)
+    try:
+        return await ask_window(ctx, cluster, HISTORY_QUESTION, window, *args)
+    except PastCrossover as exc:
+        past = exc
+    try:
+        facts: Facts = await run_query(ctx, request, _q("q_history"), window.start, window.end, *args)
+    except Unavailable:
+        if not past.budget:
+            raise
+        facts = await ask_window(ctx, cluster, HISTORY_QUESTION, window, *args, None)
+        facts["engine_reason"] = f"{past.reason}; Spark is unavailable, so it was read in process all the same"
+        return facts
+    facts["engine_reason"] = past.reason
+    return facts
 
 
 # --------------------------------------------------------------------------- how much the lake holds

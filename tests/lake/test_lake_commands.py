@@ -453,16 +453,17 @@ async def test_history_per_minute_per_broker(ctx_at):
     reply = (await answer("history URP --since 30m", ctx_at(hhmm(10, 30)))).reply
     assert reply.title == "History of UnderReplicatedPartitions"
     lines = reply.sections[0].lines
-    assert len(lines) == 30
-    assert lines[0] == "10:00  b1 0  b2 0  b3 0  b4 0"
-    assert lines[10] == "10:10  b1 5  b2 -  b3 5  b4 5"  # broker 2 sent nothing: it was gone
+    assert len(lines) == 30  # newest first
+    assert lines[-1] == "10:00  b1 0  b2 0  b3 0  b4 0"
+    assert lines[19] == "10:10  b1 5  b2 -  b3 5  b4 5"  # broker 2 sent nothing: it was gone
+    assert lines[0].startswith("10:29  ")
     assert reply.evidence[0].source == "lake: metric_history"
 
 
 async def test_history_of_a_counter_counts_events(ctx_at):
     reply = (await answer("history isrshrinkspersec --since 30m --broker 1", ctx_at(hhmm(10, 30)))).reply
     lines = reply.sections[0].lines
-    assert lines[10] == "10:10  b1 +5" and lines[11] == "10:11  b1 +0"
+    assert lines[19] == "10:10  b1 +5" and lines[18] == "10:11  b1 +0"
     assert "(broker 1)" in reply.title
     # the chart in the unit it is labelled with, the numbers the lines show
     [line] = reply.series
@@ -476,12 +477,13 @@ async def test_history_of_one_partition(ctx_at):
         await answer("history LogEndOffset --topic topic-001 --partition 2 --since 10m", ctx_at(hhmm(10, 30)))
     ).reply
     assert len(reply.sections[0].lines) == 10
-    assert reply.sections[0].lines[0].startswith("10:20  b")
+    assert reply.sections[0].lines[-1].startswith("10:20  b")
+    assert reply.sections[0].lines[0].startswith("10:29  b")
 
 
 async def test_history_long_window_uses_wider_buckets(ctx_at):
     reply = (await answer("history URP --since 3h", ctx_at(hhmm(12, 0)))).reply
-    assert reply.sections[0].heading == "Per 2 min (UTC)"
+    assert reply.sections[0].heading == "Per 2 min (UTC), newest first"
     assert len(reply.sections[0].lines) == 60  # the lake holds 10:00-12:00 of the 09:00-12:00 window
 
 

@@ -78,9 +78,10 @@ async def test_a_7_day_trend_reads_hour_rollups_and_never_raw_samples(spark, wee
     finally:
         os.rename(moved, week_lake.table)
     assert "1-hour rollups; no raw samples were read" in " ".join(reply.notes)
-    assert reply.verdict.startswith("UnderReplicatedPartitions: latest b1 0, b2 3; peak 3 on b2")
+    assert reply.verdict.startswith("UnderReplicatedPartitions: newest 21:00 UTC (data 60 min old) b1 0, b2 3;")
+    assert "; peak 3 on b2" in reply.verdict
     lines = reply.sections[0].lines
-    assert reply.sections[0].heading == "Per 3 h (UTC)"
+    assert reply.sections[0].heading == "Per 3 h (UTC), newest first"
     assert len(lines) == 56  # 7 days of 3-hour buckets
     # a 1-hour window is answered from the minute rollups
     short = (

@@ -121,7 +121,7 @@ def test_a_remote_lake_without_its_minute_rollup_answers_from_the_raw_samples(fr
     finally:
         spark.stop()
     assert history.outcome == "answered", render_text(history.reply)
-    assert history.reply.verdict.startswith("UnderReplicatedPartitions: latest"), history.reply.verdict
+    assert history.reply.verdict.startswith("UnderReplicatedPartitions: newest"), history.reply.verdict
     assert "Resolution: raw samples." in history.reply.notes
     assert young.outcome == "answered" and young.reply.verdict.startswith(NOT_ENOUGH), young.reply.verdict
     no_traceback(render_text(history.reply), render_text(young.reply))
