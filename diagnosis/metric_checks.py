@@ -342,7 +342,7 @@ def skew_text(rate: float, median: float, topic_total: float) -> str:
     if median >= 1:
         return f"{rate / median:,.0f}x"
     share = rate / topic_total if topic_total > 0 else 1.0
-    return f"{share:.0%} of the topic's writes; the rest too slow to measure in this read"
+    return f"{share:.1%} of the topic's writes; the rest too slow to measure in this read"
 
 
 def hot_partition_findings(live: LiveRates) -> LiveFindings:

@@ -478,6 +478,6 @@ def test_a_hot_partition_over_an_unmeasured_median_gives_its_share_not_its_rate_
 
     rates = {("orders", 0): 809.0, **{("orders", p): 0.33 for p in range(1, 12)}}
     found = hot_partition_findings(LiveRates(rates, {("orders", 0): 101}, 3.0))
-    assert "809x" not in found.verdict and "99% of the topic's writes" in found.verdict, found.verdict
+    assert "809x" not in found.verdict and "99.6% of the topic's writes" in found.verdict, found.verdict
     measured = {("orders", 0): 900.0, **{("orders", p): 10.0 for p in range(1, 12)}}
     assert "(90x)" in hot_partition_findings(LiveRates(measured, {}, 3.0)).verdict
