@@ -102,14 +102,23 @@ def bring_up_cluster(cluster: LocalCluster, startup: Startup, timeout: float = C
     try:
         cluster.up(timeout=timeout, progress=progress, metrics=False)
     except Exception as exc:  # the run goes on: answers say what they could not reach
+        _cluster_started(startup, cluster, t0, failed=" ".join(str(exc).split()))
+        return
+    _cluster_started(startup, cluster, t0, silent=[str(i) for i, ok in cluster.metrics_answering().items() if not ok])
+
+
+def _cluster_started(
+    startup: Startup, cluster: LocalCluster, t0: float, *, failed: str | None = None, silent: list[str] | None = None
+) -> None:
+    """The start-up line of the cluster: serving (with the metrics endpoints not answering yet), or why not."""
+    if failed is not None:
         startup.set(
             CLUSTER,
             FAILED,
-            f"the local cluster is not serving ({' '.join(str(exc).split())[:300]}); live answers say what "
-            "they cannot reach, runbook answers work; `kbot cluster status` shows the nodes",
+            f"the local cluster is not serving ({failed[:300]}); live answers say what they cannot reach, "
+            "runbook answers work; `kbot cluster status` shows the nodes",
         )
         return
-    silent = [str(i) for i, ok in cluster.metrics_answering().items() if not ok]
     metrics = (
         "all metrics endpoints answer"
         if not silent
@@ -146,24 +155,9 @@ def cluster_up_in_child(cluster: LocalCluster, startup: Startup, settings: KbotS
         st = None
     if st is None:
         why = (err.strip().splitlines() or [f"exit {child.returncode}"])[-1].removeprefix("error: ")
-        startup.set(
-            CLUSTER,
-            FAILED,
-            f"the local cluster is not serving ({why[:300]}); live answers say what they cannot reach, "
-            "runbook answers work; `kbot cluster status` shows the nodes",
-        )
+        _cluster_started(startup, cluster, t0, failed=why)
         return
-    silent = [i for i, ok in (st.get("metrics") or {}).items() if not ok]
-    metrics = (
-        "all metrics endpoints answer"
-        if not silent
-        else f"metrics endpoints of node(s) {', '.join(silent)} not answering yet (the collector retries them)"
-    )
-    startup.set(
-        CLUSTER,
-        UP,
-        f"local cluster serving at {cluster.bootstrap_servers} after {time.monotonic() - t0:.0f}s; {metrics}",
-    )
+    _cluster_started(startup, cluster, t0, silent=[str(i) for i, ok in (st.get("metrics") or {}).items() if not ok])
 
 
 def start_collection(settings: KbotSettings) -> subprocess.Popen | None:

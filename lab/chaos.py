@@ -104,57 +104,34 @@ def _from_mode(mode: Mode) -> Fault:
     )
 
 
-def kill_fault(broker: int, rng: random.Random) -> Fault:
-    """SIGKILL a broker drawn at random, with a topic of its own on all three."""
-    topic = f"lab-chaos-kill-{rng.randrange(1 << 30):x}"
+def _signalled(broker: int, rng: random.Random, kind: str, send: Callable[[Any, int], Any], gone: bool) -> Fault:
+    """A signal to a broker drawn at random, with a topic of its own on all three brokers; the
+    symptom is the broker out of every ISR of that topic (and, when ``gone``, out of the cluster)."""
+    topic = f"lab-chaos-{kind}-{rng.randrange(1 << 30):x}"
 
     def inject(cluster) -> Facts:
         cluster.faults.create_topic(topic, partitions=3, replication_factor=3, timeout=90)
-        cluster.faults.kill_broker(broker)
+        send(cluster, broker)
         return {"broker_id": broker, "topic": topic, "topics": [topic]}
 
     def wait(cluster, facts):
         return cluster.faults.wait_for(
-            lambda: probes.not_registered(cluster, broker) and len(probes.isr_lacks(cluster, topic, broker)) == 3,
+            lambda: (
+                (not gone or probes.not_registered(cluster, broker))
+                and len(probes.isr_lacks(cluster, topic, broker)) == 3
+            ),
             90,
-            f"broker {broker} out of the cluster and the ISRs of {topic}",
-        )
-
-    return Fault(
-        name=f"kill-{broker}",
-        expect=frozenset({"broker-loss"}),
-        questions=("why URP",),
-        brokers=frozenset({broker}),
-        takes_broker=True,
-        inject=inject,
-        wait=wait,
-        named=lambda f: [f["broker_id"]],
-        topics=(topic,),
-    )
-
-
-def pause_fault(broker: int, rng: random.Random) -> Fault:
-    """SIGSTOP a broker drawn at random past its session timeout (a long stop-the-world pause)."""
-    topic = f"lab-chaos-pause-{rng.randrange(1 << 30):x}"
-
-    def inject(cluster) -> Facts:
-        cluster.faults.create_topic(topic, partitions=3, replication_factor=3, timeout=90)
-        cluster.faults.pause_broker(broker)
-        return {"broker_id": broker, "topic": topic, "topics": [topic]}
-
-    def wait(cluster, facts):
-        return cluster.faults.wait_for(
-            lambda: len(probes.isr_lacks(cluster, topic, broker)) == 3, 90, f"paused broker {broker} out of the ISRs"
+            f"broker {broker} out of the ISRs of {topic}" + (" and of the cluster" if gone else ""),
         )
 
     def heal(cluster, facts):
-        if cluster.brokers[broker].pid():
+        if not gone and cluster.brokers[broker].pid():
             cluster.faults.resume_broker(broker)
 
     return Fault(
-        name=f"pause-{broker}",
+        name=f"{kind}-{broker}",
         # a paused JVM looks like a GC pause, a starved broker or a dead one until it resumes
-        expect=frozenset({"gc-pauses", "broker-loss", "starved-broker"}),
+        expect=frozenset({"broker-loss"} if gone else {"gc-pauses", "broker-loss", "starved-broker"}),
         questions=("why URP",),
         brokers=frozenset({broker}),
         takes_broker=True,
@@ -164,6 +141,16 @@ def pause_fault(broker: int, rng: random.Random) -> Fault:
         named=lambda f: [f["broker_id"]],
         topics=(topic,),
     )
+
+
+def kill_fault(broker: int, rng: random.Random) -> Fault:
+    """SIGKILL a broker drawn at random (a crash, a pulled plug)."""
+    return _signalled(broker, rng, "kill", lambda cluster, b: cluster.faults.kill_broker(b), gone=True)
+
+
+def pause_fault(broker: int, rng: random.Random) -> Fault:
+    """SIGSTOP a broker drawn at random past its session timeout (a long stop-the-world pause)."""
+    return _signalled(broker, rng, "pause", lambda cluster, b: cluster.faults.pause_broker(b), gone=False)
 
 
 def reassignment_target_dies(mode: Mode) -> Fault:
