@@ -219,12 +219,12 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         f"peak {_fmt(peak['value'], counter, bucket_s)} on {_who(peak['broker'])} at "
         f"{dt.datetime.fromtimestamp(peak['bucket'], dt.timezone.utc):%H:%M} UTC."
     )
-    newest = dt.datetime.fromtimestamp(last_bucket, dt.timezone.utc)
+    newest_at = dt.datetime.fromtimestamp(last_bucket, dt.timezone.utc)
     evidence = [
         Evidence("Data age", age.long, "lake: metric_history", "neutral"),
         Evidence(
             "Series",
-            f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}; newest bucket {newest:%H:%M} UTC, "
+            f"{len(buckets)} {width} bucket(s) x {len(brokers)} broker(s), {unit}; newest bucket {newest_at:%H:%M} UTC, "
             f"{lake.age(ctx.clock() - last_bucket)} before this answer",
             "lake: metric_history",
             "neutral",
