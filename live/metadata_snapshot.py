@@ -46,8 +46,8 @@ def _non_default(configs: dict[str, ConfigValue]) -> dict[str, str]:
 async def read_metadata(
     gw: AdminGateway, quotas: Callable[[], Awaitable[dict[str, dict[str, float]]]] | None = None
 ) -> MetadataSnapshot:
-    """The cluster's metadata now. ``quotas``: how to read the client quotas (DescribeClientQuotas),
-    when the gateway has a way; without one the snapshot has none (no quota events)."""
+    """The cluster's metadata now. ``quotas``: how to read the client quotas, instead of the
+    gateway's DescribeClientQuotas."""
     at_ms = int(time.time() * 1000)
     cluster = await gw.describe_cluster()  # without the brokers there is nothing to compare: raise
     # every part at once, each with its own failure
@@ -57,7 +57,7 @@ async def read_metadata(
     acls_t = asyncio.ensure_future(_part(gw.describe_acls))
     moves_t = asyncio.ensure_future(_part(gw.reassignments))
     groups_t = asyncio.ensure_future(_part(lambda: _groups(gw)))
-    quotas_t = asyncio.ensure_future(_part(quotas) if quotas is not None else _none())
+    quotas_t = asyncio.ensure_future(_part(quotas or (lambda: _client_quotas(gw))))
     started_t = asyncio.ensure_future(_started(gw))
     topics, quorum, brokers_cfg = await topics_t, await quorum_t, await brokers_cfg_t
     acls, moves, groups, quota_map, started = (
@@ -96,8 +96,9 @@ async def read_metadata(
     return snap
 
 
-async def _none() -> dict[str, dict[str, float]] | None:
-    return None
+async def _client_quotas(gw: AdminGateway) -> dict[str, dict[str, float]]:
+    """Every client quota (DescribeClientQuotas), by entity: "client-id=slowapp" -> its limits."""
+    return {q.entity_label: dict(q.values) for q in await gw.client_quotas()}
 
 
 def _with_topics(

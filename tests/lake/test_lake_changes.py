@@ -17,6 +17,7 @@ from bot.render import render_json
 from commands.registry import answer
 from framework.context import Context
 from kbot_settings import load as load_settings
+from lab.chaos_faults import set_client_quota
 from lake.change_sampler import ChangeSampler
 from lake.changes import changes_table, ingest_changes
 from lake.layout import LakeLayout
@@ -59,34 +60,44 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
     assert asyncio.run(sample()) == 0  # the baseline lands nothing
     assert ingest_changes(spark, layout) == 0
 
-    # the user's own changes: min ISR raised to RF on orders, its retention lowered; another topic made
+    # the user's own changes: min ISR raised to RF on orders, its retention lowered; another topic
+    # made; a produce quota on a client (AlterClientQuotas, what kafka-configs sends)
     _alter(admin, orders, min_insync_replicas="3", retention_ms="60000")
     _done(admin.create_topics([NewTopic(other, 1, 3)], request_timeout=30))
-    assert asyncio.run(sample()) >= 3
-    assert ingest_changes(spark, layout) >= 3
-    assert ingest_changes(spark, layout) == 0  # nothing landed since: nothing written twice
+    client = f"chg-app-{unique}"
+    set_client_quota(kafka_cluster, client, "producer_byte_rate", 1024)
+    try:
+        assert asyncio.run(sample()) >= 3
+        assert ingest_changes(spark, layout) >= 3
+        assert ingest_changes(spark, layout) == 0  # nothing landed since: nothing written twice
 
-    lake = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=120, warm=False).start()
-    ctx = Context(kb=default_kb(), lake=lake)
+        lake = LakeService(layout.table, cluster=CLUSTER, spark=spark, query_timeout_s=120, warm=False).start()
+        ctx = Context(kb=default_kb(), lake=lake)
 
-    def ask(text: str) -> dict:
-        result = asyncio.run(answer(text, ctx, user="U0TEST"))
-        return json.loads(render_json(result.reply))
+        def ask(text: str) -> dict:
+            result = asyncio.run(answer(text, ctx, user="U0TEST"))
+            return json.loads(render_json(result.reply))
 
-    everything = ask("changes --since 1h")
-    rows = everything["tables"][0]["rows"]
-    seen = {(r["resource"], r["change"]): (r["before"], r["after"]) for r in rows}
-    assert seen[(f"topic {orders}", "min.insync.replicas 1 -> 3")] == ("1", "3"), rows
-    assert seen[(f"topic {orders}", "retention.ms set to 60000")] == (None, "60000"), rows
-    assert seen[(f"topic {other}", "created")] == (None, "1 partitions, RF 3"), rows
-    assert "change(s)" in everything["verdict"]
+        everything = ask("changes --since 1h")
+        rows = everything["tables"][0]["rows"]
+        seen = {(r["resource"], r["change"]): (r["before"], r["after"]) for r in rows}
+        assert seen[(f"topic {orders}", "min.insync.replicas 1 -> 3")] == ("1", "3"), rows
+        assert seen[(f"topic {orders}", "retention.ms set to 60000")] == (None, "60000"), rows
+        assert seen[(f"topic {other}", "created")] == (None, "1 partitions, RF 3"), rows
+        assert seen[(f"client-id={client}", "quota producer_byte_rate set to 1024")] == (None, "1024"), rows
+        assert "change(s)" in everything["verdict"]
 
-    narrowed = ask(f"changes topic {orders}")
-    assert {r["resource"] for r in narrowed["tables"][0]["rows"]} == {f"topic {orders}"}, narrowed
+        narrowed = ask(f"changes topic {orders}")
+        assert {r["resource"] for r in narrowed["tables"][0]["rows"]} == {f"topic {orders}"}, narrowed
 
-    bad = ask("changes planets")
-    assert bad["outcome"] == "bad_input" and "topic, broker, group" in bad["verdict"]
+        bad = ask("changes planets")
+        assert bad["outcome"] == "bad_input" and "topic, broker, group" in bad["verdict"]
 
-    # the table holds what the answer showed, and nothing else about the topics' values
-    table = spark.read.format("delta").load(changes_table(layout))
-    assert table.filter(table.cluster == CLUSTER).count() == len(rows)
+        quotas = ask("changes quotas")
+        assert [r["resource"] for r in quotas["tables"][0]["rows"]] == [f"client-id={client}"], quotas
+
+        # the table holds what the answer showed, and nothing else about the topics' values
+        table = spark.read.format("delta").load(changes_table(layout))
+        assert table.filter(table.cluster == CLUSTER).count() == len(rows)
+    finally:
+        set_client_quota(kafka_cluster, client, "producer_byte_rate", None)
