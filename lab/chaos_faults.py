@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.mode import Facts
+from localkafka.faults import BackgroundProducer
+from localkafka.groups import slow_group
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (v2: /sys/fs/cgroup with cpu.max)
 STARVED_SHARE = 0.05  # of one core: what the issue's starved broker had
@@ -97,8 +99,6 @@ def deleted_unread(rng: random.Random) -> dict[str, Any]:
 
 def slow_consumer(rng: random.Random) -> dict[str, Any]:
     """One consumer that handles 4 records/s of a topic its producer writes 40 records/s to."""
-    from localkafka.groups import slow_group
-
     tag = f"{rng.randrange(1 << 24):x}"
     group, topic = f"lab-chaos-slow-{tag}", f"lab-chaos-slow-t-{tag}"
 
@@ -152,8 +152,6 @@ def cpu_cgroup_unavailable() -> str | None:
 def starve(broker: int, rng: random.Random) -> dict[str, Any]:
     """Broker ``broker``'s JVM moved into a cpu cgroup of its own capped at 5 % of a core, while an
     acks=all producer writes to a topic it leads a partition of."""
-    from localkafka.faults import BackgroundProducer
-
     topic = f"lab-chaos-starve-{rng.randrange(1 << 24):x}"
 
     def inject(cluster) -> Facts:

@@ -82,7 +82,7 @@ def test_help_is_real_help():
 
 def test_no_action_is_bad_input():
     res = kbot("lab")
-    assert res.returncode == 2 and "list, run MODE, heal or down" in res.stderr
+    assert res.returncode == 2 and "list, run MODE, heal, down or chaos" in res.stderr
 
 
 def test_hold_matches_a_request_by_its_header_not_its_connection():

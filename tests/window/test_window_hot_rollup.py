@@ -42,7 +42,8 @@ class Rolled:
     def __init__(self, table: pa.Table):
         self.table = table
 
-    def read(self, start, end, cluster, metrics):
+    def read(self, start, end, cluster, metrics, where=None):
+        assert where is None  # the hot ranking narrows by metric only
         keep = (pc.field("bucket") >= start) & (pc.field("bucket") < end) & pc.field("metric").isin(list(metrics))
         if cluster is not None:
             keep = keep & (pc.field("cluster") == cluster)
