@@ -312,7 +312,7 @@ async def test_throttle_recheck_notices_a_new_broker():
 # ---- retention ---------------------------------------------------------------------------------
 
 
-async def test_retention_lowering_is_high_risk_raising_is_not():
+async def test_retention_lowering_and_forever_are_high_risk_raising_is_not():
     gw = FakeGateway()
     ctx = ctx_for(gw)
     lower = roundtrip(await retention.ACTION.plan(ROUTER.parse("retention orders 1d"), ctx))
@@ -320,8 +320,12 @@ async def test_retention_lowering_is_high_risk_raising_is_not():
     assert lower.changes[0] == "orders retention.ms: 7 d (604,800,000 ms) -> 1 d (86,400,000 ms)"
     assert "eligible for deletion" in lower.changes[1]
     assert gw.calls == [("topic", "orders", "retention.ms", "86400000", True)]
+    # -1 keeps everything: the disk grows without bound (issue 37), so a second approver too
     forever = await retention.ACTION.plan(ROUTER.parse("retention orders -1"), ctx)
-    assert not forever.high_risk and forever.summary == "Raise orders retention.ms to forever (-1)."
+    assert forever.high_risk and forever.summary.startswith("Raise orders retention.ms to forever (-1).")
+    assert "disk use grows without bound" in forever.summary
+    longer = await retention.ACTION.plan(ROUTER.parse("retention orders 14d"), ctx)
+    assert not longer.high_risk
     same = await retention.ACTION.plan(ROUTER.parse("retention orders 7d"), ctx)
     assert not same.ready
 
