@@ -21,6 +21,7 @@ from slack_stand_in import BOT_USER
 
 from kbot_settings import load as load_settings
 from live.pool import GatewayPool
+from localkafka.testing import drop_other_topics
 
 pytestmark = pytest.mark.kafka
 
@@ -86,6 +87,7 @@ def alert_env(monkeypatch, tmp_path):
 
 
 async def test_an_incident_thread_becomes_its_timeline(harness, alert_env, kafka_cluster, tmp_path):
+    await asyncio.to_thread(drop_other_topics, kafka_cluster)  # the answer reads the whole cluster
     topic = f"timeline-{uuid.uuid4().hex[:6]}"
     faults = kafka_cluster.faults
     await asyncio.to_thread(faults.create_topic, topic, 3, 3)

@@ -5,6 +5,7 @@ SIGSTOP/SIGCONT/SIGKILL on the broker's pid, and a cpu cgroup that starves it.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -17,6 +18,7 @@ from waiting import wait_until
 
 from commands.registry import answer
 from localkafka import procs
+from localkafka.testing import drop_other_topics
 
 pytestmark = pytest.mark.kafka
 
@@ -173,6 +175,7 @@ async def test_a_broker_starved_of_cpu_is_named_and_never_healthy(ctx, kafka_clu
 async def test_one_stall_then_resume_is_not_called_a_flap(ctx, kafka_cluster):
     """Seen: one SIGSTOP long enough to be fenced, then SIGCONT: "keeps dropping out". Now the
     answer counts the drop-outs and calls one stall one stall."""
+    await asyncio.to_thread(drop_other_topics, kafka_cluster)  # the answer reads the whole cluster
     topic = _name("one-stall")
     kafka_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)
     kafka_cluster.faults.pause_broker(BROKER)
@@ -198,6 +201,7 @@ async def test_a_restarted_broker_catching_up_is_recovering_not_failing(ctx, kaf
     """Seen: a broker killed and started again was "disk stalled or very slow", then "keeps dropping
     out ... GC pauses", while it was catching up. Now it is recovering (or recovered), with no GC or
     disk verdict and no heap tuning first."""
+    await asyncio.to_thread(drop_other_topics, kafka_cluster)  # the answer reads the whole cluster
     _healed(kafka_cluster)  # the tests before may have left broker 103 catching up
     topic = _name("restarted")
     kafka_cluster.faults.create_topic(topic, partitions=6, replication_factor=3)

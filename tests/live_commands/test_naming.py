@@ -5,6 +5,7 @@ initialisations an epoch allows, and an abort offered that runs as offered."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from waiting import wait_until
 from bot.render import render_json
 from commands import abort_txn
 from commands.registry import ROUTER, answer
+from localkafka.testing import drop_other_topics
 
 pytestmark = pytest.mark.kafka
 
@@ -42,6 +44,7 @@ def _gone(cluster, *brokers: int) -> None:
 
 
 async def test_not_enough_replicas_names_the_topic_and_the_dead_brokers(ctx, kafka_cluster):
+    await asyncio.to_thread(drop_other_topics, kafka_cluster)  # the answer reads the whole cluster
     from confluent_kafka import Producer
 
     topic = _name("urp3")
@@ -62,6 +65,7 @@ async def test_not_enough_replicas_names_the_topic_and_the_dead_brokers(ctx, kaf
 
 
 async def test_why_offline_with_a_broker_gone_is_no_ok(ctx, kafka_cluster):
+    await asyncio.to_thread(drop_other_topics, kafka_cluster)  # the answer reads the whole cluster
     _gone(kafka_cluster, 103)
     reply = (await answer("why offline", ctx)).reply
     assert reply.severity != "ok", reply.verdict
@@ -83,6 +87,7 @@ async def test_a_topic_the_question_names_that_does_not_exist_is_said_first(ctx,
 _TXN = r"""
 import sys
 from confluent_kafka import Producer
+from localkafka.testing import drop_other_topics
 bootstrap, topic, tid, role = sys.argv[1:5]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 600000,
               "log_level": 2})
