@@ -87,7 +87,6 @@ async def test_a_topic_the_question_names_that_does_not_exist_is_said_first(ctx,
 _TXN = r"""
 import sys
 from confluent_kafka import Producer
-from localkafka.testing import drop_other_topics
 bootstrap, topic, tid, role = sys.argv[1:5]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 600000,
               "log_level": 2})
