@@ -316,6 +316,8 @@ def _from_reply(reply: Reply, router: Router | None) -> dict[str, list[str]]:
 
     def add(kind: str, value: object) -> None:
         text = str(value)
+        if kind in ("topic", "partition") and text.startswith("__"):
+            return  # Kafka's own topics (__consumer_offsets, __transaction_state) are nobody's "it"
         if text and text not in found.setdefault(kind, []):
             found[kind].append(text)
 
@@ -348,8 +350,7 @@ def _from_reply(reply: Reply, router: Router | None) -> dict[str, list[str]]:
         if ev.status == "bad":  # "gone from 6 ISR(s) (orders-0, orders-1, payments-0 (+2 more))"
             for name in _PARTITION_IN_TEXT.findall(ev.value):
                 tp = _TOPIC_PARTITION.match(name)
-                # Kafka's own topics (__consumer_offsets, __transaction_state) are nobody's "it"
-                if tp and re.search(r"[A-Za-z]", tp.group(1)) and not tp.group(1).startswith("__"):
+                if tp and re.search(r"[A-Za-z]", tp.group(1)):
                     add("topic", tp.group(1))
                     add("partition", name)
         for txn in _TXN_ID.findall(ev.value):

@@ -205,3 +205,17 @@ def test_it_asks_which_topic_when_the_answer_named_several_even_if_it_suggested_
     with pytest.raises(BadInput) as err:
         memory.parse("describe it", ROUTER)
     assert "named several topics (clicks, orders, payments); say which" in err.value.message
+
+
+def test_kafka_s_own_topics_are_nobody_s_it():
+    """Seen in the suite: a lost broker's answer listed __transaction_state-3 among the
+    under-replicated partitions, and `describe it` offered it as a candidate."""
+    from framework.followup import _from_reply
+    from framework.reply import Evidence, Reply
+
+    reply = Reply(
+        title="Why URP?",
+        evidence=[Evidence("Under-replicated partitions", "2 of 2: orders-0, __transaction_state-3", "live", "bad")],
+    )
+    found = _from_reply(reply, None)
+    assert found.get("topic") == ["orders"], found
