@@ -199,22 +199,8 @@ def restart_offline_dirs(cluster: LabCluster) -> list[int]:
 
 def delete_topics(cluster: LabCluster, topics: list[str], timeout: float = 60) -> list[str]:
     """Delete the mode's topics and wait until the metadata no longer lists them, so the next mode's
-    answers are not about this one's leftovers. A delete sent while a broker is still settling can
-    be lost: ask again until they are gone."""
-
-    def gone():
-        left = [t for t in topics if t in cluster.admin().list_topics(timeout=5).topics]
-        if left:
-            for f in cluster.admin().delete_topics(left, request_timeout=15).values():
-                try:
-                    f.result()
-                except KafkaException as exc:
-                    if "UNKNOWN_TOPIC" not in str(exc):
-                        raise
-            return False
-        return True
-
-    cluster.faults.wait_for(gone, timeout, f"deletion of {', '.join(topics)}", interval=1.0)
+    answers are not about this one's leftovers (localkafka's Faults.delete_topics)."""
+    cluster.faults.delete_topics(topics, timeout)
     return topics
 
 

@@ -197,6 +197,26 @@ class FaultInjector:
         )
         return {"topic": name, "partitions": parts, "config": config or {}}
 
+    def delete_topics(self, topics: list[str], timeout: float = 60) -> None:
+        """Delete ``topics`` and wait until the metadata no longer lists them. A delete sent while a
+        broker is still settling can be lost: ask again until they are gone (ClusterError past
+        ``timeout``: a client that keeps producing re-creates its topic)."""
+
+        def gone() -> bool:
+            left = [t for t in topics if t in self.c.admin().list_topics(timeout=5).topics]
+            if not left:
+                return True
+            for f in self.c.admin().delete_topics(left, request_timeout=15).values():
+                try:
+                    f.result()
+                except KafkaException as exc:
+                    if "UNKNOWN_TOPIC" not in str(exc):
+                        raise
+            return False
+
+        if topics:
+            self.wait_for(gone, timeout, f"deletion of {', '.join(topics)}", interval=1.0)
+
     def create_clamped_topic(self, name: str, partitions: int = 1) -> dict:
         """RF=1 with min.insync.replicas=2: min ISR can never be met, but the
         broker clamps the *effective* min ISR to the replica count for its

@@ -24,6 +24,7 @@ import pytest
 
 from kbot_settings import load_harness
 from localkafka.cluster import LocalCluster
+from localkafka.common import ClusterError
 from localkafka.fetch import cache_root
 from localkafka.secure import SecureCluster
 
@@ -183,32 +184,14 @@ def read_committed(
 
 
 def drop_other_topics(cluster: LocalCluster, timeout: float = 90) -> list[str]:
-    """Delete every topic of the shared test cluster but Kafka's own, and wait until the metadata
-    lists none: for a test whose answer reads the whole cluster (a broker lost takes every topic's
-    replicas with it, a thread's "it" counts every topic named), so the topics other tests left
-    behind are not part of what it judges. Best effort: a topic a lingering client keeps re-creating
-    (brokers auto-create on produce) stays. Returns what there was to delete."""
-    from confluent_kafka import KafkaException
-
-    from localkafka.common import ClusterError
-
-    admin = cluster.admin()
-    first = [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")]
-
-    def gone() -> bool:
-        left = [t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")]
-        if not left:
-            return True
-        for f in admin.delete_topics(left, request_timeout=30).values():
-            try:
-                f.result()
-            except KafkaException as exc:
-                if "UNKNOWN_TOPIC" not in str(exc):
-                    raise
-        return False
-
+    """Delete every topic of the shared test cluster but Kafka's own: for a test whose answer reads
+    the whole cluster (a broker lost takes every topic's replicas with it, a thread's "it" counts
+    every topic named), so the topics other tests left behind are not part of what it judges. Best
+    effort: a topic a lingering client keeps re-creating (brokers auto-create on produce) stays.
+    Returns what there was to delete."""
+    first = [t for t in cluster.admin().list_topics(timeout=10).topics if not t.startswith("__")]
     try:
-        cluster.faults.wait_for(gone, timeout, "the other tests' topics deleted", interval=1.0)
-    except ClusterError:  # a client some test left running re-creates its topic (auto-create): go on
+        cluster.faults.delete_topics(first, timeout)
+    except ClusterError:
         pass
     return sorted(first)
