@@ -37,7 +37,7 @@ SHRINKS = "kafka_server_replicamanager_isrshrinkspersec_oneminuterate"
 REGISTRATION = "kafka_controller_kafkacontroller_brokerregistrationstate"
 HEARTBEAT_AGE = "kafka_controller_kafkacontroller_timesincelastheartbeatreceivedms"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
-STARTED = "process_start_time_seconds"
+STARTED = exporters.PROCESS_STARTED
 NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTED})
 # A broker that started this recently lost its leaderships and ISR places to its restart too: the
 # rejoins may be that one return, which the one-minute rates take minutes to forget.

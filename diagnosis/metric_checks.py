@@ -463,7 +463,7 @@ async def check_disks(gw: AdminGateway) -> LiveFindings:
 
 UNCLEAN_TOTAL = "kafka_controller_controllerstats_uncleanleaderelectionspersec_total"
 UNCLEAN_RATE = "kafka_controller_controllerstats_uncleanleaderelectionspersec_oneminuterate"
-STARTED = "process_start_time_seconds"
+STARTED = exporters.PROCESS_STARTED
 # One election lifts the exporter's one-minute rate to ~1/60 per second at its next 5 s tick,
 # decaying over minutes: above this, an election happened in roughly the last five minutes.
 RECENT_UNCLEAN_RATE = 1e-3

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 # ~700 KB; a live answer that must come back in a few seconds uses its own, shorter budget.
 SCRAPE_TIMEOUT_S = 10.0
 
+# Every JMX exporter's own gauge of when its JVM started: a broker's restart, seen from outside.
+PROCESS_STARTED = "process_start_time_seconds"
+
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 

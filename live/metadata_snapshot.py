@@ -19,7 +19,7 @@ from live.change_events import BrokerState, GroupState, MetadataSnapshot, Move, 
 from live.gateway import AdminGateway, GatewayError
 from live.model import ConfigValue, TopicInfo
 
-STARTED = "process_start_time_seconds"
+STARTED = exporters.PROCESS_STARTED
 DYNAMIC_BROKER = "DYNAMIC_BROKER_CONFIG"
 DYNAMIC_DEFAULT = "DYNAMIC_DEFAULT_BROKER_CONFIG"
 EXPORTER_TIMEOUT_S = exporters.SCRAPE_TIMEOUT_S  # not interactive: the collector waits as long as a scrape
