@@ -292,10 +292,11 @@ class Collector:
         answer delays no sample round by more than one interval, and never stops collection."""
         if self.changes is None or not self.changes.due():
             return
+        budget = max(self.interval_s, 10.0)
         try:
-            res = await asyncio.wait_for(self.changes.round(self.admin), timeout=max(self.interval_s, 10.0))
+            res = await asyncio.wait_for(self.changes.round(self.admin), timeout=budget)
         except asyncio.TimeoutError:
-            log.warning("metadata snapshot of %s: no answer within %.0f s", self.cluster, max(self.interval_s, 10.0))
+            log.warning("metadata snapshot of %s: no answer within %.0f s", self.cluster, budget)
             return
         except Exception as exc:  # noqa: BLE001 - the samples go on without the change events
             log.warning("metadata snapshot of %s failed: %s", self.cluster, exc)
