@@ -28,6 +28,7 @@ from typing import Any
 
 from lab import chaos_faults, probes
 from lab.ask import Asker
+from lab.chaos_faults import Fault
 from lab.judge import answer_text, names
 from lab.mode import Facts, Mode
 from lab.modes import by_name
@@ -64,25 +65,6 @@ SLOW = frozenset({"handler-saturation"})  # ~100 s to reproduce: only with --slo
 
 # What an answer must never say while a fault is in place.
 ALL_CLEAR = re.compile(r"^\s*(\[ok\]\s*)?(healthy|no under-replicated|nothing (is )?wrong)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One fault a trial injects: how (from outside), what it must look like, what must be named."""
-
-    name: str
-    expect: frozenset[str]  # runbook entries / reference topics accepted as the top cause
-    questions: tuple[str, ...]
-    brokers: frozenset[int]
-    takes_broker: bool
-    inject: Callable[[Any], Facts]
-    wait: Callable[[Any, Facts], Any] | None = None
-    heal: Callable[[Any, Facts], None] | None = None
-    named: Callable[[Facts], list[str]] = lambda facts: []
-    topics: tuple[str, ...] = ()
-    mode: Mode | None = None  # the lab mode it is, when it is one (healed the mode's way)
-    expect_verdict: str = ""  # a mode whose right answer is a verdict, not an entry (consumer-stop)
-    in_status: bool = True  # `status` must not call the cluster healthy while it is in place
 
 
 def _from_mode(mode: Mode) -> Fault:
@@ -185,23 +167,6 @@ def reassignment_target_dies(mode: Mode) -> Fault:
     )
 
 
-def _from_spec(spec: dict[str, Any]) -> Fault:
-    """A fault of lab/chaos_faults.py (a dict of the Fault's fields: those modules build no lab Mode)."""
-    return Fault(
-        name=spec["name"],
-        expect=spec["expect"],
-        questions=spec["questions"],
-        brokers=spec.get("brokers", frozenset()),
-        takes_broker=False,
-        inject=spec["inject"],
-        wait=spec.get("wait"),
-        heal=spec.get("heal"),
-        named=spec["named"],
-        topics=spec.get("topics", ()),
-        in_status=spec.get("in_status", True),
-    )
-
-
 @dataclass
 class Trial:
     index: int
@@ -236,11 +201,11 @@ def draw_trial(seed: int, index: int, *, slow: bool = False, modes: dict[str, Mo
         if free and keep:
             broker_faults = [lambda: kill_fault(rng.choice(free), rng), lambda: pause_fault(rng.choice(free), rng)]
         if free and chaos_faults.cpu_cgroup_unavailable() is None:
-            broker_faults.append(lambda: _from_spec(chaos_faults.starve(rng.choice(free), rng)))
+            broker_faults.append(lambda: chaos_faults.starve(rng.choice(free), rng))
         clients: list[Callable[[], Fault]] = [
-            lambda: _from_spec(chaos_faults.quota(rng)),
-            lambda: _from_spec(chaos_faults.deleted_unread(rng)),
-            lambda: _from_spec(chaos_faults.slow_consumer(rng)),
+            lambda: chaos_faults.quota(rng),
+            lambda: chaos_faults.deleted_unread(rng),
+            lambda: chaos_faults.slow_consumer(rng),
         ]
         if not pairable and "reassignment-throttled" in available and not exclude:
             modes.append(lambda: reassignment_target_dies(available["reassignment-throttled"]))

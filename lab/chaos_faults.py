@@ -1,4 +1,4 @@
-"""The chaos campaign's faults beyond the lab's modes, each injected from outside as the world
+"""What one fault of the chaos campaign is (:class:`Fault`), and the campaign's faults beyond the lab's modes, each injected from outside as the world
 does: a client quota set with the user's own admin client, a group whose unread records the user's
 own DeleteRecords removed (what retention does to a stopped group), a consumer ten times slower
 than its producer, and a broker held to a few percent of a core by a cpu cgroup."""
@@ -7,12 +7,34 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.mode import Facts
+from lab.mode import Facts, Mode
 from localkafka.faults import BackgroundProducer
 from localkafka.groups import slow_group
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault a trial injects: how (from outside), what it must look like, what must be named."""
+
+    name: str
+    expect: frozenset[str]  # runbook entries / reference topics accepted as the top cause
+    questions: tuple[str, ...]
+    brokers: frozenset[int]
+    takes_broker: bool
+    inject: Callable[[Any], Facts]
+    wait: Callable[[Any, Facts], Any] | None = None
+    heal: Callable[[Any, Facts], None] | None = None
+    named: Callable[[Facts], list[str]] = lambda facts: []
+    topics: tuple[str, ...] = ()
+    mode: Mode | None = None  # the lab mode it is, when it is one (healed the mode's way)
+    expect_verdict: str = ""  # a mode whose right answer is a verdict, not an entry (consumer-stop)
+    in_status: bool = True  # `status` must not call the cluster healthy while it is in place
+
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (v2: /sys/fs/cgroup with cpu.max)
 STARVED_SHARE = 0.05  # of one core: what the issue's starved broker had
@@ -38,7 +60,7 @@ def set_client_quota(cluster: Any, client_id: str, key: str, value: float | None
         admin.close()
 
 
-def quota(rng: random.Random) -> dict[str, Any]:
+def quota(rng: random.Random) -> Fault:
     """A produce quota of 1 kB/s on a client id drawn at random."""
     client = f"chaos-app-{rng.randrange(1 << 24):x}"
 
@@ -49,19 +71,21 @@ def quota(rng: random.Random) -> dict[str, Any]:
     def heal(cluster, facts) -> None:
         set_client_quota(cluster, client, "producer_byte_rate", None)
 
-    return {
-        "name": "client-quota",
-        "expect": frozenset({"client-quota-throttling"}),
-        "questions": ("why my producer is slow, produce-throttle-time-avg is high",),
-        "inject": inject,
-        "heal": heal,
-        "named": lambda f: [f["client_id"]],
+    return Fault(
+        name="client-quota",
+        expect=frozenset({"client-quota-throttling"}),
+        questions=("why my producer is slow, produce-throttle-time-avg is high",),
+        brokers=frozenset(),
+        takes_broker=False,
+        inject=inject,
+        heal=heal,
+        named=lambda f: [f["client_id"]],
         # the brokers are healthy: `status` may say so, naming the quota in force (named above)
-        "in_status": False,
-    }
+        in_status=False,
+    )
 
 
-def deleted_unread(rng: random.Random) -> dict[str, Any]:
+def deleted_unread(rng: random.Random) -> Fault:
     """A group that stopped reading, and the oldest records of every partition deleted past its
     committed offsets by the user's own DeleteRecords (what retention does, without its 5-minute check)."""
     from confluent_kafka import TopicPartition
@@ -85,19 +109,21 @@ def deleted_unread(rng: random.Random) -> dict[str, Any]:
         if facts.get("_lagging") is not None:
             facts["_lagging"].stop()
 
-    return {
-        "name": "deleted-unread",
-        "expect": frozenset({"lag-beyond-retention"}),
-        "questions": ("lag {group}",),
-        "inject": inject,
-        "heal": heal,
-        "named": lambda f: [f["group"]],
-        "topics": (topic,),
-        "in_status": False,
-    }
+    return Fault(
+        name="deleted-unread",
+        expect=frozenset({"lag-beyond-retention"}),
+        questions=("lag {group}",),
+        brokers=frozenset(),
+        takes_broker=False,
+        inject=inject,
+        heal=heal,
+        named=lambda f: [f["group"]],
+        topics=(topic,),
+        in_status=False,
+    )
 
 
-def slow_consumer(rng: random.Random) -> dict[str, Any]:
+def slow_consumer(rng: random.Random) -> Fault:
     """One consumer that handles 4 records/s of a topic its producer writes 40 records/s to."""
     tag = f"{rng.randrange(1 << 24):x}"
     group, topic = f"lab-chaos-slow-{tag}", f"lab-chaos-slow-t-{tag}"
@@ -122,17 +148,19 @@ def slow_consumer(rng: random.Random) -> dict[str, Any]:
         if facts.get("_fault") is not None:
             facts["_fault"].stop()
 
-    return {
-        "name": "slow-consumer",
-        "expect": frozenset({"consumers-slower-than-producers"}),
-        "questions": ("lag {group}",),
-        "inject": inject,
-        "wait": wait,
-        "heal": heal,
-        "named": lambda f: [f["group"]],
-        "topics": (topic,),
-        "in_status": False,
-    }
+    return Fault(
+        name="slow-consumer",
+        expect=frozenset({"consumers-slower-than-producers"}),
+        questions=("lag {group}",),
+        brokers=frozenset(),
+        takes_broker=False,
+        inject=inject,
+        wait=wait,
+        heal=heal,
+        named=lambda f: [f["group"]],
+        topics=(topic,),
+        in_status=False,
+    )
 
 
 def _group_request(group: str):
@@ -149,7 +177,7 @@ def cpu_cgroup_unavailable() -> str | None:
     return None
 
 
-def starve(broker: int, rng: random.Random) -> dict[str, Any]:
+def starve(broker: int, rng: random.Random) -> Fault:
     """Broker ``broker``'s JVM moved into a cpu cgroup of its own capped at 5 % of a core, while an
     acks=all producer writes to a topic it leads a partition of."""
     topic = f"lab-chaos-starve-{rng.randrange(1 << 24):x}"
@@ -185,14 +213,15 @@ def starve(broker: int, rng: random.Random) -> dict[str, Any]:
         except OSError:
             pass
 
-    return {
-        "name": f"starve-{broker}",
+    return Fault(
+        name=f"starve-{broker}",
         # a starved broker answers late or not at all: named as starved, or as paused when nothing answers
-        "expect": frozenset({"starved-broker", "gc-pauses", "handler-saturation"}),
-        "questions": ("why produce latency",),
-        "brokers": frozenset({broker}),
-        "inject": inject,
-        "heal": heal,
-        "named": lambda f: [f["broker_id"]],
-        "topics": (topic,),
-    }
+        expect=frozenset({"starved-broker", "gc-pauses", "handler-saturation"}),
+        questions=("why produce latency",),
+        brokers=frozenset({broker}),
+        takes_broker=False,
+        inject=inject,
+        heal=heal,
+        named=lambda f: [f["broker_id"]],
+        topics=(topic,),
+    )
