@@ -646,6 +646,13 @@ class HarnessSettings(_GivenOnly):
     kbot_lab_quorum_port_base: int = Field(24090, validation_alias="KBOT_LAB_QUORUM_PORT_BASE", ge=1, le=65000)
     kbot_lab_quorum_dir: Path = Field(Path("/tmp/kbot-lab-quorum"), validation_alias="KBOT_LAB_QUORUM_DIR")
     kbot_lab_results: Path = Field(Path("/tmp/kbot-lab-results"), validation_alias="KBOT_LAB_RESULTS")
+    # set by pytest-xdist in each worker ("gw0", "gw1" ...): a worker past the first gets a test cluster of its own
+    pytest_xdist_worker: str | None = Field(None, validation_alias="PYTEST_XDIST_WORKER", pattern=r"^gw\d+$")
+
+    @property
+    def test_worker_index(self) -> int:
+        """0 outside pytest-xdist and on its first worker; N on worker ``gwN``."""
+        return int(self.pytest_xdist_worker[2:]) if self.pytest_xdist_worker else 0
 
     @property
     def keep_test_cluster(self) -> bool:

@@ -155,6 +155,10 @@ def admin_client(bootstrap: str, **extra):
             # answers; librdkafka picks a random up broker per metadata
             # call, so drop silent connections after 5 s (default 60 s).
             "socket.timeout.ms": 5000,
+            # A topic looked up by name (list_topics(topic)) stays known to the handle, which then
+            # asks for it at every refresh above: a producer-type handle (an AdminClient is one)
+            # lets the broker auto-create it, so a deleted topic came back a second later.
+            "allow.auto.create.topics": False,
             **extra,
         }
     )

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kbot_settings import load_harness
 from localkafka import ensure_jars, fetch
 from localkafka.cluster import BROKER_IDS, CONTROLLER_ID, metric_value, scrape
 
@@ -43,8 +44,10 @@ def test_status_reports_controller_and_three_brokers(kafka_cluster):
         assert n["alive"] and n["pid"] > 0
         assert n["metrics_url"] == f"http://127.0.0.1:{n['ports']['metrics']}/metrics"
     assert st["bootstrap_servers"] == kafka_cluster.bootstrap_servers
-    # the test cluster's own ports (KBOT_TEST_PORT_BASE), never the dev cluster's
-    assert kafka_cluster.port_base == int(os.environ.get("KBOT_TEST_PORT_BASE", "29090"))
+    # the test cluster's own ports (KBOT_TEST_PORT_BASE, a step up per xdist worker past the first),
+    # never the dev cluster's
+    worker = load_harness().test_worker_index
+    assert kafka_cluster.port_base == int(os.environ.get("KBOT_TEST_PORT_BASE", "29090")) + 50 * worker
     assert kafka_cluster.port_base != 19090
 
 

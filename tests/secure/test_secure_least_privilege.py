@@ -117,7 +117,8 @@ async def test_the_operators_cluster_alter_is_the_escalation_path_kafka_document
     try:
         client = AdminClient(secure.client_conf(OPERATOR))  # held: a collected client fails its futures
         client.create_acls([grant])[grant].result(30)
-        assert _acls_of(secure, nobody), "the operator's cluster ALTER created an ACL"
+        # the ACL reaches the brokers with the metadata: the one asked may not have it yet
+        wait_until(lambda: _acls_of(secure, nobody), 30, "the operator's cluster ALTER to create an ACL")
     finally:
         _delete_acl(secure, nobody, "DESCRIBE", "TOPIC", "escalation-proof")
 
