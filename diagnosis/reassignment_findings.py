@@ -37,6 +37,10 @@ class ReassignmentRead:
         return [m for m in self.moves if any(b not in self.registered for b in m.adding)]
 
 
+async def _ready(listed: list[Reassignment]) -> list[Reassignment]:
+    return listed
+
+
 def _rates(cfg: dict[str, ConfigValue]) -> dict[str, int]:
     out = {}
     for k in THROTTLE_RATE_KEYS:
@@ -46,15 +50,20 @@ def _rates(cfg: dict[str, ConfigValue]) -> dict[str, int]:
     return out
 
 
-async def read_reassignments(gw: AdminGateway, registered: frozenset[int] | None = None) -> ReassignmentRead:
-    """The reassignments in progress, the registered brokers (read here unless given) and, when
-    something is moving, the replication throttles of the registered brokers."""
+async def read_reassignments(
+    gw: AdminGateway, registered: frozenset[int] | None = None, listed: list[Reassignment] | None = None
+) -> ReassignmentRead:
+    """The reassignments in progress (``listed``: already read by the caller), the registered
+    brokers (read here unless given) and, when something is moving, the replication throttles of
+    the registered brokers."""
     try:
         if registered is None:
-            moves, cluster = await asyncio.gather(gw.reassignments(), gw.describe_cluster())
+            moves, cluster = await asyncio.gather(
+                gw.reassignments() if listed is None else _ready(listed), gw.describe_cluster()
+            )
             registered = frozenset(b.id for b in cluster.brokers)
         else:
-            moves = await gw.reassignments()
+            moves = await gw.reassignments() if listed is None else listed
     except GatewayError as exc:
         return ReassignmentRead(error=str(exc))
     throttles: dict[int, dict[str, int]] = {}
@@ -159,11 +168,23 @@ class BesideFault:
     stalled: bool  # a target broker is gone: the move is no expected operation any more
 
 
-async def beside_fault(gw: AdminGateway, registered: frozenset[int], verdict: str) -> BesideFault:
+# ListPartitionReassignments goes to one broker, which may be the one whose request threads hang on a
+# stalled disk: then it waits the whole admin timeout (10 s), and an answer about another fault must not
+BESIDE_BUDGET_S = 3.0
+
+
+async def beside_fault(
+    gw: AdminGateway, registered: frozenset[int], verdict: str, listed: list[Reassignment] | None = None
+) -> BesideFault:
     """The answer's verdict with the reassignment in flight named in it (its topics, targets and
     throttle), so a broker lost in the middle of a move does not hide the move, and the move does
-    not hide the lost broker. Unchanged when nothing moves; a failed read is one evidence row."""
-    read = await read_reassignments(gw, registered)
+    not hide the lost broker. Unchanged when nothing moves; a failed or late read is one evidence
+    row. ``listed``: the reassignments the caller already read (not asked again)."""
+    try:
+        read = await asyncio.wait_for(read_reassignments(gw, registered, listed), BESIDE_BUDGET_S)
+    except asyncio.TimeoutError:
+        late = f"not read within {BESIDE_BUDGET_S:g} s: the broker asked did not answer"
+        return BesideFault(verdict, [Evidence("Reassignments", late, SOURCE, "bad")], [], False)
     evidence = reassignment_evidence(read)
     if read.error is not None or not read.moves:
         return BesideFault(verdict, evidence, [], False)

@@ -43,18 +43,20 @@ from live.model import LogDir, Reassignment
 
 async def _enrich_suspects(
     gw: AdminGateway, snap: Snapshot, notes: list[str], evidence: list[Evidence], stalled: set[int]
-) -> Snapshot:
+) -> tuple[Snapshot, list[Reassignment] | None]:
     """Only when replicas are out of sync: probe the brokers they live on (a missing broker may be
     dead or paused; a registered one out of ISR may be hung), then ask for log-dir failures and
     reassignments, which can only explain a missing replica on a live broker. Skipped entirely in
-    the common healthy case; a silent broker is not asked for its log dirs (it would not answer)."""
+    the common healthy case; a silent broker is not asked for its log dirs (it would not answer).
+    Returns the snapshot and the reassignments listed here (None when they were not), so the answer
+    does not ask again: the listing may land on the stalled broker the next time."""
     out_of_isr = {b for p in snap.states for b in p.replicas if b not in p.isr}
     missing = snap.brokers.expected - snap.brokers.registered
     # the leaders too: followers leave the ISR of a leader they cannot reach (cut off by the network)
     leaders = {p.leader for p in snap.states if p.leader is not None and any(b not in p.isr for b in p.replicas)}
     suspects = out_of_isr | missing | (leaders & snap.brokers.registered)
     if not suspects:
-        return snap
+        return snap, None
     try:
         liveness = await gw.broker_liveness(sorted(suspects))
     except GatewayError as exc:
@@ -88,6 +90,7 @@ async def _enrich_suspects(
     )
     failed: dict[int, tuple[str, ...]] = {}
     moving: dict[tuple[str, int], Reassignment] = {}
+    moves: list[Reassignment] | BaseException | None = None  # listed only when a registered broker is suspect
     if registered_suspects:
         # One DescribeLogDirs per broker, each on a short budget: the broker reads every log dir
         # to answer, so one whose disk is stalled does not answer at all - which is itself the
@@ -142,7 +145,7 @@ async def _enrich_suspects(
             notes.append(f"Reassignments not listed: no answer within {LOG_DIRS_BUDGET_S:g} s.")
         elif isinstance(moves, BaseException):
             notes.append(f"Could not list reassignments ({moves}).")
-        else:
+        elif moves is not None:
             moving = {(r.topic, r.partition): r for r in moves}
     states = [
         replace(p, adding=tuple(r.adding), removing=tuple(r.removing))
@@ -153,7 +156,8 @@ async def _enrich_suspects(
     facts = BrokerFacts(
         snap.brokers.registered, snap.brokers.expected, failed, {b: r.state for b, r in liveness.items()}
     )
-    return replace(snap, states=states, brokers=facts)
+    listed = moves if isinstance(moves, list) else None
+    return replace(snap, states=states, brokers=facts), listed
 
 
 def cut_off_answer(broker: int, urp: list[PartitionState], probed: str) -> tuple[str, list[Evidence]]:
@@ -254,7 +258,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     notes: list[str] = []
     probes: list[Evidence] = []
     stalled: set[int] = set()
-    snap = await _enrich_suspects(gw, snap, notes, probes, stalled)
+    snap, listed = await _enrich_suspects(gw, snap, notes, probes, stalled)
     cats = snap.by_category()
     urp = [p for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader]
     evidence = [
@@ -486,11 +490,11 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             evidence += extra
     if expected is None:
         # a reassignment in flight is a finding of its own beside whatever else broke (issue 35)
-        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict)
+        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict, listed)
         verdict, evidence = beside.verdict, evidence + beside.evidence
         lead = [*beside.lead, *(x for x in lead if all(e != x[0] for e, _ in beside.lead))]
     elif top is not None and top.cause == "reassignment":
-        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict)
+        beside = await beside_fault(gw, frozenset(snap.brokers.registered), verdict, listed)
         if beside.stalled:  # its target is dead: no longer an operation to wait for
             verdict, evidence, lead, expected = beside.verdict, evidence + beside.evidence, beside.lead, None
     severity: Severity = "critical" if cats["UnderMinIsr"] or cats["Offline"] else "warning"
