@@ -174,6 +174,7 @@ class StartupStatus(Protocol):
 
     def line(self) -> str: ...
     def lines(self) -> list[str]: ...
+    def starting(self) -> list[str]: ...
     def drain(self) -> list[str]: ...
     def queue_messages(self) -> None: ...
     def prepare(self, ctx: Context) -> None: ...
@@ -207,11 +208,12 @@ def _console_lines(prompt: str, home: Path, startup: StartupStatus | None = None
             yield line.rstrip("\n")
 
 
-def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
-    """Ctrl-C cancels the request in flight, not the console (and prints no asyncio traceback)."""
+def _run_cancellable(loop: asyncio.AbstractEventLoop, coro):
+    """Ctrl-C cancels the request in flight, not the console (and prints no asyncio traceback).
+    The coroutine's result; None when cancelled."""
     task = loop.create_task(coro)
     try:
-        loop.run_until_complete(task)
+        return loop.run_until_complete(task)
     except KeyboardInterrupt:
         task.cancel()
         try:
@@ -219,6 +221,7 @@ def _run_cancellable(loop: asyncio.AbstractEventLoop, coro) -> None:
         except (asyncio.CancelledError, KeyboardInterrupt):
             pass
         print("\nCancelled.", file=sys.stderr)
+        return None
 
 
 def console(
@@ -243,12 +246,19 @@ def console(
                 break
             if startup is not None:
                 startup.prepare(ctx)  # e.g. the lake, once its Spark server is up
-            _run_cancellable(
+            result = _run_cancellable(
                 loop,
                 _answer_and_emit(
                     text, ctx, as_json, compact_json=True, memory=memory, cluster=cluster, session=session
                 ),
             )
+            still = startup.starting() if startup is not None else []
+            if result is not None and result.outcome == "unavailable" and still:
+                # "cannot reach the cluster" while `kbot run` is still bringing it up is not an outage
+                print(
+                    f"start-up: still starting: {', '.join(still)}; ask again once it is up (`status` shows the start-up)",
+                    file=sys.stderr if as_json else sys.stdout,
+                )
             if startup is not None and text.lower().removeprefix("/kafka").split()[:1] == ["status"]:
                 # what `kbot run` has up and what is still starting, after the cluster's own status
                 print(

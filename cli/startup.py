@@ -96,6 +96,12 @@ class Startup:
                     return part.state if part is not None else None
                 self._changed.wait(min(left, 1.0))
 
+    def starting(self) -> list[str]:
+        """The parts still starting, each with its age ("cluster (12s)")."""
+        now = self._clock()
+        with self._lock:
+            return [f"{p.name} ({now - p.since:.0f}s)" for p in self._parts.values() if p.state == STARTING]
+
     def line(self) -> str:
         """The status line: every part and its state, the ones still starting with their age."""
         now = self._clock()

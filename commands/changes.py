@@ -6,6 +6,7 @@ minute in the metric lake, newest first, grouped by what changed. `--full` lists
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import re
 import time
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from diagnosis import lake_evidence as lake
+from diagnosis.recent_changes import bot_actions
 from framework.context import Context
 from framework.reply import Cell, Evidence, Reply, Table
 from framework.router import BadInput
@@ -20,13 +22,14 @@ from framework.spec import Command, CommandRequest, CommandSpec, Param
 
 SHORT_ROWS = 15
 # what the first word narrows to: the kinds of event (live/change_events.py) it covers
+# ("action": the bot's own confirmed actions, from its audit log)
 SCOPES: dict[str, tuple[str, ...]] = {
-    "topic": ("topic", "config", "leadership", "replicas", "reassignment"),
-    "broker": ("broker", "broker_config", "leadership", "replicas", "controller"),
-    "group": ("group",),
+    "topic": ("topic", "config", "leadership", "replicas", "reassignment", "action"),
+    "broker": ("broker", "broker_config", "leadership", "replicas", "controller", "action"),
+    "group": ("group", "action"),
     "acls": ("acl",),
-    "quotas": ("quota",),
-    "configs": ("config", "broker_config"),
+    "quotas": ("quota", "action"),
+    "configs": ("config", "broker_config", "action"),
 }
 ALIASES = {
     "topics": "topic",
@@ -101,7 +104,11 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
             "(the collector of `kbot run` snapshots the metadata every minute).",
         )
     since_ms = int((time.time() - since.total_seconds()) * 1000)
-    events = await ctx.lake.changes(since_ms, SCOPES[scope] if scope else (), None, request.cluster)
+    kinds = SCOPES[scope] if scope else ()
+    events: list[Any] = await ctx.lake.changes(since_ms, kinds, None, request.cluster)
+    cluster = request.cluster or getattr(ctx.lake, "cluster", None)
+    mine = await asyncio.to_thread(bot_actions, ctx, since_ms, cluster)
+    events = [*events, *(a for a in mine if not kinds or a.kind in kinds)]  # lake rows and the bot's: same fields
     if name:
         events = [e for e in events if names(scope, name, e.resource, e.change)]
     about = f" to {scope} {name}" if scope and name else f" of {scope}" if scope else ""

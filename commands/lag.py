@@ -22,6 +22,7 @@ from diagnosis.groups import (
     trend_text,
     watch_group,
 )
+from diagnosis.recent_changes import with_recent_changes
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Action, Evidence, Reply, Section, Severity, Table
@@ -325,4 +326,4 @@ def _title(ctx: Context, c: Cause) -> str:
     return f"{entry.title} ({entry.id})" if entry is not None else c.title
 
 
-COMMAND = Command(SPEC, run)
+COMMAND = Command(SPEC, with_recent_changes(run))

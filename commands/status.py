@@ -10,6 +10,7 @@ from diagnosis.active_findings import read_active
 from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.live_common import brokers_evidence, stale_view_evidence
 from diagnosis.quorum_checks import read_quorum
+from diagnosis.recent_changes import with_recent_changes
 from diagnosis.snapshot import Snapshot, at_min_isr_by_design, name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway
@@ -183,4 +184,4 @@ async def _liveness(gw: AdminGateway, missing: list[int]) -> dict[int, ProbeResu
         return {}
 
 
-COMMAND = Command(SPEC, run)
+COMMAND = Command(SPEC, with_recent_changes(run))

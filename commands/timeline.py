@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from diagnosis import lake_evidence as lake
+from diagnosis.recent_changes import recorded_between
 from diagnosis.trends import broker_series, bucket_for, by_bucket
 from framework.context import Context
 from framework.errors import Unavailable
@@ -177,9 +178,11 @@ def _parse_time(value: object) -> float | None:
 
 
 def duration(seconds: float | None) -> str:
-    """12s, 3m05s, 1h02m."""
+    """12s, 3m05s, 1h02m; -5m00s before the start (a change that came before the incident)."""
     if seconds is None:
         return "-"
+    if seconds <= -0.5:
+        return "-" + duration(-seconds)
     s = max(0, int(round(seconds)))
     h, rest = divmod(s, 3600)
     m, sec = divmod(rest, 60)
@@ -684,8 +687,46 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         )
     ref = parse_thread(given)
     records, memory = await asyncio.to_thread(_read, ctx, ref)
-    doc = build(records, ref, memory)
+    doc = await with_cluster_changes(ctx, build(records, ref, memory))
     return await _with_chart(request, ctx, doc, memory)
+
+
+CHANGES_BEFORE_S = 1800  # "what changed just before?": the half hour before the incident started
+
+
+async def with_cluster_changes(ctx: Context, doc: JsonDict) -> JsonDict:
+    """The timeline with the cluster's recorded changes (the metric lake's change table) from half an
+    hour before the incident started to its resolution, as events of kind "cluster change" (before
+    the start: a negative +t). The bot's own actions are there already, from the audit log. A table
+    that cannot be read is said in ``changes_note``; with no lake nothing is added."""
+    started = _parse_time(doc.get("started_at"))
+    if started is None:
+        return doc
+    resolved = doc["durations"].get("time_to_resolution_s")
+    end = started + float(resolved) if resolved is not None else ctx.clock()
+    try:
+        rows = await recorded_between(ctx, doc.get("cluster"), started - CHANGES_BEFORE_S, end)
+    except Exception as exc:  # the Delta read: the timeline stands without it
+        doc["changes_note"] = (
+            f"The cluster's recorded changes were not read ({_clip(' '.join(str(exc).split()), 160)})."
+        )
+        return doc
+    changes = [
+        {
+            "at": _iso(r.ts_ms / 1000),
+            "ts": round(r.ts_ms / 1000, 3),
+            "offset_s": round(r.ts_ms / 1000 - started, 1),
+            "kind": "cluster change",
+            "who": "cluster",
+            "summary": f"{r.resource} {r.change}",
+            "before": r.before,
+            "after": r.after,
+        }
+        for r in rows or []
+    ]
+    doc["events"] = sorted([*doc["events"], *changes], key=lambda e: e["ts"])
+    doc["cluster_changes"] = len(changes)
+    return doc
 
 
 async def _with_chart(request: CommandRequest, ctx: Context, doc: JsonDict, memory: JsonDict | None) -> Reply:
@@ -796,9 +837,14 @@ def timeline_reply(doc: JsonDict) -> TimelineReply:
         if a.get("after"):
             lines.append(f"Read back: {_state_text(a['after'])}")
         sections.append(Section(f"Action: {a['kind'] or a['command']}: {a['summary']}", lines))
+    changed = int(doc.get("cluster_changes") or 0)
     notes = [
-        f"{len(events)} events from the audit log; the Markdown and JSON exports are attached where the transport can attach files."
+        f"{len(events) - changed} events from the audit log"
+        + (f" and {changed} recorded change(s) of the cluster" if changed else "")
+        + "; the Markdown and JSON exports are attached where the transport can attach files."
     ]
+    if doc.get("changes_note"):
+        notes.append(str(doc["changes_note"]))
     if doc.get("cluster"):
         notes.insert(0, f"Cluster {doc['cluster']}.")
     return TimelineReply(

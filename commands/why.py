@@ -20,6 +20,7 @@ from diagnosis.lake_evidence import LakeFindings
 from diagnosis.lake_vs_live import check_against_live
 from diagnosis.live_common import Check, run_check, unreachable
 from diagnosis.named_topics import missing_topics, topic_candidates
+from diagnosis.recent_changes import with_recent_changes
 from diagnosis.reference import reference_reply
 from diagnosis.runbook_checks import check_for
 from diagnosis.trends import bucket_for, trend_series
@@ -322,4 +323,4 @@ def _expected_diagnosis(ctx: Context, expected: ExpectedCause) -> Diagnosis:
     )
 
 
-COMMAND = Command(SPEC, run)
+COMMAND = Command(SPEC, with_recent_changes(run))

@@ -18,12 +18,12 @@ import datetime as _dt
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lake.landing import landing_name, write_landing_file
 from lake.layout import LakeLayout, write_atomic
+from live.change_events import RecordedChange
 
 COLUMNS = ("ts", "cluster", "kind", "resource", "change", "before", "after", "count", "date")
 
@@ -140,16 +140,8 @@ def _last_version(layout: LakeLayout) -> int:
     return int(_read_txn(layout).get("version", 0))
 
 
-@dataclass(frozen=True)
-class Change:
-    ts_ms: int
-    cluster: str
-    kind: str
-    resource: str
-    change: str
-    before: str | None
-    after: str | None
-    count: int
+# read back as the event's fields with its time and cluster (shared with the bot's actions)
+Change = RecordedChange
 
 
 def read_changes(

@@ -99,6 +99,21 @@ class ChangeEvent:
         }
 
 
+@dataclass(frozen=True)
+class RecordedChange:
+    """A change event as read back from the lake's change table (lake/changes.py), or one of the
+    bot's own confirmed actions read from its audit log (kind "action"): when, in which cluster."""
+
+    ts_ms: int
+    cluster: str
+    kind: str
+    resource: str
+    change: str
+    before: str | None
+    after: str | None
+    count: int = 1
+
+
 _DIGEST_KEY = os.urandom(32)  # per process: a digest is comparable within one collector's life only
 
 

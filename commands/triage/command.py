@@ -8,6 +8,7 @@ import asyncio
 from commands.triage.engine import answer, start
 from commands.triage.store import store_for
 from commands.triage.view import to_reply
+from diagnosis.recent_changes import with_recent_changes
 from diagnosis.snapshot import snapshot
 from framework.context import Context
 from framework.gateways import gateway
@@ -76,5 +77,5 @@ async def run_answer(request: CommandRequest, ctx: Context) -> Reply:
     return to_reply(state, ctx.kb)
 
 
-COMMAND = Command(SPEC, run)
+COMMAND = Command(SPEC, with_recent_changes(run))
 ANSWER = Command(ANSWER_SPEC, run_answer)

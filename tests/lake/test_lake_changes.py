@@ -11,6 +11,7 @@ import json
 import uuid
 
 import pytest
+from commandkit import cluster_env
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from bot.render import render_json
@@ -23,6 +24,8 @@ from lake.changes import changes_table, ingest_changes
 from lake.layout import LakeLayout
 from lake.service import LakeService
 from live import AdminGateway, ClusterConfig
+from live.pool import GatewayPool
+from localkafka.testing import drop_other_topics
 from runbook_kb import default_kb
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -41,7 +44,23 @@ def _alter(admin: AdminClient, topic: str, **configs: str) -> None:
     _done(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]))
 
 
+async def _ask_live(cluster, lake: LakeService, *questions: str) -> list[dict]:
+    """The questions answered with the live cluster beside the lake (as `kbot run` has both)."""
+    pool = GatewayPool(load_settings({**cluster_env(cluster), "KBOT_CLUSTER_NAME": CLUSTER}))
+    try:
+        ctx = Context(kb=default_kb(), lake=lake, live=pool)
+        out = []
+        for text in questions:
+            result = await answer(text, ctx, user="U0TEST")
+            reply = await result.reply.later if result.reply.later is not None else result.reply
+            out.append(json.loads(render_json(reply)))
+        return out
+    finally:
+        await pool.close()
+
+
 def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark, tmp_path):
+    drop_other_topics(kafka_cluster)  # the lost broker's answer below names every topic under min ISR
     unique = uuid.uuid4().hex[:6]
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     orders, other = f"chg-orders-{unique}", f"chg-other-{unique}"
@@ -99,5 +118,24 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
         # the table holds what the answer showed, and nothing else about the topics' values
         table = spark.read.format("delta").load(changes_table(layout))
         assert table.filter(table.cluster == CLUSTER).count() == len(rows)
+
+        # an incident the change caused: min ISR raised to the RF, then a broker lost. `why` names
+        # the change in its verdict and in a "Changed recently" line (the live read says which
+        # topic; the change table, when its min ISR rose)
+        kafka_cluster.faults.kill_broker(102)
+        kafka_cluster.faults.wait_for(
+            lambda: all(102 not in p["isr"] for p in kafka_cluster.faults.describe([orders])[orders]),
+            60,
+            f"{orders}' ISRs to lose broker 102",
+        )
+        nenr, quota = asyncio.run(_ask_live(kafka_cluster, lake, "why NotEnoughReplicas", "why producer throttled"))
+        assert f"min.insync.replicas of topic {orders} was raised" in nenr["verdict"], nenr["verdict"]
+        line = next(e["value"] for e in nenr["evidence"] if e["label"] == "Changed recently")
+        assert f"topic {orders} min.insync.replicas 1 -> 3" in line, line
+        assert f"topic {other}" not in line, line  # made, but not what this answer is about
+        # a quota set on a client is the first cause of a throttled producer, said as a change
+        assert quota["diagnoses"][0]["entry_id"] == "client-quota-throttling", quota["diagnoses"]
+        line = next(e["value"] for e in quota["evidence"] if e["label"] == "Changed recently")
+        assert f"client-id={client} quota producer_byte_rate set to 1024" in line, line
     finally:
         set_client_quota(kafka_cluster, client, "producer_byte_rate", None)

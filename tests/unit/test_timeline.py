@@ -339,7 +339,7 @@ def test_answer_summary_keeps_verdict_cause_and_evidence():
     assert len(s["verdict"]) == 400 and len(s["evidence"]) == 12 and s["severity"] == "warning"
 
 
-def _run(tmp_path, text: str, records: list[dict] | None = None, memory: dict | None = None):
+def _run(tmp_path, text: str, records: list[dict] | None = None, memory: dict | None = None, lake=None):
     now = [0.0]
     audit = AuditLog(tmp_path / "audit.jsonl", clock=lambda: now[0])
     for r in records or []:
@@ -351,7 +351,7 @@ def _run(tmp_path, text: str, records: list[dict] | None = None, memory: dict | 
         memories.put((CH, ROOT), IncidentMemory.from_dict({**memory, "updated_at": T0}))
     cmd = ROUTER.find("timeline")
     request = CommandRequest(cmd, args={"thread": text} if text else {}, raw=f"timeline {text}", router=ROUTER)
-    return asyncio.run(run_request(request, Context(kb=default_kb(), gate=gate)))
+    return asyncio.run(run_request(request, Context(kb=default_kb(), gate=gate, lake=lake, clock=lambda: T0 + 3600)))
 
 
 def test_the_command_refuses_an_unknown_thread_and_a_missing_one_with_what_to_do(tmp_path):
@@ -388,3 +388,37 @@ def test_the_threads_memory_comes_from_the_state_database_and_the_answer_fits_sl
 def test_a_known_thread_without_events_says_to_ask_there_first(tmp_path):
     result = _run(tmp_path, f"{CH}/{ROOT}", [], MEMORY)
     assert result.outcome == "bad_input" and "no recorded events yet" in result.reply.verdict
+
+
+class ChangeTable:
+    """The lake's change table as LakeService.changes answers it (the real one: tests/lake/test_lake_changes.py)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    async def changes(self, since_ms, kinds=(), name=None, cluster=None):
+        return sorted((r for r in self.rows if r.ts_ms >= since_ms), key=lambda r: -r.ts_ms)
+
+
+def test_the_clusters_changes_in_and_just_before_the_incident_are_events(tmp_path):
+    from lake.changes import Change
+
+    def change(at: float, resource: str, what: str) -> Change:
+        return Change(int(at * 1000), "prod", "config", resource, what, "2", "3", 1)
+
+    rows = [
+        change(T0 - 7200, "topic old", "retention.ms set to 1"),  # long before: not this incident's
+        change(T0 - 300, "topic orders", "min.insync.replicas 2 -> 3"),
+        change(T0 + 35, "broker 102", "restarted"),
+    ]
+    result = _run(tmp_path, f"{CH}/{ROOT}", _records(), lake=ChangeTable(rows))
+    assert result.outcome == "answered", result.reply.verdict
+    events = result.reply.timeline["events"]
+    changes = [(e["offset_s"], e["summary"]) for e in events if e["kind"] == "cluster change"]
+    assert changes == [(-300.0, "topic orders min.insync.replicas 2 -> 3"), (35.0, "broker 102 restarted")]
+    assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)  # in time order with the rest
+    table = result.reply.tables[0].rows
+    assert ["-5m00s", "cluster change", "cluster"] == table[0][1:4], table[0]
+    assert any("and 2 recorded change(s) of the cluster" in n for n in result.reply.notes), result.reply.notes
+    markdown = dict((n, t) for n, _title, t in result.reply.attachments())["incident-timeline-1750000000-000100.md"]
+    assert "| -5m00s | cluster change | cluster | topic orders min.insync.replicas 2 -> 3 |" in markdown
