@@ -339,6 +339,13 @@ def _replicas(
     return _moved("replicas", "replica set", changed, Counter(a for _tp, a, _b in changed), at)
 
 
+def _quota_text(value: float | None) -> str | None:
+    """A quota as kafka-configs shows it: 1048576, not 1.04858e+06 (a rate in bytes is whole)."""
+    if value is None:
+        return None
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _quotas(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]], at: int) -> list[ChangeEvent]:
     out = []
     for entity in sorted(set(before) | set(after)):
@@ -347,7 +354,7 @@ def _quotas(before: dict[str, dict[str, float]], after: dict[str, dict[str, floa
             a, b = old.get(key), new.get(key)
             if a == b:
                 continue
-            sa, sb = (None if a is None else f"{a:g}"), (None if b is None else f"{b:g}")
+            sa, sb = _quota_text(a), _quota_text(b)
             change = (
                 f"quota {key} set to {sb}"
                 if a is None

@@ -117,3 +117,12 @@ def test_a_restart_seen_a_round_late_is_still_seen():
         unread, snap(at=3_000, brokers={**first.brokers, 102: BrokerState(endpoint="h:102", started_ms=2_500)})
     )
     assert [(e.resource, e.change) for e in diff(unread, restarted)] == [("broker 102", "restarted")]
+
+
+def test_a_quota_is_shown_as_kafka_configs_shows_it():
+    before = MetadataSnapshot(at_ms=1, brokers={}, quotas={"client-id=app": {"producer_byte_rate": 1048576.0}})
+    after = MetadataSnapshot(
+        at_ms=2, brokers={}, quotas={"client-id=app": {"producer_byte_rate": 2097152.0, "request_percentage": 12.5}}
+    )
+    changes = sorted(e.change for e in diff(before, after))
+    assert changes == ["quota producer_byte_rate 1048576 -> 2097152", "quota request_percentage set to 12.5"]
