@@ -155,10 +155,6 @@ def admin_client(bootstrap: str, **extra):
             # answers; librdkafka picks a random up broker per metadata
             # call, so drop silent connections after 5 s (default 60 s).
             "socket.timeout.ms": 5000,
-            # A topic looked up by name (list_topics(topic)) stays known to the handle, which then
-            # asks for it at every refresh above: a producer-type handle (an AdminClient is one)
-            # lets the broker auto-create it, so a deleted topic came back a second later.
-            "allow.auto.create.topics": False,
             **extra,
         }
     )
@@ -536,7 +532,14 @@ class LocalCluster:
             desc = admin.describe_cluster(request_timeout=timeout).result()
             return sorted(n.id for n in desc.nodes)
         except Exception:
-            return sorted(admin.list_topics(timeout=timeout).brokers)
+            try:
+                return sorted(admin.list_topics(timeout=timeout).brokers)
+            except Exception:
+                # Neither answered: the next call gets a new handle. A shared handle was once seen
+                # wedged for good (no connection attempted for minutes while the brokers served
+                # fresh clients), and every later heal waited on it in vain.
+                self._admin = None
+                raise
 
     def _healthy(self, timeout: float, metrics: bool = True) -> bool:
         try:

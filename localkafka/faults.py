@@ -84,13 +84,11 @@ class FaultInjector:
         short default timeout matters too: a call that lands on a SIGSTOPped
         broker just hangs, so callers (wait_for loops) should retry soon.
         """
-        admin = self.c.admin()
-        if topics is None:
-            md = admin.list_topics(timeout=timeout)
-        elif len(topics) == 1:
-            md = admin.list_topics(topics[0], timeout=timeout)
-        else:
-            md = admin.list_topics(timeout=timeout)
+        # Always the whole listing, never list_topics(name): a topic asked for by name stays known
+        # to the shared handle, which asks for it again at every metadata refresh (each second),
+        # and brokers auto-create a topic a producer-type handle asks for - a deleted topic came
+        # back a second later, and tests that empty the cluster (drop_other_topics) saw it full.
+        md = self.c.admin().list_topics(timeout=timeout)
         out = {}
         for name in topics if topics is not None else md.topics:
             tm = md.topics.get(name)
