@@ -61,17 +61,13 @@ MODULE_GROUPS = {  # modules that start clusters or processes of their own, not 
     # `kbot run`'s own dev cluster on KBOT_TEST_SECOND_PORT_BASE: beside tests/secure's second cluster,
     # never at the same time (that one is package-scoped, and a group stays on one worker)
     "kafka/test_run_prompt_first.py": "secure",
-    # the shared test cluster's longest module (a broker loss watched through the lake for minutes):
-    # a group of its own, so the worker that ends the lab first runs it on a test cluster of its own
-    # (localkafka.testing: one per worker) while the other works through the rest of "kafka"
-    "lake/test_lake_fault_agreement.py": "kafka-b",
 }
 FIXTURE_GROUPS = (  # (fixture in a test's closure, group), heaviest first
     ("secure_kafka_cluster", "secure"),  # the two clusters of tests/secure, package scope
     ("kafka_cluster", "kafka"),  # the shared test cluster (its tests may use Spark too)
     ("spark", "spark"),  # the in-process SparkSession
 )
-GROUP_ORDER = ("lab-standard", "kafka", "kafka-b", "spark", "spark-connect", "secure", "lab-quorum")
+GROUP_ORDER = ("lab-standard", "kafka", "spark", "spark-connect", "secure", "lab-quorum")
 GROUPS_FILE = "kbot_test_groups_file"  # workerinput key: where the workers write {test id: group}
 
 
