@@ -9,8 +9,9 @@ Reuse from any conftest.py::
 ``<cache root>/clusters/pytest`` (env ``KBOT_TEST_CLUSTER_DIR``), so it never
 clashes with a running "dev" cluster on 19090, and deletes it at the end. Under pytest-xdist each
 worker past the first (``gw1``, ``gw2`` ...) gets a cluster of its own, WORKER_PORT_STEP ports up
-per worker and in a folder suffixed with the worker id, so the shared cluster's tests can be split
-into groups that run side by side (tests/conftest.py).
+per worker and in a folder suffixed with the worker id: two workers never start clusters on the
+same ports (a second group on a cluster of its own was tried, and on 2 cores two clusters beside
+two Spark sessions overloaded the machine: tests/conftest.py keeps one group).
 ``KBOT_TEST_KEEP_CLUSTER=1`` keeps the cluster and its data between runs
 (faster iteration; it is then reused, not re-formatted).
 
