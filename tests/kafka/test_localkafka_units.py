@@ -129,6 +129,8 @@ def test_waiting_for_the_cluster_says_what_it_waits_for(tmp_path, monkeypatch):
         c, "registered_brokers", lambda timeout=5.0: [] if time.monotonic() - start < 3 else [101, 102, 103]
     )
     monkeypatch.setattr(c, "_metrics_up", lambda: time.monotonic() - start > 5)
+    # every broker answers (the check itself probes real ports: nothing of this unit's listens there)
+    monkeypatch.setattr(c, "serves", lambda broker_id, *a, **k: True)
     heard: list[str] = []
     c.wait_ready(30, progress=heard.append, progress_every_s=1.0)
     assert heard and all(h.startswith("waiting for the cluster (") for h in heard), heard
