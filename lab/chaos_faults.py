@@ -103,24 +103,9 @@ def deleted_unread(rng: random.Random) -> Fault:
         cut = [TopicPartition(topic, tp.partition, f.result(30).offset - 5) for tp, f in ends.items()]
         for f in admin.delete_records(cut, request_timeout=15).values():
             f.result(30)
-        return {"group": group, "topic": topic, "topics": [topic], "_lagging": lagging}
+        return {"group": group, "topic": topic, "topics": [topic], "_client": lagging}
 
-    def heal(cluster, facts) -> None:
-        if facts.get("_lagging") is not None:
-            facts["_lagging"].stop()
-
-    return Fault(
-        name="deleted-unread",
-        expect=frozenset({"lag-beyond-retention"}),
-        questions=("lag {group}",),
-        brokers=frozenset(),
-        takes_broker=False,
-        inject=inject,
-        heal=heal,
-        named=lambda f: [f["group"]],
-        topics=(topic,),
-        in_status=False,
-    )
+    return _group_fault("deleted-unread", "lag-beyond-retention", group, topic, inject)
 
 
 def slow_consumer(rng: random.Random) -> Fault:
@@ -130,7 +115,7 @@ def slow_consumer(rng: random.Random) -> Fault:
 
     def inject(cluster) -> Facts:
         fault = slow_group(cluster, group, topic)
-        return {"group": group, "topic": topic, "topics": [topic], "_fault": fault}
+        return {"group": group, "topic": topic, "topics": [topic], "_client": fault}
 
     def wait(cluster, facts):
         from confluent_kafka.admin import AdminClient
@@ -144,13 +129,27 @@ def slow_consumer(rng: random.Random) -> Fault:
 
         return cluster.faults.wait_for(behind, 90, f"{group} committing while it falls behind")
 
+    return _group_fault("slow-consumer", "consumers-slower-than-producers", group, topic, inject, wait)
+
+
+def _group_fault(
+    name: str,
+    entry: str,
+    group: str,
+    topic: str,
+    inject: Callable[[Any], Facts],
+    wait: Callable[[Any, Facts], Any] | None = None,
+) -> Fault:
+    """A fault of one consumer group on its own topic, asked `lag <group>`: the clients ``inject``
+    starts (facts["_client"]) are stopped at heal; the brokers are healthy, so `status` may say so."""
+
     def heal(cluster, facts) -> None:
-        if facts.get("_fault") is not None:
-            facts["_fault"].stop()
+        if facts.get("_client") is not None:
+            facts["_client"].stop()
 
     return Fault(
-        name="slow-consumer",
-        expect=frozenset({"consumers-slower-than-producers"}),
+        name=name,
+        expect=frozenset({entry}),
         questions=("lag {group}",),
         brokers=frozenset(),
         takes_broker=False,
