@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from diagnosis.entry_ids import GC_PAUSES
@@ -33,12 +35,14 @@ from live import exporters
 from live.gateway import AdminGateway
 
 EXPANDS = "kafka_server_replicamanager_isrexpandspersec_oneminuterate"
+# the same meter's cumulative count: two readings of it count the rejoins in between exactly
+EXPANDS_TOTAL = "kafka_server_replicamanager_isrexpandspersec_total"
 SHRINKS = "kafka_server_replicamanager_isrshrinkspersec_oneminuterate"
 REGISTRATION = "kafka_controller_kafkacontroller_brokerregistrationstate"
 HEARTBEAT_AGE = "kafka_controller_kafkacontroller_timesincelastheartbeatreceivedms"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
 STARTED = exporters.PROCESS_STARTED
-NAMES = frozenset({EXPANDS, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTED})
+NAMES = frozenset({EXPANDS, EXPANDS_TOTAL, SHRINKS, REGISTRATION, HEARTBEAT_AGE, ACTIVE, STARTED})
 # A broker that started this recently lost its leaderships and ISR places to its restart too: the
 # rejoins may be that one return, which the one-minute rates take minutes to forget.
 RECENT_START_S = 600.0
@@ -52,6 +56,10 @@ FENCED_STATE = 10  # BrokerRegistrationState.FENCED (ACTIVE is 30, CONTROLLED_SH
 CHURN_SCRAPE_TIMEOUT_S = exporters.SCRAPE_TIMEOUT_S
 # A flap needs repeated transitions: fewer whole returns than this in the last minute is one stall.
 MIN_RETURNS = 2.0
+# Two readings of the rejoin counters closer than this say too little about a broker that stalls
+# every few seconds to tens of seconds: the one-minute rate is all there is.
+MIN_COUNTED_S = 20.0
+RATE_BASIS = "the last minute's ISR rejoins over the replicas it follows"
 # The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
 CONTROLLER_SHARE = 0.2
 # Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
@@ -71,6 +79,7 @@ class ChurnRead:
         self.unread: str | None = None  # why no exporter could be read, when none could
         self.host_busy: HostBusy | None = None
         self.last: exporters.Reading | None = None  # the reading, once awaited
+        self.keep = False  # left to finish after the answer (when_read)
         self.task: asyncio.Task[NodeReading] | None = (
             asyncio.ensure_future(read_nodes(urls, NAMES, CHURN_SCRAPE_TIMEOUT_S, self.started)) if urls else None
         )
@@ -83,6 +92,15 @@ class ChurnRead:
         self.host_busy = read.host_busy
         self.last = read.reading
         return read.reading
+
+    def rejoin_totals(self) -> dict[int, float]:
+        """Each node's cumulative ISR-rejoin count: from the reading once awaited, or once it is done
+        (an answer about URP now does not wait for it, but the next answer counts from it)."""
+        last = self.last
+        if last is None and self.task is not None and self.task.done() and not self.task.cancelled():
+            if self.task.exception() is None:
+                last = self.task.result().reading
+        return {s.node: s.value for s in last.named(EXPANDS_TOTAL)} if last is not None else {}
 
     def started_s_ago(self) -> dict[int, float]:
         """Seconds since each node's process started, from the reading once it was awaited."""
@@ -106,9 +124,23 @@ class ChurnRead:
         started = {s.node: now - s.value for s in reading.named(STARTED) if s.value > 0}
         return Churn(found, facts, reading, started)
 
+    def when_read(self, record: Callable[[dict[int, float]], None]) -> None:
+        """Let the read finish after the answer (it is bounded by its own deadline) and hand its
+        rejoin counters to ``record``; ``close`` then leaves it running."""
+        task = self.task
+        if task is None or task.done():
+            return
+        self.keep = True
+
+        def done(t: asyncio.Task[NodeReading]) -> None:
+            if not t.cancelled() and t.exception() is None:
+                record({s.node: s.value for s in t.result().reading.named(EXPANDS_TOTAL)})
+
+        task.add_done_callback(done)
+
     async def close(self) -> None:
         task = self.task
-        if task is not None and not task.done():
+        if task is not None and not task.done() and not self.keep:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -124,7 +156,7 @@ class Churn:
     def evidence(self) -> list[Evidence]:
         return evidence(self.finding, self.facts, self.reading, self.started_s_ago)
 
-    def verdict(self, urp_now: bool, returns: float | None = None) -> str:
+    def verdict(self, urp_now: bool, returns: DropOuts | None = None) -> str:
         return verdict(self.finding, self.facts, urp_now, self.started_s_ago, returns)
 
     @property
@@ -280,11 +312,79 @@ def returns_estimate(f: ChurnFinding, snap: Snapshot) -> float | None:
     """How many times the named broker's replicas rejoined in the last minute, as a whole: the
     leaders' rejoin rate (a minute's worth) over the replicas it follows. One return of a broker that
     follows 40 partitions shows ~40 rejoins in the one-minute rate; a broker that flaps every 8 s, 7x
-    that. None when no one broker is named."""
+    that. None when no one broker is named. An upper bound at best: the rate also carries the rejoins
+    of partitions deleted or moved since and of other brokers' returns (seen: a burst of 120
+    partitions deleted a minute before read as 25 returns of a broker that stalled once), so it can
+    say "one stall" but never decide a flap on its own."""
     if f.broker is None:
         return None
-    follows = sum(1 for p in snap.states if f.broker in p.replicas and p.leader != f.broker)
-    return f.rejoins_per_s * 60 / follows if follows else None
+    followed = follows(f.broker, snap)
+    return f.rejoins_per_s * 60 / followed if followed else None
+
+
+def one_return_left(age_s: float) -> float:
+    """The most of one return's worth (rejoins over the replicas followed, a minute's rate) the
+    leaders' one-minute rate still shows ``age_s`` after it: one tick takes ~1/12 of a 5 s burst into
+    a rate of bursts/5 s, i.e. ~0.96 of the burst a minute, then it decays by e each minute."""
+    return math.exp(-max(0.0, age_s) / 60.0)
+
+
+def follows(broker: int, snap: Snapshot) -> int:
+    """The partitions ``broker`` holds a replica of and does not lead: one return rejoins each once."""
+    return sum(1 for p in snap.states if broker in p.replicas and p.leader != broker)
+
+
+@dataclass(frozen=True)
+class DropOuts:
+    """How many times the named broker left the ISRs, and whether that is known: ``decided`` when
+    counted (the bot's own readings, the rejoin counters between two of them, a stall caught right
+    now) or when the one-minute rate is too low for more than one return; undecided when only that
+    rate says "more than once" (returns_estimate)."""
+
+    count: float
+    decided: bool
+    basis: str
+
+    @property
+    def flap(self) -> bool:
+        return self.decided and self.count >= MIN_RETURNS
+
+    @property
+    def once(self) -> bool:
+        return self.decided and self.count < MIN_RETURNS
+
+
+def count_dropouts(
+    f: ChurnFinding, snap: Snapshot, seen: int, counted: tuple[float, float, bool] | None
+) -> DropOuts | None:
+    """The named broker's drop-outs from what there is: ``seen`` by the bot's own snapshots;
+    ``counted`` = (the leaders' rejoins since the bot's last reading of their counters, seconds
+    since, whether the broker was out of the ISRs at that reading); the one-minute rate last. None:
+    no one broker named."""
+    if f.broker is None:
+        return None
+    followed = follows(f.broker, snap)
+    stalled_now = f.named_by in ("fenced", "heartbeat", "silent")
+    if seen >= MIN_RETURNS:
+        return DropOuts(float(seen), True, "seen leaving by the bot's own readings")
+    if counted is not None and followed and counted[1] >= MIN_COUNTED_S:
+        rejoins, seconds, was_out = counted
+        returns = rejoins / followed
+        # a return from an outage the last reading already saw ends that drop-out, not a new one
+        left = max(0.0, returns - (1.0 if was_out else 0.0)) + (1.0 if stalled_now else 0.0)
+        return DropOuts(
+            max(left, float(seen)),
+            True,
+            f"its replicas rejoined {returns:.1f} time(s) over in the {seconds:,.0f} s since the bot's last reading "
+            "(the leaders' rejoin counters)" + (", returning from an outage that reading saw" if was_out else ""),
+        )
+    estimate = returns_estimate(f, snap)
+    if estimate is None:
+        return None
+    basis = RATE_BASIS
+    if stalled_now and estimate >= 1.0:
+        return DropOuts(estimate + 1.0, True, basis + ", and it is out again right now")
+    return DropOuts(estimate, estimate < MIN_RETURNS, basis)
 
 
 def verdict(
@@ -292,7 +392,7 @@ def verdict(
     facts: ChurnFacts,
     urp_now: bool,
     started_s_ago: dict[int, float] | None = None,
-    returns: float | None = None,
+    returns: DropOuts | None = None,
 ) -> str:
     who = f"Broker {f.broker}" if f.broker is not None else "A broker"
     now = (
@@ -305,32 +405,43 @@ def verdict(
         f"(IsrExpandsPerSec on broker{'s' if len(f.leaders) > 1 else ''} {broker_list(f.leaders)}), while the leaders removed {_per_min(f.shrinks_per_s)} "
         "a minute themselves (IsrShrinksPerSec)"
     )
+    because = named_because(f, facts)
     age = _restarted(f, started_s_ago or {})
-    if f.cause == GC_PAUSES and returns is not None and returns < MIN_RETURNS:
-        return (
-            f"{who} dropped out of the ISRs and came back once, it seems, not over and over: {now} {rates}, about "
-            f"{returns:.1f} time(s) its replicas' worth in the last minute. One stall (a pause, a stopped process "
-            "resumed, a restart) is not a flap; if it keeps happening, the count rises when you ask again. "
-            f"{named_because(f, facts)[:1].upper() + named_because(f, facts)[1:]}. Do not reassign its replicas: it is alive."
-        )
     caveat = (
         f" But its process started {age:,.0f} s ago: if that was a restart, the rejoins may be its replicas coming "
         "back once; ask again in a few minutes (the one-minute rates fall by two thirds a minute when nothing new "
         "happens)."
-        if age is not None
+        if age is not None and (returns is None or not returns.decided)  # counted returns need no "may be"
         else ""
     )
+    if f.cause == GC_PAUSES and returns is not None and returns.once:
+        return (
+            f"{who} dropped out of the ISRs and came back once, it seems, not over and over: {now} {rates}; about "
+            f"{returns.count:.1f} drop-out(s) ({returns.basis}). One stall (a pause, a stopped process resumed, a "
+            "restart) is not a flap; if it keeps happening, the count rises when you ask again. "
+            f"{because[:1].upper() + because[1:]}. Do not reassign its replicas: it is alive."
+        )
+    if f.cause == GC_PAUSES and returns is not None and not returns.decided:
+        return (
+            f"{who} dropped out of the ISRs and came back, maybe more than once: {now} {rates}, so the controller "
+            f"took them out, as it does with a broker that misses its heartbeats; {because}. That rate is up to "
+            f"{returns.count:.1f} times its replicas' worth, but one reading cannot tell a broker that keeps stalling "
+            "from one return (the rate also carries partitions deleted or moved since, and other brokers' returns). "
+            "What decides it: ask again in a minute; the bot then counts the rejoins between the two readings. Do not "
+            "reassign its replicas: it is alive. If it keeps stalling, find what stalls it (its GC log, the host's "
+            "swap and CPU steal)." + caveat
+        )
     if f.cause == GC_PAUSES:
         return (
             f"{who} keeps dropping out of the ISRs and coming back: {now} {rates}, so the controller took them out, "
-            f"as it does with a broker that misses its heartbeats; {named_because(f, facts)}. A broker whose whole "
+            f"as it does with a broker that misses its heartbeats; {because}. A broker whose whole "
             "process stalls for seconds at a time (long GC pauses, a stopped process, a frozen VM, swapping) looks "
             "like this, and healthy between two stalls. Do not reassign its replicas: it is alive. Find what stalls "
             "it (its GC log, the host's swap and CPU steal)." + caveat
         )
     return (
         f"{who} keeps falling out of the ISRs and catching up again: {now} {rates}: the leaders drop a follower "
-        f"that lags longer than replica.lag.time.max.ms; {named_because(f, facts)}. Check that broker's disk, "
+        f"that lags longer than replica.lag.time.max.ms; {because}. Check that broker's disk, "
         "network and replica fetchers; do not move its replicas while it is alive." + caveat
     )
 

@@ -3,13 +3,16 @@
 One snapshot cannot tell a broker catching up after a restart from one that is failing, nor one
 stall from a broker that keeps dropping out. The long-running bot remembers the last few readings
 of each cluster (a small in-process ring, nothing on disk): which brokers were registered and
-which were out of the ISRs, and how many partitions were under-replicated. A one-shot process
+which were out of the ISRs, how many partitions were under-replicated, and the leaders' cumulative
+ISR-rejoin counters (IsrExpandsPerSec's total), whose difference between two readings counts the
+returns in between exactly, where a one-minute rate cannot. A one-shot process
 starts with an empty memory and reads the same from the brokers' meters instead (the processes'
 start times and the ISR rates, diagnosis/isr_churn.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -26,16 +29,76 @@ class Observation:
     registered: frozenset[int]
     out_of_isr: frozenset[int]  # brokers with a replica out of some ISR
     urp: int
+    rejoins: dict[int, float] | None = None  # node -> cumulative IsrExpands total, when read
 
 
 _RINGS: dict[str, deque[Observation]] = {}
 
 
-def remember(cluster: str, snap: Snapshot, now: float | None = None) -> None:
+def remember(
+    cluster: str, snap: Snapshot, now: float | None = None, rejoins: dict[int, float] | None = None
+) -> Observation:
     out = frozenset(b for p in snap.states for b in p.replicas if b not in p.isr)
     urp = sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader)
     ring = _RINGS.setdefault(cluster, deque(maxlen=RING))
-    ring.append(Observation(time.monotonic() if now is None else now, snap.brokers.registered, out, urp))
+    seen = Observation(time.monotonic() if now is None else now, snap.brokers.registered, out, urp, rejoins)
+    ring.append(seen)
+    return seen
+
+
+def add_rejoins(cluster: str, seen: Observation, rejoins: dict[int, float]) -> None:
+    """Give a remembered reading the counters read after it (its answer did not wait for them)."""
+    ring = _RINGS.get(cluster)
+    if not ring or not rejoins:
+        return
+    for i, o in enumerate(ring):
+        if o is seen:
+            ring[i] = dataclasses.replace(o, rejoins=rejoins)
+            return
+
+
+@dataclass(frozen=True)
+class RejoinsSince:
+    """The leaders' ISR rejoins between the last reading that had their counters and now."""
+
+    rejoins: float
+    seconds: float
+    before: Observation  # that reading (was the broker out then?)
+
+
+def rejoins_since(
+    cluster: str, totals: dict[int, float], min_age_s: float = 0.0, now: float | None = None
+) -> RejoinsSince | None:
+    """Rejoins counted by the leaders since the latest remembered reading of their counters at least
+    ``min_age_s`` old, within the window; call it before remembering this reading. A node whose
+    counter went down restarted (its count began again): it is left out, so the figure is a floor,
+    never an invention."""
+    if not totals:
+        return None
+    now = time.monotonic() if now is None else now
+    before = next((o for o in reversed(recent(cluster, now=now)) if o.rejoins and now - o.at >= min_age_s), None)
+    return _since(before, totals, now) if before is not None else None
+
+
+def _since(before: Observation, totals: dict[int, float], now: float) -> RejoinsSince | None:
+    if not totals or not before.rejoins:
+        return None
+    common = [n for n in totals if n in before.rejoins and totals[n] >= before.rejoins[n]]
+    if not common:
+        return None
+    return RejoinsSince(sum(totals[n] - before.rejoins[n] for n in common), now - before.at, before)
+
+
+def rejoins_since_out(
+    cluster: str, broker: int, totals: dict[int, float], now: float | None = None
+) -> RejoinsSince | None:
+    """Rejoins counted since the latest remembered reading (with counters) that saw ``broker`` down
+    or out of an ISR, within the window; call it before remembering this reading."""
+    now = time.monotonic() if now is None else now
+    for o in reversed(recent(cluster, now=now)):
+        if o.rejoins and (broker not in o.registered or broker in o.out_of_isr):
+            return _since(o, totals, now)
+    return None
 
 
 def recent(cluster: str, window_s: float = WINDOW_S, now: float | None = None) -> list[Observation]:

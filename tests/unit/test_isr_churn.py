@@ -4,12 +4,14 @@ most snapshots; `why URP` must still see it, from the leaders' ISR meters and th
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from action_fakes import FakeGateway, FakePool
 
 from bot.render import render_text
 from commands.registry import answer
-from diagnosis import isr_churn
+from diagnosis import isr_churn, observations
 from diagnosis.rules import ChurnFacts, IsrMeters, preferred_leadership
 from diagnosis.rules import isr_churn as churn_rule
 from framework.context import Context
@@ -86,10 +88,13 @@ LAYOUT = {
 }
 
 
-def _exposition(expands: float, shrinks: float = 0.0, b103_state: int = 30, b103_age: float = 150) -> dict[int, str]:
+def _exposition(
+    expands: float, shrinks: float = 0.0, b103_state: int = 30, b103_age: float = 150, total: float = 100.0
+) -> dict[int, str]:
     def broker(rate: float, shrink: float) -> str:
         return (
             f"kafka_server_replicamanager_isrexpandspersec_oneminuterate {rate}\n"
+            f"kafka_server_replicamanager_isrexpandspersec_total {total if rate else 0.0}\n"
             f"kafka_server_replicamanager_isrshrinkspersec_oneminuterate {shrink}\n"
         )
 
@@ -134,15 +139,28 @@ async def _why_urp(question: str = "why URP"):
     return (await answer(question, Context(live=FakePool(MeteredGateway(topics=LAYOUT))))).reply
 
 
-async def test_a_flapping_broker_back_in_every_isr_is_the_finding_not_health(exposition):
+def _age_memory(seconds: float) -> None:
+    """Move the bot's remembered readings ``seconds`` into the past (the next answer comes later)."""
+    ring = observations._RINGS["fake"]
+    aged = [dataclasses.replace(o, at=o.at - seconds) for o in ring]
+    ring.clear()
+    ring.extend(aged)
+
+
+async def test_a_broker_rejoining_every_isr_is_the_finding_not_health_and_one_reading_does_not_call_it_a_flap(
+    exposition,
+):
+    """Issue 35: the one-minute rate alone cannot count returns (it also carries deleted topics'
+    rejoins: seen as 25 "returns" of a broker that stalled once), so the first answer says "maybe more
+    than once" and what decides; the next counts the rejoins between the two readings."""
     exposition.pages = _exposition(expands=0.12)
     reply = await _why_urp()
-    assert reply.severity == "warning"
-    assert reply.verdict.startswith("Broker 103 keeps dropping out of the ISRs and coming back: no partition is "), (
-        reply.verdict
-    )
+    assert reply.severity == "warning" and reply.diagnoses[0].entry_id == "gc-pauses"
+    assert reply.verdict.startswith(
+        "Broker 103 dropped out of the ISRs and came back, maybe more than once: no partition is "
+    ), reply.verdict
+    assert "What decides it: ask again in a minute" in reply.verdict
     assert "Do not reassign its replicas" in reply.verdict
-    assert reply.diagnoses[0].entry_id == "gc-pauses"
     rows = {e.label: e for e in reply.evidence}
     assert (
         rows["Under-replicated partitions"].value.startswith("0 of 3")
@@ -151,8 +169,39 @@ async def test_a_flapping_broker_back_in_every_isr_is_the_finding_not_health(exp
     assert rows["ISR rejoins (IsrExpandsPerSec)"].value.startswith("14.4 a minute")
     assert rows["Broker 103 leadership"].value == "leads 0 of the 1 partition(s) it is the preferred leader of"
     assert rows["Broker 103 at the controller"].value == "not fenced, last heartbeat 0.1 s ago"
+    assert rows["Broker 103 drop-outs"].value.startswith("up to 4.8 ("), rows["Broker 103 drop-outs"].value
     text = render_text(reply)
     assert "kafka-reassign-partitions" not in text and "reassigning" not in text.split("Evidence")[0], text[:1500]
+
+    # 40 s later the leaders counted 3 rejoins each (6 = twice the 3 replicas broker 103 follows): a flap
+    _age_memory(40)
+    exposition.pages = _exposition(expands=0.12, total=103.0)
+    reply = await _why_urp()
+    assert reply.verdict.startswith("Broker 103 keeps dropping out of the ISRs and coming back: no partition is "), (
+        reply.verdict
+    )
+    drops = {e.label: e for e in reply.evidence}["Broker 103 drop-outs"]
+    assert drops.value.startswith("about 2.0 (its replicas rejoined 2.0 time(s) over in the 40 s"), drops.value
+    assert drops.status == "bad"
+
+
+async def test_counted_rejoins_of_one_return_call_one_stall_one_stall(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    await _why_urp()
+    _age_memory(40)
+    exposition.pages = _exposition(expands=0.12, total=101.5)  # 3 rejoins: broker 103's replicas once
+    reply = await _why_urp()
+    assert reply.verdict.startswith("Broker 103 dropped out of the ISRs and came back once, it seems"), reply.verdict
+    assert reply.severity == "warning" and reply.diagnoses[0].entry_id == "gc-pauses"
+
+
+async def test_readings_too_close_together_do_not_count(exposition):
+    exposition.pages = _exposition(expands=0.12)
+    await _why_urp()
+    _age_memory(5)  # a broker that stalls every 10 s may well not have in 5 s
+    exposition.pages = _exposition(expands=0.12, total=100.0)
+    reply = await _why_urp()
+    assert "maybe more than once" in reply.verdict, reply.verdict
 
 
 async def test_the_same_churn_answers_why_isr_shrinks(exposition):
@@ -204,18 +253,35 @@ async def test_a_cluster_without_metrics_endpoints_is_not_read():
     assert (reply.severity, reply.verdict) == ("ok", "No under-replicated partitions right now.")
 
 
-async def test_a_recent_start_of_the_named_broker_is_said_not_hidden(exposition):
+async def test_a_recent_start_is_said_and_decides_nothing_until_the_rejoins_are_counted(exposition):
+    """Issue 35: a restart explains one return. Rejoins at 4.8 returns' worth 120 s after it are more
+    than one return leaves by then (the rate falls by e a minute): the answer says the restart and
+    what decides; counted between two readings, one return is a recovery, two are a flap."""
+    import re
     import time
 
-    exposition.pages = _exposition(expands=0.12)
-    exposition.pages[103] += f"process_start_time_seconds {time.time() - 120:.3f}\n"
-    reply = await _why_urp()
-    assert reply.diagnoses[0].entry_id == "gc-pauses"
-    import re
+    started = f"process_start_time_seconds {time.time() - 120:.3f}\n"
 
+    async def ask(total: float):
+        exposition.pages = _exposition(expands=0.12, total=total)
+        exposition.pages[103] += started
+        return await _why_urp()
+
+    reply = await ask(100.0)
+    assert reply.severity == "warning" and "maybe more than once" in reply.verdict, reply.verdict
     # (seconds from the fake's start time to the answer: 120 and a little, on a busy machine)
     assert re.search(r"But its process started 1[23]\d s ago: if that was a restart", reply.verdict), reply.verdict
     assert re.match(r"started 1[23]\d s ago", {e.label: e.value for e in reply.evidence}["Broker 103 process"])
+
+    _age_memory(40)
+    reply = await ask(101.5)  # 3 rejoins: its 3 replicas once
+    assert reply.severity == "info" and reply.verdict.startswith("Recovered: broker 103 (re)started 1"), reply.verdict
+
+    _age_memory(40)
+    reply = await ask(104.5)  # 6 more: twice
+    assert reply.diagnoses[0].entry_id == "gc-pauses" and reply.severity == "warning"
+    assert reply.verdict.startswith("Broker 103 keeps dropping out"), reply.verdict
+    assert "if that was a restart" not in reply.verdict  # counted, not a guess
 
 
 async def test_several_silent_exporters_are_a_busy_host_and_name_nobody(exposition):
