@@ -59,7 +59,6 @@ MIN_RETURNS = 2.0
 # Two readings of the rejoin counters closer than this say too little about a broker that stalls
 # every few seconds to tens of seconds: the one-minute rate is all there is.
 MIN_COUNTED_S = 20.0
-RATE_BASIS = "the last minute's ISR rejoins over the replicas it follows"
 # The leaders' own shrinks at most this share of the rejoins: the controller did the removing.
 CONTROLLER_SHARE = 0.2
 # Fallbacks when the runbook's alert table has no bound (it has: reference/signals.yaml).
@@ -344,6 +343,7 @@ class DropOuts:
     count: float
     decided: bool
     basis: str
+    counted: bool = False  # from readings over time (not the one-minute rate)
 
     @property
     def flap(self) -> bool:
@@ -366,7 +366,7 @@ def count_dropouts(
     followed = follows(f.broker, snap)
     stalled_now = f.named_by in ("fenced", "heartbeat", "silent")
     if seen >= MIN_RETURNS:
-        return DropOuts(float(seen), True, "seen leaving by the bot's own readings")
+        return DropOuts(float(seen), True, "seen leaving by the bot's own readings", counted=True)
     if counted is not None and followed and counted[1] >= MIN_COUNTED_S:
         rejoins, seconds, was_out = counted
         returns = rejoins / followed
@@ -377,11 +377,12 @@ def count_dropouts(
             True,
             f"its replicas rejoined {returns:.1f} time(s) over in the {seconds:,.0f} s since the bot's last reading "
             "(the leaders' rejoin counters)" + (", returning from an outage that reading saw" if was_out else ""),
+            counted=True,
         )
     estimate = returns_estimate(f, snap)
     if estimate is None:
         return None
-    basis = RATE_BASIS
+    basis = "the last minute's ISR rejoins over the replicas it follows"
     if stalled_now and estimate >= 1.0:
         return DropOuts(estimate + 1.0, True, basis + ", and it is out again right now")
     return DropOuts(estimate, estimate < MIN_RETURNS, basis)

@@ -301,8 +301,10 @@ def _restart_explains(
     since showed 1.6 returns' worth, where its start could leave 0.5)."""
     if returns is None:
         return True
-    if returns.decided and not returns.basis.startswith(isr_churn.RATE_BASIS):
-        return not returns.flap
+    if returns.flap:  # counted, or out again right now: more than a restart
+        return False
+    if returns.counted:
+        return True
     b = churn.finding.broker
     if b is None:
         return True
