@@ -313,8 +313,8 @@ def returns_estimate(f: ChurnFinding, snap: Snapshot) -> float | None:
     follows 40 partitions shows ~40 rejoins in the one-minute rate; a broker that flaps every 8 s, 7x
     that. None when no one broker is named. An upper bound at best: the rate also carries the rejoins
     of partitions deleted or moved since and of other brokers' returns (seen: a burst of 120
-    partitions deleted a minute before read as 25 returns of a broker that stalled once), so it can
-    say "one stall" but never decide a flap on its own."""
+    partitions deleted a minute before read as 25 returns of a broker that stalled once), and it lags
+    the last returns (three in the lab read as 1.4): it decides nothing on its own."""
     if f.broker is None:
         return None
     followed = follows(f.broker, snap)
@@ -337,13 +337,15 @@ def follows(broker: int, snap: Snapshot) -> int:
 class DropOuts:
     """How many times the named broker left the ISRs, and whether that is known: ``decided`` when
     counted (the bot's own readings, the rejoin counters between two of them, a stall caught right
-    now) or when the one-minute rate is too low for more than one return; undecided when only that
-    rate says "more than once" (returns_estimate)."""
+    now); undecided on the one-minute rate alone (returns_estimate), which neither counts nor bounds
+    the returns."""
 
     count: float
     decided: bool
     basis: str
     counted: bool = False  # from readings over time (not the one-minute rate)
+    interval_s: float | None = None  # the seconds the counters were counted over
+    in_interval: float | None = None  # of ``count``, the drop-outs within that interval
 
     @property
     def flap(self) -> bool:
@@ -354,30 +356,47 @@ class DropOuts:
         return self.decided and self.count < MIN_RETURNS
 
 
-def count_dropouts(
-    f: ChurnFinding, snap: Snapshot, seen: int, counted: tuple[float, float, bool] | None
-) -> DropOuts | None:
-    """The named broker's drop-outs from what there is: ``seen`` by the bot's own snapshots;
-    ``counted`` = (the leaders' rejoins since the bot's last reading of their counters, seconds
-    since, whether the broker was out of the ISRs at that reading); the one-minute rate last. None:
-    no one broker named."""
+@dataclass(frozen=True)
+class Counted:
+    """The leaders' rejoins since an earlier reading of their counters, and what that reading saw."""
+
+    rejoins: float
+    seconds: float
+    was_out: bool  # the broker was down or out of an ISR then
+    was_churning: bool  # the ISR meters then showed it dropping out and back
+
+
+def count_dropouts(f: ChurnFinding, snap: Snapshot, seen: int, counted: Counted | None) -> DropOuts | None:
+    """The named broker's drop-outs from what there is: ``seen`` by the bot's own snapshots, the
+    leaders' rejoin counters since an earlier reading, the one-minute rate last. None: no one
+    broker named."""
     if f.broker is None:
         return None
     followed = follows(f.broker, snap)
     stalled_now = f.named_by in ("fenced", "heartbeat", "silent")
     if seen >= MIN_RETURNS:
         return DropOuts(float(seen), True, "seen leaving by the bot's own readings", counted=True)
-    if counted is not None and followed and counted[1] >= MIN_COUNTED_S:
-        rejoins, seconds, was_out = counted
-        returns = rejoins / followed
-        # a return from an outage the last reading already saw ends that drop-out, not a new one
-        left = max(0.0, returns - (1.0 if was_out else 0.0)) + (1.0 if stalled_now else 0.0)
+    if counted is not None and followed and counted.seconds >= MIN_COUNTED_S:
+        returns = counted.rejoins / followed
+        # a return from an outage the earlier reading saw ends that drop-out, not a new one; one it
+        # saw in the meters (churning, back in every ISR) came before, and counts on top
+        in_interval = max(0.0, returns - (1.0 if counted.was_out else 0.0)) + (1.0 if stalled_now else 0.0)
+        left = in_interval + (1.0 if counted.was_churning and not counted.was_out else 0.0)
+        before = (
+            ", returning from an outage that reading saw"
+            if counted.was_out
+            else ", after the drop-out that reading's meters showed"
+            if counted.was_churning
+            else ""
+        )
         return DropOuts(
             max(left, float(seen)),
             True,
-            f"its replicas rejoined {returns:.1f} time(s) over in the {seconds:,.0f} s since the bot's last reading "
-            "(the leaders' rejoin counters)" + (", returning from an outage that reading saw" if was_out else ""),
+            f"its replicas rejoined {returns:.1f} time(s) over in the {counted.seconds:,.0f} s since the bot's last "
+            f"reading (the leaders' rejoin counters){before}",
             counted=True,
+            interval_s=counted.seconds,
+            in_interval=in_interval,
         )
     estimate = returns_estimate(f, snap)
     if estimate is None:
@@ -385,7 +404,9 @@ def count_dropouts(
     basis = "the last minute's ISR rejoins over the replicas it follows"
     if stalled_now and estimate >= 1.0:
         return DropOuts(estimate + 1.0, True, basis + ", and it is out again right now")
-    return DropOuts(estimate, estimate < MIN_RETURNS, basis)
+    # never decided on the rate alone, either way: it carries other rejoins (too many), and lags the
+    # last returns (in the lab, three returns of a broker following 6 partitions read as 1.4)
+    return DropOuts(estimate, False, basis)
 
 
 def verdict(
@@ -425,9 +446,10 @@ def verdict(
     if f.cause == GC_PAUSES and returns is not None and not returns.decided:
         return (
             f"{who} dropped out of the ISRs and came back, maybe more than once: {now} {rates}, so the controller "
-            f"took them out, as it does with a broker that misses its heartbeats; {because}. That rate is up to "
+            f"took them out, as it does with a broker that misses its heartbeats; {because}. That rate is about "
             f"{returns.count:.1f} times its replicas' worth, but one reading cannot tell a broker that keeps stalling "
-            "from one return (the rate also carries partitions deleted or moved since, and other brokers' returns). "
+            "from one return (the rate also carries partitions deleted or moved since and other brokers' returns, "
+            "and lags the last few seconds' returns). "
             "What decides it: ask again in a minute; the bot then counts the rejoins between the two readings. Do not "
             "reassign its replicas: it is alive. If it keeps stalling, find what stalls it (its GC log, the host's "
             "swap and CPU steal)." + caveat

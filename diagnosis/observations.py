@@ -30,18 +30,23 @@ class Observation:
     out_of_isr: frozenset[int]  # brokers with a replica out of some ISR
     urp: int
     rejoins: dict[int, float] | None = None  # node -> cumulative IsrExpands total, when read
+    churning: frozenset[int] = frozenset()  # brokers the ISR meters showed dropping out and back
 
 
 _RINGS: dict[str, deque[Observation]] = {}
 
 
 def remember(
-    cluster: str, snap: Snapshot, now: float | None = None, rejoins: dict[int, float] | None = None
+    cluster: str,
+    snap: Snapshot,
+    now: float | None = None,
+    rejoins: dict[int, float] | None = None,
+    churning: frozenset[int] = frozenset(),
 ) -> Observation:
     out = frozenset(b for p in snap.states for b in p.replicas if b not in p.isr)
     urp = sum(1 for p in snap.states if len(p.isr) < len(p.replicas) and p.has_leader)
     ring = _RINGS.setdefault(cluster, deque(maxlen=RING))
-    seen = Observation(time.monotonic() if now is None else now, snap.brokers.registered, out, urp, rejoins)
+    seen = Observation(time.monotonic() if now is None else now, snap.brokers.registered, out, urp, rejoins, churning)
     ring.append(seen)
     return seen
 

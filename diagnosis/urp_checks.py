@@ -254,32 +254,35 @@ def _dropouts(
     seen = observations.dropouts(cluster, b) if len(observations.recent(cluster)) > 2 else 0
     since = observations.rejoins_since(cluster, totals, isr_churn.MIN_COUNTED_S)
     counted = (
-        (since.rejoins, since.seconds, b not in since.before.registered or b in since.before.out_of_isr)
+        isr_churn.Counted(
+            since.rejoins,
+            since.seconds,
+            was_out=b not in since.before.registered or b in since.before.out_of_isr,
+            was_churning=b in since.before.churning,
+        )
         if since is not None
         else None
     )
     return isr_churn.count_dropouts(churn.finding, snap, seen, counted)
 
 
-def _stall_or_flap(broker: int | None) -> Undecided:
-    """One drop-out, or a count not decided: what decides comes first, not heap tuning or a restart
-    (the gc-pauses entry's own first steps, right for a broker that keeps stalling)."""
+def _stall_or_flap(broker: int | None, flap: bool) -> Undecided:
+    """What decides comes first, not the gc-pauses entry's heap tuning and restart: nothing read
+    from here shows GC (a stopped process, a frozen VM or a starved cgroup flap the same way). Not
+    a counted flap: ask again first, the bot then counts."""
     who = f"broker {broker}" if broker is not None else "the broker"
-    return Undecided(
-        GC_PAUSES,
-        {},
-        [
-            Step(
-                "Ask again in a minute: the bot counts the ISR rejoins between the two readings, so a broker that "
-                "keeps dropping out shows up as one, and a single stall does not.",
-                command="why URP",
-            ),
-            Step(
-                f"Read {who}'s GC log and its host's swap, CPU steal and cgroup throttling around the drop-out "
-                "before changing the heap or restarting anything."
-            ),
-        ],
+    find = Step(
+        f"Find what stalls {who} before touching its JVM settings or restarting it: its GC log's longest pauses, "
+        "whether the process gets stopped (`ps -o stat= -p <pid>` shows T), and its host's swap, CPU steal and "
+        "cgroup throttling around each drop-out.",
+        command="ps -o stat= -p <pid>",
     )
+    again = Step(
+        "Ask again in a minute: the bot counts the ISR rejoins between the two readings, so a broker that keeps "
+        "dropping out shows up as one, and a single stall does not.",
+        command="why URP",
+    )
+    return Undecided(GC_PAUSES, {}, [find] if flap else [again, find])
 
 
 # rejoins since the bot saw the broker down, in returns' worth, that are still "came back once"
@@ -304,7 +307,9 @@ def _restart_explains(
     if returns.flap:  # counted, or out again right now: more than a restart
         return False
     if returns.counted:
-        return True
+        # a drop-out counted after the restart is not the restart's return
+        age = restarted.get(b, 0.0) if (b := churn.finding.broker) is not None else 0.0
+        return (returns.in_interval or 0.0) < 0.5 or age <= (returns.interval_s or 0.0)
     b = churn.finding.broker
     if b is None:
         return True
@@ -388,7 +393,10 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     churn = await churn_read.result(snap) if not urp or top_cause == SLOW_FOLLOWER else None
     totals = churn_read.rejoin_totals()
     returns = _dropouts(gw.name, churn, snap, totals)
-    seen = observations.remember(gw.name, snap, rejoins=totals or None)
+    named = churn.finding.broker if churn is not None else None
+    seen = observations.remember(
+        gw.name, snap, rejoins=totals or None, churning=frozenset({named}) if named is not None else frozenset()
+    )
     if not totals:  # an answer about URP now did not wait for the counters: the next answer counts from them
         churn_read.when_read(lambda later: observations.add_rejoins(gw.name, seen, later))
     restarted = _restarted_brokers(gw.name, snap, churn_read.started_s_ago())
@@ -398,7 +406,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         evidence.append(
             Evidence(
                 f"Broker {churn.finding.broker} drop-outs",
-                ("about " if returns.decided else "up to ")
+                "about "
                 + f"{returns.count:.1f} ({returns.basis}); a flap needs {isr_churn.MIN_RETURNS:g} or more"
                 + ("" if returns.decided else ": not decided by one reading, ask again in a minute"),
                 "live: JMX exporter + the bot's memory",
@@ -430,7 +438,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
                 [Action("Cluster status", "status")],
                 notes=notes,
                 facts=facts,
-                undecided=None if returns is None or returns.flap else _stall_or_flap(churn.finding.broker),
+                undecided=_stall_or_flap(churn.finding.broker, returns is not None and returns.flap),
             )
         if churn_read.unread:
             notes.append(f"Whether ISRs keep churning was not checked: no exporter answered ({churn_read.unread}).")

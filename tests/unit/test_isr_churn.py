@@ -169,7 +169,7 @@ async def test_a_broker_rejoining_every_isr_is_the_finding_not_health_and_one_re
     assert rows["ISR rejoins (IsrExpandsPerSec)"].value.startswith("14.4 a minute")
     assert rows["Broker 103 leadership"].value == "leads 0 of the 1 partition(s) it is the preferred leader of"
     assert rows["Broker 103 at the controller"].value == "not fenced, last heartbeat 0.1 s ago"
-    assert rows["Broker 103 drop-outs"].value.startswith("up to 4.8 ("), rows["Broker 103 drop-outs"].value
+    assert rows["Broker 103 drop-outs"].value.startswith("about 4.8 ("), rows["Broker 103 drop-outs"].value
     text = render_text(reply)
     assert "kafka-reassign-partitions" not in text and "reassigning" not in text.split("Evidence")[0], text[:1500]
 
@@ -181,18 +181,28 @@ async def test_a_broker_rejoining_every_isr_is_the_finding_not_health_and_one_re
         reply.verdict
     )
     drops = {e.label: e for e in reply.evidence}["Broker 103 drop-outs"]
-    assert drops.value.startswith("about 2.0 (its replicas rejoined 2.0 time(s) over in the 40 s"), drops.value
+    # two returns counted since, after the drop-out the first reading's meters showed
+    assert drops.value.startswith("about 3.0 (its replicas rejoined 2.0 time(s) over in the 40 s"), drops.value
     assert drops.status == "bad"
+    # no GC was read: what stalls it comes first, not the runbook's heap tuning and restart
+    first = reply.diagnoses[0].mitigation[0].text
+    assert first.startswith("Find what stalls broker 103") and "G1GC" not in first, first
 
 
-async def test_counted_rejoins_of_one_return_call_one_stall_one_stall(exposition):
+async def test_no_rejoins_counted_since_is_one_stall_and_one_more_return_is_a_flap(exposition):
     exposition.pages = _exposition(expands=0.12)
-    await _why_urp()
+    await _why_urp()  # the meters show it dropped out and came back
     _age_memory(40)
-    exposition.pages = _exposition(expands=0.12, total=101.5)  # 3 rejoins: broker 103's replicas once
+    exposition.pages = _exposition(expands=0.12, total=100.0)  # nothing rejoined since
     reply = await _why_urp()
     assert reply.verdict.startswith("Broker 103 dropped out of the ISRs and came back once, it seems"), reply.verdict
     assert reply.severity == "warning" and reply.diagnoses[0].entry_id == "gc-pauses"
+    _age_memory(40)
+    # 3 rejoins: its 3 replicas once more (seen in the lab: 1.2 returns counted over 31 s of a
+    # broker stopped every 15 s, which a restart 217 s before had been said to explain)
+    exposition.pages = _exposition(expands=0.12, total=101.5)
+    reply = await _why_urp()
+    assert reply.verdict.startswith("Broker 103 keeps dropping out"), reply.verdict
 
 
 async def test_readings_too_close_together_do_not_count(exposition):
@@ -256,7 +266,7 @@ async def test_a_cluster_without_metrics_endpoints_is_not_read():
 async def test_a_recent_start_is_said_and_decides_nothing_until_the_rejoins_are_counted(exposition):
     """Issue 35: a restart explains one return. Rejoins at 4.8 returns' worth 120 s after it are more
     than one return leaves by then (the rate falls by e a minute): the answer says the restart and
-    what decides; counted between two readings, one return is a recovery, two are a flap."""
+    what decides; counted between two readings, no new return is a recovery, one more a flap."""
     import re
     import time
 
@@ -274,11 +284,11 @@ async def test_a_recent_start_is_said_and_decides_nothing_until_the_rejoins_are_
     assert re.match(r"started 1[23]\d s ago", {e.label: e.value for e in reply.evidence}["Broker 103 process"])
 
     _age_memory(40)
-    reply = await ask(101.5)  # 3 rejoins: its 3 replicas once
+    reply = await ask(100.0)  # nothing rejoined since: the one drop-out the meters showed was the restart
     assert reply.severity == "info" and reply.verdict.startswith("Recovered: broker 103 (re)started 1"), reply.verdict
 
     _age_memory(40)
-    reply = await ask(104.5)  # 6 more: twice
+    reply = await ask(101.5)  # its 3 replicas once more, 200 s after the restart: not the restart's
     assert reply.diagnoses[0].entry_id == "gc-pauses" and reply.severity == "warning"
     assert reply.verdict.startswith("Broker 103 keeps dropping out"), reply.verdict
     assert "if that was a restart" not in reply.verdict  # counted, not a guess
