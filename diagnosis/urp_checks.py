@@ -302,17 +302,14 @@ def _restart_explains(
     once; on the one-minute rate alone, the rate is no more than one return that long ago leaves
     (the rate falls by e every minute: seen, a broker of a 41 s old lab cluster stopped three times
     since showed 1.6 returns' worth, where its start could leave 0.5)."""
-    if returns is None:
+    b = churn.finding.broker
+    if returns is None or b is None:
         return True
     if returns.flap:  # counted, or out again right now: more than a restart
         return False
     if returns.counted:
         # a drop-out counted after the restart is not the restart's return
-        age = restarted.get(b, 0.0) if (b := churn.finding.broker) is not None else 0.0
-        return (returns.in_interval or 0.0) < 0.5 or age <= (returns.interval_s or 0.0)
-    b = churn.finding.broker
-    if b is None:
-        return True
+        return (returns.in_interval or 0.0) < 0.5 or restarted.get(b, 0.0) <= (returns.interval_s or 0.0)
     since_out = observations.rejoins_since_out(cluster, b, totals)
     if since_out is not None:
         # the bot saw it down; since then its replicas came back about once: that return is the
@@ -406,8 +403,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
         evidence.append(
             Evidence(
                 f"Broker {churn.finding.broker} drop-outs",
-                "about "
-                + f"{returns.count:.1f} ({returns.basis}); a flap needs {isr_churn.MIN_RETURNS:g} or more"
+                f"about {returns.count:.1f} ({returns.basis}); a flap needs {isr_churn.MIN_RETURNS:g} or more"
                 + ("" if returns.decided else ": not decided by one reading, ask again in a minute"),
                 "live: JMX exporter + the bot's memory",
                 "bad" if returns.flap else "neutral",
