@@ -99,7 +99,7 @@ class ChurnRead:
         if last is None and self.task is not None and self.task.done() and not self.task.cancelled():
             if self.task.exception() is None:
                 last = self.task.result().reading
-        return {s.node: s.value for s in last.named(EXPANDS_TOTAL)} if last is not None else {}
+        return rejoin_totals(last) if last is not None else {}
 
     def started_s_ago(self) -> dict[int, float]:
         """Seconds since each node's process started, from the reading once it was awaited."""
@@ -133,7 +133,7 @@ class ChurnRead:
 
         def done(t: asyncio.Task[NodeReading]) -> None:
             if not t.cancelled() and t.exception() is None:
-                record({s.node: s.value for s in t.result().reading.named(EXPANDS_TOTAL)})
+                record(rejoin_totals(t.result().reading))
 
         task.add_done_callback(done)
 
@@ -143,6 +143,11 @@ class ChurnRead:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def rejoin_totals(reading: exporters.Reading) -> dict[int, float]:
+    """Each node's cumulative ISR-rejoin count in ``reading``."""
+    return {s.node: s.value for s in reading.named(EXPANDS_TOTAL)}
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,6 @@ def rejoins_since(
     ``min_age_s`` old, within the window; call it before remembering this reading. A node whose
     counter went down restarted (its count began again): it is left out, so the figure is a floor,
     never an invention."""
-    if not totals:
-        return None
     now = time.monotonic() if now is None else now
     before = next((o for o in reversed(recent(cluster, now=now)) if o.rejoins and now - o.at >= min_age_s), None)
     return _since(before, totals, now) if before is not None else None

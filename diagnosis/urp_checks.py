@@ -315,8 +315,8 @@ def _restart_explains(
         # the bot saw it down; since then its replicas came back about once: that return is the
         # restart's, and whatever else the one-minute rate carries happened before the bot looked
         return bool(since_out.rejoins <= RESTART_RETURNS * isr_churn.follows(b, snap))
-    estimate = isr_churn.returns_estimate(churn.finding, snap)
-    return estimate is None or estimate <= isr_churn.one_return_left(restarted.get(b, 0.0))
+    # not counted and no flap: the count is the one-minute rate's estimate
+    return returns.count <= isr_churn.one_return_left(restarted.get(b, 0.0))
 
 
 async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveFindings:

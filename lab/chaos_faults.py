@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.mode import Facts, Mode
+from live.gateway.quotas import describe_quotas_of
 from localkafka.faults import BackgroundProducer
 from localkafka.groups import slow_group
 
@@ -57,7 +57,15 @@ def set_client_quota(cluster: Any, client_id: str, key: str, value: float | None
         failed = [e for e in resp.entries if e.error_code != 0]
         if failed:
             raise RuntimeError(f"AlterClientQuotas refused: {failed}")
-        _wait_every_broker_reports(admin, client_id, key, value)
+        # the controller acknowledged it, but each broker serves DescribeClientQuotas from its own copy
+        # of the metadata, which a busy broker applies later (seen in the suite beside a CPU burner:
+        # "No client quota is set" right after the set)
+        cluster.faults.wait_for(
+            lambda: _every_broker_shows(admin, client_id, key, value),
+            QUOTA_APPLIED_S,
+            f"every broker to show {key} on client-id={client_id}",
+            interval=0.2,
+        )
     finally:
         admin.close()
 
@@ -65,41 +73,14 @@ def set_client_quota(cluster: Any, client_id: str, key: str, value: float | None
 QUOTA_APPLIED_S = 60.0  # a busy broker applies the controller's quota record this long after at most
 
 
-def _wait_every_broker_reports(admin: Any, client_id: str, key: str, value: float | None) -> None:
-    """Until every broker's DescribeClientQuotas shows the change: the controller acknowledged it,
-    but each broker serves the read from its own copy of the metadata, which a busy broker applies
-    later (seen in the suite beside a CPU burner: "No client quota is set" right after the set)."""
-    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
-
+def _every_broker_shows(admin: Any, client_id: str, key: str, value: float | None) -> bool:
     want = None if value is None else float(value)
-    comp = DescribeClientQuotasRequest.ComponentData(entity_type="client-id", match_type=0, match=client_id)
-    request = DescribeClientQuotasRequest(components=[comp], strict=False)
-
-    def applied(node: int) -> bool:
-        resp = admin._manager.run(admin._manager.send, request, node)
-        if resp.error_code != 0:
+    for broker in admin._manager.cluster.brokers():
+        entries = describe_quotas_of(admin, "client-id", broker.node_id)
+        limits = next((values for entity, values in entries if entity == {"client-id": client_id}), {})
+        if limits.get(key) != want:
             return False
-        got = {v.key: float(v.value) for e in resp.entries or [] for v in e.values}
-        return got.get(key) == want
-
-    deadline = time.monotonic() + QUOTA_APPLIED_S
-    nodes = [b.node_id for b in admin._manager.cluster.brokers()]
-    while True:
-        pending = [n for n in nodes if not _quietly(applied, n)]
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"brokers {pending} did not show {key} on client-id={client_id} in {QUOTA_APPLIED_S:g} s"
-            )
-        time.sleep(0.2)
-
-
-def _quietly(check: Callable[[int], bool], node: int) -> bool:
-    try:
-        return check(node)
-    except Exception:  # a broker not answering yet: ask again
-        return False
+    return True
 
 
 def quota(rng: random.Random) -> Fault:

@@ -39,15 +39,18 @@ class QuotasMixin(ReadsMixin):
         return sorted(rows, key=lambda q: q.entity_label)
 
 
-def describe_quotas_of(client: Any, entity_type: str) -> list[tuple[dict[str, str], dict[str, float]]]:
+def describe_quotas_of(
+    client: Any, entity_type: str, node: int | None = None
+) -> list[tuple[dict[str, str], dict[str, float]]]:
     """Thread body: DescribeClientQuotas for every entity with a component of ``entity_type``, as
-    (entity type -> name, with ``<default>`` for the default; quota key -> value) pairs."""
+    (entity type -> name, with ``<default>`` for the default; quota key -> value) pairs; asked of
+    ``node``, or of the least loaded broker (each answers from its own copy of the metadata)."""
     import kafka.errors as E
     from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest
 
     comp = DescribeClientQuotasRequest.ComponentData(entity_type=entity_type, match_type=_MATCH_ANY, match=None)
     request = DescribeClientQuotasRequest(components=[comp], strict=False)
-    response = client._manager.run(client._manager.send, request)
+    response = client._manager.run(client._manager.send, request, node)
     err = E.for_code(response.error_code)
     if err is not E.NoError:
         raise err(response.error_message or "")
