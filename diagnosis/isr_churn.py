@@ -160,8 +160,8 @@ class Churn:
     def evidence(self) -> list[Evidence]:
         return evidence(self.finding, self.facts, self.reading, self.started_s_ago)
 
-    def verdict(self, urp_now: bool, returns: DropOuts | None = None) -> str:
-        return verdict(self.finding, self.facts, urp_now, self.started_s_ago, returns)
+    def verdict(self, urp_now: bool, returns: DropOuts | None = None, counted: Counted | None = None) -> str:
+        return verdict(self.finding, self.facts, urp_now, self.started_s_ago, returns, counted)
 
     @property
     def lead(self) -> tuple[str, str]:
@@ -214,7 +214,7 @@ def find(facts: ChurnFacts, registered: frozenset[int]) -> ChurnFinding | None:
     )
 
 
-def _per_min(rate: float) -> str:
+def per_min(rate: float) -> str:
     return f"{rate * 60:,.1f}"
 
 
@@ -252,17 +252,17 @@ def evidence(
     f: ChurnFinding, facts: ChurnFacts, reading: exporters.Reading, started_s_ago: dict[int, float] | None = None
 ) -> list[Evidence]:
     src = "live: JMX exporter (one-minute rate)"
-    by = ", ".join(f"broker {b} {_per_min(facts.meters[b].expands)}" for b in f.leaders)
+    by = ", ".join(f"broker {b} {per_min(facts.meters[b].expands)}" for b in f.leaders)
     out = [
         Evidence(
             "ISR rejoins (IsrExpandsPerSec)",
-            f"{_per_min(f.rejoins_per_s)} a minute over the last minute" + (f" ({by})" if by else ""),
+            f"{per_min(f.rejoins_per_s)} a minute over the last minute" + (f" ({by})" if by else ""),
             src,
             "bad",
         ),
         Evidence(
             "ISR shrinks by the leaders (IsrShrinksPerSec)",
-            f"{_per_min(f.shrinks_per_s)} a minute"
+            f"{per_min(f.shrinks_per_s)} a minute"
             + (
                 ": the leaders removed almost none of them, the controller did (it fences a broker that misses "
                 "its heartbeats; no leader meter counts that)"
@@ -336,6 +336,51 @@ def one_return_left(age_s: float) -> float:
 def follows(broker: int, snap: Snapshot) -> int:
     """The partitions ``broker`` holds a replica of and does not lead: one return rejoins each once."""
     return sum(1 for p in snap.states if broker in p.replicas and p.leader != broker)
+
+
+def followers(snap: Snapshot) -> int:
+    """Follower replicas in the cluster: at a cluster's start each may join its ISR once."""
+    return sum(max(0, len(p.replicas) - 1) for p in snap.states)
+
+
+@dataclass(frozen=True)
+class ClusterStart:
+    """Every broker's process started recently and the leaders' rejoin counters (which begin at
+    each process's start) hold no more than one join per follower replica: the rates show the
+    cluster's own start, not a broker dropping out."""
+
+    age_s: float  # the youngest broker's process age
+    oldest_s: float
+    rejoins: float  # the leaders' counters, summed
+    followers: int
+
+
+def cluster_start(
+    f: ChurnFinding, snap: Snapshot, started_s_ago: dict[int, float], totals: dict[int, float]
+) -> ClusterStart | None:
+    """The cluster's start as the explanation of the churn, when it is one. Seen on a fresh
+    `scripts/run.sh` cluster: broker 102 counted 7 rejoins in its first seconds (replicas placed on a
+    broker the controller had not yet unfenced join the ISR once it is), and a Yammer meter's first
+    5 s tick sets its one-minute rate outright (7 / 5 s = 84 a minute), where a later burst adds a
+    twelfth of that; 95 s after the start it still read 19 a minute: "a broker keeps dropping out".
+    Only when no one broker stands out: one fenced, late with its heartbeats, silent or stripped of
+    its leaderships may be a broker stopping again and again in a young cluster (the lab's flapping
+    broker, the first trial on a fresh lab cluster), which the counters alone cannot tell from a
+    start. Nor when a leader's counter was not read."""
+    if f.named_by is not None:
+        return None
+    registered = snap.brokers.registered
+    ages = [started_s_ago.get(b) for b in registered]
+    if not registered or any(a is None or a >= RECENT_START_S for a in ages):
+        return None
+    if any(leader not in totals for leader in f.leaders):
+        return None
+    rejoins = sum(totals.get(b, 0.0) for b in registered)
+    room = followers(snap)
+    if not room or rejoins > room:
+        return None
+    known = [a for a in ages if a is not None]
+    return ClusterStart(min(known), max(known), rejoins, room)
 
 
 @dataclass(frozen=True)
@@ -420,7 +465,10 @@ def verdict(
     urp_now: bool,
     started_s_ago: dict[int, float] | None = None,
     returns: DropOuts | None = None,
+    counted: Counted | None = None,
 ) -> str:
+    """The churn answer's verdict. ``returns``: the named broker's drop-outs; ``counted``: with no
+    broker named, the leaders' rejoins since the bot's earlier reading (all brokers together)."""
     who = f"Broker {f.broker}" if f.broker is not None else "A broker"
     now = (
         "some partitions are under-replicated right now, and"
@@ -428,8 +476,8 @@ def verdict(
         else "no partition is under-replicated right now, but"
     )
     rates = (
-        f"replicas rejoined ISRs {_per_min(f.rejoins_per_s)} times a minute over the last minute "
-        f"(IsrExpandsPerSec on broker{'s' if len(f.leaders) > 1 else ''} {broker_list(f.leaders)}), while the leaders removed {_per_min(f.shrinks_per_s)} "
+        f"replicas rejoined ISRs {per_min(f.rejoins_per_s)} times a minute over the last minute "
+        f"(IsrExpandsPerSec on broker{'s' if len(f.leaders) > 1 else ''} {broker_list(f.leaders)}), while the leaders removed {per_min(f.shrinks_per_s)} "
         "a minute themselves (IsrShrinksPerSec)"
     )
     because = named_because(f, facts)
@@ -441,6 +489,8 @@ def verdict(
         if age is not None and (returns is None or not returns.decided)  # counted returns need no "may be"
         else ""
     )
+    if f.broker is None:
+        return _nobody_named(f, because, now, rates, counted)
     if f.cause == GC_PAUSES and returns is not None and returns.once:
         return (
             f"{who} dropped out of the ISRs and came back once, it seems, not over and over: {now} {rates}; about "
@@ -474,9 +524,38 @@ def verdict(
     )
 
 
+def _nobody_named(f: ChurnFinding, because: str, now: str, rates: str, counted: Counted | None) -> str:
+    """No one broker stands out: the rate cannot be turned into returns of a broker, so only the
+    leaders' counters between two readings say whether it goes on."""
+    how = (
+        "so the controller took them out, as it does with a broker that misses its heartbeats"
+        if f.cause == GC_PAUSES
+        else "the leaders dropped followers that lagged longer than replica.lag.time.max.ms"
+    )
+    if counted is not None and counted.rejoins <= 0:
+        return (
+            f"Replicas dropped out of the ISRs and came back, but none has rejoined since the bot's reading "
+            f"{counted.seconds:,.0f} s ago: {now} the one-minute rate still shows the earlier ones ({rates}); {because}. "
+            "Whatever took them out is not doing it now; ask again if URP returns."
+        )
+    if counted is not None:
+        return (
+            f"Replicas are still dropping out of the ISRs and coming back: the leaders counted {counted.rejoins:,.0f} "
+            f"more rejoin(s) in the {counted.seconds:,.0f} s since the bot's last reading; {now} {rates}, {how}; "
+            f"{because}. Find which broker the rejoined replicas share (its GC log, the host's swap and CPU steal); "
+            "do not reassign replicas while every broker is alive."
+        )
+    return (
+        f"Replicas dropped out of the ISRs and came back, maybe more than once: {now} {rates}, {how}; {because}. "
+        "One reading cannot tell a broker that keeps stalling from one event that took many replicas out at once "
+        "(a broker's restart or single stall, partitions moved). What decides it: ask again in a minute; the bot "
+        "then counts the rejoins between the two readings. Do not reassign replicas while every broker is alive."
+    )
+
+
 def lead_reason(f: ChurnFinding) -> str:
     who = f"broker {f.broker}" if f.broker is not None else "no one broker"
     return (
-        f"live: ISR churn: {_per_min(f.rejoins_per_s)} rejoins a minute (IsrExpandsPerSec), "
-        f"{_per_min(f.shrinks_per_s)} leader shrinks; {who}" + (f" ({f.named_by})" if f.named_by else "")
+        f"live: ISR churn: {per_min(f.rejoins_per_s)} rejoins a minute (IsrExpandsPerSec), "
+        f"{per_min(f.shrinks_per_s)} leader shrinks; {who}" + (f" ({f.named_by})" if f.named_by else "")
     )

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import replace
 from typing import cast
 
-from diagnosis import isr_churn, observations
+from diagnosis import churn_memory, isr_churn, observations
 from diagnosis.entry_ids import (
     BROKER_LOSS,
     GC_PAUSES,
@@ -228,97 +228,6 @@ async def check_urp(gw: AdminGateway) -> LiveFindings:
         await churn_read.close()
 
 
-def _restarted_brokers(cluster: str, snap: Snapshot, started_s_ago: dict[int, float]) -> dict[int, float]:
-    """Registered brokers that came back recently: {broker: seconds since}. From the brokers' own
-    process start times (their exporters), and the bot's memory of seeing them missing only where
-    no start time was read: a broker seen missing and back whose process is old did not restart, it
-    stalled (fenced and unfenced), and "Recovered: (re)started" would hide a broker that flaps."""
-    out: dict[int, float] = {}
-    for b in snap.brokers.registered:
-        started = started_s_ago.get(b)
-        age = started if started is not None else observations.back_since(cluster, b)
-        if age is not None and age < isr_churn.RECENT_START_S:
-            out[b] = age
-    return out
-
-
-def _dropouts(
-    cluster: str, churn: isr_churn.Churn | None, snap: Snapshot, totals: dict[int, float]
-) -> isr_churn.DropOuts | None:
-    """How many times the churning broker dropped out: the bot's own readings, the leaders' rejoin
-    counters since its last reading, or the one-minute rate (isr_churn.count_dropouts). Read
-    before this reading is remembered."""
-    if churn is None or churn.finding.broker is None:
-        return None
-    b = churn.finding.broker
-    seen = observations.dropouts(cluster, b) if len(observations.recent(cluster)) > 2 else 0
-    since = observations.rejoins_since(cluster, totals, isr_churn.MIN_COUNTED_S)
-    counted = (
-        isr_churn.Counted(
-            since.rejoins,
-            since.seconds,
-            was_out=b not in since.before.registered or b in since.before.out_of_isr,
-            was_churning=b in since.before.churning,
-        )
-        if since is not None
-        else None
-    )
-    return isr_churn.count_dropouts(churn.finding, snap, seen, counted)
-
-
-def _stall_or_flap(broker: int | None, flap: bool) -> Undecided:
-    """What decides comes first, not the gc-pauses entry's heap tuning and restart: nothing read
-    from here shows GC (a stopped process, a frozen VM or a starved cgroup flap the same way). Not
-    a counted flap: ask again first, the bot then counts."""
-    who = f"broker {broker}" if broker is not None else "the broker"
-    find = Step(
-        f"Find what stalls {who} before touching its JVM settings or restarting it: its GC log's longest pauses, "
-        "whether the process gets stopped (`ps -o stat= -p <pid>` shows T), and its host's swap, CPU steal and "
-        "cgroup throttling around each drop-out.",
-        command="ps -o stat= -p <pid>",
-    )
-    again = Step(
-        "Ask again in a minute: the bot counts the ISR rejoins between the two readings, so a broker that keeps "
-        "dropping out shows up as one, and a single stall does not.",
-        command="why URP",
-    )
-    return Undecided(GC_PAUSES, {}, [find] if flap else [again, find])
-
-
-# rejoins since the bot saw the broker down, in returns' worth, that are still "came back once"
-# (a partition or two rejoining twice while it catches up is not a second drop-out)
-RESTART_RETURNS = 1.5
-
-
-def _restart_explains(
-    cluster: str,
-    churn: isr_churn.Churn,
-    returns: isr_churn.DropOuts | None,
-    snap: Snapshot,
-    restarted: dict[int, float],
-    totals: dict[int, float],
-) -> bool:
-    """Whether the named broker's (re)start explains the rejoins: counted, it came back no more than
-    once; on the one-minute rate alone, the rate is no more than one return that long ago leaves
-    (the rate falls by e every minute: seen, a broker of a 41 s old lab cluster stopped three times
-    since showed 1.6 returns' worth, where its start could leave 0.5)."""
-    b = churn.finding.broker
-    if returns is None or b is None:
-        return True
-    if returns.flap:  # counted, or out again right now: more than a restart
-        return False
-    if returns.counted:
-        # a drop-out counted after the restart is not the restart's return
-        return (returns.in_interval or 0.0) < 0.5 or restarted.get(b, 0.0) <= (returns.interval_s or 0.0)
-    since_out = observations.rejoins_since_out(cluster, b, totals)
-    if since_out is not None:
-        # the bot saw it down; since then its replicas came back about once: that return is the
-        # restart's, and whatever else the one-minute rate carries happened before the bot looked
-        return bool(since_out.rejoins <= RESTART_RETURNS * isr_churn.follows(b, snap))
-    # not counted and no flap: the count is the one-minute rate's estimate
-    return returns.count <= isr_churn.one_return_left(restarted.get(b, 0.0))
-
-
 async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveFindings:
     # (cross-checked, as every snapshot: a stalled disk's broker kept calling its dropped
     # replicas in sync, and "no URP" from its view would be wrong)
@@ -389,14 +298,16 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     # no URP now, or a live follower out of sync: the meters say whether it keeps happening
     churn = await churn_read.result(snap) if not urp or top_cause == SLOW_FOLLOWER else None
     totals = churn_read.rejoin_totals()
-    returns = _dropouts(gw.name, churn, snap, totals)
+    returns = churn_memory.dropouts(gw.name, churn, snap, totals)
+    counted_all = churn_memory.counted_by_all(gw.name, churn, totals)
+    started = churn_memory.cluster_started(gw.name, churn, snap, churn_read.started_s_ago(), totals)
     named = churn.finding.broker if churn is not None else None
     seen = observations.remember(
         gw.name, snap, rejoins=totals or None, churning=frozenset({named}) if named is not None else frozenset()
     )
     if not totals:  # an answer about URP now did not wait for the counters: the next answer counts from them
         churn_read.when_read(lambda later: observations.add_rejoins(gw.name, seen, later))
-    restarted = _restarted_brokers(gw.name, snap, churn_read.started_s_ago())
+    restarted = churn_memory.restarted_brokers(gw.name, snap, churn_read.started_s_ago())
     if churn is not None:
         evidence += churn.evidence()
     if churn is not None and returns is not None:
@@ -410,10 +321,19 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             )
         )
     if not urp:
+        if churn is not None and started is not None:
+            return LiveFindings(
+                churn_memory.cluster_start_verdict(churn, started),
+                "info",
+                evidence,
+                actions=[Action("Why URP", "why URP")],
+                notes=notes,
+                facts=facts,
+            )
         if (
             churn is not None
             and churn.finding.broker in restarted
-            and _restart_explains(gw.name, churn, returns, snap, restarted, totals)
+            and churn_memory.restart_explains(gw.name, churn, returns, snap, restarted, totals)
         ):
             b = churn.finding.broker
             return LiveFindings(
@@ -427,14 +347,14 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
             )
         if churn is not None:
             return LiveFindings(
-                churn.verdict(urp_now=False, returns=returns),
+                churn.verdict(urp_now=False, returns=returns, counted=counted_all),
                 "warning",
                 evidence,
                 [churn.lead],
                 [Action("Cluster status", "status")],
                 notes=notes,
                 facts=facts,
-                undecided=_stall_or_flap(churn.finding.broker, returns is not None and returns.flap),
+                undecided=churn_memory.stall_or_flap(churn.finding.broker, returns is not None and returns.flap),
             )
         if churn_read.unread:
             notes.append(f"Whether ISRs keep churning was not checked: no exporter answered ({churn_read.unread}).")

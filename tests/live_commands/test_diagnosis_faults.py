@@ -1,6 +1,6 @@
 """Faults that the bot once diagnosed confidently wrong (issue 8), injected from outside on the real
 cluster: SIGKILL of the only controller, SIGSTOP of a broker, a transactional producer SIGKILLed
-mid-transaction while plain records keep arriving, and all brokers restarted under a long-lived
+mid-transaction while plain records keep arriving, and the whole cluster restarted under a long-lived
 gateway. Each test asserts what the on-call engineer reads: severity, verdict, the entity named."""
 
 from __future__ import annotations
@@ -160,14 +160,15 @@ async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_a
     assert read_committed(bs, topic, 0, 20, want="plain-14")[-1] == "plain-14"
 
 
-# ---- 5. a long-lived gateway after every broker restarted ----------------------------------------
+# ---- 5. a long-lived gateway after the whole cluster restarted -------------------------------------
 
 
-async def test_long_lived_gateway_reads_every_coordinator_after_all_brokers_restart(ctx, kafka_cluster):
+async def test_after_a_whole_cluster_restart_the_gateway_reads_every_coordinator_and_the_start_is_no_flap(ctx, kafka_cluster):
     first = await answer("hanging-txns", ctx)  # warms the gateway's kafka-python client and its metadata
     assert first.outcome == "answered"
-    for broker in kafka_cluster.brokers:
-        kafka_cluster.faults.restart_broker(broker)
+    kafka_cluster.faults.create_topic(_name("restart"), 12, 3)  # replicas to rejoin at the start
+    kafka_cluster.down()  # the whole cluster, as a host reboot or `kbot cluster down` does
+    kafka_cluster.up(timeout=240)
     topic = _name("txn-restart")
     txn = kafka_cluster.faults.hanging_transaction(topic, 0, records=3)
     produce_one(kafka_cluster.bootstrap_servers, topic, 0, "plain")
@@ -176,6 +177,19 @@ async def test_long_lived_gateway_reads_every_coordinator_after_all_brokers_rest
     assert "partial" not in reply.verdict
     line = next(e for e in reply.evidence if e.label == f"{topic}-0")
     assert f"transactional id {txn['transactional_id']}" in line.value
+    # Every broker restarted a moment ago and all replicas are back: the leaders' ISR meters still
+    # show the rejoins (a meter's first tick sets its rate outright), and that is not a broker that
+    # keeps dropping out (a restarted `scripts/run.sh` cluster was answered "A broker keeps dropping
+    # out of the ISRs ... 17.2 times a minute").
+    kafka_cluster.faults.wait_for(lambda: not kafka_cluster.faults.under_replicated(), 120, "full ISRs")
+    why = (await answer("why URP", ctx)).reply
+    rejoins = {e.label: e.value for e in why.evidence}.get("ISR rejoins (IsrExpandsPerSec)")
+    assert why.severity in ("ok", "info"), (rejoins, why.verdict)
+    assert "dropping out" not in why.verdict and "dropped out" not in why.verdict, why.verdict
+    if rejoins is not None:  # the meters still show the start (seen: 12 rejoins read as 144 a minute)
+        assert why.verdict.startswith(
+            "No partition is under-replicated, and the ISR rejoins are the cluster's own start"
+        )
 
 
 async def test_unread_coordinator_makes_the_answer_partial(ctx, kafka_cluster):
