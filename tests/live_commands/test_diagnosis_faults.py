@@ -163,7 +163,9 @@ async def test_open_transaction_within_its_timeout_is_reported_then_cleared_by_a
 # ---- 5. a long-lived gateway after the whole cluster restarted -------------------------------------
 
 
-async def test_after_a_whole_cluster_restart_the_gateway_reads_every_coordinator_and_the_start_is_no_flap(ctx, kafka_cluster):
+async def test_after_a_whole_cluster_restart_the_gateway_reads_every_coordinator_and_the_start_is_no_flap(
+    ctx, kafka_cluster
+):
     first = await answer("hanging-txns", ctx)  # warms the gateway's kafka-python client and its metadata
     assert first.outcome == "answered"
     kafka_cluster.faults.create_topic(_name("restart"), 12, 3)  # replicas to rejoin at the start
