@@ -154,8 +154,16 @@ async def _with_live(ctx: Context, request: CommandRequest, symptom: str, topic_
     else:
         live = await run_check(check, gw)
     points = [f"/kafka why {e}" for e, _ in live.lead if e in ctx.kb.failure_modes]
+    # the causes the cluster's reading points at, ranked as a failure-mode answer ranks them
+    diagnoses = [
+        diagnosis(ctx.kb, ctx.kb.failure_modes[e], reason=why) for e, why in live.lead if e in ctx.kb.failure_modes
+    ][:MAX_DIAGNOSES]
+    if live.undecided is not None:
+        diagnoses = [_undecided(ctx, d, live.undecided) for d in diagnoses]
     return replace(
         ref,
+        diagnoses=diagnoses,
+        actions=[*live.actions, *ref.actions],
         severity=live.severity,
         verdict=live.verdict,
         evidence=[*live.evidence, *ref.evidence],

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnosis.findings import LiveFindings
-from diagnosis.metric_checks import broker_nodes, failed_evidence, read_exporters
+from diagnosis.metric_checks import failed_evidence
 from framework.reply import Evidence, Severity
 from live import exporters
-from live.gateway import AdminGateway
 from runbook_kb import KnowledgeBase, default_kb
 from runbook_kb.schema import Latency, LatencyComponent
 
@@ -127,12 +126,3 @@ def latency_findings(reading: exporters.Reading, kb: KnowledgeBase | None = None
         verdict += f" That is under the runbook's {_ms(limit or 0)} warning line: nothing to chase on latency."
     lead = [(e, f"{top[0]} dominates broker {worst.broker}'s Produce p99") for e in component.entries]
     return LiveFindings(verdict, severity, evidence, lead=lead if severity != "ok" else [])
-
-
-async def check_latency(gw: AdminGateway) -> LiveFindings:
-    """One read of every broker's RequestMetrics timers."""
-    read = await read_exporters(gw, timer_series(), await broker_nodes(gw))
-    found = latency_findings(read.reading)
-    if read.host_busy is not None:
-        found.evidence += failed_evidence(exporters.Reading(), read.host_busy)
-    return found

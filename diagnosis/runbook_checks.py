@@ -11,8 +11,8 @@ from __future__ import annotations
 from diagnosis import (
     cold_reads,
     group_checks,
-    latency,
     metric_checks,
+    produce_latency,
     quota_checks,
     reassignment_findings,
     responsiveness,
@@ -39,7 +39,7 @@ LIVE_CHECKS: dict[str, Check] = {
     "cold_reads": cold_reads.check_cold_reads,
     "metadata_lag": check_metadata_lag,
     "fencing": check_fencing,
-    "latency": latency.check_latency,
+    "latency": produce_latency.check_produce_latency,
     "starved_broker": responsiveness.check_starved_broker,
     "client_quotas": quota_checks.check_client_quotas,
     "group_lag": group_checks.check_group_lag,

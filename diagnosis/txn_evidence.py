@@ -92,7 +92,7 @@ class TxnReport:
         return bool(self.unread)
 
 
-def _utc(ms: int) -> str:
+def utc_clock(ms: int) -> str:
     return time.strftime("%H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
@@ -120,7 +120,7 @@ def describe_txn(t: OpenTxn, now_ms: int) -> str:
     if status == "within-timeout":
         fate = (
             (
-                f"within its {_secs(t.timeout_ms)} timeout: the coordinator aborts it at {_utc(at)} (in {_secs(at - now_ms)}) "
+                f"within its {_secs(t.timeout_ms)} timeout: the coordinator aborts it at {utc_clock(at)} (in {_secs(at - now_ms)}) "
                 "unless the producer finishes it"
             )
             if at is not None

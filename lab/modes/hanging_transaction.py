@@ -8,6 +8,9 @@ timeout, and a transaction open past the brokers' transaction.max.timeout.ms (KI
 needs a coordinator that lost track of it. So the right answer names the stuck transaction and
 says it is still within its timeout: a warning (the coordinator will end it), not a page."""
 
+import time
+
+from diagnosis.active_findings import STALLED_TXN_IDLE_MS
 from lab import probes
 from lab.mode import Mode
 from localkafka.testing import produce_one
@@ -17,6 +20,7 @@ TOPIC = "lab-txn"
 
 def inject(cluster):
     info = cluster.faults.hanging_transaction(TOPIC, partition=0, records=5, timeout=90)
+    killed_at = time.time()  # its producer is gone once hanging_transaction returns
     # a committed record written after the open transaction: visible to read_uncommitted only
 
     produce_one(cluster.bootstrap_servers, TOPIC, 0, "after-the-hung-txn")
@@ -27,16 +31,26 @@ def inject(cluster):
         "transactional_id": info["transactional_id"],
         "producer_id": info["producer_id"],
         "first_offset": info["first_offset"],
+        "_killed_at": killed_at,
     }
 
 
 def wait_for_symptom(cluster, facts):
+    # Held for a few seconds with its producer gone: a transaction a second old is every
+    # transactional application's normal state, and nothing outside can tell it from a dead one
+    # (`status` calls one stalled once its producer has been quiet STALLED_TXN_IDLE_MS).
+    held_s = STALLED_TXN_IDLE_MS / 1000
+
     def pinned():
         lso = probes.end_offsets(cluster, TOPIC, [0], "read_committed")[0]
         leo = probes.end_offsets(cluster, TOPIC, [0])[0]
-        return {"last_stable_offset": lso, "log_end_offset": leo} if lso == facts["first_offset"] < leo else None
+        if not lso == facts["first_offset"] < leo or time.time() - facts["_killed_at"] < held_s:
+            return None
+        return {"last_stable_offset": lso, "log_end_offset": leo}
 
-    return cluster.faults.wait_for(pinned, 60, f"the last stable offset of {TOPIC}-0 to stay behind its end")
+    return cluster.faults.wait_for(
+        pinned, 60 + held_s, f"the last stable offset of {TOPIC}-0 to stay behind its end for {held_s:g} s"
+    )
 
 
 MODE = Mode(

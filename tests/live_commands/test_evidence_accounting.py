@@ -139,8 +139,9 @@ def _cpu_limited(pid: int, quota_us: int = 5000, period_us: int = 100000) -> Ite
 
 async def test_a_broker_starved_of_cpu_is_named_and_never_healthy(ctx, kafka_cluster):
     """Seen: a broker held to 5% of a core while acks=all producers wrote: `why URP` "[OK]", `status`
-    "Healthy", every exporter read past a fixed 4 s. Now the starved broker is named by its answer
-    times, and neither answer is OK or Healthy while it is starved."""
+    "Healthy", `why produce latency` the leader's p99 and no cause, every exporter read past a fixed
+    4 s. Now the starved broker is named by its answer times, also as the produce latency's cause,
+    and neither answer is OK or Healthy while it is starved."""
     _healed(kafka_cluster)
     topic = _name("starved")
     kafka_cluster.faults.create_topic(topic, partitions=3, replication_factor=3)
@@ -155,8 +156,17 @@ async def test_a_broker_starved_of_cpu_is_named_and_never_healthy(ctx, kafka_clu
                     break
             urp = (await answer("why URP", ctx)).reply
             status = (await answer("status", ctx)).reply
+            latency = (await answer("why produce latency", ctx)).reply
     finally:
         producer.stop()
+    # it said "Produce p99 is highest on broker 101 ... RemoteTimeMs", naming the leader waiting on
+    # the starved follower and no cause (chaos trial 1129:7)
+    assert latency.diagnoses and latency.diagnoses[0].entry_id == "starved-broker", (
+        latency.verdict,
+        [d.entry_id for d in latency.diagnoses],
+    )
+    assert latency.verdict.startswith(f"Broker {BROKER} answers far later than the other brokers"), latency.verdict
+    assert latency.severity == "warning"
     assert starved.diagnoses and starved.diagnoses[0].entry_id == "starved-broker", (
         starved.verdict,
         [d.entry_id for d in starved.diagnoses],

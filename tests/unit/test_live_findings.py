@@ -3,6 +3,8 @@ quorum's observers, transactions from a report, and the URP cause of a paused or
 
 from __future__ import annotations
 
+import time
+
 from diagnosis.quorum_checks import metadata_lag_findings, quorum_view
 from diagnosis.rules import BrokerFacts, PartitionState, urp_findings
 from diagnosis.txn_checks import transaction_findings
@@ -481,3 +483,50 @@ def test_a_hot_partition_over_an_unmeasured_median_gives_its_share_not_its_rate_
     assert "809x" not in found.verdict and "99.6% of the topic's writes" in found.verdict, found.verdict
     measured = {("orders", 0): 900.0, **{("orders", p): 10.0 for p in range(1, 12)}}
     assert "(90x)" in hot_partition_findings(LiveRates(measured, {}, 3.0)).verdict
+
+
+def test_status_calls_an_open_transaction_whose_producer_went_quiet_a_problem_and_a_busy_one_a_notice():
+    """Chaos trial 1129:6: a producer SIGKILLed mid-transaction, `status` said "Healthy" (a notice,
+    "1 open transaction(s) within their timeout") while `why hanging transaction` said warning."""
+    from diagnosis.active_findings import ActiveFindings, _txn_part
+
+    quiet = ActiveFindings()
+    _txn_part(TxnReport(open=[_txn(last_write_ms=NOW - 6_000)], now_ms=NOW), quiet)
+    assert quiet.problems == [
+        "1 open transaction(s) whose producer stopped writing hold read_committed consumers back on pay-0 "
+        "(within the timeout: the coordinator aborts it at "
+        + time.strftime("%H:%M:%S", time.gmtime(NOW / 1000 + 570))
+        + " UTC)"
+    ], quiet.problems
+    assert not quiet.critical and not quiet.notices
+    busy = ActiveFindings()
+    _txn_part(TxnReport(open=[_txn(last_write_ms=NOW - 200)], now_ms=NOW), busy)
+    assert busy.problems == [] and busy.notices == ["1 open transaction(s) within their timeout"]
+
+
+def test_a_broker_that_answers_late_leads_the_produce_latency_answer():
+    """Chaos trial 1129:7: broker 103 in a cpu cgroup at 5 % of a core; the split named leader 101's
+    p99, all RemoteTimeMs (waiting on followers), and no cause."""
+    from diagnosis.latency import latency_findings
+    from diagnosis.produce_latency import held_by
+    from live import exporters
+
+    lines = "".join(
+        f'kafka_network_requestmetrics_{part.lower()}{{quantile="0.99",request="Produce"}} {ms}\n'
+        for part, ms in (
+            ("TotalTimeMs", 1776),
+            ("RequestQueueTimeMs", 5),
+            ("LocalTimeMs", 9),
+            ("RemoteTimeMs", 1755),
+            ("ResponseQueueTimeMs", 3),
+            ("ResponseSendTimeMs", 1),
+        )
+    )
+    from diagnosis.latency import timer_series
+
+    reading = exporters.Reading(samples=exporters.parse(lines, 101, timer_series()))
+    found = held_by(latency_findings(reading), [103], [])
+    assert [e for e, _ in found.lead][:2] == ["starved-broker", "gc-pauses"]
+    assert found.verdict.startswith("Broker 103 answers far later than the other brokers, or not at all"), found.verdict
+    assert "The leaders' Produce split agrees: they wait on followers." in found.verdict
+    assert found.undecided is not None and found.undecided.steps[0].command == "why starved broker"
