@@ -14,7 +14,7 @@ from diagnosis import lake_evidence
 from diagnosis.entry_ids import HOT_PARTITION, LAG_BEYOND_RETENTION, REBALANCE_STORM, SLOW_CONSUMERS
 from framework.reply import Severity
 from live.gateway import AdminGateway, GatewayError
-from live.model import GroupLag, GroupListing, GroupRead
+from live.model import GroupLag, GroupListing, GroupRead, PartitionLag
 from runbook_kb import KnowledgeBase
 
 # One read says where a group is; only reads a little apart say where it is going (lag growing,
@@ -56,6 +56,9 @@ class GroupFacts:
     lake_last_commit: float | None = None  # epoch seconds of the last commit the lake saw
     deleted_unread: int = 0  # records below the log start the group had not read (retention deleted them)
     deleted_partitions: tuple[str, ...] = ()  # "topic-p" where that happened
+    # of the records written while watched, the share that went to worst_partition (None: too few
+    # written to tell): a hot partition is a producer's skew, so its lag comes with its writes
+    worst_write_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,11 @@ def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
     slow = growing or window is not None
     watched = trend + (f"; metric lake over its window: {window}" if window else "")
     causes = []
-    concentrated = HOT_PARTITION in others and f.partitions > 1 and f.worst_share >= CONCENTRATED
+    # the lag on one partition is a hot partition's only when that partition also takes the writes:
+    # a consumer slower than an even producer, asked in its first seconds, leaves uneven lag too
+    # (chaos trial 2911:0: 4 records/s read of 40 written over 3 partitions, "hot partition")
+    writes_even = f.worst_write_share is not None and f.worst_write_share < CONCENTRATED
+    concentrated = HOT_PARTITION in others and f.partitions > 1 and f.worst_share >= CONCENTRATED and not writes_even
     # A lag that is not growing is the records in flight: its skew is worth a look, but it does not
     # make the key's design the thing to fix now (the "Do now" of a ranked cause)
     if concentrated:
@@ -254,17 +261,15 @@ def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
         if concentrated and e == HOT_PARTITION:
             continue
         if e == HOT_PARTITION and f.partitions > 1:
-            # lag spread over the partitions is no hot partition: its steps (and its "do not add
-            # consumers") would point away from the cause
-            causes.append(
-                Cause(
-                    e,
-                    e,
-                    e,
-                    f"ranks lower: the lag is spread over the partitions (the largest holds {f.worst_share:.0%})",
-                    considered=True,
-                )
+            # lag spread over the partitions, or writes that are, is no hot partition: its steps (and
+            # its "do not add consumers") would point away from the cause
+            why = (
+                f"the writes are spread over the partitions ({f.worst_partition} took {f.worst_write_share:.0%} of "
+                f"those written while watched, though it holds {f.worst_share:.0%} of the lag)"
+                if writes_even and f.worst_write_share is not None and f.worst_share >= CONCENTRATED
+                else f"the lag is spread over the partitions (the largest holds {f.worst_share:.0%})"
             )
+            causes.append(Cause(e, e, e, f"ranks lower: {why}", considered=True))
             continue
         causes.append(
             Cause(
@@ -309,6 +314,7 @@ def facts_from_reads(
     moved = any(first_committed.get((p.topic, p.partition)) != p.committed for p in last.partitions)
     deleted = [p for p in last.partitions if p.deleted_unread]
     return GroupFacts(
+        worst_write_share=_write_share(reads[0][0].lag, last, worst),
         group=group,
         states=tuple(r.lag.state for r, _ in reads),
         members=tuple(r.member_ids if known else None for r, known in reads),
@@ -326,6 +332,26 @@ def facts_from_reads(
         deleted_unread=sum(p.deleted_unread for p in deleted),
         deleted_partitions=tuple(f"{p.topic}-{p.partition}" for p in sorted(deleted, key=lambda p: -p.deleted_unread)),
     )
+
+
+# fewer records written while watched say nothing about how the producers spread them
+MIN_WRITTEN = 20
+
+
+def _write_share(first: GroupLag, last: GroupLag, worst: PartitionLag | None) -> float | None:
+    """The share of the records written between two reads that went to ``worst``'s partition."""
+    if worst is None:
+        return None
+    before = {(p.topic, p.partition): p.log_end for p in first.partitions}
+    written: dict[tuple[str, int], int] = {}
+    for p in last.partitions:
+        was = before.get((p.topic, p.partition))
+        if p.log_end is not None and was is not None:
+            written[(p.topic, p.partition)] = max(0, p.log_end - was)
+    total = sum(written.values())
+    if total < MIN_WRITTEN or (worst.topic, worst.partition) not in written:
+        return None
+    return written[(worst.topic, worst.partition)] / total
 
 
 async def read_group(gw: AdminGateway, group: str) -> tuple[GroupRead, bool]:

@@ -469,7 +469,7 @@ def verdict(
 ) -> str:
     """The churn answer's verdict. ``returns``: the named broker's drop-outs; ``counted``: with no
     broker named, the leaders' rejoins since the bot's earlier reading (all brokers together)."""
-    who = f"Broker {f.broker}" if f.broker is not None else "A broker"
+    who = f"Broker {f.broker}"  # (no broker named: _nobody_named)
     now = (
         "some partitions are under-replicated right now, and"
         if urp_now

@@ -55,6 +55,46 @@ def test_even_growing_lag_is_slow_consumers_with_the_hot_partition_only_consider
     assert ranked[0] == "consumers-slower-than-producers" and "hot-partition" not in ranked
 
 
+def test_lag_on_one_partition_is_a_hot_partition_only_when_the_writes_go_there_too():
+    """Chaos trial 2911:0: a consumer reading 4 records/s of 40 written evenly over 3 partitions,
+    asked in its first seconds, had most of its lag on one partition and was called a hot partition."""
+    from diagnosis.groups import LagSignals, _write_share
+    from live.model import GroupLag
+
+    sig = LagSignals(lag_entries=("hot-partition", "consumers-slower-than-producers"))
+
+    def facts(write_share):
+        return GroupFacts(
+            "g",
+            ("STABLE",) * 5,
+            (frozenset({"a"}),) * 5,
+            (100, 150, 200, 250, 300),
+            True,
+            2.0,
+            partitions=3,
+            lagging_partitions=3,
+            worst_partition="t-2",
+            worst_share=0.8,
+            worst_write_share=write_share,
+        )
+
+    even = rank(facts(0.34), sig)
+    ranked = [c.entry_id for c in even.causes if not c.considered]
+    assert ranked[0] == "consumers-slower-than-producers" and "hot-partition" not in ranked, even.causes
+    hot = next(c for c in even.causes if c.entry_id == "hot-partition")
+    assert hot.reason.startswith("ranks lower: the writes are spread over the partitions (t-2 took 34%"), hot.reason
+    skewed = rank(facts(0.9), sig)
+    assert skewed.causes[0].entry_id == "hot-partition"
+    assert rank(facts(None), sig).causes[0].entry_id == "hot-partition"  # too few written to tell
+
+    def lag(ends):
+        return GroupLag("g", "STABLE", [PartitionLag("t", i, 0, e, e) for i, e in enumerate(ends)])
+
+    first, last = lag([100, 100, 100]), lag([130, 131, 129])
+    assert _write_share(first, last, last.partitions[2]) == 29 / 90
+    assert _write_share(first, lag([101, 101, 101]), last.partitions[2]) is None  # 3 written: too few
+
+
 def test_a_quota_is_named_with_its_entity_and_value():
     read = QuotaRead([ClientQuota({"client-id": "slowapp"}, {"producer_byte_rate": 1024.0})])
     found = quota_findings(read)
