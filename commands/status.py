@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from diagnosis import responsiveness
+from diagnosis import observations, responsiveness
 from diagnosis.active_findings import read_active
 from diagnosis.entry_ids import UNDER_MIN_ISR
 from diagnosis.live_common import brokers_evidence, stale_view_evidence
 from diagnosis.quorum_checks import read_quorum
 from diagnosis.recent_changes import with_recent_changes
-from diagnosis.snapshot import Snapshot, at_min_isr_by_design, name_partitions, snapshot
+from diagnosis.snapshot import Snapshot, at_min_isr_by_design, broker_list, name_partitions, snapshot
 from framework.context import Context
 from framework.gateways import gateway
 from framework.reply import Action, Cell, Evidence, Reply, Severity, Table
@@ -110,6 +110,8 @@ async def run(request: CommandRequest, ctx: Context) -> Reply:
         if parts:
             problems.append(f"{len(parts):,} {word}")
     problems += active.problems
+    if not problems:
+        problems += _churn_in_memory(gw.name)
     if by_design:
         notes.append(
             f"{len(by_design):,} partition(s) are at min ISR by configuration (replication factor = min ISR): "
@@ -185,3 +187,18 @@ async def _liveness(gw: AdminGateway, missing: list[int]) -> dict[int, ProbeResu
 
 
 COMMAND = Command(SPEC, with_recent_changes(run))
+
+
+def _churn_in_memory(cluster: str) -> list[str]:
+    """A churn warning the bot's last reading of the ISR meters gave: a broker that stalls again and
+    again is back in every ISR between stalls, when a snapshot reads as healthy (chaos trial 2911:14:
+    `why URP` warned that broker 103 keeps dropping out, `status` a moment later said Healthy)."""
+    warned = observations.churn_warned(cluster)
+    if warned is None:
+        return []
+    brokers, ago = warned
+    who = f"broker {broker_list(brokers)}" if brokers else "a broker"
+    return [
+        f"{who} was dropping out of the ISRs and coming back when `why URP` read the ISR meters {ago:,.0f} s ago; "
+        "every replica is in sync right now, as between two stalls (ask `why URP` again to count them)"
+    ]

@@ -31,6 +31,7 @@ class Observation:
     urp: int
     rejoins: dict[int, float] | None = None  # node -> cumulative IsrExpands total, when read
     churning: frozenset[int] = frozenset()  # brokers the ISR meters showed dropping out and back
+    churn_warned: bool = False  # `why URP` answered this reading with a churn warning
 
 
 _RINGS: dict[str, deque[Observation]] = {}
@@ -153,6 +154,30 @@ def stuck(cluster: str, now: float | None = None) -> bool:
     if len(obs) < 2 or obs[-1].at - obs[0].at < STUCK_AFTER_S:
         return False
     return obs[-1].urp > 0 and min(o.urp for o in obs) >= obs[0].urp
+
+
+def warn_churn(cluster: str, seen: Observation) -> None:
+    """Mark a remembered reading as one `why URP` warned about ISR churn on."""
+    ring = _RINGS.get(cluster)
+    for i, o in enumerate(ring or ()):
+        if o is seen and ring is not None:
+            ring[i] = dataclasses.replace(o, churn_warned=True)
+            return
+
+
+CHURN_MEMORY_S = 180.0  # how long `status` keeps a churn warning in view while every ISR is full
+
+
+def churn_warned(cluster: str, now: float | None = None) -> tuple[frozenset[int], float] | None:
+    """(the brokers named, seconds ago) when the latest reading of the ISR meters, within
+    CHURN_MEMORY_S, was answered with a churn warning; None when it was not, or a later reading of
+    the meters found no churn. A broker that stalls again and again is in sync between stalls, and
+    `status` must not read that moment as health."""
+    now = time.monotonic() if now is None else now
+    latest = next((o for o in reversed(recent(cluster, CHURN_MEMORY_S, now)) if o.rejoins is not None), None)
+    if latest is None or not latest.churn_warned:
+        return None
+    return latest.churning, now - latest.at
 
 
 def forget(cluster: str | None = None) -> None:

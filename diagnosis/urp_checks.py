@@ -346,6 +346,10 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
                 facts=facts,
             )
         if churn is not None:
+            once = returns is not None and returns.once
+            over = counted_all is not None and counted_all.rejoins <= 0
+            if not once and not over:  # `status` keeps it in view a while (observations.churn_warned)
+                observations.warn_churn(gw.name, seen)
             return LiveFindings(
                 churn.verdict(urp_now=False, returns=returns, counted=counted_all),
                 "warning",

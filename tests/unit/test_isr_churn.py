@@ -382,3 +382,26 @@ async def test_rejoins_counted_after_a_young_clusters_start_are_not_the_start(ex
     reply = await ask(2.0)  # one more on each leader since the bot's reading: not the start's
     assert reply.severity == "warning", reply.verdict
     assert reply.verdict.startswith("Replicas are still dropping out"), reply.verdict
+
+
+async def test_status_keeps_a_churn_warning_in_view_while_every_isr_is_full(exposition):
+    """Chaos trial 2911:14: `why URP` warned that broker 103 keeps dropping out; `status` a moment
+    later, between two stalls, said "Healthy". Until the next reading of the meters finds no churn
+    (or 3 minutes pass), status says what the last one saw."""
+    pool = FakePool(MeteredGateway(topics=LAYOUT))
+    exposition.pages = _exposition(expands=0.12)
+    assert (await answer("why URP", Context(live=pool))).reply.severity == "warning"
+    status = (await answer("status", Context(live=pool))).reply
+    assert status.severity == "warning", status.verdict
+    assert status.verdict.startswith(
+        "Not healthy: broker 103 was dropping out of the ISRs and coming back when `why URP` read the ISR meters"
+    ), status.verdict
+    _age_memory(40)
+    exposition.pages = _exposition(expands=0.0)  # the next reading finds no churn: it is over
+    assert (await answer("why URP", Context(live=pool))).reply.severity == "ok"
+    assert (await answer("status", Context(live=pool))).reply.verdict.startswith("Healthy"), status.verdict
+    _age_memory(40)
+    exposition.pages = _exposition(expands=0.12, total=100.0)
+    await answer("why URP", Context(live=pool))
+    _age_memory(observations.CHURN_MEMORY_S + 1)  # and an old warning is not kept
+    assert (await answer("status", Context(live=pool))).reply.verdict.startswith("Healthy")
