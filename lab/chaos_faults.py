@@ -74,9 +74,16 @@ QUOTA_APPLIED_S = 60.0  # a busy broker applies the controller's quota record th
 
 
 def _every_broker_shows(admin: Any, client_id: str, key: str, value: float | None) -> bool:
+    from kafka.errors import KafkaConnectionError
+
     want = None if value is None else float(value)
     for broker in admin._manager.cluster.brokers():
-        entries = describe_quotas_of(admin, "client-id", broker.node_id)
+        try:
+            entries = describe_quotas_of(admin, "client-id", broker.node_id)
+        except KafkaConnectionError:
+            # a killed broker stays in the metadata until its session expires (trial 2911:36, a
+            # quota set beside a broker loss): it applies nothing, and a restart reads the record
+            continue
         limits = next((values for entity, values in entries if entity == {"client-id": client_id}), {})
         if limits.get(key) != want:
             return False

@@ -530,3 +530,33 @@ def test_a_broker_that_answers_late_leads_the_produce_latency_answer():
     assert found.verdict.startswith("Broker 103 answers far later than the other brokers, or not at all"), found.verdict
     assert "The leaders' Produce split agrees: they wait on followers." in found.verdict
     assert found.undecided is not None and found.undecided.steps[0].command == "why starved broker"
+
+
+async def test_status_probes_answering_brokers_again_and_keeps_the_slowest_answer():
+    """Chaos trial 2911:42: broker 102 at 5 % of a core answered one probe promptly and `status`
+    said Healthy; its second or third probe, landing outside its cgroup's slice, is slow."""
+    from commands.status import PROBE_ROUNDS, _liveness
+
+    rounds = iter(
+        [
+            {101: 0.002, 102: 0.05, 103: None},  # 103: refused (dead), not probed again
+            {101: 0.003, 102: 1.2},
+            {101: 0.002, 102: 0.04},
+        ]
+    )
+    asked: list[list[int]] = []
+
+    class Gw:
+        async def broker_liveness(self, ids):
+            asked.append(sorted(ids))
+            times = next(rounds)
+            return {
+                b: ProbeResult("127.0.0.1", 9000 + b, "answers", times[b])
+                if times[b] is not None
+                else ProbeResult("127.0.0.1", 9000 + b, "refused", 0.001, "connection refused")
+                for b in ids
+            }
+
+    out = await _liveness(Gw(), [101, 102, 103])  # type: ignore[arg-type]
+    assert PROBE_ROUNDS == 3 and asked == [[101, 102, 103], [101, 102], [101, 102]]
+    assert out[102].seconds == 1.2 and out[101].seconds == 0.003 and out[103].state == "refused"
