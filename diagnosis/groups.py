@@ -59,6 +59,7 @@ class GroupFacts:
     # of the records written while watched, the share that went to worst_partition (None: too few
     # written to tell): a hot partition is a producer's skew, so its lag comes with its writes
     worst_write_share: float | None = None
+    unreached: int = 0  # partitions holding records on which the group has no committed offset
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
         )
         return Ranking("REBALANCING", severity, verdict, tuple(causes), lag, change)
 
-    if lag == 0:
+    if lag == 0 and not (f.unreached and any(known)):  # partitions it never committed on are not caught up
         who = "no members and nothing to consume" if no_members else f"{len(known[-1]) if known else '?'} member(s)"
         return Ranking("OK", "ok", f"Group {f.group} is caught up ({who}).", (), 0, change)
 
@@ -299,6 +300,22 @@ def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
     verdict = (
         f"Group {f.group} is {lag:,} records behind on {f.lagging_partitions} partition(s), not growing ({trend})."
     )
+    if f.unreached and any(known):
+        # a member with no commit on partitions that hold records has not reached them (or reads
+        # from the latest offset); their records are not in the lag above (chaos trial 2911:47: a
+        # consumer reading 4 records/s beside a paused broker that held its producer still)
+        verdict += (
+            f" Its member(s) have no committed offset on {f.unreached} partition(s) that hold records, which that "
+            "figure leaves out: a consumer slower than its producers has not reached them yet (or it reads from "
+            "the latest offset). What decides it: ask again in a minute, or the metric lake's window."
+        )
+        reach = Cause(
+            SLOW_CONSUMERS,
+            SLOW_CONSUMERS,
+            "Consumers slower than producers",
+            f"{stable}; no committed offset on {f.unreached} partition(s) holding records; lag {lag:,} ({trend})",
+        )
+        causes = [reach, *(c for c in causes if c.key != SLOW_CONSUMERS)]
     return Ranking("BEHIND", "info", verdict, tuple(causes), lag, change)
 
 
@@ -313,7 +330,9 @@ def facts_from_reads(
     first_committed = {(p.topic, p.partition): p.committed for p in reads[0][0].lag.partitions}
     moved = any(first_committed.get((p.topic, p.partition)) != p.committed for p in last.partitions)
     deleted = [p for p in last.partitions if p.deleted_unread]
+    unreached = sum(1 for p in last.partitions if p.committed is None and (p.log_end or 0) > (p.log_start or 0))
     return GroupFacts(
+        unreached=unreached,
         worst_write_share=_write_share(reads[0][0].lag, last, worst),
         group=group,
         states=tuple(r.lag.state for r, _ in reads),

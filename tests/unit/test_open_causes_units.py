@@ -95,6 +95,36 @@ def test_lag_on_one_partition_is_a_hot_partition_only_when_the_writes_go_there_t
     assert _write_share(first, lag([101, 101, 101]), last.partitions[2]) is None  # 3 written: too few
 
 
+def test_partitions_with_records_and_no_commit_are_not_caught_up_and_point_at_a_slow_consumer():
+    """Chaos trial 2911:47: a consumer reading 4 records/s, its producer held still by a paused
+    broker: "132 records behind on 1 partition(s), not growing", no cause, while 2 of its 3
+    partitions held records it had never committed on (left out of the 132)."""
+
+    def facts(lags, unreached):
+        return GroupFacts(
+            "g",
+            ("STABLE",) * 5,
+            (frozenset({"a"}),) * 5,
+            lags,
+            True,
+            2.0,
+            partitions=3,
+            lagging_partitions=1 if lags[-1] else 0,
+            worst_partition="t-0" if lags[-1] else None,
+            worst_share=1.0 if lags[-1] else 0.0,
+            unreached=unreached,
+        )
+
+    r = rank(facts((132,) * 5, 2))
+    assert [c.entry_id for c in r.causes if not c.considered][0] == "consumers-slower-than-producers", r.causes
+    assert "no committed offset on 2 partition(s) that hold records" in r.verdict, r.verdict
+    assert "What decides it: ask again in a minute" in r.verdict
+    assert rank(facts((0,) * 5, 2)).status == "BEHIND"  # not "caught up"
+    assert rank(facts((0,) * 5, 0)).status == "OK"
+    plain = rank(facts((132,) * 5, 0))
+    assert "no committed offset" not in plain.verdict and not [c for c in plain.causes if not c.considered]
+
+
 def test_a_quota_is_named_with_its_entity_and_value():
     read = QuotaRead([ClientQuota({"client-id": "slowapp"}, {"producer_byte_rate": 1024.0})])
     found = quota_findings(read)
