@@ -17,12 +17,11 @@ from diagnosis.entry_ids import GC_PAUSES, STARVED_BROKER
 from diagnosis.findings import LiveFindings, Undecided
 from diagnosis.latency import PRODUCE, latency_findings, timer_series
 from diagnosis.metric_checks import broker_nodes, failed_evidence, read_exporters
-from diagnosis.responsiveness import record_probes, starved
+from diagnosis.responsiveness import awaited_probes, starved
 from diagnosis.snapshot import broker_list
-from framework import sources
 from framework.reply import Action, Evidence, Step
 from live import exporters
-from live.gateway import AdminGateway, GatewayError
+from live.gateway import AdminGateway
 
 REMOTE = "RemoteTimeMs"
 
@@ -41,12 +40,7 @@ async def check_produce_latency(gw: AdminGateway) -> LiveFindings:
     found = latency_findings(read.reading)
     if read.host_busy is not None:
         found.evidence += failed_evidence(exporters.Reading(), read.host_busy)
-    try:
-        probes = await probes_task
-    except GatewayError as exc:
-        probes = {}
-        sources.record("probe", "failed", detail=str(exc))
-    record_probes(probes)
+    probes = await awaited_probes(probes_task)
     suspects, lines = starved(probes, read, brokers)
     if not suspects:
         return found

@@ -42,6 +42,18 @@ def record_probes(probes: dict[int, ProbeResult]) -> None:
         sources.record(f"listener {b}", state, r.seconds, "" if r.state == "answers" else r.state, node=b)
 
 
+async def awaited_probes(task: asyncio.Future[dict[int, ProbeResult]]) -> dict[int, ProbeResult]:
+    """The listener probes started beside another read, each recorded as an evidence source; a
+    probe that could not run at all is recorded as failed and gives none."""
+    try:
+        probes = await task
+    except GatewayError as exc:
+        probes = {}
+        sources.record("probe", "failed", detail=str(exc))
+    record_probes(probes)
+    return probes
+
+
 def slow_listeners(probes: dict[int, ProbeResult], registered: set[int] | frozenset[int]) -> list[int]:
     """Registered brokers whose listener answered far later than the others' (or not at all)."""
     answered = {b: r.seconds for b, r in probes.items() if r.state == "answers"}
@@ -107,12 +119,7 @@ async def check_starved_broker(gw: AdminGateway) -> LiveFindings:
         exporters_read: NodeReading | None = await read_exporters(gw, timer_series(), brokers)
     except GatewayError:
         exporters_read = None  # no metrics endpoints: the listeners still tell
-    try:
-        probes = await probes_task
-    except GatewayError as exc:
-        probes = {}
-        sources.record("probe", "failed", detail=str(exc))
-    record_probes(probes)
+    probes = await awaited_probes(probes_task)
     suspects, evidence = starved(probes, exporters_read, brokers)
     if exporters_read is not None and exporters_read.host_busy is not None and not suspects:
         return LiveFindings(

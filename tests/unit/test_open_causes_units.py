@@ -37,20 +37,15 @@ def test_records_deleted_unread_lead_a_stopped_group_and_say_data_lost():
     assert "120 are still on the log" in r.verdict and "STOP" in r.verdict
 
 
-def test_even_growing_lag_is_slow_consumers_with_the_hot_partition_only_considered():
-    f = GroupFacts(
-        "g",
-        ("STABLE",) * 5,
-        (frozenset({"a"}),) * 5,
-        (100, 150, 200, 250, 300),
-        True,
-        2.0,
-        partitions=3,
-        lagging_partitions=3,
-        worst_partition="t-0",
-        worst_share=0.34,
+def _stable_growing(**kw) -> GroupFacts:
+    """One member in every read of a STABLE group whose lag over 3 partitions grows 50 a read."""
+    return GroupFacts(
+        "g", ("STABLE",) * 5, (frozenset({"a"}),) * 5, (100, 150, 200, 250, 300), True, 2.0, partitions=3, **kw
     )
-    r = rank(f)
+
+
+def test_even_growing_lag_is_slow_consumers_with_the_hot_partition_only_considered():
+    r = rank(_stable_growing(lagging_partitions=3, worst_partition="t-0", worst_share=0.34))
     ranked = [c.entry_id for c in r.causes if not c.considered]
     assert ranked[0] == "consumers-slower-than-producers" and "hot-partition" not in ranked
 
@@ -64,18 +59,8 @@ def test_lag_on_one_partition_is_a_hot_partition_only_when_the_writes_go_there_t
     sig = LagSignals(lag_entries=("hot-partition", "consumers-slower-than-producers"))
 
     def facts(write_share):
-        return GroupFacts(
-            "g",
-            ("STABLE",) * 5,
-            (frozenset({"a"}),) * 5,
-            (100, 150, 200, 250, 300),
-            True,
-            2.0,
-            partitions=3,
-            lagging_partitions=3,
-            worst_partition="t-2",
-            worst_share=0.8,
-            worst_write_share=write_share,
+        return _stable_growing(
+            lagging_partitions=3, worst_partition="t-2", worst_share=0.8, worst_write_share=write_share
         )
 
     even = rank(facts(0.34), sig)
