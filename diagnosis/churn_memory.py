@@ -28,16 +28,15 @@ def restarted_brokers(cluster: str, snap: Snapshot, started_s_ago: dict[int, flo
 
 
 def dropouts(
-    cluster: str, churn: isr_churn.Churn | None, snap: Snapshot, totals: dict[int, float]
+    cluster: str, churn: isr_churn.Churn | None, snap: Snapshot, since: observations.RejoinsSince | None
 ) -> isr_churn.DropOuts | None:
     """How many times the churning broker dropped out: the bot's own readings, the leaders' rejoin
-    counters since its last reading, or the one-minute rate (isr_churn.count_dropouts). Read
-    before this reading is remembered."""
+    counters ``since`` the bot's last reading of them, or the one-minute rate
+    (isr_churn.count_dropouts). Read before this reading is remembered."""
     if churn is None or churn.finding.broker is None:
         return None
     b = churn.finding.broker
     seen = observations.dropouts(cluster, b) if len(observations.recent(cluster)) > 2 else 0
-    since = observations.rejoins_since(cluster, totals, isr_churn.MIN_COUNTED_S)
     counted = (
         isr_churn.Counted(
             since.rejoins,
@@ -51,12 +50,10 @@ def dropouts(
     return isr_churn.count_dropouts(churn.finding, snap, seen, counted)
 
 
-def counted_by_all(cluster: str, churn: isr_churn.Churn | None, totals: dict[int, float]) -> isr_churn.Counted | None:
-    """With no one broker named: every leader's rejoins since the bot's earlier reading (read before
-    this reading is remembered)."""
+def counted_by_all(churn: isr_churn.Churn | None, since: observations.RejoinsSince | None) -> isr_churn.Counted | None:
+    """With no one broker named: every leader's rejoins ``since`` the bot's earlier reading."""
     if churn is None or churn.finding.broker is not None:
         return None
-    since = observations.rejoins_since(cluster, totals, isr_churn.MIN_COUNTED_S)
     if since is None:
         return None
     return isr_churn.Counted(since.rejoins, since.seconds, was_out=False, was_churning=bool(since.before.churning))
@@ -116,20 +113,19 @@ def restart_explains(
 
 
 def cluster_started(
-    cluster: str,
     churn: isr_churn.Churn | None,
     snap: Snapshot,
     started_s_ago: dict[int, float],
     totals: dict[int, float],
+    since: observations.RejoinsSince | None,
 ) -> isr_churn.ClusterStart | None:
     """The cluster's own start, when it explains the rejoins (isr_churn.cluster_start) and the bot
-    has counted none since an earlier reading: rejoins after that reading are not the start's."""
+    has counted none ``since`` an earlier reading: rejoins after that reading are not the start's."""
     if churn is None:
         return None
     started = isr_churn.cluster_start(churn.finding, snap, started_s_ago, totals)
     if started is None:
         return None
-    since = observations.rejoins_since(cluster, totals, isr_churn.MIN_COUNTED_S)
     return started if since is None or since.rejoins == 0 else None
 
 

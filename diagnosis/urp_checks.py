@@ -298,16 +298,19 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
     # no URP now, or a live follower out of sync: the meters say whether it keeps happening
     churn = await churn_read.result(snap) if not urp or top_cause == SLOW_FOLLOWER else None
     totals = churn_read.rejoin_totals()
-    returns = churn_memory.dropouts(gw.name, churn, snap, totals)
-    counted_all = churn_memory.counted_by_all(gw.name, churn, totals)
-    started = churn_memory.cluster_started(gw.name, churn, snap, churn_read.started_s_ago(), totals)
+    # the leaders' rejoins since the bot's earlier reading, read before this one is remembered
+    since = observations.rejoins_since(gw.name, totals, isr_churn.MIN_COUNTED_S)
+    returns = churn_memory.dropouts(gw.name, churn, snap, since)
+    counted_all = churn_memory.counted_by_all(churn, since)
+    started_s_ago = churn_read.started_s_ago()
+    started = churn_memory.cluster_started(churn, snap, started_s_ago, totals, since)
     named = churn.finding.broker if churn is not None else None
     seen = observations.remember(
         gw.name, snap, rejoins=totals or None, churning=frozenset({named}) if named is not None else frozenset()
     )
     if not totals:  # an answer about URP now did not wait for the counters: the next answer counts from them
         churn_read.when_read(lambda later: observations.add_rejoins(gw.name, seen, later))
-    restarted = churn_memory.restarted_brokers(gw.name, snap, churn_read.started_s_ago())
+    restarted = churn_memory.restarted_brokers(gw.name, snap, started_s_ago)
     if churn is not None:
         evidence += churn.evidence()
     if churn is not None and returns is not None:
