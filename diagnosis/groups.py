@@ -22,6 +22,11 @@ from runbook_kb import KnowledgeBase
 # rebalances and keep the answer well inside Slack's patience.
 READS = 5
 READ_GAP_S = 0.5
+# A storm's rebalances can be a few seconds apart, so two quiet seconds do not rule one out. When
+# the reads show only a steady membership with the lag growing (what a slower consumer shows too),
+# the watch goes on to STEADY_WATCH_S before naming the consumers' pace, and stops at the first
+# rebalance or new member id (a CI run: a storming group read STABLE with the same ids for 2.1 s).
+STEADY_WATCH_S = 6.0
 LIST_LIMIT = 200  # groups read by `lag` without a group (batched: a few requests per coordinator)
 LIST_CONCURRENCY = 8  # reads in flight when a gateway cannot batch them
 REBALANCING = frozenset({"PREPARING_REBALANCE", "COMPLETING_REBALANCE", "ASSIGNING", "RECONCILING"})
@@ -286,7 +291,8 @@ def _rank_lag(f: GroupFacts, sig: LagSignals) -> Ranking:
             REBALANCE_STORM,
             REBALANCE_STORM,
             "Consumer rebalance storm",
-            f"ranks lower: {stable}, no rebalance seen",
+            f"ranks lower: {stable}, no rebalance seen in {f.seconds:.1f} s (rebalances minutes apart show only "
+            f"in the clients' {REBALANCE_ALERT})",
             considered=True,
         )
     )
@@ -382,13 +388,36 @@ async def read_group(gw: AdminGateway, group: str) -> tuple[GroupRead, bool]:
     return await read(group), True
 
 
+def _steady_and_growing(reads: list[tuple[GroupRead, bool]]) -> bool:
+    """Members read in every read, one unchanged member set, no rebalance state, lag growing: a
+    slower consumer or a storm between two rebalances, which only a longer watch tells apart."""
+    if not all(with_members for _, with_members in reads):
+        return False
+    ids = {r.member_ids for r, _ in reads}
+    states = {r.lag.state for r, _ in reads}
+    return (
+        len(ids) == 1
+        and next(iter(ids)) != frozenset()
+        and not (states & (REBALANCING | NO_MEMBERS))
+        and reads[-1][0].lag.total_lag > reads[0][0].lag.total_lag
+    )
+
+
 async def watch_group(
-    gw: AdminGateway, group: str, reads: int = READS, gap_s: float = READ_GAP_S
+    gw: AdminGateway,
+    group: str,
+    reads: int = READS,
+    gap_s: float = READ_GAP_S,
+    steady_watch_s: float = STEADY_WATCH_S,
 ) -> list[tuple[GroupRead, bool]]:
-    """``reads`` reads ``gap_s`` apart. The first read's error is the answer; a later failure
+    """``reads`` reads ``gap_s`` apart, continued up to ``steady_watch_s`` while they show only a
+    steady membership with the lag growing. The first read's error is the answer; a later failure
     (the coordinator moving mid-watch) ends the watch with the reads made so far."""
+    started = time.monotonic()
     out = [await read_group(gw, group)]
-    for _ in range(reads - 1):
+    while len(out) < reads or (
+        time.monotonic() - started + gap_s <= steady_watch_s and _steady_and_growing(out)
+    ):
         await asyncio.sleep(gap_s)
         try:
             out.append(await read_group(gw, group))

@@ -8,6 +8,7 @@ answer or a clean error, never a dead process. Questions go through the real dis
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,8 +23,9 @@ from waiting import wait_until
 
 from bot.render import render_json
 from commands.registry import answer
-from diagnosis.groups import GroupFacts, LagSignals, rank, signals_from_kb
+from diagnosis.groups import GroupFacts, LagSignals, facts_from_reads, rank, signals_from_kb, watch_group
 from framework.context import Context
+from live.model import GroupLag, GroupMember, GroupRead, PartitionLag
 from runbook_kb import default_kb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,6 +178,40 @@ def test_caught_up_is_ok():
 def test_behind_but_not_growing_is_info():
     r = rank(facts(["STABLE"] * 5, [{"a"}] * 5, [300, 280, 250, 240, 200], moved=True))
     assert r.status == "BEHIND" and r.severity == "info" and "not growing (-100 in 2.0 s)" in r.verdict
+
+
+class _ScriptedGroup:
+    """A gateway whose group reads follow a script of (state, member ids, lag); it counts the reads."""
+
+    def __init__(self, script):
+        self.script, self.reads = script, 0
+
+    async def consumer_group_read(self, group, read_committed=False):
+        state, ids, lag = self.script[min(self.reads, len(self.script) - 1)]
+        self.reads += 1
+        members = [GroupMember(i, "c", "/h") for i in ids]
+        return GroupRead(GroupLag(group, state, [PartitionLag("t", 0, 0, lag, lag)]), members, "consumer", "range", 0.0)
+
+
+def test_a_steady_group_with_growing_lag_is_watched_longer_and_a_late_rebalance_is_seen():
+    """Two quiet seconds do not rule out a storm whose rebalances come a few seconds apart (a CI run
+    read a storming group STABLE with the same ids for 2.1 s and named the consumers' pace)."""
+    steady = [("STABLE", {"a"}, 100 + 10 * i) for i in range(7)]
+    gw = _ScriptedGroup([*steady, ("STABLE", {"b"}, 180)])
+    reads = asyncio.run(watch_group(gw, "g", reads=5, gap_s=0.001, steady_watch_s=10))
+    assert len(reads) == 8  # went on past five, stopped at the first new member id
+    assert rank(facts_from_reads("g", reads)).status == "REBALANCING"
+
+    gw = _ScriptedGroup([("STABLE", {"a"}, 100 + 10 * i) for i in range(100)])
+    started = time.monotonic()
+    reads = asyncio.run(watch_group(gw, "g", reads=5, gap_s=0.02, steady_watch_s=0.3))
+    assert 0.28 <= time.monotonic() - started < 2 and 5 < len(reads) <= 16  # bounded by the longer watch
+    assert rank(facts_from_reads("g", reads)).status == "WARN"
+
+    # lag not growing, or a rebalance already seen: five reads are enough
+    for script in ([("STABLE", {"a"}, 100)], [("PREPARING_REBALANCE", {"a"}, 100 + i) for i in range(9)]):
+        gw = _ScriptedGroup(script)
+        assert len(asyncio.run(watch_group(gw, "g", reads=5, gap_s=0.001, steady_watch_s=10))) == 5
 
 
 # ---- the real cluster ----------------------------------------------------------------------------------
