@@ -109,13 +109,14 @@ def _rank_note(top: Diagnosis, other: Diagnosis) -> str:
 
 
 def short_answer(reply: Reply) -> ShortAnswer:
-    """The short layout of ``reply``. Severity "ok" means the symptom is absent now: no steps, and
-    the causes become one-line possibilities. Without live evidence ("unknown"), the top cause's
+    """The short layout of ``reply``. Severity "ok" means the symptom is absent now, and a settled
+    reply that what the reading showed is explained: no steps, and the causes become one-line
+    possibilities. Without live evidence ("unknown"), the top cause's
     first checks come before its mitigation."""
     answer = ShortAnswer(severity=reply.severity, verdict=reply.verdict, heading="")
     top = reply.diagnoses[0] if reply.diagnoses else None
     if top is not None:
-        if reply.severity == "ok":
+        if reply.severity == "ok" or reply.settled:
             answer.others_heading = "Possible causes if it comes back"
             answer.others = [f"{d.title}: {first_sentence(d.cause, SHORT_WHY_CHARS)}" for d in reply.diagnoses]
         else:

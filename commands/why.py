@@ -278,6 +278,7 @@ def _reply(
         followups=followups,
         window=lake.window.label if lake is not None and lake.available else None,
         series=list(getattr(lake, "series", None) or []),  # set by _lake_part when the trend was read
+        settled=live is not None and live.settled and severity in ("ok", "info"),
     )
 
 

@@ -59,3 +59,4 @@ class LiveFindings:
     facts: LiveFacts | None = None
     expected: ExpectedCause | None = None  # set when no fault explains the symptom, only an operation
     undecided: Undecided | None = None  # set when the evidence cannot tell the top cause from a look-alike
+    settled: bool = False  # nothing is wrong now and the reading is explained: no steps to take (Reply.settled)

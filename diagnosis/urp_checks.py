@@ -332,6 +332,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
                 actions=[Action("Why URP", "why URP")],
                 notes=notes,
                 facts=facts,
+                settled=True,
             )
         if (
             churn is not None
@@ -347,6 +348,7 @@ async def _check_urp(gw: AdminGateway, churn_read: isr_churn.ChurnRead) -> LiveF
                 evidence,
                 notes=notes,
                 facts=facts,
+                settled=True,
             )
         if churn is not None:
             once = returns is not None and returns.once

@@ -151,6 +151,9 @@ class Reply:
     tables: list[Table] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
     outcome: Outcome = "answered"
+    # the symptom is absent now and what the reading showed is explained (a cluster's own start, a
+    # broker back from a restart): the causes are possibilities to know, not steps to take now
+    settled: bool = False
     more_command: str | None = None  # the /kafka text that gives the full answer (--full)
     ask: Ask | None = None  # whom to notify in the thread (a high-risk action's approvers)
     # every evidence source this answer read and how each fared (framework/sources.py)

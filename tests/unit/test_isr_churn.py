@@ -286,6 +286,7 @@ async def test_a_recent_start_is_said_and_decides_nothing_until_the_rejoins_are_
     _age_memory(40)
     reply = await ask(100.0)  # nothing rejoined since: the one drop-out the meters showed was the restart
     assert reply.severity == "info" and reply.verdict.startswith("Recovered: broker 103 (re)started 1"), reply.verdict
+    _nothing_to_do_now(reply)
 
     _age_memory(40)
     reply = await ask(101.5)  # its 3 replicas once more, 200 s after the restart: not the restart's
@@ -330,6 +331,13 @@ async def test_with_no_broker_named_the_second_reading_counts_every_leaders_rejo
     assert reply.severity == "warning"
 
 
+def _nothing_to_do_now(reply) -> None:
+    """A settled answer lists the causes as possibilities: no "Do now" steps (the cluster-start answer
+    once said "Do now: Broker loss ... Bring the missing broker back" with every broker up)."""
+    text = render_text(reply)
+    assert reply.settled and "Possible causes if it comes back" in text and "Do now" not in text, text
+
+
 def _started(pages: dict[int, str], seconds_ago: float) -> dict[int, str]:
     import time
 
@@ -351,6 +359,7 @@ async def test_a_cluster_that_just_started_is_its_start_not_a_flap(exposition):
         "started 5"
     ), reply.verdict
     assert "counted 6 rejoin(s) since, no more than one per follower replica (6)" in reply.verdict
+    _nothing_to_do_now(reply)
 
 
 async def test_more_rejoins_than_a_start_makes_are_not_the_start(exposition):
