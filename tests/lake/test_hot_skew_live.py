@@ -50,9 +50,9 @@ async def test_hot_partitions_skew_on_a_90_10_key_split_is_the_producers_own(kaf
         async def ranked() -> bool:
             reply = (await answer(f"hot-partitions {topic} --since 3m --rank mean --top 20", ctx)).reply
             rows = reply.tables[0].records() if reply.tables else []
-            return len(rows) == PARTITIONS and producer.stats()["sent"] > RATE * 150 and bool(reply.verdict)
+            return len(rows) == PARTITIONS and producer.stats()["sent"] > RATE * 75 and bool(reply.verdict)
 
-        # two and a half minutes of samples at least, every partition ranked
+        # a minute and a quarter of samples at least (fifteen per partition), every partition ranked
         await async_wait_until(ranked, 600, "the lake to rank every partition of the topic")
         reply = (await answer(f"hot-partitions {topic} --since 3m --rank mean --top 20", ctx)).reply
         end = producer.stats()["per_partition"]
