@@ -59,13 +59,17 @@ async def _ask_live(cluster, lake: LakeService, *questions: str) -> list[dict]:
         await pool.close()
 
 
-def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark, tmp_path):
+def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark, tmp_path, request):
     drop_other_topics(kafka_cluster)  # the lost broker's answer below names every topic under min ISR
     unique = uuid.uuid4().hex[:6]
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     orders, other = f"chg-orders-{unique}", f"chg-other-{unique}"
+    retained, group = f"chg-retained-{unique}", f"chg-behind-{unique}"
     _done(admin.create_topics([NewTopic(orders, 3, 3, config={"min.insync.replicas": "1"})], request_timeout=30))
     kafka_cluster.faults.wait_for(lambda: orders in admin.list_topics(timeout=10).topics, 30, f"{orders} listed")
+    # a group that read a little and stopped while a producer keeps writing: its lag grows
+    lagging = kafka_cluster.faults.lagging_consumer_group(group, retained, initial=30, rate=20)
+    request.addfinalizer(lagging.stop)
     layout = LakeLayout.from_settings(load_settings({}), lake_dir=str(tmp_path / "lake"))
     sampler = ChangeSampler(layout, CLUSTER, interval_s=60)
     config = ClusterConfig(name=CLUSTER, bootstrap=kafka_cluster.bootstrap_servers, expected_brokers=(101, 102, 103))
@@ -80,12 +84,14 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
     assert ingest_changes(spark, layout) == 0
 
     # the user's own changes: min ISR raised to RF on orders, its retention lowered; another topic
-    # made; a produce quota on a client (AlterClientQuotas, what kafka-configs sends)
+    # made; a produce quota on a client (AlterClientQuotas, what kafka-configs sends); the retention
+    # of the lagging group's topic lowered
     _alter(admin, orders, min_insync_replicas="3", retention_ms="60000")
     _done(admin.create_topics([NewTopic(other, 1, 3)], request_timeout=30))
     client = f"chg-app-{unique}"
     set_client_quota(kafka_cluster, client, "producer_byte_rate", 1024)
     try:
+        _alter(admin, retained, retention_ms="120000")  # under the lagging group
         assert asyncio.run(sample()) >= 3
         assert ingest_changes(spark, layout) >= 3
         assert ingest_changes(spark, layout) == 0  # nothing landed since: nothing written twice
@@ -104,6 +110,7 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
         assert seen[(f"topic {orders}", "retention.ms set to 60000")] == (None, "60000"), rows
         assert seen[(f"topic {other}", "created")] == (None, "1 partitions, RF 3"), rows
         assert seen[(f"client-id={client}", "quota producer_byte_rate set to 1024")] == (None, "1024"), rows
+        assert seen[(f"topic {retained}", "retention.ms set to 120000")] == (None, "120000"), rows
         assert "change(s)" in everything["verdict"]
 
         narrowed = ask(f"changes topic {orders}")
@@ -118,6 +125,15 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
         # the table holds what the answer showed, and nothing else about the topics' values
         table = spark.read.format("delta").load(changes_table(layout))
         assert table.filter(table.cluster == CLUSTER).count() == len(rows)
+
+        # an incident the change caused: retention lowered under a lagging group. `lag` names the
+        # change and leads with lag beyond retention (its next offsets may be deleted unread)
+        (behind,) = asyncio.run(_ask_live(kafka_cluster, lake, f"lag {group}"))
+        assert behind["lag"]["total_lag"] > 0, behind["verdict"]
+        assert f"Retention of topic {retained} was lowered" in behind["verdict"], behind["verdict"]
+        assert behind["diagnoses"][0]["entry_id"] == "lag-beyond-retention", behind["diagnoses"]
+        line = next(e["value"] for e in behind["evidence"] if e["label"] == "Changed recently")
+        assert f"topic {retained} retention.ms set to 120000" in line, line
 
         # an incident the change caused: min ISR raised to the RF, then a broker lost. `why` names
         # the change in its verdict and in a "Changed recently" line (the live read says which
