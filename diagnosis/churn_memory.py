@@ -100,16 +100,43 @@ def restart_explains(
         return True
     if returns.flap:  # counted, or out again right now: more than a restart
         return False
+    # Rejoins counted beyond the return, with a one-minute rate too high for a return that old:
+    # they came after it (chaos trial 6464:10: the bot saw 103 down, 103 restarted 160 s ago and
+    # then flapped for 37 s; the leaders counted 1.4 returns' worth since, read as the return plus
+    # a little catching up, but rejoined 1.7 returns' worth a minute, where that restart's return
+    # could leave 0.4 at most). With nothing counted beyond it, the rate is older than the reading.
+    followed = isr_churn.follows(b, snap)
+    recent = _rejoined_since_return(churn, followed, restarted.get(b, 0.0))
     if returns.counted:
         # a drop-out counted after the restart is not the restart's return
-        return (returns.in_interval or 0.0) < 0.5 or restarted.get(b, 0.0) <= (returns.interval_s or 0.0)
+        extra = returns.in_interval or 0.0
+        if extra > 0 and recent:
+            return False
+        return extra < 0.5 or restarted.get(b, 0.0) <= (returns.interval_s or 0.0)
     since_out = observations.rejoins_since_out(cluster, b, totals)
     if since_out is not None:
         # the bot saw it down; since then its replicas came back about once: that return is the
         # restart's, and whatever else the one-minute rate carries happened before the bot looked
-        return bool(since_out.rejoins <= RESTART_RETURNS * isr_churn.follows(b, snap))
+        if since_out.rejoins > followed and recent:
+            return False
+        return bool(since_out.rejoins <= RESTART_RETURNS * followed)
     # not counted and no flap: the count is the one-minute rate's estimate
     return returns.count <= isr_churn.one_return_left(restarted.get(b, 0.0))
+
+
+# a restarted broker's replicas rejoin this long after its process started at most (the JVM, the
+# log load, registration and catch-up, on a busy machine)
+RETURN_LAG_S = 90.0
+RATE_SLACK = 1.25  # the one-minute rate's estimate of a return is rough: a quarter over is still it
+
+
+def _rejoined_since_return(churn: isr_churn.Churn, followed: int, age_s: float) -> bool:
+    """Whether the leaders' one-minute rate holds more rejoins than a return ``age_s`` after the
+    process started could leave: replicas rejoined since the restart's return."""
+    if not followed:
+        return False
+    rate_returns = churn.finding.rejoins_per_s * 60.0 / followed
+    return rate_returns > RATE_SLACK * isr_churn.one_return_left(age_s - RETURN_LAG_S)
 
 
 def cluster_started(

@@ -100,6 +100,30 @@ while os.getppid() == parent:
     p.poll(1.0 / rate)
 """
 
+# A producer under its own client id (the one a client quota names), ``rate`` records of 1 kB a
+# second; it prints READY, then THROTTLED once a broker reports delaying it (librdkafka's per-broker
+# throttle window in its statistics). argv: bootstrap, topic, client id, rate, parent.
+QUOTA_PRODUCER = r"""
+import json, os, sys
+from confluent_kafka import Producer
+bootstrap, topic, client, rate, parent = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+said = [False]
+def stats(text):
+    throttled = any((b.get("throttle") or {}).get("max", 0) > 0 for b in json.loads(text)["brokers"].values())
+    if throttled and not said[0]:
+        said[0] = True
+        print("THROTTLED", flush=True)
+p = Producer({"bootstrap.servers": bootstrap, "client.id": client, "acks": "all", "linger.ms": 5,
+              "statistics.interval.ms": 1000, "stats_cb": stats, "logger": lambda *a, **k: None})
+print("READY", flush=True)
+while os.getppid() == parent:
+    try:
+        p.produce(topic, value=b"q" * 1024)
+    except BufferError:
+        pass
+    p.poll(1.0 / rate)
+"""
+
 # A user's own reassignment under a replication throttle, the way kafka-reassign-partitions.sh
 # --execute --throttle makes one: write ``mb`` MB to partition 0 (acks=all, so every current
 # replica holds it), set the throttle (the rate on every broker; on the topic, the current replicas

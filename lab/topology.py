@@ -126,7 +126,8 @@ def standard(base_dir: str | Path | None = None, port_base: int | None = None) -
         port_base=port,
         overrides={
             "controller": {"auto.leader.rebalance.enable": "false"},
-            "broker": NO_AUTO_CREATE,
+            # retention checked every 5 s (Kafka: 5 minutes), so a lowered retention acts within a mode
+            "broker": {**NO_AUTO_CREATE, "log.retention.check.interval.ms": "5000"},
             101: {"max.incremental.fetch.session.cache.slots": str(FETCH_SESSION_SLOTS)},
         },
         extra_log_dirs={103: [base.resolve() / "node-103" / "disk2" / "logs"]},

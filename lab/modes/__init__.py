@@ -5,6 +5,7 @@ from __future__ import annotations
 from lab.mode import Mode
 from lab.modes import (
     broker_loss,
+    client_quota,
     consumer_stop,
     controller_minority_loss,
     controller_quorum_loss,
@@ -17,6 +18,7 @@ from lab.modes import (
     log_dir_failure,
     metadata_lag,
     min_isr_equals_rf,
+    min_isr_raised,
     network_partition,
     offline_partitions,
     one_dir_halt,
@@ -25,6 +27,7 @@ from lab.modes import (
     producer_fencing,
     reassignment_throttled,
     rebalance_storm,
+    retention_lowered,
     slow_follower,
     unclean_election,
     under_min_isr,
@@ -55,6 +58,9 @@ MODES: list[Mode] = [
     network_partition.MODE,
     page_cache_cold_reads.MODE,
     metadata_lag.MODE,
+    client_quota.MODE,
+    min_isr_raised.MODE,
+    retention_lowered.MODE,
 ]
 
 

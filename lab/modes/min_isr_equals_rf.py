@@ -24,14 +24,19 @@ def inject(cluster):
 
 
 def wait_for_symptom(cluster, facts):
+    return out_of_every_isr_and_rejected(cluster, TOPIC, BROKER, PARTITIONS)
+
+
+def out_of_every_isr_and_rejected(cluster, topic: str, broker: int, partitions: int) -> dict:
+    """``broker`` gone from every ISR of ``topic``, then an acks=all write refused, seen from outside."""
     cluster.faults.wait_for(
-        lambda: len(probes.isr_lacks(cluster, TOPIC, BROKER)) == PARTITIONS,
+        lambda: len(probes.isr_lacks(cluster, topic, broker)) == partitions,
         90,
-        f"broker {BROKER} out of every ISR of {TOPIC}",
+        f"broker {broker} out of every ISR of {topic}",
     )
     return {
         "producer_error": cluster.faults.wait_for(
-            lambda: acks_all_rejected(cluster, TOPIC), 60, "an acks=all producer to get NOT_ENOUGH_REPLICAS"
+            lambda: acks_all_rejected(cluster, topic), 60, "an acks=all producer to get NOT_ENOUGH_REPLICAS"
         )
     }
 

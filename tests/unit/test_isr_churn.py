@@ -4,6 +4,7 @@ most snapshots; `why URP` must still see it, from the leaders' ISR meters and th
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -293,6 +294,49 @@ async def test_a_recent_start_is_said_and_decides_nothing_until_the_rejoins_are_
     assert reply.diagnoses[0].entry_id == "gc-pauses" and reply.severity == "warning"
     assert reply.verdict.startswith("Broker 103 keeps dropping out"), reply.verdict
     assert "if that was a restart" not in reply.verdict  # counted, not a guess
+
+
+async def test_a_broker_seen_down_then_restarted_that_rejoins_since_its_return_is_not_recovered(exposition):
+    """Chaos trial 6464:10: the bot saw 103 down; 103 restarted 160 s ago and then flapped. The
+    leaders' counters since held 1.4 returns' worth (under the 1.5 a catching-up restart may take),
+    and the answer was "Recovered"; but their one-minute rate held 1.6 returns' worth a minute, where
+    a return 160 s old leaves a fraction: the rejoins came after the restart's return."""
+    import time
+
+    down = {
+        "orders": [
+            (101, [101, 102, 103], [101, 102]),
+            (102, [102, 103, 101], [101, 102]),
+            (101, [103, 101, 102], [101, 102]),
+        ]
+    }
+
+    async def seen_down_then_back(ago: float, started_s: float, rate: float, returns: float):
+        observations._RINGS.pop("fake", None)
+        exposition.pages = _exposition(expands=0.001, total=100.0)  # (a rate, so the counter is written)
+        del exposition.pages[103]
+        seen = (await answer("why URP", Context(live=FakePool(MeteredGateway(brokers=(101, 102), topics=down))))).reply
+        assert seen.diagnoses[0].entry_id == "broker-loss", seen.verdict
+        # with URP the answer did not wait for the rejoin counters: the reading gets them when read
+        for _ in range(200):
+            if observations._RINGS["fake"][-1].rejoins:
+                break
+            await asyncio.sleep(0.01)
+        assert observations._RINGS["fake"][-1].rejoins == {101: 100.0, 102: 100.0}
+        _age_memory(ago)
+        # each of the two leaders counts half of the rejoins of 103's 3 follower replicas
+        exposition.pages = _exposition(expands=rate, total=100.0 + returns * 3 / 2)
+        exposition.pages[103] += f"process_start_time_seconds {time.time() - started_s:.3f}\n"
+        return await _why_urp()
+
+    # 1.4 returns' worth counted since; 0.04/s on each leader: 1.6 returns' worth a minute
+    reply = await seen_down_then_back(177, 160, 0.04, 1.4)
+    assert not reply.verdict.startswith("Recovered"), reply.verdict
+    assert reply.severity == "warning" and reply.diagnoses[0].entry_id == "gc-pauses", reply.verdict
+
+    # one return counted, the rate one return 70 s old may still show: the restart's, recovered
+    reply = await seen_down_then_back(80, 70, 0.03, 1.0)
+    assert reply.verdict.startswith("Recovered: broker 103 (re)started 7"), reply.verdict
 
 
 async def test_several_silent_exporters_are_a_busy_host_and_name_nobody(exposition):
