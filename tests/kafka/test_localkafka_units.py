@@ -137,3 +137,37 @@ def test_waiting_for_the_cluster_says_what_it_waits_for(tmp_path, monkeypatch):
     assert any("registered brokers [], want [101, 102, 103]" in h for h in heard), heard
     assert any("brokers registered, waiting for metrics endpoints" in h for h in heard), heard
     assert not any(h.startswith("waiting for the cluster (0s)") or "(1s)" in h for h in heard)  # quiet under 2 s
+
+
+def test_the_background_producer_keeps_trying_a_topic_its_client_does_not_know_yet():
+    """produce() raises KafkaException(_UNKNOWN_TOPIC) while a new topic is missing from the client's
+    metadata; the thread died on it (a chaos run's traceback), leaving a lab mode without writes."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from localkafka.faults import BackgroundProducer
+
+    class Client:
+        def __init__(self):
+            self.calls = 0
+
+        def produce(self, topic, key, value, on_delivery):
+            self.calls += 1
+            if self.calls <= 3:
+                raise KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+
+        def poll(self, timeout):
+            return 0
+
+        def flush(self, timeout):
+            return 0
+
+    client = Client()
+    bp = BackgroundProducer(client, "new-topic", rate=100, duration=None)
+    bp.start()
+    deadline = time.monotonic() + 30
+    while bp.sent < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = bp.stop()
+    assert stats["sent"] >= 5 and stats["errors"] >= 1, stats
