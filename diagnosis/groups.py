@@ -415,9 +415,7 @@ async def watch_group(
     (the coordinator moving mid-watch) ends the watch with the reads made so far."""
     started = time.monotonic()
     out = [await read_group(gw, group)]
-    while len(out) < reads or (
-        time.monotonic() - started + gap_s <= steady_watch_s and _steady_and_growing(out)
-    ):
+    while len(out) < reads or (time.monotonic() - started + gap_s <= steady_watch_s and _steady_and_growing(out)):
         await asyncio.sleep(gap_s)
         try:
             out.append(await read_group(gw, group))
