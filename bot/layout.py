@@ -111,8 +111,8 @@ def _rank_note(top: Diagnosis, other: Diagnosis) -> str:
 def short_answer(reply: Reply) -> ShortAnswer:
     """The short layout of ``reply``. Severity "ok" means the symptom is absent now, and a settled
     reply that what the reading showed is explained: no steps, and the causes become one-line
-    possibilities. Without live evidence ("unknown"), the top cause's
-    first checks come before its mitigation."""
+    possibilities. Without live evidence ("unknown"), the top cause's first checks come before its
+    mitigation."""
     answer = ShortAnswer(severity=reply.severity, verdict=reply.verdict, heading="")
     top = reply.diagnoses[0] if reply.diagnoses else None
     if top is not None:

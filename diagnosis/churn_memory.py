@@ -81,6 +81,19 @@ def stall_or_flap(broker: int | None, flap: bool) -> Undecided:
 # rejoins since the bot saw the broker down, in returns' worth, that are still "came back once"
 # (a partition or two rejoining twice while it catches up is not a second drop-out)
 RESTART_RETURNS = 1.5
+# a restarted broker's replicas rejoin this long after its process started at most (the JVM, the
+# log load, registration and catch-up, on a busy machine)
+RETURN_LAG_S = 90.0
+RATE_SLACK = 1.25  # the one-minute rate's estimate of a return is rough: a quarter over is still it
+
+
+def _rejoined_since_return(churn: isr_churn.Churn, followed: int, age_s: float) -> bool:
+    """Whether the leaders' one-minute rate holds more rejoins than a return ``age_s`` after the
+    process started could leave: replicas rejoined since the restart's return."""
+    if not followed:
+        return False
+    rate_returns = churn.finding.rejoins_per_s * 60.0 / followed
+    return rate_returns > RATE_SLACK * isr_churn.one_return_left(age_s - RETURN_LAG_S)
 
 
 def restart_explains(
@@ -122,21 +135,6 @@ def restart_explains(
         return bool(since_out.rejoins <= RESTART_RETURNS * followed)
     # not counted and no flap: the count is the one-minute rate's estimate
     return returns.count <= isr_churn.one_return_left(restarted.get(b, 0.0))
-
-
-# a restarted broker's replicas rejoin this long after its process started at most (the JVM, the
-# log load, registration and catch-up, on a busy machine)
-RETURN_LAG_S = 90.0
-RATE_SLACK = 1.25  # the one-minute rate's estimate of a return is rough: a quarter over is still it
-
-
-def _rejoined_since_return(churn: isr_churn.Churn, followed: int, age_s: float) -> bool:
-    """Whether the leaders' one-minute rate holds more rejoins than a return ``age_s`` after the
-    process started could leave: replicas rejoined since the restart's return."""
-    if not followed:
-        return False
-    rate_returns = churn.finding.rejoins_per_s * 60.0 / followed
-    return rate_returns > RATE_SLACK * isr_churn.one_return_left(age_s - RETURN_LAG_S)
 
 
 def cluster_started(
