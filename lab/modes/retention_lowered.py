@@ -29,7 +29,7 @@ def inject(cluster):
 
 
 def wait_for_symptom(cluster, facts):
-    """A partition's log start past the group's committed offset, read with the test's own consumer."""
+    """A partition's log start past the group's committed offset, read with the lab's own consumer."""
     committed = facts["_lagging"].committed
     reader = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "lab-retained-watch"})
 
