@@ -87,13 +87,11 @@ RETURN_LAG_S = 90.0
 RATE_SLACK = 1.25  # the one-minute rate's estimate of a return is rough: a quarter over is still it
 
 
-def _rejoined_since_return(churn: isr_churn.Churn, followed: int, age_s: float) -> bool:
+def _rejoined_since_return(churn: isr_churn.Churn, snap: Snapshot, age_s: float) -> bool:
     """Whether the leaders' one-minute rate holds more rejoins than a return ``age_s`` after the
     process started could leave: replicas rejoined since the restart's return."""
-    if not followed:
-        return False
-    rate_returns = churn.finding.rejoins_per_s * 60.0 / followed
-    return rate_returns > RATE_SLACK * isr_churn.one_return_left(age_s - RETURN_LAG_S)
+    rate_returns = isr_churn.returns_estimate(churn.finding, snap)
+    return rate_returns is not None and rate_returns > RATE_SLACK * isr_churn.one_return_left(age_s - RETURN_LAG_S)
 
 
 def restart_explains(
@@ -118,8 +116,7 @@ def restart_explains(
     # then flapped for 37 s; the leaders counted 1.4 returns' worth since, read as the return plus
     # a little catching up, but rejoined 1.7 returns' worth a minute, where that restart's return
     # could leave 0.4 at most). With nothing counted beyond it, the rate is older than the reading.
-    followed = isr_churn.follows(b, snap)
-    recent = _rejoined_since_return(churn, followed, restarted.get(b, 0.0))
+    recent = _rejoined_since_return(churn, snap, restarted.get(b, 0.0))
     if returns.counted:
         # a drop-out counted after the restart is not the restart's return
         extra = returns.in_interval or 0.0
@@ -130,6 +127,7 @@ def restart_explains(
     if since_out is not None:
         # the bot saw it down; since then its replicas came back about once: that return is the
         # restart's, and whatever else the one-minute rate carries happened before the bot looked
+        followed = isr_churn.follows(b, snap)
         if since_out.rejoins > followed and recent:
             return False
         return bool(since_out.rejoins <= RESTART_RETURNS * followed)
