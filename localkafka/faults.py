@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic, OffsetSpec
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from localkafka import procs
 from localkafka.common import ClusterError, quiet_logger
@@ -194,6 +194,14 @@ class FaultInjector:
             f"leaders for all partitions of {name}",
         )
         return {"topic": name, "partitions": parts, "config": config or {}}
+
+    def set_topic_config(self, topic: str, settings: dict[str, str]) -> None:
+        """Set ``settings`` on ``topic`` (IncrementalAlterConfigs SET, what `kafka-configs --alter
+        --add-config` sends), as a user changes a topic from outside."""
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        for f in self.c.admin().incremental_alter_configs([resource], request_timeout=15).values():
+            f.result(30)
 
     def delete_topics(self, topics: list[str], timeout: float = 60) -> None:
         """Delete ``topics`` and wait until the metadata no longer lists them. A delete sent while a

@@ -14,12 +14,20 @@ PARTITIONS = 3
 
 
 def inject(cluster):
+    return written_then_killed(cluster, TOPIC, BROKER, PARTITIONS, min_isr="3")
+
+
+def written_then_killed(cluster, topic: str, broker: int, partitions: int, min_isr: str, raised_to: str = "") -> dict:
+    """An RF=3 ``topic`` at ``min_isr`` under an acks=all producer process, its min ISR raised to
+    ``raised_to`` from outside when given, then ``broker`` SIGKILLed."""
     cluster.faults.create_topic(
-        TOPIC, partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "3"}, timeout=90
+        topic, partitions=partitions, replication_factor=3, config={"min.insync.replicas": min_isr}, timeout=90
     )
-    child = clients.spawn_with_parent(clients.ACKS_ALL, cluster.bootstrap_servers, TOPIC, 20)
-    facts = {"topic": TOPIC, "topics": [TOPIC], "broker_id": BROKER, "pids": [child.pid], "_children": [child]}
-    killed = cluster.faults.kill_broker(BROKER)
+    child = clients.spawn_with_parent(clients.ACKS_ALL, cluster.bootstrap_servers, topic, 20)
+    facts = {"topic": topic, "topics": [topic], "broker_id": broker, "pids": [child.pid], "_children": [child]}
+    if raised_to:
+        cluster.faults.set_topic_config(topic, {"min.insync.replicas": raised_to})
+    killed = cluster.faults.kill_broker(broker)
     return {**facts, "pid": killed["pid"]}
 
 

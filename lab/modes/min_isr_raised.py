@@ -5,11 +5,8 @@ harmless before now stops every acks=all write (NOT_ENOUGH_REPLICAS with two cop
 right answer is under-min-isr, critical, naming the topic (with the metric lake, `why` also names
 the change and when it was made: tests/lake/test_lake_changes.py)."""
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-from lab import clients
 from lab.mode import Mode
-from lab.modes.min_isr_equals_rf import out_of_every_isr_and_rejected
+from lab.modes.min_isr_equals_rf import heal, out_of_every_isr_and_rejected, written_then_killed
 
 TOPIC = "lab-min-isr-raised"
 BROKER = 103
@@ -17,25 +14,11 @@ PARTITIONS = 3
 
 
 def inject(cluster):
-    cluster.faults.create_topic(
-        TOPIC, partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "1"}, timeout=90
-    )
-    child = clients.spawn_with_parent(clients.ACKS_ALL, cluster.bootstrap_servers, TOPIC, 20)
-    facts = {"topic": TOPIC, "topics": [TOPIC], "broker_id": BROKER, "pids": [child.pid], "_children": [child]}
-    raised = ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[raised])
-    for f in cluster.admin().incremental_alter_configs([resource], request_timeout=15).values():
-        f.result(30)
-    killed = cluster.faults.kill_broker(BROKER)
-    return {**facts, "pid": killed["pid"]}
+    return written_then_killed(cluster, TOPIC, BROKER, PARTITIONS, min_isr="1", raised_to="3")
 
 
 def wait_for_symptom(cluster, facts):
     return out_of_every_isr_and_rejected(cluster, TOPIC, BROKER, PARTITIONS)
-
-
-def heal(cluster, facts):
-    clients.stop(facts.get("pids", []), facts.get("_children"))
 
 
 MODE = Mode(
@@ -46,7 +29,7 @@ MODE = Mode(
     questions=("why NotEnoughReplicas",),
     inject=inject,
     wait_for_symptom=wait_for_symptom,
-    heal=heal,
+    heal=heal,  # the producer process stopped, as for min ISR = RF
     topics=(TOPIC,),
     named=lambda f: [f["topic"]],
 )

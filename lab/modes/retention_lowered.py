@@ -6,9 +6,9 @@ group's committed offsets: records deleted before the group read them. The right
 beyond retention, critical, naming the group and saying the data was lost."""
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from lab.mode import Mode
+from lab.modes.consumer_stop import heal
 
 GROUP = "lab-retained"
 TOPIC = "lab-retained-topic"
@@ -18,13 +18,7 @@ PARTITIONS = 3  # localkafka's lagging group makes its topic with 3
 def inject(cluster):
     lagging = cluster.faults.lagging_consumer_group(GROUP, TOPIC, initial=30, rate=50)
     facts = {"group": GROUP, "topic": TOPIC, "topics": [TOPIC], "_lagging": lagging}
-    entries = [
-        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
-        for key, value in (("retention.ms", "5000"), ("segment.ms", "2000"))
-    ]
-    resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=entries)
-    for f in cluster.admin().incremental_alter_configs([resource], request_timeout=15).values():
-        f.result(30)
+    cluster.faults.set_topic_config(TOPIC, {"retention.ms": "5000", "segment.ms": "2000"})
     return facts
 
 
@@ -44,12 +38,6 @@ def wait_for_symptom(cluster, facts):
         reader.close()
 
 
-def heal(cluster, facts):
-    lagging = facts.get("_lagging")
-    if lagging is not None:
-        lagging.stop()
-
-
 MODE = Mode(
     name="retention-lowered",
     summary="retention.ms lowered to 5 s under a stopped group while a producer writes: unread records deleted",
@@ -58,7 +46,7 @@ MODE = Mode(
     questions=("lag {group}",),
     inject=inject,
     wait_for_symptom=wait_for_symptom,
-    heal=heal,
+    heal=heal,  # the lagging group's producer stopped, as for a stopped group
     topics=(TOPIC,),
     named=lambda f: [f["group"]],
 )

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 from commandkit import cluster_env
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bot.render import render_json
 from commands.registry import answer
@@ -35,13 +35,6 @@ CLUSTER = "changes-e2e"
 def _done(futures) -> None:
     for f in futures.values():
         f.result(30)
-
-
-def _alter(admin: AdminClient, topic: str, **configs: str) -> None:
-    entries = [
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
-    ]
-    _done(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)]))
 
 
 async def _ask_live(cluster, lake: LakeService, *questions: str) -> list[dict]:
@@ -86,12 +79,12 @@ def test_changes_from_outside_reach_the_lake_and_the_answer(kafka_cluster, spark
     # the user's own changes: min ISR raised to RF on orders, its retention lowered; another topic
     # made; a produce quota on a client (AlterClientQuotas, what kafka-configs sends); the retention
     # of the lagging group's topic lowered
-    _alter(admin, orders, min_insync_replicas="3", retention_ms="60000")
+    kafka_cluster.faults.set_topic_config(orders, {"min.insync.replicas": "3", "retention.ms": "60000"})
     _done(admin.create_topics([NewTopic(other, 1, 3)], request_timeout=30))
     client = f"chg-app-{unique}"
     set_client_quota(kafka_cluster, client, "producer_byte_rate", 1024)
     try:
-        _alter(admin, retained, retention_ms="120000")  # under the lagging group
+        kafka_cluster.faults.set_topic_config(retained, {"retention.ms": "120000"})  # under the lagging group
         assert asyncio.run(sample()) >= 3
         assert ingest_changes(spark, layout) >= 3
         assert ingest_changes(spark, layout) == 0  # nothing landed since: nothing written twice
